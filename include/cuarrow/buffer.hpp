@@ -1,0 +1,146 @@
+// Buffers that know where they live.
+//
+// A cuarrow::buffer is a cheap, copyable handle to a range of memory: its
+// address, size, device type and id, mutability, and an owner that keeps the
+// memory alive.  Copies of a handle share the memory; the memory is freed
+// when the last handle (and every slice of it, and every pending asynchronous
+// copy that uses it) is gone.
+//
+// Device memory can never be read through a host pointer by accident: a
+// buffer has no data() member.  host_data() / mutable_host_data() return a
+// pointer only for host-accessible memory (CPU and CUDA_HOST) and throw
+// host_access_error for device memory; address() is an integer.
+//
+// Buffers are immutable values; all members are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow {
+
+class device_memory_resource;
+
+/// Where memory lives, with the Arrow C Device Data Interface's codes
+/// (ARROW_DEVICE_CPU = 1, ARROW_DEVICE_CUDA = 2, ...).
+enum class device_type : std::int32_t {
+  cpu = 1,           // ordinary host memory
+  cuda = 2,          // device memory
+  cuda_host = 3,     // pinned host memory (cuMemHostAlloc / registered)
+  cuda_managed = 13  // managed (unified) memory
+};
+
+CUARROW_EXPORT const char* to_string(device_type t) noexcept;
+
+/// True for memory host code may dereference (cpu, cuda_host, cuda_managed).
+constexpr bool is_host_accessible(device_type t) noexcept {
+  return t == device_type::cpu || t == device_type::cuda_host || t == device_type::cuda_managed;
+}
+
+class CUARROW_EXPORT buffer {
+ public:
+  /// An empty CPU buffer of size 0.
+  buffer() = default;
+
+  std::uintptr_t address() const noexcept { return address_; }
+  std::int64_t size() const noexcept { return size_; }
+  device_type type() const noexcept { return type_; }
+  /// The device ordinal; -1 for ordinary host memory.
+  int device_id() const noexcept { return device_id_; }
+  bool is_mutable() const noexcept { return mutable_; }
+  /// True for ordinary host memory (Arrow's is_cpu()).
+  bool is_cpu() const noexcept { return type_ == device_type::cpu; }
+  bool is_host_accessible() const noexcept { return cuarrow::is_host_accessible(type_); }
+
+  /// The context the memory belongs to; empty for ordinary host memory.
+  const std::optional<context>& get_context() const noexcept { return context_; }
+
+  /// The buffer this one is a slice of, if any.
+  const std::shared_ptr<const buffer>& parent() const noexcept { return parent_; }
+
+  /// A zero-copy slice [offset, offset + length) that keeps this buffer
+  /// alive.  length = -1 means "to the end".  Throws out_of_range.
+  buffer slice(std::int64_t offset, std::int64_t length = -1) const;
+
+  /// The same memory, read-only.
+  buffer as_read_only() const;
+
+  /// Host pointer to the data.  Throws host_access_error for device memory.
+  const std::byte* host_data() const;
+  /// Host pointer for writing.  Throws host_access_error for device memory
+  /// and read_only for an immutable buffer.
+  std::byte* mutable_host_data() const;
+  std::span<const std::byte> host_span() const { return {host_data(), static_cast<std::size_t>(size_)}; }
+
+  /// The stream device memory of this buffer is freed on (for stream-ordered
+  /// resources); the legacy default stream unless chosen at allocation.
+  stream_view free_stream() const noexcept { return free_stream_; }
+
+  /// The object keeping the memory alive (an allocation, a foreign owner).
+  const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
+
+  /// "cuarrow.buffer(address=0x7f.., size=16, device=cuda:0, mutable)".
+  /// Never reads the memory.
+  std::string describe() const;
+
+  // Construction is through the factories below.
+  struct fields {
+    std::uintptr_t address = 0;
+    std::int64_t size = 0;
+    device_type type = device_type::cpu;
+    int device_id = -1;
+    bool is_mutable = true;
+    std::optional<context> ctx;
+    std::shared_ptr<const void> owner;
+    std::shared_ptr<const buffer> parent;
+    stream_view free_stream;
+  };
+  explicit buffer(fields f);
+
+ private:
+  std::uintptr_t address_ = 0;
+  std::int64_t size_ = 0;
+  device_type type_ = device_type::cpu;
+  int device_id_ = -1;
+  bool mutable_ = true;
+  std::optional<context> context_;
+  std::shared_ptr<const void> owner_;
+  std::shared_ptr<const buffer> parent_;
+  stream_view free_stream_;
+};
+
+/// Device memory of `size` bytes from the context's memory resource (or
+/// `resource` if given), usable in the order of `s` and freed on `s`.
+/// Contents are uninitialized.  size 0 gives an empty device buffer without
+/// calling the driver.  Throws out_of_memory, cuda_error, invalid_argument.
+CUARROW_EXPORT buffer allocate_device(const context& ctx, std::int64_t size, stream_view s = {},
+                                      std::shared_ptr<device_memory_resource> resource = nullptr);
+
+/// Pinned (page-locked) host memory, portable to all contexts and mapped for
+/// device access (cuMemHostAlloc).  Type cuda_host, device id of `ctx`.
+CUARROW_EXPORT buffer allocate_pinned(const context& ctx, std::int64_t size);
+
+/// Ordinary host memory, 64-byte aligned.  Type cpu.
+CUARROW_EXPORT buffer allocate_host(std::int64_t size);
+
+/// A view of device memory someone else owns.  `owner` is kept alive as long
+/// as the view and its slices are; pass nullptr when the caller guarantees
+/// the lifetime.  The memory must belong to `ctx`'s device; this is checked
+/// against the driver's pointer attributes where the driver can tell.
+CUARROW_EXPORT buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size,
+                                  std::shared_ptr<const void> owner, bool is_mutable = true);
+
+/// A view of host memory someone else owns (type cpu, or cuda_host when
+/// `pinned_ctx` names the context it is pinned or registered with).
+CUARROW_EXPORT buffer wrap_host(const void* data, std::int64_t size, std::shared_ptr<const void> owner,
+                                bool is_mutable = true, std::optional<context> pinned_ctx = std::nullopt);
+
+}  // namespace cuarrow

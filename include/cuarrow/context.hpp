@@ -1,0 +1,120 @@
+// Devices and contexts.
+//
+// A cuarrow::context is a shared handle to one CUDA context.  context::get(n)
+// returns the primary context of device n (the one CuPy, Numba and PyTorch
+// use), retained once per process however often it is asked for, and released
+// at shutdown() or exit.  context::wrap(handle) adopts a context created by
+// someone else: if it is a device's primary context, the result is the same
+// as context::get(device); otherwise the caller keeps the foreign context
+// alive for as long as cuarrow objects use it.
+//
+// Copies of a context share state (bytes_allocated, memory resource).  All
+// members are thread-safe.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cuarrow/export.hpp"
+
+namespace cuarrow {
+
+class device_memory_resource;
+namespace detail {
+struct context_state;
+}
+
+/// Number of CUDA devices visible (0 when there is none).  Throws
+/// driver_error when no driver can be loaded.
+CUARROW_EXPORT int device_count();
+
+struct device_properties {
+  int ordinal = 0;
+  std::string name;
+  std::int64_t total_memory = 0;  // bytes
+  int compute_capability_major = 0;
+  int compute_capability_minor = 0;
+  std::string pci_bus_id;  // "0000:41:00.0"
+  bool memory_pools_supported = false;
+  bool unified_addressing = false;
+};
+
+/// Properties of device `ordinal`; throws invalid_argument for a bad ordinal.
+CUARROW_EXPORT device_properties get_device_properties(int ordinal);
+
+class CUARROW_EXPORT context {
+ public:
+  /// The primary context of device `device_number`.  Throws invalid_argument
+  /// for a bad number ("Invalid CUDA device number 3 (should be between 0 and
+  /// 1, inclusive)"), driver_error when there is no driver or no device.
+  static context get(int device_number = 0);
+
+  /// Adopt a foreign CUcontext (not retained, not destroyed by cuarrow).
+  /// The device number is read from the context itself.
+  static context wrap(CUcontext handle);
+
+  int device_number() const noexcept;
+  CUcontext handle() const noexcept;
+  /// True for a device's primary context.
+  bool is_primary() const noexcept;
+  const device_properties& properties() const noexcept;
+
+  /// Wait until all work on this context is done (cuCtxSynchronize).
+  void synchronize() const;
+
+  /// Bytes of device memory currently allocated through cuarrow on this
+  /// context (every memory resource included).
+  std::int64_t bytes_allocated() const noexcept;
+
+  /// Free and total device memory (cuMemGetInfo).
+  std::int64_t free_memory() const;
+
+  /// The device address of host memory that is pinned or registered with
+  /// CUDA (cuPointerGetAttribute(DEVICE_POINTER)).  Throws cuda_error for
+  /// ordinary host memory.
+  std::uintptr_t get_device_address(const void* host_pointer) const;
+
+  /// The memory resource device buffers of this context are allocated from
+  /// (default: the device's stream-ordered pool, or cuMemAlloc where pools
+  /// are unsupported).
+  std::shared_ptr<device_memory_resource> memory_resource() const;
+  /// Install another resource (an RMM, CuPy or PyTorch pool adapter, ...).
+  /// Buffers allocated before keep the resource that allocated them.
+  /// nullptr restores the default.
+  void set_memory_resource(std::shared_ptr<device_memory_resource> resource) const;
+
+  /// Enable direct access from this context to `peer`'s memory, once; returns
+  /// false where the hardware cannot (then copies are staged by the driver).
+  bool enable_peer_access(const context& peer) const;
+
+  friend bool operator==(const context& a, const context& b) noexcept {
+    return a.handle() == b.handle();
+  }
+
+  // Internal.
+  explicit context(std::shared_ptr<detail::context_state> state) noexcept;
+  const std::shared_ptr<detail::context_state>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<detail::context_state> state_;
+};
+
+/// Makes a context current on this thread for its lifetime, restoring the
+/// previous one after (cuCtxPushCurrent / cuCtxPopCurrent; nothing is pushed
+/// when the context is already current).  Not movable.
+class CUARROW_EXPORT scoped_context {
+ public:
+  explicit scoped_context(const context& ctx);
+  explicit scoped_context(CUcontext ctx);
+  ~scoped_context();
+  scoped_context(const scoped_context&) = delete;
+  scoped_context& operator=(const scoped_context&) = delete;
+
+ private:
+  CUcontext pushed_ = nullptr;
+};
+
+}  // namespace cuarrow

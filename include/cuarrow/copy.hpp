@@ -1,0 +1,61 @@
+// Copies between host and device memory, and between devices.
+//
+// Every copy in cuarrow goes through these functions (src/copy.cpp), so the
+// strategy for a given pair of memory kinds lives in one place.
+//
+// Rules, for all of them:
+// - every position and length is checked against both sides before any
+//   driver call (out_of_range), negative values are refused, and a copy into
+//   an immutable buffer is refused (read_only);
+// - the stream must belong to the device of the device memory involved
+//   (either side's for a copy between devices); default streams act on that
+//   device's context (device_mismatch otherwise);
+// - `*_async` functions queue the copy on `s` and return; buffers passed to
+//   them stay alive until the stream has passed the copy, even if the caller
+//   drops them.  Raw host pointers are the caller's to keep alive until the
+//   stream is synchronized;
+// - the synchronous forms queue on `s` (default: the legacy default stream)
+//   and synchronize it before returning;
+// - a size of 0 is a no-op after the checks.
+#pragma once
+
+#include <cstdint>
+
+#include "cuarrow/buffer.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow {
+
+/// Copy `size` bytes from src[src_offset..] to dst[dst_offset..], whatever
+/// the two buffers' device types (host, pinned, device, another device).
+CUARROW_EXPORT void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src,
+                               std::int64_t src_offset, std::int64_t size, stream_view s);
+CUARROW_EXPORT void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src,
+                         std::int64_t src_offset, std::int64_t size, stream_view s = {});
+
+/// Host memory at `src` (ordinary or pinned) into a buffer.
+CUARROW_EXPORT void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src,
+                                         std::int64_t size, stream_view s);
+CUARROW_EXPORT void copy_from_host(const buffer& dst, std::int64_t dst_offset, const void* src,
+                                   std::int64_t size, stream_view s = {});
+
+/// A buffer's bytes into host memory at `dst`.
+CUARROW_EXPORT void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset,
+                                       std::int64_t size, stream_view s);
+CUARROW_EXPORT void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size,
+                                 stream_view s = {});
+
+/// Set `size` bytes of dst from dst_offset to `value`.
+CUARROW_EXPORT void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size,
+                               std::uint8_t value, stream_view s);
+
+/// A new device buffer on `ctx` holding a copy of `size` bytes at `src`.
+CUARROW_EXPORT buffer copy_to_device(const context& ctx, const void* src, std::int64_t size,
+                                     stream_view s = {});
+/// A new device buffer on `ctx` holding a copy of `src` (any device type).
+CUARROW_EXPORT buffer copy_to_device(const context& ctx, const buffer& src, stream_view s = {});
+/// A new ordinary host buffer holding a copy of `src`.
+CUARROW_EXPORT buffer copy_to_new_host(const buffer& src, stream_view s = {});
+
+}  // namespace cuarrow

@@ -1,0 +1,11 @@
+// cuarrow: Apache Arrow columnar data on NVIDIA GPUs.  The whole C++ API.
+#pragma once
+
+#include "cuarrow/buffer.hpp"
+#include "cuarrow/context.hpp"
+#include "cuarrow/copy.hpp"
+#include "cuarrow/driver.hpp"
+#include "cuarrow/error.hpp"
+#include "cuarrow/memory_resource.hpp"
+#include "cuarrow/stream.hpp"
+#include "cuarrow/version.hpp"

@@ -1,0 +1,73 @@
+// Where device memory comes from.
+//
+// Device buffers are allocated through a device_memory_resource, chosen per
+// context (context::set_memory_resource).  The default is the device's
+// stream-ordered pool (cuMemAllocAsync on the device's default memory pool),
+// or cuMemAlloc where the device or driver has no pools.  Adapters for RMM,
+// CuPy or PyTorch pools implement this interface.
+//
+// A resource is shared: every buffer it allocated holds it alive until the
+// buffer is freed.  Implementations must be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow {
+
+class CUARROW_EXPORT device_memory_resource {
+ public:
+  virtual ~device_memory_resource() = default;
+
+  /// Allocate `bytes` (> 0) of device memory usable in the order of `s`.
+  /// Called with the resource's context current.  Throws out_of_memory
+  /// (with the byte count) or cuda_error.
+  virtual std::uintptr_t allocate(std::int64_t bytes, stream_view s) = 0;
+
+  /// Free memory from allocate(), ordered after the work queued on `s`.
+  /// Called with the resource's context current.  Must not throw: report
+  /// failures through the warning handler.
+  virtual void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept = 0;
+
+  /// A short name for messages and repr, e.g. "cuda_async_pool".
+  virtual std::string name() const = 0;
+};
+
+/// cuMemAllocAsync / cuMemFreeAsync on the device's default memory pool.
+/// The pool's release threshold is raised so that freed memory is cached for
+/// reuse instead of being returned to the driver at every synchronization.
+class CUARROW_EXPORT async_pool_resource final : public device_memory_resource {
+ public:
+  /// Throws cuda_error (CUDA_ERROR_NOT_SUPPORTED) where pools are unsupported.
+  explicit async_pool_resource(const context& ctx);
+  std::uintptr_t allocate(std::int64_t bytes, stream_view s) override;
+  void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
+  std::string name() const override { return "cuda_async_pool"; }
+  /// Return cached memory to the driver, keeping at most `keep_bytes`.
+  void trim(std::int64_t keep_bytes = 0);
+
+ private:
+  // No context member: the context holds its resource, and a resource
+  // holding the context back would keep both alive forever.
+  CUmemoryPool pool_ = nullptr;
+};
+
+/// cuMemAlloc / cuMemFree: synchronous, unpooled.
+class CUARROW_EXPORT plain_device_resource final : public device_memory_resource {
+ public:
+  plain_device_resource() = default;
+  explicit plain_device_resource(const context&) {}
+  std::uintptr_t allocate(std::int64_t bytes, stream_view s) override;
+  void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
+  std::string name() const override { return "cuda_malloc"; }
+};
+
+/// The resource a context starts with: the async pool where supported.
+CUARROW_EXPORT std::shared_ptr<device_memory_resource> make_default_resource(const context& ctx);
+
+}  // namespace cuarrow

@@ -1,0 +1,116 @@
+// Streams and events.
+//
+//   stream_view  a non-owning CUstream: the legacy default stream (the
+//                default-constructed view), the per-thread default stream, or
+//                a foreign stream (CuPy, PyTorch, Numba...).
+//   stream       an owning CUstream on one context; destroyed with it.
+//   event        an owning CUevent on one context.
+//
+// Asynchronous cuarrow operations take a stream_view and end in `_async`;
+// their synchronous forms run on a stream and synchronize it before
+// returning.  A stream_view remembers the device it belongs to when cuarrow
+// knows it (streams it created); for foreign streams the device is looked up
+// from the driver when an operation needs to check it.
+#pragma once
+
+#include <cuda.h>
+
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+
+namespace cuarrow {
+
+class event;
+
+class CUARROW_EXPORT stream_view {
+ public:
+  /// The legacy default stream (handle 0), which synchronizes with all
+  /// blocking streams of its context.
+  constexpr stream_view() noexcept = default;
+  /// A foreign stream, not owned.  `device_number` may be given when known.
+  constexpr explicit stream_view(CUstream handle, int device_number = -1) noexcept
+      : handle_(handle), device_(device_number) {}
+
+  static stream_view legacy_default() noexcept { return stream_view(CU_STREAM_LEGACY); }
+  static stream_view per_thread_default() noexcept { return stream_view(CU_STREAM_PER_THREAD); }
+
+  CUstream handle() const noexcept { return handle_; }
+  /// True for the legacy or per-thread default stream (they act on the
+  /// context current when an operation runs).
+  bool is_default() const noexcept;
+  /// The device this stream belongs to; -1 for default streams (they belong
+  /// to whatever context is current).  May ask the driver (cuStreamGetCtx).
+  int device_number() const;
+
+  /// Block until all work queued so far is done.  Throws cuda_error.
+  void synchronize() const;
+  /// True when all queued work is done.
+  bool query() const;
+  /// Make later work on this stream wait for `e` (cuStreamWaitEvent).
+  void wait(const event& e) const;
+
+  friend bool operator==(stream_view a, stream_view b) noexcept { return a.handle_ == b.handle_; }
+
+ private:
+  CUstream handle_ = nullptr;
+  int device_ = -1;
+};
+
+class CUARROW_EXPORT stream {
+ public:
+  /// A new stream on `ctx`.  Non-blocking by default: it does not
+  /// synchronize with the legacy default stream.
+  explicit stream(const context& ctx, unsigned int flags = CU_STREAM_NON_BLOCKING);
+  ~stream();
+  stream(stream&& other) noexcept;
+  stream& operator=(stream&& other) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+
+  stream_view view() const noexcept { return stream_view(handle_, ctx_.device_number()); }
+  operator stream_view() const noexcept { return view(); }  // NOLINT: a view of it is always safe
+  CUstream handle() const noexcept { return handle_; }
+  const context& get_context() const noexcept { return ctx_; }
+
+  void synchronize() const { view().synchronize(); }
+  bool query() const { return view().query(); }
+  void wait(const event& e) const;
+
+ private:
+  void reset() noexcept;
+  context ctx_;
+  CUstream handle_ = nullptr;
+};
+
+class CUARROW_EXPORT event {
+ public:
+  /// A new event on `ctx`; timing is disabled by default (cheapest, and what
+  /// the Arrow C Device Data Interface asks of sync events).
+  explicit event(const context& ctx, unsigned int flags = CU_EVENT_DISABLE_TIMING);
+  ~event();
+  event(event&& other) noexcept;
+  event& operator=(event&& other) noexcept;
+  event(const event&) = delete;
+  event& operator=(const event&) = delete;
+
+  /// Capture the work queued on `s` so far.  `s` must belong to this event's
+  /// device (device_mismatch otherwise).
+  void record(stream_view s);
+  /// True when the recorded work is done (or nothing was recorded).
+  bool query() const;
+  /// Block until the recorded work is done.
+  void synchronize() const;
+  /// Milliseconds between `start` and this event; both must have been
+  /// created with timing enabled (flags = CU_EVENT_DEFAULT) and completed.
+  float elapsed_ms_since(const event& start) const;
+
+  CUevent handle() const noexcept { return handle_; }
+  const context& get_context() const noexcept { return ctx_; }
+
+ private:
+  void reset() noexcept;
+  context ctx_;
+  CUevent handle_ = nullptr;
+};
+
+}  // namespace cuarrow

@@ -1,0 +1,237 @@
+#include "cuarrow/buffer.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "context_state.hpp"
+#include "cuarrow/error.hpp"
+#include "cuarrow/memory_resource.hpp"
+#include "driver_table.hpp"
+
+namespace cuarrow {
+namespace {
+
+// Owners of memory cuarrow allocated.  Each holds what it depends on (its
+// context, its resource) and frees on destruction, reporting failures.
+
+struct device_allocation {
+  context ctx;
+  std::shared_ptr<device_memory_resource> resource;
+  std::uintptr_t address;
+  std::int64_t size;
+  stream_view stream;
+
+  ~device_allocation() {
+    if (detail::shutting_down()) return;
+    try {
+      scoped_context guard(ctx);
+      resource->deallocate(address, size, stream);
+    } catch (const std::exception& e) {
+      detail::warn(std::string("freeing device memory: ") + e.what());
+    }
+    ctx.state()->bytes_allocated.fetch_sub(size);
+  }
+};
+
+struct pinned_allocation {
+  context ctx;
+  void* data;
+  std::int64_t size;
+
+  ~pinned_allocation() {
+    if (detail::shutting_down()) return;
+    CUresult r = detail::driver().cuMemFreeHost(data);
+    if (r != CUDA_SUCCESS) detail::warn_result(r, ("cuMemFreeHost(" + std::to_string(size) + " bytes)").c_str());
+  }
+};
+
+void check_size(std::int64_t size, const char* what) {
+  if (size < 0) throw invalid_argument(std::string(what) + ": negative size " + std::to_string(size));
+}
+
+}  // namespace
+
+const char* to_string(device_type t) noexcept {
+  switch (t) {
+    case device_type::cpu: return "cpu";
+    case device_type::cuda: return "cuda";
+    case device_type::cuda_host: return "cuda_host";
+    case device_type::cuda_managed: return "cuda_managed";
+  }
+  return "unknown";
+}
+
+buffer::buffer(fields f)
+    : address_(f.address),
+      size_(f.size),
+      type_(f.type),
+      device_id_(f.device_id),
+      mutable_(f.is_mutable),
+      context_(std::move(f.ctx)),
+      owner_(std::move(f.owner)),
+      parent_(std::move(f.parent)),
+      free_stream_(f.free_stream) {}
+
+buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
+  if (offset < 0 || offset > size_) {
+    throw out_of_range("slice offset " + std::to_string(offset) + " is outside the buffer of " +
+                       std::to_string(size_) + " bytes");
+  }
+  if (length == -1) length = size_ - offset;
+  if (length < 0 || length > size_ - offset) {
+    throw out_of_range("slice of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                       " overruns the buffer of " + std::to_string(size_) + " bytes");
+  }
+  fields f{address_ + static_cast<std::uintptr_t>(offset), length, type_, device_id_, mutable_, context_, owner_,
+           std::make_shared<const buffer>(*this), free_stream_};
+  return buffer(std::move(f));
+}
+
+buffer buffer::as_read_only() const {
+  buffer b = *this;
+  b.mutable_ = false;
+  return b;
+}
+
+const std::byte* buffer::host_data() const {
+  if (!is_host_accessible()) {
+    throw host_access_error("this buffer holds " + std::string(to_string(type_)) + " memory of device " +
+                            std::to_string(device_id_) +
+                            ", which host code cannot read; copy it to the host first (copy_to_host)");
+  }
+  return reinterpret_cast<const std::byte*>(address_);
+}
+
+std::byte* buffer::mutable_host_data() const {
+  const std::byte* p = host_data();
+  if (!mutable_) throw read_only("this buffer is read-only");
+  return const_cast<std::byte*>(p);
+}
+
+std::string buffer::describe() const {
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(address_));
+  std::string device = to_string(type_);
+  if (device_id_ >= 0) device += ":" + std::to_string(device_id_);
+  return std::string("cuarrow.buffer(address=") + addr + ", size=" + std::to_string(size_) + ", device=" + device +
+         (mutable_ ? ", mutable)" : ", read-only)");
+}
+
+buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
+                       std::shared_ptr<device_memory_resource> resource) {
+  check_size(size, "allocate_device");
+  detail::collect_deferred_releases();
+  buffer::fields f;
+  f.type = device_type::cuda;
+  f.device_id = ctx.device_number();
+  f.ctx = ctx;
+  f.size = size;
+  f.free_stream = s;
+  if (size == 0) return buffer(std::move(f));
+  if (!resource) resource = ctx.memory_resource();
+  const int sd = s.device_number();
+  if (sd >= 0 && sd != ctx.device_number()) {
+    throw device_mismatch("allocate_device: the stream belongs to device " + std::to_string(sd) +
+                          ", the memory is for device " + std::to_string(ctx.device_number()));
+  }
+  scoped_context guard(ctx);
+  std::uintptr_t address = resource->allocate(size, s);
+  ctx.state()->bytes_allocated.fetch_add(size);
+  auto owner = std::make_shared<device_allocation>(device_allocation{ctx, std::move(resource), address, size, s});
+  f.address = address;
+  f.owner = std::move(owner);
+  return buffer(std::move(f));
+}
+
+buffer allocate_pinned(const context& ctx, std::int64_t size) {
+  check_size(size, "allocate_pinned");
+  buffer::fields f;
+  f.type = device_type::cuda_host;
+  f.device_id = ctx.device_number();
+  f.ctx = ctx;
+  f.size = size;
+  if (size == 0) return buffer(std::move(f));
+  scoped_context guard(ctx);
+  void* p = nullptr;
+  detail::check_alloc(
+      detail::driver().cuMemHostAlloc(&p, static_cast<size_t>(size), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+      "cuMemHostAlloc", size);
+  f.address = reinterpret_cast<std::uintptr_t>(p);
+  f.owner = std::make_shared<pinned_allocation>(pinned_allocation{ctx, p, size});
+  return buffer(std::move(f));
+}
+
+buffer allocate_host(std::int64_t size) {
+  check_size(size, "allocate_host");
+  buffer::fields f;
+  f.size = size;
+  if (size == 0) return buffer(std::move(f));
+  const std::size_t rounded = (static_cast<std::size_t>(size) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  f.address = reinterpret_cast<std::uintptr_t>(p);
+  f.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return buffer(std::move(f));
+}
+
+buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size, std::shared_ptr<const void> owner,
+                   bool is_mutable) {
+  check_size(size, "wrap_device");
+  buffer::fields f;
+  f.type = device_type::cuda;
+  f.device_id = ctx.device_number();
+  f.ctx = ctx;
+  f.size = size;
+  f.address = address;
+  f.is_mutable = is_mutable;
+  f.owner = std::move(owner);
+  if (size > 0) {
+    // Ask the driver what the memory is: device memory of another device, or
+    // host memory, must not be labelled as device memory of this one.
+    scoped_context guard(ctx);
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    unsigned int memory_type = 0;
+    int ordinal = -1;
+    unsigned int managed = 0;
+    void* values[] = {&memory_type, &ordinal, &managed};
+    CUresult r = detail::driver().cuPointerGetAttributes(3, attrs, values, static_cast<CUdeviceptr>(address));
+    if (r == CUDA_SUCCESS && memory_type != 0) {
+      if (managed != 0) {
+        f.type = device_type::cuda_managed;
+      } else if (memory_type == CU_MEMORYTYPE_HOST) {
+        f.type = device_type::cuda_host;
+      } else if (ordinal >= 0 && ordinal != ctx.device_number()) {
+        throw device_mismatch("wrap_device: address 0x" + [&] {
+          char b[32];
+          std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(address));
+          return std::string(b);
+        }() + " is memory of device " + std::to_string(ordinal) + ", not of device " +
+                              std::to_string(ctx.device_number()) + "; wrap it with context::get(" +
+                              std::to_string(ordinal) + ")");
+      }
+    }
+  }
+  return buffer(std::move(f));
+}
+
+buffer wrap_host(const void* data, std::int64_t size, std::shared_ptr<const void> owner, bool is_mutable,
+                 std::optional<context> pinned_ctx) {
+  check_size(size, "wrap_host");
+  if (data == nullptr && size > 0) throw invalid_argument("wrap_host: null pointer with a non-zero size");
+  buffer::fields f;
+  f.address = reinterpret_cast<std::uintptr_t>(data);
+  f.size = size;
+  f.is_mutable = is_mutable;
+  f.owner = std::move(owner);
+  if (pinned_ctx) {
+    f.type = device_type::cuda_host;
+    f.device_id = pinned_ctx->device_number();
+    f.ctx = std::move(pinned_ctx);
+  }
+  return buffer(std::move(f));
+}
+
+}  // namespace cuarrow

@@ -1,0 +1,250 @@
+#include "cuarrow/context.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "context_state.hpp"
+#include "cuarrow/error.hpp"
+#include "cuarrow/memory_resource.hpp"
+#include "driver_table.hpp"
+
+namespace cuarrow {
+namespace detail {
+namespace {
+
+struct context_cache {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<context_state>> primaries;  // index = device ordinal
+};
+
+context_cache& cache() {
+  static auto* c = new context_cache;  // never destroyed: used from exit handlers
+  return *c;
+}
+
+device_properties query_properties(int ordinal) {
+  const driver_table& d = driver();
+  CUdevice dev = 0;
+  check(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  device_properties p;
+  p.ordinal = ordinal;
+  char name[256] = {};
+  check(d.cuDeviceGetName(name, sizeof(name) - 1, dev), "cuDeviceGetName");
+  p.name = name;
+  size_t total = 0;
+  check(d.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem");
+  p.total_memory = static_cast<std::int64_t>(total);
+  auto attribute = [&](CUdevice_attribute a) {
+    int v = 0;
+    check(d.cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
+    return v;
+  };
+  p.compute_capability_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  p.compute_capability_minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  p.unified_addressing = attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) != 0;
+  p.memory_pools_supported = d.cuMemAllocAsync != nullptr && d.cuDeviceGetDefaultMemPool != nullptr &&
+                             attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
+  char bus[64] = {};
+  check(d.cuDeviceGetPCIBusId(bus, sizeof(bus) - 1, dev), "cuDeviceGetPCIBusId");
+  p.pci_bus_id = bus;
+  return p;
+}
+
+void check_ordinal(int ordinal) {
+  int n = device_count();
+  if (n == 0) {
+    throw driver_error("no CUDA device found (driver " + driver().path + ")");
+  }
+  if (ordinal < 0 || ordinal >= n) {
+    throw invalid_argument("Invalid CUDA device number " + std::to_string(ordinal) +
+                           " (should be between 0 and " + std::to_string(n - 1) + ", inclusive)");
+  }
+}
+
+std::shared_ptr<context_state> primary_state(int ordinal) {
+  check_ordinal(ordinal);
+  context_cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  if (c.primaries.size() <= static_cast<std::size_t>(ordinal)) c.primaries.resize(ordinal + 1);
+  auto& slot = c.primaries[ordinal];
+  if (slot) return slot;
+  const driver_table& d = driver();
+  auto s = std::make_shared<context_state>();
+  s->device = ordinal;
+  s->properties = query_properties(ordinal);
+  CUdevice dev = 0;
+  check(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  check(d.cuDevicePrimaryCtxRetain(&s->handle, dev), "cuDevicePrimaryCtxRetain");
+  s->primary = true;
+  s->owns_retain = true;
+  slot = s;
+  return s;
+}
+
+}  // namespace
+
+context_state::~context_state() {
+  if (!owns_retain || shutting_down()) return;
+  const driver_table* d = driver_if_loaded();
+  if (d == nullptr) return;
+  CUdevice dev = 0;
+  CUresult r = d->cuDeviceGet(&dev, device);
+  if (r == CUDA_SUCCESS) r = d->cuDevicePrimaryCtxRelease(dev);
+  if (r != CUDA_SUCCESS) warn_result(r, "cuDevicePrimaryCtxRelease");
+}
+
+void release_cached_contexts() noexcept {
+  std::vector<std::shared_ptr<context_state>> dropped;
+  {
+    context_cache& c = cache();
+    std::lock_guard lock(c.mutex);
+    dropped.swap(c.primaries);
+  }
+  collect_deferred_releases();
+  dropped.clear();  // releases outside the lock
+}
+
+}  // namespace detail
+
+int device_count() {
+  const detail::driver_table& d = detail::driver();
+  int n = 0;
+  CUresult r = d.cuDeviceGetCount(&n);
+  if (r == CUDA_ERROR_NO_DEVICE) return 0;
+  detail::check(r, "cuDeviceGetCount");
+  return n;
+}
+
+device_properties get_device_properties(int ordinal) {
+  detail::check_ordinal(ordinal);
+  return detail::query_properties(ordinal);
+}
+
+context::context(std::shared_ptr<detail::context_state> state) noexcept : state_(std::move(state)) {}
+
+context context::get(int device_number) { return context(detail::primary_state(device_number)); }
+
+context context::wrap(CUcontext handle) {
+  if (handle == nullptr) throw invalid_argument("context::wrap: the CUDA context handle is null");
+  const detail::driver_table& d = detail::driver();
+  CUdevice dev = 0;
+  {
+    scoped_context guard(handle);
+    detail::check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  }
+  // CUdevice values are the ordinals for the driver API.
+  const int ordinal = static_cast<int>(dev);
+  unsigned int flags = 0;
+  int active = 0;
+  detail::check(d.cuDevicePrimaryCtxGetState(dev, &flags, &active), "cuDevicePrimaryCtxGetState");
+  if (active != 0) {
+    context primary = get(ordinal);
+    if (primary.handle() == handle) return primary;
+  }
+  auto s = std::make_shared<detail::context_state>();
+  s->device = ordinal;
+  s->handle = handle;
+  s->properties = detail::query_properties(ordinal);
+  return context(std::move(s));
+}
+
+int context::device_number() const noexcept { return state_->device; }
+CUcontext context::handle() const noexcept { return state_->handle; }
+bool context::is_primary() const noexcept { return state_->primary; }
+const device_properties& context::properties() const noexcept { return state_->properties; }
+
+void context::synchronize() const {
+  detail::collect_deferred_releases();
+  scoped_context guard(*this);
+  detail::check(detail::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  detail::collect_deferred_releases();
+}
+
+std::int64_t context::bytes_allocated() const noexcept { return state_->bytes_allocated.load(); }
+
+std::int64_t context::free_memory() const {
+  scoped_context guard(*this);
+  size_t free_bytes = 0;
+  size_t total = 0;
+  detail::check(detail::driver().cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+  return static_cast<std::int64_t>(free_bytes);
+}
+
+std::uintptr_t context::get_device_address(const void* host_pointer) const {
+  scoped_context guard(*this);
+  CUdeviceptr out = 0;
+  detail::check(detail::driver().cuPointerGetAttribute(&out, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                                       reinterpret_cast<CUdeviceptr>(host_pointer)),
+                "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_POINTER)");
+  return static_cast<std::uintptr_t>(out);
+}
+
+std::shared_ptr<device_memory_resource> context::memory_resource() const {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->resource) state_->resource = make_default_resource(*this);
+  return state_->resource;
+}
+
+void context::set_memory_resource(std::shared_ptr<device_memory_resource> resource) const {
+  if (!resource) resource = make_default_resource(*this);
+  std::lock_guard lock(state_->mutex);
+  state_->resource = std::move(resource);
+}
+
+bool context::enable_peer_access(const context& peer) const {
+  if (peer.device_number() == device_number()) return true;
+  std::lock_guard lock(state_->mutex);
+  auto& tried = state_->peers_tried;
+  auto& enabled = state_->peers_enabled;
+  const int p = peer.device_number();
+  if (std::find(tried.begin(), tried.end(), p) != tried.end()) {
+    return std::find(enabled.begin(), enabled.end(), p) != enabled.end();
+  }
+  tried.push_back(p);
+  const detail::driver_table& d = detail::driver();
+  CUdevice self_dev = 0;
+  CUdevice peer_dev = 0;
+  detail::check(d.cuDeviceGet(&self_dev, device_number()), "cuDeviceGet");
+  detail::check(d.cuDeviceGet(&peer_dev, p), "cuDeviceGet");
+  int can = 0;
+  detail::check(d.cuDeviceCanAccessPeer(&can, self_dev, peer_dev), "cuDeviceCanAccessPeer");
+  if (can == 0) return false;
+  scoped_context guard(*this);
+  CUresult r = d.cuCtxEnablePeerAccess(peer.handle(), 0);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+    enabled.push_back(p);
+    return true;
+  }
+  if (r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED || r == CUDA_ERROR_TOO_MANY_PEERS) return false;
+  detail::check(r, "cuCtxEnablePeerAccess");
+  return false;
+}
+
+scoped_context::scoped_context(const context& ctx) : scoped_context(ctx.handle()) {}
+
+scoped_context::scoped_context(CUcontext ctx) {
+  const detail::driver_table& d = detail::driver();
+  CUcontext current = nullptr;
+  detail::check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current == ctx) return;
+  detail::check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+  pushed_ = ctx;
+}
+
+scoped_context::~scoped_context() {
+  if (pushed_ == nullptr) return;
+  const detail::driver_table* d = detail::driver_if_loaded();
+  if (d == nullptr) return;
+  CUcontext popped = nullptr;
+  CUresult r = d->cuCtxPopCurrent(&popped);
+  if (r != CUDA_SUCCESS) {
+    detail::warn_result(r, "cuCtxPopCurrent");
+  } else if (popped != pushed_) {
+    detail::warn("cuCtxPopCurrent popped a different context than cuarrow pushed: "
+                 "the context stack was changed inside a cuarrow call");
+  }
+}
+
+}  // namespace cuarrow

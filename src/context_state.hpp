@@ -1,0 +1,43 @@
+// Internal: the state behind a cuarrow::context.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cuarrow/context.hpp"
+
+namespace cuarrow::detail {
+
+struct context_state {
+  int device = 0;
+  CUcontext handle = nullptr;
+  bool primary = false;      // a device's primary context
+  bool owns_retain = false;  // cuarrow holds one cuDevicePrimaryCtxRetain on it
+  device_properties properties;
+  std::atomic<std::int64_t> bytes_allocated{0};
+
+  std::mutex mutex;  // guards the members below
+  std::shared_ptr<device_memory_resource> resource;
+  std::vector<int> peers_tried;    // devices enable_peer_access was attempted for
+  std::vector<int> peers_enabled;  // ... and succeeded
+
+  context_state() = default;
+  context_state(const context_state&) = delete;
+  context_state& operator=(const context_state&) = delete;
+  ~context_state();
+};
+
+/// Drop the process-wide cache of primary contexts (each is released when
+/// the last context, buffer or stream using it is gone).
+void release_cached_contexts() noexcept;
+
+/// Run queued deferred releases (buffers kept alive for asynchronous copies
+/// whose streams have since passed them).  Cheap when there are none.
+void collect_deferred_releases() noexcept;
+
+}  // namespace cuarrow::detail
