@@ -1,0 +1,233 @@
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "test_support.hpp"
+
+using namespace cuarrow_test;
+
+TEST(Buffer, DeviceBufferKnowsWhereItLives) {
+  for (int d = 0; d < cuarrow::device_count(); ++d) {
+    cuarrow::context ctx = cuarrow::context::get(d);
+    cuarrow::buffer b = cuarrow::allocate_device(ctx, 1000);
+    EXPECT_EQ(b.size(), 1000);
+    EXPECT_NE(b.address(), 0u);
+    EXPECT_EQ(b.type(), cuarrow::device_type::cuda);
+    EXPECT_EQ(static_cast<int>(b.type()), 2);  // ARROW_DEVICE_CUDA
+    EXPECT_EQ(b.device_id(), d);
+    EXPECT_TRUE(b.is_mutable());
+    EXPECT_FALSE(b.is_cpu());
+    EXPECT_FALSE(b.is_host_accessible());
+    ASSERT_TRUE(b.get_context().has_value());
+    EXPECT_EQ(b.get_context()->device_number(), d);
+  }
+}
+
+TEST(Buffer, DeviceMemoryIsNeverHandedToHostCode) {
+  cuarrow::buffer b = cuarrow::allocate_device(cuarrow::context::get(0), 64);
+  try {
+    (void)b.host_data();
+    FAIL() << "host_data() returned a pointer to device memory";
+  } catch (const cuarrow::host_access_error& e) {
+    EXPECT_NE(std::string(e.what()).find("copy it to the host first"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)b.mutable_host_data(), cuarrow::host_access_error);
+  EXPECT_THROW((void)b.host_span(), cuarrow::host_access_error);
+  EXPECT_THROW((void)b.slice(8).host_data(), cuarrow::host_access_error);
+}
+
+TEST(Buffer, DescribeShowsAddressSizeDevice) {
+  cuarrow::buffer b = cuarrow::allocate_device(cuarrow::context::get(0), 16);
+  std::string s = b.describe();
+  EXPECT_NE(s.find("size=16"), std::string::npos) << s;
+  EXPECT_NE(s.find("device=cuda:0"), std::string::npos) << s;
+  EXPECT_NE(s.find("address=0x"), std::string::npos) << s;
+}
+
+TEST(Buffer, SlicesKeepTheParentAlive) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  auto data = pattern(1000, 4);
+  const std::int64_t base = ctx.bytes_allocated();
+  cuarrow::buffer slice;
+  {
+    cuarrow::buffer whole = cuarrow::copy_to_device(ctx, data.data(), 1000);
+    slice = whole.slice(100, 50);
+    ASSERT_TRUE(slice.parent());
+    EXPECT_EQ(slice.parent()->address(), whole.address());
+    EXPECT_EQ(slice.address(), whole.address() + 100);
+  }
+  // The parent handle is gone but its memory is not.
+  EXPECT_EQ(ctx.bytes_allocated(), base + 1000);
+  EXPECT_EQ(to_vector(slice), std::vector<std::uint8_t>(data.begin() + 100, data.begin() + 150));
+  cuarrow::buffer nested = slice.slice(10);
+  EXPECT_EQ(nested.size(), 40);
+  slice = cuarrow::buffer();
+  EXPECT_EQ(to_vector(nested), std::vector<std::uint8_t>(data.begin() + 110, data.begin() + 150));
+  nested = cuarrow::buffer();
+  EXPECT_EQ(ctx.bytes_allocated(), base);
+}
+
+TEST(Buffer, SliceBoundsAreChecked) {
+  cuarrow::buffer b = cuarrow::allocate_device(cuarrow::context::get(0), 100);
+  EXPECT_THROW((void)b.slice(-1), cuarrow::out_of_range);
+  EXPECT_THROW((void)b.slice(101), cuarrow::out_of_range);
+  EXPECT_THROW((void)b.slice(50, 51), cuarrow::out_of_range);
+  EXPECT_THROW((void)b.slice(0, -2), cuarrow::out_of_range);
+  EXPECT_EQ(b.slice(100).size(), 0);
+  EXPECT_EQ(b.slice(0, 100).size(), 100);
+}
+
+TEST(Buffer, ZeroAndNegativeSizes) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::buffer empty = cuarrow::allocate_device(ctx, 0);
+  EXPECT_EQ(empty.size(), 0);
+  EXPECT_EQ(empty.type(), cuarrow::device_type::cuda);
+  EXPECT_EQ(to_vector(empty).size(), 0u);
+  EXPECT_THROW((void)cuarrow::allocate_device(ctx, -1), cuarrow::invalid_argument);
+  EXPECT_THROW((void)cuarrow::allocate_pinned(ctx, -1), cuarrow::invalid_argument);
+  EXPECT_THROW((void)cuarrow::allocate_host(-1), cuarrow::invalid_argument);
+  EXPECT_EQ(cuarrow::allocate_pinned(ctx, 0).size(), 0);
+}
+
+TEST(Buffer, PinnedHostBuffer) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::size_t host_allocs = emu().host_allocation_count ? emu().host_allocation_count() : 0;
+  {
+    cuarrow::buffer p = cuarrow::allocate_pinned(ctx, 4096);
+    EXPECT_EQ(p.type(), cuarrow::device_type::cuda_host);
+    EXPECT_EQ(static_cast<int>(p.type()), 3);  // ARROW_DEVICE_CUDA_HOST
+    EXPECT_EQ(p.device_id(), 0);
+    EXPECT_FALSE(p.is_cpu());
+    EXPECT_TRUE(p.is_host_accessible());
+    std::memset(p.mutable_host_data(), 0x5a, 4096);
+    EXPECT_EQ(p.host_data()[4095], std::byte{0x5a});
+    if (emu().host_allocation_count) {
+      EXPECT_EQ(emu().host_allocation_count(), host_allocs + 1);
+    }
+  }
+  if (emu().host_allocation_count) {
+    EXPECT_EQ(emu().host_allocation_count(), host_allocs);
+  }
+}
+
+TEST(Buffer, ReadOnlyViews) {
+  cuarrow::buffer h = cuarrow::allocate_host(8);
+  cuarrow::buffer ro = h.as_read_only();
+  EXPECT_FALSE(ro.is_mutable());
+  EXPECT_NO_THROW((void)ro.host_data());
+  EXPECT_THROW((void)ro.mutable_host_data(), cuarrow::read_only);
+  EXPECT_FALSE(ro.slice(2).is_mutable());
+}
+
+TEST(Buffer, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t base = ctx.bytes_allocated();
+  const std::size_t live = emu().device_allocation_count ? emu().device_allocation_count(0) : 0;
+  const std::int64_t too_much = ctx.properties().total_memory + (1ll << 30);
+  for (auto resource : {ctx.memory_resource(),
+                        std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>())}) {
+    try {
+      (void)cuarrow::allocate_device(ctx, too_much, {}, resource);
+      FAIL() << "allocated more than the device has";
+    } catch (const cuarrow::out_of_memory& e) {
+      EXPECT_EQ(e.bytes(), too_much);
+      EXPECT_EQ(e.code(), CUDA_ERROR_OUT_OF_MEMORY);
+      std::string m = e.what();
+      EXPECT_NE(m.find("(" + std::to_string(too_much) + " bytes) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"),
+                std::string::npos)
+          << m;
+    }
+  }
+  EXPECT_EQ(ctx.bytes_allocated(), base);
+  if (emu().device_allocation_count) {
+    EXPECT_EQ(emu().device_allocation_count(0), live);
+  }
+  cuarrow::buffer ok = cuarrow::copy_to_device(ctx, "still fine", 10);
+  EXPECT_EQ(to_vector(ok).size(), 10u);
+}
+
+TEST(Buffer, ForeignDeviceMemoryViewKeepsItsOwnerAlive) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  auto data = pattern(256, 5);
+  auto backing = std::make_shared<cuarrow::buffer>(cuarrow::copy_to_device(ctx, data.data(), 256));
+  std::weak_ptr<cuarrow::buffer> watch = backing;
+  cuarrow::buffer view = cuarrow::wrap_device(ctx, backing->address() + 16, 64, backing);
+  backing.reset();
+  EXPECT_FALSE(watch.expired());  // the view holds the owner
+  EXPECT_EQ(view.type(), cuarrow::device_type::cuda);
+  EXPECT_EQ(to_vector(view), std::vector<std::uint8_t>(data.begin() + 16, data.begin() + 80));
+  view = cuarrow::buffer();
+  EXPECT_TRUE(watch.expired());
+}
+
+TEST(Buffer, WrappingMemoryOfAnotherDeviceIsRefused) {
+  CUARROW_REQUIRE_DEVICES(2);
+  cuarrow::buffer on1 = cuarrow::allocate_device(cuarrow::context::get(1), 64);
+  EXPECT_THROW((void)cuarrow::wrap_device(cuarrow::context::get(0), on1.address(), 64, nullptr),
+               cuarrow::device_mismatch);
+  cuarrow::buffer ok = cuarrow::wrap_device(cuarrow::context::get(1), on1.address(), 64, nullptr);
+  EXPECT_EQ(ok.device_id(), 1);
+}
+
+TEST(Buffer, WrapDeviceRecognisesPinnedMemory) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, 128);
+  cuarrow::buffer view = cuarrow::wrap_device(ctx, pinned.address(), 128, pinned.owner());
+  EXPECT_EQ(view.type(), cuarrow::device_type::cuda_host);
+}
+
+namespace {
+// A user-supplied resource: counts calls and delegates to cuMemAlloc.
+class counting_resource final : public cuarrow::device_memory_resource {
+ public:
+  std::uintptr_t allocate(std::int64_t bytes, cuarrow::stream_view s) override {
+    ++allocations;
+    return inner.allocate(bytes, s);
+  }
+  void deallocate(std::uintptr_t p, std::int64_t bytes, cuarrow::stream_view s) noexcept override {
+    ++deallocations;
+    inner.deallocate(p, bytes, s);
+  }
+  std::string name() const override { return "counting"; }
+  std::atomic<int> allocations{0};
+  std::atomic<int> deallocations{0};
+  cuarrow::plain_device_resource inner;
+};
+}  // namespace
+
+TEST(MemoryResource, DefaultIsThePoolWhereSupported) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  EXPECT_EQ(ctx.memory_resource()->name(),
+            ctx.properties().memory_pools_supported ? "cuda_async_pool" : "cuda_malloc");
+}
+
+TEST(MemoryResource, UserResourceIsUsedAndKeptAliveByItsBuffers) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  auto mine = std::make_shared<counting_resource>();
+  ctx.set_memory_resource(mine);
+  cuarrow::buffer b = cuarrow::allocate_device(ctx, 512);
+  EXPECT_EQ(mine->allocations.load(), 1);
+  ctx.set_memory_resource(nullptr);  // back to the default
+  EXPECT_NE(ctx.memory_resource()->name(), "counting");
+  std::weak_ptr<counting_resource> watch = mine;
+  counting_resource* raw = mine.get();
+  mine.reset();
+  EXPECT_FALSE(watch.expired());  // b still needs it to free its memory
+  b = cuarrow::buffer();
+  EXPECT_TRUE(watch.expired());
+  (void)raw;
+}
+
+TEST(MemoryResource, StreamOrderedAllocationOnAStream) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  auto src = pattern(10000, 6);
+  for (int i = 0; i < 20; ++i) {
+    cuarrow::buffer b = cuarrow::allocate_device(ctx, 10000, s);
+    EXPECT_EQ(b.free_stream(), s.view());
+    cuarrow::copy_from_host(b, 0, src.data(), 10000, s);
+    std::vector<std::uint8_t> back(10000);
+    cuarrow::copy_to_host(back.data(), b, 0, 10000, s);
+    ASSERT_EQ(back, src);
+  }
+}

@@ -1,0 +1,39 @@
+#include <cstdlib>
+#include <string>
+
+#include "test_support.hpp"
+
+TEST(Driver, LoadsTheSelectedDriver) {
+  const char* env = std::getenv("CUARROW_CUDA_DRIVER");
+  const bool want_emulation = env != nullptr && std::string(env) == "emulated";
+  EXPECT_EQ(cuarrow::driver_is_emulated(), want_emulation);
+  EXPECT_GE(cuarrow::driver_version(), 12000);
+  EXPECT_FALSE(cuarrow::driver_path().empty());
+}
+
+TEST(Driver, SelectingAnotherDriverAfterLoadingIsRefused) {
+  const std::string other = cuarrow::driver_is_emulated() ? "libcuda.so.1" : "emulated";
+  try {
+    cuarrow::select_driver(other);
+    FAIL() << "select_driver accepted a second driver";
+  } catch (const cuarrow::error& e) {
+    EXPECT_NE(std::string(e.what()).find("already loaded"), std::string::npos) << e.what();
+  }
+  // Selecting the driver already in use is harmless.
+  EXPECT_NO_THROW(cuarrow::select_driver(cuarrow::driver_is_emulated() ? "emulated" : cuarrow::driver_path()));
+}
+
+TEST(Driver, CudaErrorsCarryCodeNameAndOperation) {
+  // A copy the driver rejects: pageable host memory has no device address.
+  cuarrow::context ctx = cuarrow::context::get(0);
+  int local = 0;
+  try {
+    (void)ctx.get_device_address(&local);
+    FAIL() << "get_device_address accepted pageable memory";
+  } catch (const cuarrow::cuda_error& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(e.name(), "CUDA_ERROR_INVALID_VALUE");
+    EXPECT_NE(e.operation().find("cuPointerGetAttribute"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("failed: CUDA_ERROR_INVALID_VALUE (1): "), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,58 @@
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <random>
+
+#include "test_support.hpp"
+
+namespace cuarrow_test {
+
+const emulation_api& emu() {
+  static const emulation_api api = [] {
+    emulation_api a;
+    cuarrow::load_driver();
+    if (!cuarrow::driver_is_emulated()) return a;
+    void* h = dlopen(cuarrow::driver_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) return a;
+    auto sym = [&](const char* name) { return dlsym(h, name); };
+    a.primary_ctx_retain_count = reinterpret_cast<int (*)(int)>(sym("cuarrow_emu_primary_ctx_retain_count"));
+    a.device_allocation_count = reinterpret_cast<size_t (*)(int)>(sym("cuarrow_emu_device_allocation_count"));
+    a.device_bytes_in_use = reinterpret_cast<size_t (*)(int)>(sym("cuarrow_emu_device_bytes_in_use"));
+    a.host_allocation_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_host_allocation_count"));
+    a.stream_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_stream_count"));
+    a.event_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_event_count"));
+    a.async_fault_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_async_fault_count"));
+    a.set_op_delay_us = reinterpret_cast<void (*)(unsigned)>(sym("cuarrow_emu_set_op_delay_us"));
+    return a;
+  }();
+  return api;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& x : v) x = static_cast<std::uint8_t>(rng());
+  return v;
+}
+
+std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(b.size()));
+  cuarrow::copy_to_host(v.data(), b, 0, b.size());
+  return v;
+}
+
+}  // namespace cuarrow_test
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();  // test discovery: no driver needed
+  try {
+    cuarrow::load_driver();
+    std::printf("[cuarrow] driver %s (%s), %d device(s)\n", cuarrow::driver_path().c_str(),
+                cuarrow::driver_is_emulated() ? "host emulation" : "real", cuarrow::device_count());
+  } catch (const cuarrow::error& e) {
+    std::fprintf(stderr, "[cuarrow] cannot load a CUDA driver: %s\n", e.what());
+    return 1;
+  }
+  return RUN_ALL_TESTS();
+}

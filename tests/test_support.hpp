@@ -1,0 +1,62 @@
+// Helpers shared by the core test suite.
+//
+// The suite runs against whatever driver cuarrow loads: the host emulation
+// under ctest (CUARROW_CUDA_DRIVER=emulated), the real driver on the GPU
+// machine (scripts/gpu-suite.sh).  Tests that inspect the emulated driver's
+// internal state skip on a real driver, saying why.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cuarrow/cuarrow.hpp>
+#include <cuarrow_emulation.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cuarrow_test {
+
+// The emulation's inspection API, or nullptr members on a real driver.
+struct emulation_api {
+  int (*primary_ctx_retain_count)(int) = nullptr;
+  size_t (*device_allocation_count)(int) = nullptr;
+  size_t (*device_bytes_in_use)(int) = nullptr;
+  size_t (*host_allocation_count)() = nullptr;
+  size_t (*stream_count)() = nullptr;
+  size_t (*event_count)() = nullptr;
+  size_t (*async_fault_count)() = nullptr;
+  void (*set_op_delay_us)(unsigned) = nullptr;
+  bool available() const { return primary_ctx_retain_count != nullptr; }
+};
+
+const emulation_api& emu();
+
+#define CUARROW_REQUIRE_EMULATION()                                                                  \
+  do {                                                                                               \
+    if (!::cuarrow_test::emu().available())                                                          \
+      GTEST_SKIP() << "inspects the emulated driver's internal state; the real driver has no such API"; \
+  } while (0)
+
+#define CUARROW_REQUIRE_DEVICES(n)                                                                     \
+  do {                                                                                                 \
+    if (::cuarrow::device_count() < (n))                                                               \
+      GTEST_SKIP() << "needs " << (n) << " CUDA devices, this machine has " << ::cuarrow::device_count(); \
+  } while (0)
+
+// Sets the emulation's per-operation delay for a scope (no-op on a real GPU),
+// so that work left unsynchronized is still pending when the test looks.
+class scoped_op_delay {
+ public:
+  explicit scoped_op_delay(unsigned us) {
+    if (emu().set_op_delay_us) emu().set_op_delay_us(us);
+  }
+  ~scoped_op_delay() {
+    if (emu().set_op_delay_us) emu().set_op_delay_us(0);
+  }
+};
+
+std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed);
+std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b);
+
+}  // namespace cuarrow_test
