@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The whole GPU suite, in one command on the GPU machine.
+#
+#   scripts/gpu-suite.sh prepare   (here, on a machine with GoogleTest)
+#       builds the C++ test binaries into build/gpu; the GPU machine has no
+#       GoogleTest, so they travel with the checkout (device tool: carry
+#       ["build/gpu"]).
+#   scripts/gpu-suite.sh run       (on the GPU machine)
+#       runs the C++ suite against the real driver, the GPU-only tests, the
+#       walkthrough, then builds the Python package there (for its Python)
+#       and runs the Python suite and the page's doctest.  Prints a summary
+#       and writes it to $OUT/summary.md (or build/gpu-summary.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+
+if [ "$mode" = prepare ]; then
+  set -e
+  CUARROW_SKIP_PYTHON=1 scripts/install-deps.sh
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build/gpu -j "$(nproc)"
+  echo "built build/gpu; now run: scripts/gpu-suite.sh run   (on the GPU machine, carrying build/gpu)"
+  exit 0
+fi
+
+out=${OUT:-build/gpu-out}
+mkdir -p "$out"
+summary="$out/summary.md"
+log="$out/gpu-suite.log"
+: >"$log"
+unset CUARROW_CUDA_DRIVER
+results=()
+
+step() {  # step NAME COMMAND...: run, keep the log, record the closing line
+  local name=$1; shift
+  echo "=== $name ===" | tee -a "$log"
+  local t0=$(date +%s)
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  cat "$out/$name.log" >>"$log"
+  local closing
+  closing=$(grep -E "PASSED|FAILED|passed|failed|skipped|error" "$out/$name.log" | tail -n 3 | tr '\n' ' ')
+  results+=("| $name | $([ $rc -eq 0 ] && echo pass || echo "FAIL (rc $rc)") | $(( $(date +%s) - t0 )) s | ${closing//|//} |")
+  tail -n 15 "$out/$name.log"
+  return 0
+}
+
+{
+  echo "# GPU suite run"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2>/dev/null | head -n 4 | tr '\n' ';')"
+  echo "- host: $(nproc) cores, $(uname -r), $(python3 --version 2>&1)"
+} >"$summary.head"
+
+bin=build/gpu/bin
+if [ -x $bin/cuarrow_test ]; then
+  step cpp-suite-real-driver $bin/cuarrow_test --gtest_output=xml:"$out/cpp-suite.xml"
+  step cpp-gpu-only $bin/cuarrow_gpu_test --gtest_output=xml:"$out/cpp-gpu.xml"
+  step cpp-suite-emulated env CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 $bin/cuarrow_test
+  step walkthrough-cpp $bin/cuarrow_walkthrough
+else
+  results+=("| C++ suites | NOT RUN: build/gpu missing (run 'scripts/gpu-suite.sh prepare' here and carry build/gpu) | | |")
+fi
+
+if [ -f pyproject.toml ]; then
+  site=/tmp/cuarrow-site
+  rm -rf "$site"
+  step python-build python3 -m pip install --no-build-isolation --no-deps --no-compile -q --target "$site" .
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  step python-suite python3 -m pytest -q -rs python/tests -p no:cacheprovider
+  step python-demo python3 -m cuarrow.demo
+fi
+
+{
+  cat "$summary.head"
+  echo
+  echo "| step | result | time | closing lines |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s\n' "${results[@]}"
+  echo
+  echo "Figures printed by the GPU-only tests:"
+  echo
+  grep -h "^\[figure\]" "$out"/*.log 2>/dev/null | sed 's/^/    /'
+} >"$summary"
+rm -f "$summary.head"
+echo
+cat "$summary"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what building and testing cuarrow needs on a fresh Debian machine
+# that has the CUDA toolkit (headers) already: compilers, CMake, GoogleTest
+# from Debian; Python packages from PyPI.  Idempotent and quick when done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "[deps] apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! ls /usr/local/cuda/include/cuda.h >/dev/null 2>&1 && ! command -v nvcc >/dev/null; then
+  echo "[deps] the CUDA toolkit headers (cuda.h, cudaTypedefs.h) are needed; install the CUDA toolkit" >&2
+  exit 1
+fi
+
+if [ "${CUARROW_SKIP_PYTHON:-0}" != 1 ]; then
+  python3 -m pip install -q -r python/requirements-test.txt
+fi

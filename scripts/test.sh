@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Every test that runs without a GPU, against the host emulation of the CUDA
+# driver: the C++ suite (warnings as errors), the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the Python suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "=== C++: build and test (emulated driver) ==="
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_WARNINGS_AS_ERRORS=ON >/dev/null
+cmake --build build/test -j "$jobs"
+ctest --test-dir build/test --output-on-failure -j "$jobs" --timeout 300
+
+echo "=== C++: AddressSanitizer + UndefinedBehaviorSanitizer ==="
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCUARROW_SANITIZE=address,undefined \
+  -DCUARROW_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600
+
+if [ -f pyproject.toml ]; then
+  echo "=== Python: build, install, test (emulated driver) ==="
+  python3 -m pip install -q .
+  CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 python3 -m pytest -q python/tests
+fi
