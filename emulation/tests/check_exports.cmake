@@ -1,0 +1,43 @@
+# Checks that libcuarrow_cuda_emulation.so exports exactly the driver's loader
+# entry points and the control API declared in cuarrow_emulation.h.
+#   cmake -DNM=nm -DLIBRARY=<lib> -DHEADER=<cuarrow_emulation.h> -P check_exports.cmake
+cmake_minimum_required(VERSION 3.22)
+execute_process(COMMAND "${NM}" -D --defined-only "${LIBRARY}"
+                OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${NM} failed on ${LIBRARY}")
+endif()
+
+set(expected cuGetProcAddress_v2 cuGetProcAddress cuInit cuDriverGetVersion)
+file(READ "${HEADER}" header)
+string(REGEX MATCHALL "cuarrow_emu_[a-z_]+\\(" decls "${header}")
+foreach(d IN LISTS decls)
+  string(REPLACE "(" "" d "${d}")
+  list(APPEND expected "${d}")
+endforeach()
+list(REMOVE_DUPLICATES expected)
+
+set(actual "")
+string(REGEX MATCHALL "[^\n]+" lines "${out}")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^[0-9a-fA-F]* *[A-Za-z] ([^ @]+)")
+    list(APPEND actual "${CMAKE_MATCH_1}")
+  endif()
+endforeach()
+
+set(errors "")
+foreach(s IN LISTS actual)
+  if(NOT s IN_LIST expected)
+    string(APPEND errors "  unexpected export: ${s}\n")
+  endif()
+endforeach()
+foreach(s IN LISTS expected)
+  if(NOT s IN_LIST actual)
+    string(APPEND errors "  missing export: ${s}\n")
+  endif()
+endforeach()
+if(errors)
+  message(FATAL_ERROR "exports of ${LIBRARY}:\n${errors}")
+endif()
+list(LENGTH actual n)
+message(STATUS "${n} exported symbols, as expected")
