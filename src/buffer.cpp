@@ -17,6 +17,12 @@ namespace {
 // context, its resource) and frees on destruction, reporting failures.
 
 struct device_allocation {
+  device_allocation(context c, std::shared_ptr<device_memory_resource> r, std::uintptr_t a, std::int64_t n,
+                    stream_view s)
+      : ctx(std::move(c)), resource(std::move(r)), address(a), size(n), stream(s) {}
+  device_allocation(const device_allocation&) = delete;
+  device_allocation& operator=(const device_allocation&) = delete;
+
   context ctx;
   std::shared_ptr<device_memory_resource> resource;
   std::uintptr_t address;
@@ -36,6 +42,10 @@ struct device_allocation {
 };
 
 struct pinned_allocation {
+  pinned_allocation(context c, void* d, std::int64_t n) : ctx(std::move(c)), data(d), size(n) {}
+  pinned_allocation(const pinned_allocation&) = delete;
+  pinned_allocation& operator=(const pinned_allocation&) = delete;
+
   context ctx;
   void* data;
   std::int64_t size;
@@ -72,7 +82,8 @@ buffer::buffer(fields f)
       context_(std::move(f.ctx)),
       owner_(std::move(f.owner)),
       parent_(std::move(f.parent)),
-      free_stream_(f.free_stream) {}
+      free_stream_(f.free_stream),
+      stream_ordered_(f.stream_ordered) {}
 
 buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
   if (offset < 0 || offset > size_) {
@@ -84,8 +95,16 @@ buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
     throw out_of_range("slice of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
                        " overruns the buffer of " + std::to_string(size_) + " bytes");
   }
-  fields f{address_ + static_cast<std::uintptr_t>(offset), length, type_, device_id_, mutable_, context_, owner_,
-           std::make_shared<const buffer>(*this), free_stream_};
+  fields f{address_ + static_cast<std::uintptr_t>(offset),
+           length,
+           type_,
+           device_id_,
+           mutable_,
+           context_,
+           owner_,
+           std::make_shared<const buffer>(*this),
+           free_stream_,
+           stream_ordered_};
   return buffer(std::move(f));
 }
 
@@ -139,9 +158,10 @@ buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
   scoped_context guard(ctx);
   std::uintptr_t address = resource->allocate(size, s);
   ctx.state()->bytes_allocated.fetch_add(size);
-  auto owner = std::make_shared<device_allocation>(device_allocation{ctx, std::move(resource), address, size, s});
+  auto owner = std::make_shared<device_allocation>(ctx, std::move(resource), address, size, s);
   f.address = address;
   f.owner = std::move(owner);
+  f.stream_ordered = true;
   return buffer(std::move(f));
 }
 
@@ -159,7 +179,7 @@ buffer allocate_pinned(const context& ctx, std::int64_t size) {
       detail::driver().cuMemHostAlloc(&p, static_cast<size_t>(size), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
       "cuMemHostAlloc", size);
   f.address = reinterpret_cast<std::uintptr_t>(p);
-  f.owner = std::make_shared<pinned_allocation>(pinned_allocation{ctx, p, size});
+  f.owner = std::make_shared<pinned_allocation>(ctx, p, size);
   return buffer(std::move(f));
 }
 

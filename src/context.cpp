@@ -86,13 +86,37 @@ std::shared_ptr<context_state> primary_state(int ordinal) {
 }  // namespace
 
 context_state::~context_state() {
-  if (!owns_retain || shutting_down()) return;
+  if (shutting_down()) return;
   const driver_table* d = driver_if_loaded();
   if (d == nullptr) return;
+  if (order_event != nullptr) {
+    CUresult r = d->cuEventDestroy(order_event);
+    if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy");
+  }
+  if (!owns_retain) return;
   CUdevice dev = 0;
   CUresult r = d->cuDeviceGet(&dev, device);
   if (r == CUDA_SUCCESS) r = d->cuDevicePrimaryCtxRelease(dev);
   if (r != CUDA_SUCCESS) warn_result(r, "cuDevicePrimaryCtxRelease");
+}
+
+namespace {
+bool is_legacy(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY; }
+}  // namespace
+
+void order_after(context_state& ctx, CUstream producer, CUstream waiter) {
+  // The per-thread default stream is a different stream on every thread, so
+  // equal handles prove nothing there; order anyway.
+  if (producer == waiter && producer != CU_STREAM_PER_THREAD) return;
+  if (is_legacy(producer) && is_legacy(waiter)) return;
+  const driver_table& d = driver();
+  std::lock_guard lock(ctx.order_mutex);
+  scoped_context guard(ctx.handle);
+  if (ctx.order_event == nullptr) {
+    check(d.cuEventCreate(&ctx.order_event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+  check(d.cuEventRecord(ctx.order_event, producer), "cuEventRecord");
+  check(d.cuStreamWaitEvent(waiter, ctx.order_event, 0), "cuStreamWaitEvent");
 }
 
 void release_cached_contexts() noexcept {

@@ -26,6 +26,12 @@ struct context_state {
   std::vector<int> peers_tried;    // devices enable_peer_access was attempted for
   std::vector<int> peers_enabled;  // ... and succeeded
 
+  // One event for ordering a stream after work queued on another
+  // (record, then cuStreamWaitEvent: the wait captures the event's state at
+  // that moment, so the event can be re-recorded at once).
+  std::mutex order_mutex;
+  CUevent order_event = nullptr;
+
   context_state() = default;
   context_state(const context_state&) = delete;
   context_state& operator=(const context_state&) = delete;
@@ -39,5 +45,10 @@ void release_cached_contexts() noexcept;
 /// Run queued deferred releases (buffers kept alive for asynchronous copies
 /// whose streams have since passed them).  Cheap when there are none.
 void collect_deferred_releases() noexcept;
+
+/// Make `waiter` wait (on the device, without blocking the host) for the
+/// work queued so far on `producer`, both streams of `ctx`'s device or any
+/// device.  No-op when they are the same stream.
+void order_after(context_state& ctx, CUstream producer, CUstream waiter);
 
 }  // namespace cuarrow::detail

@@ -126,10 +126,18 @@ void synchronize_issued(stream_view s) {
   detail::check(detail::driver().cuStreamSynchronize(s.handle()), "cuStreamSynchronize");
 }
 
+// A buffer from allocate_device is valid in the order of the stream it was
+// allocated on: make the copy's stream wait for that point first.
+void order_after_allocation(const buffer* b, stream_view s) {
+  if (b == nullptr || !b->is_stream_ordered() || b->size() == 0) return;
+  detail::order_after(*b->get_context()->state(), b->free_stream().handle(), s.handle());
+}
+
 // Queue the copy; with `wait`, synchronize the stream before returning.
-// `hold` (if any) are buffers to keep alive until the stream passes the copy.
+// Without, the buffers (null for raw host pointers) are kept alive until the
+// stream passes the copy.
 void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_view s, bool wait,
-             const buffer* hold_a, const buffer* hold_b) {
+             const buffer* dst_buffer, const buffer* src_buffer) {
   detail::collect_deferred_releases();
   const context* ctx = issuing_context(dst, src, s);
   if (n == 0) return;
@@ -150,6 +158,8 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
 
   const detail::driver_table& d = detail::driver();
   scoped_context guard(*ctx);
+  order_after_allocation(dst_buffer, s);
+  order_after_allocation(src_buffer, s);
   const auto dptr = static_cast<CUdeviceptr>(dst.address);
   const auto sptr = static_cast<CUdeviceptr>(src.address);
   const auto bytes = static_cast<size_t>(n);
@@ -178,8 +188,8 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
     synchronize_issued(s);
     return;
   }
-  if (hold_a == nullptr && hold_b == nullptr) return;
-  auto* k = new detail::keepalive{hold_a ? *hold_a : buffer(), hold_b ? *hold_b : buffer()};
+  if (dst_buffer == nullptr && src_buffer == nullptr) return;
+  auto* k = new detail::keepalive{dst_buffer ? *dst_buffer : buffer(), src_buffer ? *src_buffer : buffer()};
   CUresult r = d.cuLaunchHostFunc(h, detail::on_stream_passed, k);
   if (r != CUDA_SUCCESS) {
     // Could not queue the release: keep the promise by waiting instead.
@@ -203,7 +213,7 @@ void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::in
           stream_view s) {
   endpoint to = checked_side(dst, dst_offset, size, "destination", true);
   endpoint from = checked_side(src, src_offset, size, "source", false);
-  enqueue(to, from, size, s, true, nullptr, nullptr);
+  enqueue(to, from, size, s, true, &dst, &src);
 }
 
 void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size,
@@ -214,7 +224,7 @@ void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void
 
 void copy_from_host(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size, stream_view s) {
   endpoint to = checked_side(dst, dst_offset, size, "destination", true);
-  enqueue(to, raw_host(src, size, "source"), size, s, true, nullptr, nullptr);
+  enqueue(to, raw_host(src, size, "source"), size, s, true, &dst, nullptr);
 }
 
 void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size, stream_view s) {
@@ -224,7 +234,7 @@ void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset, s
 
 void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size, stream_view s) {
   endpoint from = checked_side(src, src_offset, size, "source", false);
-  enqueue(raw_host(dst, size, "destination"), from, size, s, true, nullptr, nullptr);
+  enqueue(raw_host(dst, size, "destination"), from, size, s, true, nullptr, &src);
 }
 
 void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value, stream_view s) {
@@ -244,6 +254,7 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   endpoint none{};
   const context* ctx = issuing_context(to, none, s);
   scoped_context guard(*ctx);
+  order_after_allocation(&dst, s);
   const detail::driver_table& d = detail::driver();
   detail::check(d.cuMemsetD8Async(static_cast<CUdeviceptr>(to.address), value, static_cast<size_t>(size), s.handle()),
                 "cuMemsetD8Async");
@@ -260,7 +271,7 @@ buffer copy_to_device(const context& ctx, const void* src, std::int64_t size, st
   endpoint from = raw_host(src, size, "source");
   buffer out = allocate_device(ctx, size, s);
   endpoint to = checked_side(out, 0, size, "destination", true);
-  enqueue(to, from, size, s, true, nullptr, nullptr);
+  enqueue(to, from, size, s, true, &out, nullptr);
   return out;
 }
 

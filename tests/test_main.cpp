@@ -1,6 +1,8 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "test_support.hpp"
@@ -45,6 +47,11 @@ std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // --env=NAME=VALUE: set before the driver is loaded (the emulation reads
+  // its configuration once, at cuInit).
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--env=", 6) == 0) putenv(argv[i] + 6);
+  }
   if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();  // test discovery: no driver needed
   try {
     cuarrow::load_driver();

@@ -80,9 +80,15 @@ class CUARROW_EXPORT buffer {
   std::byte* mutable_host_data() const;
   std::span<const std::byte> host_span() const { return {host_data(), static_cast<std::size_t>(size_)}; }
 
-  /// The stream device memory of this buffer is freed on (for stream-ordered
-  /// resources); the legacy default stream unless chosen at allocation.
+  /// The stream device memory of this buffer was allocated on and is freed
+  /// on (for stream-ordered resources); the legacy default stream unless
+  /// chosen at allocation.
   stream_view free_stream() const noexcept { return free_stream_; }
+  /// True for memory from allocate_device: it is valid in the order of
+  /// free_stream().  cuarrow's copies on another stream first make that
+  /// stream wait for the allocation (an event, no host synchronization), so
+  /// such a buffer can be used on any stream of any device.
+  bool is_stream_ordered() const noexcept { return stream_ordered_; }
 
   /// The object keeping the memory alive (an allocation, a foreign owner).
   const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
@@ -102,6 +108,7 @@ class CUARROW_EXPORT buffer {
     std::shared_ptr<const void> owner;
     std::shared_ptr<const buffer> parent;
     stream_view free_stream;
+    bool stream_ordered = false;
   };
   explicit buffer(fields f);
 
@@ -115,6 +122,7 @@ class CUARROW_EXPORT buffer {
   std::shared_ptr<const void> owner_;
   std::shared_ptr<const buffer> parent_;
   stream_view free_stream_;
+  bool stream_ordered_ = false;
 };
 
 /// Device memory of `size` bytes from the context's memory resource (or
