@@ -5,7 +5,7 @@
 #       builds the C++ test binaries into build/gpu; the GPU machine has no
 #       GoogleTest, so they travel with the checkout (device tool: carry
 #       ["build/gpu"]).
-#   scripts/gpu-suite.sh run       (on the GPU machine)
+#   scripts/gpu-suite.sh run       (on the GPU machine; CUARROW_COMMIT names the commit when .git is absent)
 #       runs the C++ suite against the real driver, the GPU-only tests, the
 #       walkthrough, then builds the Python package there (for its Python)
 #       and runs the Python suite and the page's doctest.  Prints a summary
@@ -26,7 +26,8 @@ fi
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
 summary="$out/summary.md"
-log="$out/gpu-suite.log"
+log="$out/gpu-suite.log"   # every step's whole output
+steps=$(mktemp -d)          # one log a step (the device tool returns few files)
 : >"$log"
 unset CUARROW_CUDA_DRIVER
 results=()
@@ -35,13 +36,13 @@ step() {  # step NAME COMMAND...: run, keep the log, record the closing line
   local name=$1; shift
   echo "=== $name ===" | tee -a "$log"
   local t0=$(date +%s)
-  "$@" >"$out/$name.log" 2>&1
+  "$@" >"$steps/$name.log" 2>&1
   local rc=$?
-  cat "$out/$name.log" >>"$log"
+  cat "$steps/$name.log" >>"$log"
   local closing
-  closing=$(grep -E "PASSED|FAILED|passed|failed|skipped|error" "$out/$name.log" | tail -n 3 | tr '\n' ' ')
+  closing=$(grep -E "PASSED|FAILED|passed|failed|skipped|error" "$steps/$name.log" | tail -n 3 | tr '\n' ' ')
   results+=("| $name | $([ $rc -eq 0 ] && echo pass || echo "FAIL (rc $rc)") | $(( $(date +%s) - t0 )) s | ${closing//|//} |")
-  tail -n 15 "$out/$name.log"
+  tail -n 15 "$steps/$name.log"
   return 0
 }
 
@@ -49,15 +50,15 @@ step() {  # step NAME COMMAND...: run, keep the log, record the closing line
   echo "# GPU suite run"
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- commit: ${CUARROW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2>/dev/null | head -n 4 | tr '\n' ';')"
   echo "- host: $(nproc) cores, $(uname -r), $(python3 --version 2>&1)"
 } >"$summary.head"
 
 bin=build/gpu/bin
 if [ -x $bin/cuarrow_test ]; then
-  step cpp-suite-real-driver $bin/cuarrow_test --gtest_output=xml:"$out/cpp-suite.xml"
-  step cpp-gpu-only $bin/cuarrow_gpu_test --gtest_output=xml:"$out/cpp-gpu.xml"
+  step cpp-suite-real-driver $bin/cuarrow_test
+  step cpp-gpu-only $bin/cuarrow_gpu_test
   step cpp-suite-emulated env CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 $bin/cuarrow_test
   step walkthrough-cpp $bin/cuarrow_walkthrough
 else
@@ -82,7 +83,7 @@ fi
   echo
   echo "Figures printed by the GPU-only tests:"
   echo
-  grep -h "^\[figure\]" "$out"/*.log 2>/dev/null | sed 's/^/    /'
+  grep -h "^\[figure\]" "$steps"/*.log 2>/dev/null | sed 's/^/    /'
 } >"$summary"
 rm -f "$summary.head"
 echo
