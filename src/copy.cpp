@@ -15,6 +15,7 @@
 #include "context_state.hpp"
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
+#include "staging.hpp"
 
 namespace cuarrow {
 namespace detail {
@@ -178,10 +179,20 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
                     "cuMemcpyPeerAsync");
     }
   } else if (dst.on_device()) {
-    detail::check(d.cuMemcpyHtoDAsync(dptr, reinterpret_cast<const void*>(src.address), bytes, h),
-                  "cuMemcpyHtoDAsync");
+    const void* host = reinterpret_cast<const void*>(src.address);
+    if (src.type == device_type::cpu && detail::use_staging(bytes) && !detail::is_page_locked(host)) {
+      // Returns with the data on the device: nothing left to wait for or keep alive.
+      detail::staged_host_to_device(ctx->handle(), dptr, host, bytes, h);
+      return;
+    }
+    detail::check(d.cuMemcpyHtoDAsync(dptr, host, bytes, h), "cuMemcpyHtoDAsync");
   } else {
-    detail::check(d.cuMemcpyDtoHAsync(reinterpret_cast<void*>(dst.address), sptr, bytes, h), "cuMemcpyDtoHAsync");
+    void* host = reinterpret_cast<void*>(dst.address);
+    if (dst.type == device_type::cpu && detail::use_staging(bytes) && !detail::is_page_locked(host)) {
+      detail::staged_device_to_host(ctx->handle(), host, sptr, bytes, h);
+      return;
+    }
+    detail::check(d.cuMemcpyDtoHAsync(host, sptr, bytes, h), "cuMemcpyDtoHAsync");
   }
 
   if (wait) {

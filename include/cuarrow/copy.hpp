@@ -27,6 +27,32 @@
 
 namespace cuarrow {
 
+/// How copies between ordinary (pageable) host memory and the device are
+/// made.  Large copies go through a pipeline: a pool of host threads copies
+/// chunks into or out of pinned staging buffers while the DMA engine moves
+/// other chunks.  Pinned (cuda_host or registered) memory is always copied
+/// directly.
+struct transfer_options {
+  /// Copies of at least this many bytes from or to pageable memory use the
+  /// pipeline; smaller ones go to the driver directly.  0 disables the
+  /// pipeline.  Environment: CUARROW_STAGING_THRESHOLD.
+  std::int64_t staging_threshold_bytes = 4 << 20;
+  /// Bytes per chunk (and per pinned staging buffer).  Environment:
+  /// CUARROW_STAGING_CHUNK.
+  std::int64_t staging_chunk_bytes = 8 << 20;
+  /// Host threads that copy chunks (the caller's thread is one of them).
+  /// Environment: CUARROW_STAGING_THREADS.
+  int staging_threads = 8;
+};
+
+/// The options in force: those set last, else the environment, else the
+/// defaults above.
+CUARROW_EXPORT transfer_options get_transfer_options();
+/// Change the options for later copies (thread-safe; copies in progress
+/// finish with the options they started with).  Throws invalid_argument for
+/// values out of range (chunk < 64 KiB, threads < 1 or > 256).
+CUARROW_EXPORT void set_transfer_options(const transfer_options& options);
+
 /// Copy `size` bytes from src[src_offset..] to dst[dst_offset..], whatever
 /// the two buffers' device types (host, pinned, device, another device).
 CUARROW_EXPORT void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src,
