@@ -188,6 +188,27 @@ void context::synchronize() const {
 
 std::int64_t context::bytes_allocated() const noexcept { return state_->bytes_allocated.load(); }
 
+transfer_statistics context::transfer_stats() const noexcept {
+  const detail::context_state& c = *state_;
+  transfer_statistics t;
+  t.host_to_device_bytes = c.h2d_bytes.load();
+  t.device_to_host_bytes = c.d2h_bytes.load();
+  t.device_to_device_bytes = c.d2d_bytes.load();
+  t.host_to_device_seconds = static_cast<double>(c.h2d_ns.load()) * 1e-9;
+  t.device_to_host_seconds = static_cast<double>(c.d2h_ns.load()) * 1e-9;
+  t.device_to_device_seconds = static_cast<double>(c.d2d_ns.load()) * 1e-9;
+  t.staged_bytes = c.staged_bytes.load();
+  t.copies = c.copies.load();
+  return t;
+}
+
+void context::reset_transfer_stats() const noexcept {
+  detail::context_state& c = *state_;
+  for (auto* a : {&c.h2d_bytes, &c.d2h_bytes, &c.d2d_bytes, &c.staged_bytes, &c.copies, &c.h2d_ns, &c.d2h_ns, &c.d2d_ns}) {
+    a->store(0);
+  }
+}
+
 std::int64_t context::free_memory() const {
   scoped_context guard(*this);
   size_t free_bytes = 0;

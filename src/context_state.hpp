@@ -21,6 +21,10 @@ struct context_state {
   device_properties properties;
   std::atomic<std::int64_t> bytes_allocated{0};
 
+  // Transfer counters (context::transfer_stats); nanoseconds for time.
+  std::atomic<std::int64_t> h2d_bytes{0}, d2h_bytes{0}, d2d_bytes{0}, staged_bytes{0}, copies{0};
+  std::atomic<std::int64_t> h2d_ns{0}, d2h_ns{0}, d2d_ns{0};
+
   std::mutex mutex;  // guards the members below
   std::shared_ptr<device_memory_resource> resource;
   std::vector<int> peers_tried;    // devices enable_peer_access was attempted for

@@ -5,6 +5,7 @@
 #include "cuarrow/copy.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -159,6 +160,30 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
 
   const detail::driver_table& d = detail::driver();
   scoped_context guard(*ctx);
+  // Counted in the issuing context, whichever way the copy ends.
+  detail::context_state& stats = *ctx->state();
+  const bool to_device = dst.on_device() || dst.type == device_type::cuda_managed;
+  const bool from_device = src.on_device() || src.type == device_type::cuda_managed;
+  auto& bytes_counter = to_device ? (from_device ? stats.d2d_bytes : stats.h2d_bytes) : stats.d2h_bytes;
+  auto& ns_counter = to_device ? (from_device ? stats.d2d_ns : stats.h2d_ns) : stats.d2h_ns;
+  const auto started = std::chrono::steady_clock::now();
+  struct count_on_exit {
+    std::atomic<std::int64_t>& bytes;
+    std::atomic<std::int64_t>& ns;
+    std::atomic<std::int64_t>& copies;
+    std::int64_t n;
+    bool timed;
+    std::chrono::steady_clock::time_point t0;
+    ~count_on_exit() {
+      if (std::uncaught_exceptions() > 0) return;
+      bytes.fetch_add(n);
+      copies.fetch_add(1);
+      if (timed) {
+        ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+  };
+  count_on_exit counter{bytes_counter, ns_counter, stats.copies, n, wait, started};
   order_after_allocation(dst_buffer, s);
   order_after_allocation(src_buffer, s);
   const auto dptr = static_cast<CUdeviceptr>(dst.address);
@@ -183,6 +208,8 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
     if (src.type == device_type::cpu && detail::use_staging(bytes) && !detail::is_page_locked(host)) {
       // Returns with the data on the device: nothing left to wait for or keep alive.
       detail::staged_host_to_device(ctx->handle(), dptr, host, bytes, h);
+      stats.staged_bytes.fetch_add(n);
+      counter.timed = true;
       return;
     }
     detail::check(d.cuMemcpyHtoDAsync(dptr, host, bytes, h), "cuMemcpyHtoDAsync");
@@ -190,6 +217,8 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
     void* host = reinterpret_cast<void*>(dst.address);
     if (dst.type == device_type::cpu && detail::use_staging(bytes) && !detail::is_page_locked(host)) {
       detail::staged_device_to_host(ctx->handle(), host, sptr, bytes, h);
+      stats.staged_bytes.fetch_add(n);
+      counter.timed = true;
       return;
     }
     detail::check(d.cuMemcpyDtoHAsync(host, sptr, bytes, h), "cuMemcpyDtoHAsync");
@@ -293,7 +322,11 @@ buffer copy_to_device(const context& ctx, const buffer& src, stream_view s) {
 }
 
 buffer copy_to_new_host(const buffer& src, stream_view s) {
-  buffer out = allocate_host(src.size());
+  std::optional<buffer> pinned;
+  if ((src.type() == device_type::cuda || src.type() == device_type::cuda_managed) && src.size() > 0) {
+    pinned = try_allocate_pinned_pooled(*src.get_context(), src.size());
+  }
+  buffer out = pinned ? *pinned : allocate_host(src.size());
   copy(out, 0, src, 0, src.size(), s);
   return out;
 }

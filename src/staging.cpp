@@ -34,6 +34,7 @@ std::int64_t env_int(const char* name, std::int64_t fallback) {
 
 void validate(const transfer_options& o) {
   if (o.staging_threshold_bytes < 0) throw invalid_argument("staging_threshold_bytes must be >= 0");
+  if (o.pinned_pool_limit_bytes < 0) throw invalid_argument("pinned_pool_limit_bytes must be >= 0");
   if (o.staging_chunk_bytes < (64 << 10)) throw invalid_argument("staging_chunk_bytes must be at least 64 KiB");
   if (o.staging_threads < 1 || o.staging_threads > 256) {
     throw invalid_argument("staging_threads must be between 1 and 256");
@@ -47,6 +48,7 @@ struct options_state {
     options.staging_threshold_bytes = env_int("CUARROW_STAGING_THRESHOLD", options.staging_threshold_bytes);
     options.staging_chunk_bytes = env_int("CUARROW_STAGING_CHUNK", options.staging_chunk_bytes);
     options.staging_threads = static_cast<int>(env_int("CUARROW_STAGING_THREADS", options.staging_threads));
+    options.pinned_pool_limit_bytes = env_int("CUARROW_PINNED_POOL_LIMIT", options.pinned_pool_limit_bytes);
     try {
       validate(options);
     } catch (const error& e) {

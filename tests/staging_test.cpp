@@ -127,3 +127,74 @@ TEST(TransferOptions, AreValidated) {
   EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
   EXPECT_EQ(cuarrow::get_transfer_options().staging_chunk_bytes, o.staging_chunk_bytes);
 }
+
+TEST(PinnedPool, DeviceResultsLandInPooledPinnedMemory) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = (1 << 20) + 7;
+  auto src = pattern(n, 14);
+  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, src.data(), n);
+  const auto before = cuarrow::pinned_pool_stats();
+  std::int64_t pinned_after_first = 0;
+  {
+    cuarrow::buffer host = cuarrow::copy_to_new_host(dev);
+    EXPECT_EQ(host.type(), cuarrow::device_type::cuda_host);
+    EXPECT_EQ(host.size(), n);
+    EXPECT_EQ(0, std::memcmp(host.host_data(), src.data(), n));
+    EXPECT_GE(cuarrow::pinned_pool_stats().in_use_bytes, before.in_use_bytes + n);
+    pinned_after_first = cuarrow::pinned_pool_stats().pinned_bytes;
+  }
+  EXPECT_EQ(cuarrow::pinned_pool_stats().in_use_bytes, before.in_use_bytes);  // returned to the pool
+  {
+    cuarrow::buffer again = cuarrow::copy_to_new_host(dev);  // reuses the cached block
+    EXPECT_EQ(cuarrow::pinned_pool_stats().pinned_bytes, pinned_after_first);
+    EXPECT_EQ(0, std::memcmp(again.host_data(), src.data(), n));
+  }
+  cuarrow::trim_pinned_pool();
+  EXPECT_EQ(cuarrow::pinned_pool_stats().pinned_bytes, cuarrow::pinned_pool_stats().in_use_bytes);
+}
+
+TEST(PinnedPool, FullPoolFallsBackToOrdinaryMemory) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  cuarrow::transfer_options o = saved;
+  o.pinned_pool_limit_bytes = 1 << 20;
+  cuarrow::set_transfer_options(o);
+  const std::int64_t n = 3 << 20;
+  auto src = pattern(n, 15);
+  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, src.data(), n);
+  cuarrow::buffer host = cuarrow::copy_to_new_host(dev);
+  EXPECT_EQ(host.type(), cuarrow::device_type::cpu);
+  EXPECT_EQ(0, std::memcmp(host.host_data(), src.data(), n));
+  EXPECT_FALSE(cuarrow::try_allocate_pinned_pooled(ctx, 2 << 20).has_value());
+  cuarrow::set_transfer_options(saved);
+}
+
+TEST(TransferStats, CountBytesTimeAndStagedBytesPerContext) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  cuarrow::transfer_options o = saved;
+  o.staging_threshold_bytes = 1 << 20;
+  cuarrow::set_transfer_options(o);
+  ctx.reset_transfer_stats();
+  const std::int64_t big = 3 << 20;
+  auto src = pattern(big, 16);
+  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, src.data(), big);  // staged
+  cuarrow::buffer dev2 = cuarrow::allocate_device(ctx, 100);
+  cuarrow::copy(dev2, 0, dev, 0, 100);                                   // device to device
+  std::vector<std::uint8_t> back(100);
+  cuarrow::copy_to_host(back.data(), dev, 0, 100);                       // small: direct
+  cuarrow::transfer_statistics t = ctx.transfer_stats();
+  EXPECT_EQ(t.host_to_device_bytes, big);
+  EXPECT_EQ(t.device_to_device_bytes, 100);
+  EXPECT_EQ(t.device_to_host_bytes, 100);
+  EXPECT_EQ(t.staged_bytes, big);
+  EXPECT_EQ(t.copies, 3);
+  EXPECT_GT(t.host_to_device_seconds, 0.0);
+  EXPECT_GT(t.device_to_host_seconds, 0.0);
+  // A refused copy counts nothing.
+  EXPECT_THROW(cuarrow::copy_to_host(back.data(), dev, big, 1), cuarrow::out_of_range);
+  EXPECT_EQ(ctx.transfer_stats().copies, 3);
+  ctx.reset_transfer_stats();
+  EXPECT_EQ(ctx.transfer_stats().host_to_device_bytes, 0);
+  cuarrow::set_transfer_options(saved);
+}

@@ -136,6 +136,22 @@ CUARROW_EXPORT buffer allocate_device(const context& ctx, std::int64_t size, str
 /// device access (cuMemHostAlloc).  Type cuda_host, device id of `ctx`.
 CUARROW_EXPORT buffer allocate_pinned(const context& ctx, std::int64_t size);
 
+/// Pinned host memory from cuarrow's caching pool (type cuda_host), or
+/// nullopt when the pool is at its limit (transfer_options::
+/// pinned_pool_limit_bytes) or no pinned memory can be had.  The block goes
+/// back to the pool, still pinned, when the last handle is gone.  Used for
+/// the results of device-to-host copies, which the DMA engine then writes at
+/// the link's speed.
+CUARROW_EXPORT std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_t size);
+
+struct pinned_pool_statistics {
+  std::int64_t pinned_bytes = 0;  // held by the pool: cached and in use
+  std::int64_t in_use_bytes = 0;  // handed out and not yet returned
+};
+CUARROW_EXPORT pinned_pool_statistics pinned_pool_stats();
+/// Unpin and free every cached block of the pool.
+CUARROW_EXPORT void trim_pinned_pool();
+
 /// Ordinary host memory, 64-byte aligned.  Type cpu.
 CUARROW_EXPORT buffer allocate_host(std::int64_t size);
 

@@ -45,6 +45,21 @@ struct device_properties {
 /// Properties of device `ordinal`; throws invalid_argument for a bad ordinal.
 CUARROW_EXPORT device_properties get_device_properties(int ordinal);
 
+/// Data moved by cuarrow's copies, per context (the context the copy was
+/// issued in: the device side's).  Seconds are wall-clock time spent in
+/// synchronous copies (queueing to completion); asynchronous copies count
+/// their bytes only.
+struct transfer_statistics {
+  std::int64_t host_to_device_bytes = 0;
+  std::int64_t device_to_host_bytes = 0;
+  std::int64_t device_to_device_bytes = 0;  // same device and between devices
+  double host_to_device_seconds = 0;
+  double device_to_host_seconds = 0;
+  double device_to_device_seconds = 0;
+  std::int64_t staged_bytes = 0;  // of the above, bytes moved through the pinned staging pipeline
+  std::int64_t copies = 0;
+};
+
 class CUARROW_EXPORT context {
  public:
   /// The primary context of device `device_number`.  Throws invalid_argument
@@ -68,6 +83,10 @@ class CUARROW_EXPORT context {
   /// Bytes of device memory currently allocated through cuarrow on this
   /// context (every memory resource included).
   std::int64_t bytes_allocated() const noexcept;
+
+  /// Bytes and time moved by copies issued in this context.
+  transfer_statistics transfer_stats() const noexcept;
+  void reset_transfer_stats() const noexcept;
 
   /// Free and total device memory (cuMemGetInfo).
   std::int64_t free_memory() const;

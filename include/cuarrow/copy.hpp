@@ -43,6 +43,9 @@ struct transfer_options {
   /// Host threads that copy chunks (the caller's thread is one of them).
   /// Environment: CUARROW_STAGING_THREADS.
   int staging_threads = 8;
+  /// Most pinned memory the result pool (try_allocate_pinned_pooled) holds,
+  /// cached and in use.  Environment: CUARROW_PINNED_POOL_LIMIT.
+  std::int64_t pinned_pool_limit_bytes = 4ll << 30;
 };
 
 /// The options in force: those set last, else the environment, else the
@@ -81,7 +84,9 @@ CUARROW_EXPORT buffer copy_to_device(const context& ctx, const void* src, std::i
                                      stream_view s = {});
 /// A new device buffer on `ctx` holding a copy of `src` (any device type).
 CUARROW_EXPORT buffer copy_to_device(const context& ctx, const buffer& src, stream_view s = {});
-/// A new ordinary host buffer holding a copy of `src`.
+/// A new host buffer holding a copy of `src`: pinned memory from the result
+/// pool (type cuda_host) when `src` is device memory and the pool has room,
+/// else ordinary memory (type cpu) filled through the staging pipeline.
 CUARROW_EXPORT buffer copy_to_new_host(const buffer& src, stream_view s = {});
 
 }  // namespace cuarrow
