@@ -1,0 +1,226 @@
+// cuarrow._cuarrow.Buffer, allocation, wrapping and copies.
+//
+// Host memory that Python objects expose (bytes, NumPy arrays, pyarrow
+// buffers ...) is reached only through the buffer protocol, held for the
+// whole copy: the copy runs with the GIL released and the exporter cannot
+// free or resize the memory meanwhile.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common.hpp"
+
+namespace cuarrow_py {
+namespace {
+
+using release_gil = nb::call_guard<nb::gil_scoped_release>;
+
+// A buffer-protocol view of a Python object, released (with the GIL held)
+// when this goes out of scope.
+class host_view {
+ public:
+  host_view(nb::handle obj, bool writable) {
+    const int flags = PyBUF_ANY_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    // Keep the exporter's own error (e.g. the CudaBuffer's "use copy_to_host()").
+    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) throw nb::python_error();
+    held_ = true;
+  }
+  ~host_view() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  host_view(const host_view&) = delete;
+  host_view& operator=(const host_view&) = delete;
+
+  void* data() const { return view_.buf; }
+  std::int64_t size() const { return static_cast<std::int64_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+void check_host_range(std::int64_t offset, std::int64_t n, std::int64_t available, const char* role) {
+  if (offset < 0) throw cuarrow::out_of_range("negative offset " + std::to_string(offset) + " into the " + role);
+  if (n < 0) throw cuarrow::out_of_range("negative copy size " + std::to_string(n));
+  if (offset > available || n > available - offset) {
+    throw cuarrow::out_of_range("copy of " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                                " overruns the " + role + " of " + std::to_string(available) + " bytes");
+  }
+}
+
+// ---- buffer protocol --------------------------------------------------------
+
+char empty_bytes[1] = {0};
+
+int buffer_getbuffer(PyObject* self, Py_buffer* view, int flags) noexcept {
+  view->obj = nullptr;
+  if (!nb::inst_ready(self)) {
+    PyErr_SetString(PyExc_BufferError, "uninitialized cuarrow buffer");
+    return -1;
+  }
+  const Buffer* b = nb::inst_ptr<Buffer>(self);
+  if (!b->host_view || !b->buf.is_host_accessible()) {
+    const std::string where = cuarrow::to_string(b->buf.type()) +
+                              (b->buf.device_id() >= 0 ? ":" + std::to_string(b->buf.device_id()) : std::string());
+    const std::string message =
+        "buffer protocol for device buffer not supported: this buffer is in " + where +
+        " memory, which host code cannot read; use copy_to_host() (or to_pybytes()) to get a host copy";
+    PyErr_SetString(PyExc_BufferError, message.c_str());
+    return -1;
+  }
+  const bool readonly = !b->buf.is_mutable();
+  if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && readonly) {
+    PyErr_SetString(PyExc_BufferError, "this buffer is read-only");
+    return -1;
+  }
+  void* data = b->buf.size() == 0 ? static_cast<void*>(empty_bytes) : reinterpret_cast<void*>(b->buf.address());
+  return PyBuffer_FillInfo(view, self, data, static_cast<Py_ssize_t>(b->buf.size()), readonly ? 1 : 0, flags);
+}
+
+void buffer_releasebuffer(PyObject*, Py_buffer*) noexcept {}
+
+PyType_Slot buffer_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(buffer_getbuffer)},
+                              {Py_bf_releasebuffer, reinterpret_cast<void*>(buffer_releasebuffer)},
+                              {0, nullptr}};
+
+Buffer make(cuarrow::buffer b, bool host_view) { return Buffer{std::move(b), host_view}; }
+
+}  // namespace
+
+// ---- owners of Python objects ---------------------------------------------------
+
+cleanup_gil::cleanup_gil() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (Py_IsInitialized() && !finalizing) {
+    state_ = PyGILState_Ensure();
+    held_ = true;
+  }
+}
+
+cleanup_gil::~cleanup_gil() {
+  if (held_) PyGILState_Release(state_);
+}
+
+std::shared_ptr<const void> python_owner(nb::handle obj) {
+  if (!obj.is_valid() || obj.is_none()) return nullptr;
+  obj.inc_ref();
+  return std::shared_ptr<const void>(obj.ptr(), [](const void* p) {
+    cleanup_gil gil;
+    if (gil) Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
+  });
+}
+
+void bind_buffer(nb::module_& m) {
+  nb::class_<Buffer>(m, "Buffer", nb::type_slots(buffer_slots), nb::is_weak_referenceable(),
+                     "A handle to memory that knows where it lives (cuarrow::buffer).  Exports the buffer "
+                     "protocol only when made for host memory.")
+      .def(
+          "__init__",
+          [](Buffer* self, const Buffer& other, bool host_view) { new (self) Buffer{other.buf, host_view}; },
+          nb::arg("other"), nb::arg("host_view") = false,
+          "Another handle to the same memory (host_view: export the buffer protocol, host memory only).")
+      .def_prop_ro("address", [](const Buffer& b) { return b.buf.address(); })
+      .def_prop_ro("size", [](const Buffer& b) { return b.buf.size(); })
+      .def_prop_ro("raw_device_type", [](const Buffer& b) { return static_cast<int>(b.buf.type()); })
+      .def_prop_ro("device_id", [](const Buffer& b) { return b.buf.device_id(); })
+      .def_prop_ro("is_mutable", [](const Buffer& b) { return b.buf.is_mutable(); })
+      .def_prop_ro("is_host_accessible", [](const Buffer& b) { return b.buf.is_host_accessible(); })
+      .def_prop_ro("raw_context", [](const Buffer& b) { return b.buf.get_context(); })
+      .def_prop_ro("free_stream_handle",
+                   [](const Buffer& b) { return reinterpret_cast<std::uintptr_t>(b.buf.free_stream().handle()); })
+      .def("describe", [](const Buffer& b) { return b.buf.describe(); }, "Where and what the memory is; never reads it.")
+      .def(
+          "raw_slice",
+          [](const Buffer& b, std::int64_t offset, std::int64_t length, bool host_view) {
+            return make(b.buf.slice(offset, length), host_view);
+          },
+          nb::arg("offset"), nb::arg("length"), nb::arg("host_view") = false,
+          "A zero-copy slice [offset, offset + length); out_of_range checked.")
+      .def(
+          "raw_read_only", [](const Buffer& b, bool host_view) { return make(b.buf.as_read_only(), host_view); },
+          nb::arg("host_view") = false, "The same memory, read-only.");
+
+  // ---- allocation and wrapping ---------------------------------------------
+  m.def(
+      "allocate_device",
+      [](const cuarrow::context& ctx, std::int64_t size, std::uintptr_t stream, int device) {
+        return make(cuarrow::allocate_device(ctx, size, make_stream(stream, device)), false);
+      },
+      nb::arg("context"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      "Device memory (uninitialized) from the context's memory resource.");
+  m.def(
+      "allocate_pinned",
+      [](const cuarrow::context& ctx, std::int64_t size) { return make(cuarrow::allocate_pinned(ctx, size), true); },
+      nb::arg("context"), nb::arg("size"), release_gil(), "Pinned (page-locked) host memory, mapped for the device.");
+  m.def(
+      "allocate_host", [](std::int64_t size) { return make(cuarrow::allocate_host(size), true); }, nb::arg("size"),
+      release_gil(), "Ordinary host memory, 64-byte aligned.");
+  m.def(
+      "wrap_device",
+      [](const cuarrow::context& ctx, std::uintptr_t address, std::int64_t size, nb::handle owner, bool is_mutable) {
+        auto keep = python_owner(owner);
+        nb::gil_scoped_release r;
+        return make(cuarrow::wrap_device(ctx, address, size, std::move(keep), is_mutable), false);
+      },
+      nb::arg("context"), nb::arg("address"), nb::arg("size"), nb::arg("owner").none(), nb::arg("is_mutable") = true,
+      "A view of memory someone else owns; `owner` is kept alive while the view (or any slice) lives.");
+
+  // ---- copies ---------------------------------------------------------------
+  m.def(
+      "copy",
+      [](const Buffer& dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
+         std::uintptr_t stream, int device) {
+        cuarrow::copy(dst.buf, dst_offset, src.buf, src_offset, size, make_stream(stream, device));
+      },
+      nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
+      nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      "Copy between any two buffers, queued on the stream, which is synchronized before returning.");
+  m.def(
+      "copy_from_host",
+      [](const Buffer& dst, std::int64_t dst_offset, nb::handle src, std::int64_t src_offset, std::int64_t size,
+         std::uintptr_t stream, int device) {
+        host_view v(src, false);
+        check_host_range(src_offset, size, v.size(), "source host buffer");
+        const auto* from = static_cast<const std::byte*>(v.data()) + src_offset;
+        nb::gil_scoped_release r;
+        cuarrow::copy_from_host(dst.buf, dst_offset, from, size, make_stream(stream, device));
+      },
+      nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
+      nb::arg("stream") = 0, nb::arg("device") = -1,
+      "Copy `size` bytes of a host object (buffer protocol) into a buffer; synchronous.");
+  m.def(
+      "copy_to_host",
+      [](nb::handle dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
+         std::uintptr_t stream, int device) {
+        host_view v(dst, true);
+        check_host_range(dst_offset, size, v.size(), "destination host buffer");
+        auto* to = static_cast<std::byte*>(v.data()) + dst_offset;
+        nb::gil_scoped_release r;
+        cuarrow::copy_to_host(to, src.buf, src_offset, size, make_stream(stream, device));
+      },
+      nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
+      nb::arg("stream") = 0, nb::arg("device") = -1,
+      "Copy `size` bytes of a buffer into a writable host object; synchronous.");
+  m.def(
+      "fill",
+      [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, std::uintptr_t stream,
+         int device) {
+        cuarrow::stream_view s = make_stream(stream, device);
+        cuarrow::fill_async(dst.buf, offset, size, value, s);
+        if (size > 0 && dst.buf.get_context()) {
+          cuarrow::scoped_context guard(*dst.buf.get_context());
+          s.synchronize();
+        }
+      },
+      nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"), nb::arg("stream") = 0,
+      nb::arg("device") = -1, release_gil(), "Set bytes to a value; synchronous.");
+}
+
+}  // namespace cuarrow_py

@@ -1,0 +1,71 @@
+// Shared pieces of the cuarrow Python extension (cuarrow._cuarrow).
+//
+// The extension is a thin layer over the C++ library: it converts arguments,
+// releases the GIL around anything that can block (driver calls, copies,
+// synchronization) and translates cuarrow's exceptions in one place
+// (errors.cpp).  Everything pyarrow-shaped (argument names, defaults, the
+// exact error messages pyarrow users match on) lives in the pure-Python
+// facade, cuarrow/cuda.py.
+//
+// Locking: the GIL is always the outermost lock.  Code here never takes the
+// GIL while holding a cuarrow lock; the only place the GIL is taken from C++
+// without Python calling us is python_owner()'s release (and the DLPack
+// deleters), which run when the last cuarrow::buffer handle of foreign
+// memory goes away, outside cuarrow's locks.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <memory>
+
+#include <cuarrow/cuarrow.hpp>
+
+namespace nb = nanobind;
+
+namespace cuarrow_py {
+
+/// The object behind cuarrow._cuarrow.Buffer: a buffer handle, and whether
+/// this Python object exports the buffer protocol.  Only host-accessible
+/// memory can ever be exported, and only by objects made for it (HostBuffer,
+/// host copies); a CudaBuffer never exports it, whatever memory it views.
+struct Buffer {
+  cuarrow::buffer buf;
+  bool host_view = false;
+};
+
+/// A stream_view from the integer handle the facade passes (0: the legacy
+/// default stream) and the device it belongs to (-1: unknown, asked from the
+/// driver when needed).
+inline cuarrow::stream_view make_stream(std::uintptr_t handle, int device) {
+  if (handle == 0) return cuarrow::stream_view();
+  return cuarrow::stream_view(reinterpret_cast<CUstream>(handle), device);
+}
+
+/// An owner that keeps a Python object alive for as long as a C++ buffer
+/// (and every copy of its handle: slices, DLPack exports, pending copies)
+/// uses its memory.  Releasing it takes the GIL; after interpreter shutdown
+/// has begun the reference is leaked instead.  Null for None.
+std::shared_ptr<const void> python_owner(nb::handle obj);
+
+/// Takes the GIL for cleanup work that may run on any thread; false (and
+/// nothing taken) once the interpreter is finalizing.
+class cleanup_gil {
+ public:
+  cleanup_gil() noexcept;
+  ~cleanup_gil();
+  cleanup_gil(const cleanup_gil&) = delete;
+  cleanup_gil& operator=(const cleanup_gil&) = delete;
+  explicit operator bool() const noexcept { return held_; }
+
+ private:
+  bool held_ = false;
+  PyGILState_STATE state_{};
+};
+
+void bind_errors(nb::module_& m);
+void bind_context(nb::module_& m);
+void bind_buffer(nb::module_& m);
+void bind_dlpack(nb::module_& m);
+
+}  // namespace cuarrow_py

@@ -1,0 +1,150 @@
+// Driver selection, devices, contexts, streams and events.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common.hpp"
+
+namespace cuarrow_py {
+namespace {
+
+using release_gil = nb::call_guard<nb::gil_scoped_release>;
+
+std::uintptr_t handle_int(const void* h) { return reinterpret_cast<std::uintptr_t>(h); }
+
+nb::dict properties_dict(const cuarrow::device_properties& p) {
+  nb::dict d;
+  d["ordinal"] = p.ordinal;
+  d["name"] = p.name;
+  d["total_memory"] = p.total_memory;
+  d["compute_capability"] = nb::make_tuple(p.compute_capability_major, p.compute_capability_minor);
+  d["pci_bus_id"] = p.pci_bus_id;
+  d["memory_pools_supported"] = p.memory_pools_supported;
+  d["unified_addressing"] = p.unified_addressing;
+  return d;
+}
+
+}  // namespace
+
+void bind_context(nb::module_& m) {
+  // ---- driver -------------------------------------------------------------
+  m.def("select_driver", &cuarrow::select_driver, nb::arg("path_or_emulated"),
+        "Choose the driver library before first use: a path, \"emulated\", or \"\" for libcuda.so.1.");
+  m.def("load_driver", &cuarrow::load_driver, release_gil(), "Load the CUDA driver now (normally done on first use).");
+  m.def("driver_is_emulated", &cuarrow::driver_is_emulated,
+        "True once a driver is loaded and it is cuarrow's host emulation.");
+  m.def("driver_version", &cuarrow::driver_version, release_gil(),
+        "The loaded driver's CUDA version as CUDA encodes it (13000 = 13.0).");
+  m.def("driver_path", &cuarrow::driver_path, release_gil(), "The path the driver was loaded from.");
+  m.def("device_count", &cuarrow::device_count, release_gil(), "Number of CUDA devices (loads the driver).");
+  m.def(
+      "get_device_properties",
+      [](int ordinal) {
+        cuarrow::device_properties p;
+        {
+          nb::gil_scoped_release r;
+          p = cuarrow::get_device_properties(ordinal);
+        }
+        return properties_dict(p);
+      },
+      nb::arg("ordinal"), "Properties of device `ordinal` as a dict.");
+  m.def("shutdown", &cuarrow::shutdown, release_gil(), "Release the primary contexts cuarrow retained.");
+
+  // ---- contexts -----------------------------------------------------------
+  nb::class_<cuarrow::context>(m, "Context", "A CUDA context (a device's primary context unless wrapped).")
+      .def_static("get", &cuarrow::context::get, nb::arg("device_number") = 0, release_gil(),
+                  "The primary context of a device.")
+      .def_static(
+          "wrap",
+          [](std::uintptr_t handle) { return cuarrow::context::wrap(reinterpret_cast<CUcontext>(handle)); },
+          nb::arg("handle"), release_gil(),
+          "Adopt a CUcontext created elsewhere (the same as get(n) for a primary context).")
+      .def_prop_ro("device_number", &cuarrow::context::device_number)
+      .def_prop_ro("handle", [](const cuarrow::context& c) { return handle_int(c.handle()); })
+      .def_prop_ro("is_primary", &cuarrow::context::is_primary)
+      .def_prop_ro("bytes_allocated", &cuarrow::context::bytes_allocated)
+      .def_prop_ro("properties", [](const cuarrow::context& c) { return properties_dict(c.properties()); })
+      .def("synchronize", &cuarrow::context::synchronize, release_gil())
+      .def("free_memory", &cuarrow::context::free_memory, release_gil())
+      .def(
+          "get_device_address",
+          [](const cuarrow::context& c, std::uintptr_t address) {
+            return c.get_device_address(reinterpret_cast<const void*>(address));
+          },
+          nb::arg("address"), release_gil())
+      .def(
+          "memory_resource_name", [](const cuarrow::context& c) { return c.memory_resource()->name(); },
+          release_gil())
+      .def("enable_peer_access", &cuarrow::context::enable_peer_access, nb::arg("peer"), release_gil())
+      .def("__eq__", [](const cuarrow::context& a, const cuarrow::context& b) { return a == b; })
+      .def("__hash__", [](const cuarrow::context& c) { return std::hash<const void*>()(c.handle()); });
+
+  // ---- streams and events -------------------------------------------------
+  nb::class_<cuarrow::stream>(m, "Stream", "An owning CUDA stream on one context.")
+      .def(
+          "__init__",
+          [](cuarrow::stream* self, const cuarrow::context& ctx, bool non_blocking) {
+            nb::gil_scoped_release r;
+            new (self) cuarrow::stream(ctx, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
+          },
+          nb::arg("context"), nb::arg("non_blocking") = true)
+      .def_prop_ro("handle", [](const cuarrow::stream& s) { return handle_int(s.handle()); })
+      .def_prop_ro("raw_context", &cuarrow::stream::get_context)
+      .def("synchronize", &cuarrow::stream::synchronize, release_gil())
+      .def("query", &cuarrow::stream::query, release_gil())
+      .def("wait", &cuarrow::stream::wait, nb::arg("event"), release_gil());
+
+  nb::class_<cuarrow::event>(m, "Event", "An owning CUDA event on one context.")
+      .def(
+          "__init__",
+          [](cuarrow::event* self, const cuarrow::context& ctx, bool timing) {
+            nb::gil_scoped_release r;
+            new (self) cuarrow::event(ctx, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
+          },
+          nb::arg("context"), nb::arg("timing") = false)
+      .def_prop_ro("handle", [](const cuarrow::event& e) { return handle_int(e.handle()); })
+      .def_prop_ro("raw_context", &cuarrow::event::get_context)
+      .def(
+          "record",
+          [](cuarrow::event& e, std::uintptr_t stream, int device) { e.record(make_stream(stream, device)); },
+          nb::arg("stream") = 0, nb::arg("device") = -1, release_gil())
+      .def("query", &cuarrow::event::query, release_gil())
+      .def("synchronize", &cuarrow::event::synchronize, release_gil())
+      .def("elapsed_ms_since", &cuarrow::event::elapsed_ms_since, nb::arg("start"), release_gil());
+
+  // Raw stream handles (foreign streams: CuPy, PyTorch, Numba ...).
+  m.def(
+      "stream_synchronize",
+      [](const cuarrow::context& ctx, std::uintptr_t stream, int device) {
+        // The default streams act on the current context: make it ctx's.
+        cuarrow::scoped_context guard(ctx);
+        make_stream(stream, device).synchronize();
+      },
+      nb::arg("context"), nb::arg("stream"), nb::arg("device") = -1, release_gil(),
+      "Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.");
+  m.def(
+      "stream_device",
+      [](std::uintptr_t stream) { return make_stream(stream, -1).device_number(); }, nb::arg("stream"), release_gil(),
+      "The device a stream handle belongs to (-1 for the default streams).");
+  m.def(
+      "stream_wait_for_default",
+      [](const cuarrow::context& ctx, std::uintptr_t stream, int device) {
+        // Order `stream` after everything queued so far on the context's
+        // legacy default stream, where cuarrow's synchronous operations
+        // (allocations included) run, without blocking the host.
+        cuarrow::stream_view s = make_stream(stream, device);
+        if (s.is_default() && s.handle() != CU_STREAM_PER_THREAD) return;
+        cuarrow::scoped_context guard(ctx);  // the per-thread stream acts on the current context
+        cuarrow::event e(ctx);
+        e.record(cuarrow::stream_view());
+        s.wait(e);
+      },
+      nb::arg("context"), nb::arg("stream"), nb::arg("device") = -1, release_gil(),
+      "Make a stream wait for the work queued so far on the legacy default stream of a context.");
+}
+
+}  // namespace cuarrow_py
