@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The main job: build cuarrow and run the walkthrough on GPU 0, or on the
-# host emulation of the CUDA driver (with a banner) when there is no GPU.
+# The main job: install the cuarrow Python package from this checkout and walk
+# through the Arrow "CUDA Integration" page with cuarrow.cuda on GPU 0 (on a
+# machine without a GPU: on the host emulation of the CUDA driver, with a
+# banner saying so).  The C++ walkthrough: build/release/bin/cuarrow_walkthrough
+# after `cmake -S . -B build/release && cmake --build build/release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CUARROW_SKIP_PYTHON=1 scripts/install-deps.sh
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUARROW_BUILD_TESTS=OFF >/dev/null
-cmake --build build/release
-exec build/release/bin/cuarrow_walkthrough
+scripts/install-deps.sh
+python3 -m pip install -q .
+exec python3 -m cuarrow.demo

@@ -134,6 +134,7 @@ void release_cached_contexts() noexcept {
 
 int device_count() {
   const detail::driver_table& d = detail::driver();
+  if (d.no_device) return 0;
   int n = 0;
   CUresult r = d.cuDeviceGetCount(&n);
   if (r == CUDA_ERROR_NO_DEVICE) return 0;

@@ -131,6 +131,9 @@ void load(loader_state& s) {
 #undef CUARROW_DRIVER_ENTRY
 
   CUresult r = t.cuInit(0);
+  // With no device the driver stays uninitialized (later calls answer
+  // CUDA_ERROR_NOT_INITIALIZED); remember it so device_count() says 0.
+  t.no_device = (r == CUDA_ERROR_NO_DEVICE);
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
     const char* name = nullptr;
     const char* text = nullptr;

@@ -17,6 +17,7 @@ struct driver_table {
 
   int version = 0;
   bool emulated = false;
+  bool no_device = false;  // cuInit answered CUDA_ERROR_NO_DEVICE
   std::string path;
   void* library = nullptr;
 };

@@ -41,3 +41,16 @@ TEST(NoDriver, SelectDriverBeforeFirstUseIsHonoured) {
     EXPECT_NE(std::string(e.what()).find("/also/missing/libcuda.so"), std::string::npos) << e.what();
   }
 }
+
+// Run with CUARROW_EMULATED_DEVICES=0: a driver that has no device.
+TEST(NoDevice, CountIsZeroAndContextsAreAClearError) {
+  EXPECT_EQ(cuarrow::device_count(), 0);
+  EXPECT_EQ(cuarrow::device_count(), 0);
+  try {
+    (void)cuarrow::context::get(0);
+    FAIL() << "context::get(0) succeeded without a device";
+  } catch (const cuarrow::driver_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device found"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(cuarrow::driver_is_emulated());
+}
