@@ -55,6 +55,10 @@ __all__ = [
     "CudaOutOfMemoryError",
     "CudaDriverError",
     "use_emulation",
+    "transfer_options",
+    "set_transfer_options",
+    "pinned_pool_stats",
+    "trim_pinned_pool",
     "use_emulation_if_no_gpu",
     "is_emulated",
     "driver_info",
@@ -301,6 +305,37 @@ def _as_context(context: Any) -> "Context":
 # ---------------------------------------------------------------------------
 
 
+def transfer_options() -> Dict[str, int]:
+    """The options of host<->device transfers in force: ``staging_threshold_bytes``
+    (copies from or to ordinary memory at least this large go through the
+    pinned staging pipeline; 0 disables it), ``staging_chunk_bytes``,
+    ``staging_threads`` and ``pinned_pool_limit_bytes`` (the most pinned
+    memory the pool for ``copy_to_host()`` results holds)."""
+    return dict(_lib.get_transfer_options())
+
+
+def set_transfer_options(**options: int) -> None:
+    """Change some transfer options (names as in :func:`transfer_options`)
+    for later copies.  Unknown names raise TypeError; bad values ValueError."""
+    current = transfer_options()
+    unknown = set(options) - set(current)
+    if unknown:
+        raise TypeError(f"unknown transfer option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(current))}")
+    current.update(options)
+    _lib.set_transfer_options(**current)
+
+
+def pinned_pool_stats() -> Dict[str, int]:
+    """``pinned_bytes`` (pinned memory the result pool holds, cached and in
+    use) and ``in_use_bytes`` (held by live ``copy_to_host()`` results)."""
+    return dict(_lib.pinned_pool_stats())
+
+
+def trim_pinned_pool() -> None:
+    """Unpin and free the blocks the result pool caches."""
+    _lib.trim_pinned_pool()
+
+
 class Context:
     """CUDA driver context.
 
@@ -369,6 +404,17 @@ class Context:
     def bytes_allocated(self) -> int:
         """Bytes of device memory currently allocated through cuarrow on this context."""
         return self._ctx.bytes_allocated
+
+    def transfer_stats(self) -> Dict[str, Any]:
+        """Data moved by copies issued in this context: bytes host-to-device,
+        device-to-host and device-to-device, wall-clock seconds of the
+        synchronous ones, bytes that went through the staging pipeline, and
+        the number of copies."""
+        return dict(self._ctx.transfer_stats())
+
+    def reset_transfer_stats(self) -> None:
+        """Set this context's transfer statistics back to zero."""
+        self._ctx.reset_transfer_stats()
 
     @property
     def device_name(self) -> str:
@@ -692,7 +738,9 @@ class CudaBuffer(_lib.Buffer):
     ) -> Any:
         """Copy memory from GPU device to CPU host.
 
-        Without `buf`, returns a new ``pyarrow.Buffer`` (from `memory_pool`)
+        Without `buf`, returns a new ``pyarrow.Buffer``: pinned memory from
+        cuarrow's result pool (given back when the Buffer is freed), or, when
+        `memory_pool` or `resizable` is given, memory from that pool,
         holding bytes ``[position, position + nbytes)`` (``nbytes=-1``: to the
         end).  With `buf` (any writable host memory: pyarrow.Buffer,
         bytearray, NumPy array, HostBuffer ...), fills it and returns it;
@@ -714,6 +762,12 @@ class CudaBuffer(_lib.Buffer):
                 raise ValueError("requested more to copy than available from device buffer")
             else:
                 n = nbytes
+            if memory_pool is None and not resizable:
+                # Pinned memory from cuarrow's result pool (returned to the
+                # pool when the pyarrow.Buffer is freed): the DMA engine
+                # writes it at the link's speed.
+                handle, device = _stream_arg(stream)
+                return pa.py_buffer(_lib.copy_to_new_host(self, position, n, handle, device))
             out = pa.allocate_buffer(n, memory_pool=memory_pool, resizable=resizable)
         else:
             bsize, read_only = _host_nbytes(buf, "buf")

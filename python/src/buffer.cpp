@@ -209,6 +209,20 @@ void bind_buffer(nb::module_& m) {
       nb::arg("stream") = 0, nb::arg("device") = -1,
       "Copy `size` bytes of a buffer into a writable host object; synchronous.");
   m.def(
+      "copy_to_new_host",
+      [](const Buffer& src, std::int64_t src_offset, std::int64_t size, std::uintptr_t stream, int device) {
+        cuarrow::buffer part = src.buf.slice(src_offset, size);
+        cuarrow::buffer out;
+        {
+          nb::gil_scoped_release r;
+          out = cuarrow::copy_to_new_host(part, make_stream(stream, device));
+        }
+        return Buffer{std::move(out), true};
+      },
+      nb::arg("src"), nb::arg("src_offset"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      "A new host buffer (exposing the buffer protocol) holding `size` bytes of `src` from `src_offset`: pinned "
+      "memory from cuarrow's result pool when there is room, so the DMA writes at the link's speed; synchronous.");
+  m.def(
       "fill",
       [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, std::uintptr_t stream,
          int device) {

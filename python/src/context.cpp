@@ -53,6 +53,41 @@ void bind_context(nb::module_& m) {
       },
       nb::arg("ordinal"), "Properties of device `ordinal` as a dict.");
   m.def("shutdown", &cuarrow::shutdown, release_gil(), "Release the primary contexts cuarrow retained.");
+  m.def(
+      "pinned_pool_stats",
+      [] {
+        cuarrow::pinned_pool_statistics p = cuarrow::pinned_pool_stats();
+        nb::dict d;
+        d["pinned_bytes"] = p.pinned_bytes;
+        d["in_use_bytes"] = p.in_use_bytes;
+        return d;
+      },
+      "Bytes the pinned result pool holds (cached and in use) and has handed out.");
+  m.def("trim_pinned_pool", &cuarrow::trim_pinned_pool, release_gil(), "Unpin and free the pool's cached blocks.");
+  m.def(
+      "get_transfer_options",
+      [] {
+        cuarrow::transfer_options o = cuarrow::get_transfer_options();
+        nb::dict d;
+        d["staging_threshold_bytes"] = o.staging_threshold_bytes;
+        d["staging_chunk_bytes"] = o.staging_chunk_bytes;
+        d["staging_threads"] = o.staging_threads;
+        d["pinned_pool_limit_bytes"] = o.pinned_pool_limit_bytes;
+        return d;
+      },
+      "The transfer options in force.");
+  m.def(
+      "set_transfer_options",
+      [](std::int64_t threshold, std::int64_t chunk, int threads, std::int64_t pool_limit) {
+        cuarrow::transfer_options o;
+        o.staging_threshold_bytes = threshold;
+        o.staging_chunk_bytes = chunk;
+        o.staging_threads = threads;
+        o.pinned_pool_limit_bytes = pool_limit;
+        cuarrow::set_transfer_options(o);
+      },
+      nb::arg("staging_threshold_bytes"), nb::arg("staging_chunk_bytes"), nb::arg("staging_threads"),
+      nb::arg("pinned_pool_limit_bytes"), "Change the transfer options for later copies.");
 
   // ---- contexts -----------------------------------------------------------
   nb::class_<cuarrow::context>(m, "Context", "A CUDA context (a device's primary context unless wrapped).")
@@ -67,6 +102,23 @@ void bind_context(nb::module_& m) {
       .def_prop_ro("handle", [](const cuarrow::context& c) { return handle_int(c.handle()); })
       .def_prop_ro("is_primary", &cuarrow::context::is_primary)
       .def_prop_ro("bytes_allocated", &cuarrow::context::bytes_allocated)
+      .def(
+          "transfer_stats",
+          [](const cuarrow::context& c) {
+            cuarrow::transfer_statistics t = c.transfer_stats();
+            nb::dict d;
+            d["host_to_device_bytes"] = t.host_to_device_bytes;
+            d["device_to_host_bytes"] = t.device_to_host_bytes;
+            d["device_to_device_bytes"] = t.device_to_device_bytes;
+            d["host_to_device_seconds"] = t.host_to_device_seconds;
+            d["device_to_host_seconds"] = t.device_to_host_seconds;
+            d["device_to_device_seconds"] = t.device_to_device_seconds;
+            d["staged_bytes"] = t.staged_bytes;
+            d["copies"] = t.copies;
+            return d;
+          },
+          "Bytes (and, for synchronous copies, seconds) moved by copies issued in this context.")
+      .def("reset_transfer_stats", &cuarrow::context::reset_transfer_stats)
       .def_prop_ro("properties", [](const cuarrow::context& c) { return properties_dict(c.properties()); })
       .def("synchronize", &cuarrow::context::synchronize, release_gil())
       .def("free_memory", &cuarrow::context::free_memory, release_gil())
