@@ -59,9 +59,10 @@ std::string describe_result(CUresult r) {
 }
 
 void throw_cuda_error(CUresult r, const char* operation, std::int64_t bytes) {
-  std::string op = operation;
-  if (bytes >= 0) op += "(" + std::to_string(bytes) + " bytes)";
-  std::string message = op + " failed: " + describe_result(r);
+  // (Built with append: GCC 12 warns falsely (-Wrestrict) on chained + here.)
+  std::string message = operation;
+  if (bytes >= 0) message.append("(").append(std::to_string(bytes)).append(" bytes)");
+  message.append(" failed: ").append(describe_result(r));
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     message += "; free memory with synchronize(), release unused buffers, or allocate less";
     throw out_of_memory(static_cast<int>(r), result_name(r), operation, message, bytes);

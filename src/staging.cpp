@@ -63,16 +63,18 @@ options_state& options() {
   return *s;
 }
 
-// Threads that run one job at a time; the caller is worker 0.  Never
-// destroyed: its threads sleep on a condition variable until exit.
+// Threads that run one job at a time; the caller is worker 0.  The pool
+// object is never destroyed; its threads sleep on a condition variable and
+// are stopped and joined by an exit handler (threads left running at exit
+// upset leak checkers and, on some C libraries, exit itself).
 class worker_pool {
  public:
   void run(int workers, const std::function<void(int)>& fn) {
     std::unique_lock lock(mutex_);
+    if (threads_.empty() && workers > 1) std::atexit(stop_all);
     while (static_cast<int>(threads_.size()) < workers - 1) {
       const int index = static_cast<int>(threads_.size()) + 1;
       threads_.emplace_back([this, index] { loop(index); });
-      threads_.back().detach();
     }
     task_ = &fn;
     wanted_ = workers;
@@ -87,11 +89,25 @@ class worker_pool {
   }
 
  private:
+  static void stop_all() noexcept;
+
+  void stop() noexcept {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      threads.swap(threads_);
+    }
+    wake_.notify_all();
+    for (auto& t : threads) t.join();
+  }
+
   void loop(int index) {
     std::uint64_t seen = 0;
     std::unique_lock lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return generation_ != seen; });
+      wake_.wait(lock, [&] { return generation_ != seen || stopping_; });
+      if (stopping_) return;
       seen = generation_;
       if (index >= wanted_) continue;
       const std::function<void(int)>* fn = task_;
@@ -110,6 +126,7 @@ class worker_pool {
   std::uint64_t generation_ = 0;
   int wanted_ = 0;
   int pending_ = 0;
+  bool stopping_ = false;
 };
 
 // Pinned staging buffers, two per worker, kept for the process's life (the
@@ -142,6 +159,8 @@ pipeline& the_pipeline() {
   static auto* p = new pipeline;
   return *p;
 }
+
+void worker_pool::stop_all() noexcept { the_pipeline().pool.stop(); }
 
 // One staged copy, split into chunks taken by the workers in turn.
 struct job {
