@@ -1,0 +1,132 @@
+// Arrow arrays made of cuarrow buffers: layouts, array_data, record batches.
+//
+// array_data is the owning model of one Arrow array, the same shape as the C
+// Data Interface's ArrowArray: a type, a length, an offset (in elements,
+// applied to every buffer of this array), a null count (-1 = unknown),
+// buffers, children and a dictionary.  Its buffers are cuarrow::buffer
+// handles, so an array_data keeps its memory alive and knows where it lives;
+// the whole tree normally lives on one device (or on the host).
+//
+// Buffers are listed in the layout's order (layout_of); an absent buffer
+// (a validity bitmap of an array without nulls, a buffer of size 0) is a
+// default-constructed, empty buffer.  binary_view / utf8_view arrays hold
+// [validity, views, data buffer 0, data buffer 1, ...]: the variadic sizes
+// buffer of the C interface is not part of the model (each buffer knows its
+// size) and is produced and consumed by export/import.
+//
+// array_data is a value: copying one copies handles, not memory.  Nothing
+// here reads device memory; equals() reads host-accessible memory only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuarrow/arrow/type.hpp"
+#include "cuarrow/buffer.hpp"
+#include "cuarrow/export.hpp"
+
+namespace cuarrow::arrow {
+
+// ---- layouts --------------------------------------------------------------
+
+/// What one buffer of an array holds.
+enum class buffer_role : std::uint8_t {
+  validity,      // bitmap, 1 bit per element (bit offset = array offset)
+  bitmap,        // boolean values, 1 bit per element
+  values,        // fixed-width values, byte_width bytes per element
+  offsets,       // length + 1 offsets (binary, lists, map), byte_width 4 or 8
+  data,          // the bytes the offsets point into (binary / utf8 and large forms)
+  list_offsets,  // list view: one offset per element
+  list_sizes,    // list view: one size per element
+  views,         // binary / utf8 view: 16 bytes per element
+  variadic,      // binary / utf8 view: the data buffers (any number)
+  type_ids,      // union: int8 type code per element
+  union_offsets  // dense union: int32 offset into the selected child per element
+};
+
+CUARROW_EXPORT const char* to_string(buffer_role role) noexcept;
+
+struct buffer_spec {
+  buffer_role role;
+  std::int32_t byte_width;  // bytes per element; 0 for bitmaps, data and variadic buffers
+};
+
+struct type_layout {
+  /// The fixed buffers, in order (view types: validity and views; their
+  /// variadic buffers follow).
+  std::vector<buffer_spec> buffers;
+  /// binary_view / utf8_view: any number of variadic buffers follow.
+  bool variadic = false;
+  /// The first buffer is a validity bitmap.
+  bool has_validity = false;
+};
+
+/// The buffer layout of `type` (a dictionary: its indices').
+CUARROW_EXPORT type_layout layout_of(const data_type& type);
+
+// ---- arrays ---------------------------------------------------------------
+
+struct CUARROW_EXPORT array_data {
+  data_type type;
+  std::int64_t length = 0;
+  std::int64_t offset = 0;
+  /// Number of null elements; -1 when unknown.
+  std::int64_t null_count = 0;
+  std::vector<buffer> buffers;
+  std::vector<array_data> children;
+  /// dictionary arrays: the values (of type.values()); null otherwise.
+  std::shared_ptr<const array_data> dictionary;
+
+  /// A zero-copy slice of `len` elements from `off` (relative to this
+  /// array's offset).  The null count becomes unknown (-1) unless it was 0.
+  /// Throws out_of_range.
+  array_data slice(std::int64_t off, std::int64_t len) const;
+};
+
+/// Where the memory of an array tree lives.
+struct placement {
+  device_type type = device_type::cpu;
+  int device_id = -1;
+  friend bool operator==(const placement&, const placement&) = default;
+};
+
+/// The placement shared by every non-empty buffer of the tree (children,
+/// dictionaries and variadic buffers included); cpu/-1 when there is none.
+/// Throws invalid_data naming the first buffer that lives elsewhere.
+CUARROW_EXPORT placement placement_of(const array_data& array);
+
+/// A record batch: a schema and one array per field, all of num_rows rows.
+struct CUARROW_EXPORT record_batch {
+  arrow::schema schema;
+  std::int64_t num_rows = 0;
+  std::vector<array_data> columns;
+
+  /// The batch as a non-null struct array (how the C interfaces carry it).
+  array_data to_struct() const;
+  /// Throws invalid_data when `array` is not a struct array without nulls
+  /// at offset 0 whose children all have `length` elements.
+  static record_batch from_struct(const array_data& array, key_value_metadata metadata = {});
+};
+
+// ---- comparison -----------------------------------------------------------
+
+/// True when `a` and `b` hold the same logical values: equal types, lengths,
+/// validity and values with offsets applied, whatever the physical layout
+/// (offsets, padding, bytes under null slots, dictionary layout aside from
+/// the dictionary type, run lengths).  Both must be in host-accessible memory
+/// (host_access_error otherwise); a malformed array may be read out of
+/// bounds, so validate untrusted input first.  When they differ and
+/// `difference` is given it receives where ("child 0 ("item"), element 3:
+/// 7 != 8").
+CUARROW_EXPORT bool equals(const array_data& a, const array_data& b, std::string* difference = nullptr);
+CUARROW_EXPORT bool equals(const record_batch& a, const record_batch& b, std::string* difference = nullptr);
+
+/// Number of null elements, counting from the validity bitmap when
+/// null_count is unknown (host-accessible memory only).  Types without a
+/// validity bitmap (null, unions, run-end encoded) report their own rule:
+/// null arrays are all null, the others 0.
+CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array);
+
+}  // namespace cuarrow::arrow

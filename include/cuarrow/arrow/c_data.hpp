@@ -1,0 +1,254 @@
+// The Arrow C Data, C Stream, C Device Data and C Device Stream interfaces:
+// export and import of schemas, arrays, record batches and streams.
+//
+// Ownership (the specification's move rules, apache/arrow
+// docs/source/format/CDataInterface.rst "Memory management"):
+//   - export_* fill a struct the caller allocated.  Everything it points to
+//     is owned by the struct: its private_data holds the cuarrow::buffer
+//     handles (so the memory stays alive however long the consumer keeps
+//     the struct, whatever happens to the exporting objects) and, for device
+//     arrays, the sync event.  The consumer calls the base struct's release
+//     exactly once; children may be moved out before that.  On failure the
+//     out struct is left untouched.
+//   - import_* take ownership of the struct they are given, ALWAYS: the
+//     input is moved from (its release set to NULL) even when the import
+//     fails, in which case it has been released.  A struct that is already
+//     released (release == NULL) is refused with invalid_data.  The imported
+//     buffers are read-only views whose owner keeps the imported struct
+//     alive; its release is called when the last of them goes.
+//   - read_* look at a struct without taking it.
+//
+// Device arrays (ArrowDeviceArray):
+//   - CUDA, CUDA_HOST and CUDA_MANAGED memory (device_id = the device
+//     ordinal) and CPU (device_id -1) are supported both ways.
+//   - export records a real sync event: a CUevent created with
+//     CU_EVENT_DISABLE_TIMING, recorded on the producing stream, owned by
+//     the exported struct and destroyed by its release.  sync_event points
+//     at the CUevent (a CUevent*), never into the struct itself.  CPU arrays
+//     and exports with synchronize = true carry no event (the data is ready).
+//   - import makes the consumer's stream wait for the imported sync_event
+//     (cuStreamWaitEvent) before anything reads the buffers; the result is
+//     valid in the order of that stream.
+//   - binary_view / utf8_view: the variadic buffer sizes buffer is exported
+//     in host memory (as Arrow C++ does); on import it may be in host or
+//     device memory.
+//   - Buffer sizes are not part of the interface: import computes them from
+//     length + offset and the layout, and for variable-length data from the
+//     last offset, which for device memory is read with one batched copy for
+//     the whole tree (see validate.hpp).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "cuarrow/arrow/array.hpp"
+#include "cuarrow/arrow/c_abi.h"
+#include "cuarrow/arrow/transfer.hpp"
+#include "cuarrow/arrow/validate.hpp"
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow::arrow {
+
+// ---- owning wrappers for the C structs ------------------------------------
+
+/// Owns one C struct: releases it (if not released) on destruction.
+/// Move-only.  get() gives the struct to fill or to hand over; after an
+/// import moved it, release is NULL and the destructor does nothing.
+template <class T>
+class c_owned {
+ public:
+  c_owned() noexcept = default;
+  ~c_owned() { reset(); }
+  c_owned(c_owned&& o) noexcept : value_(o.value_) { mark_released(o.value_); }
+  c_owned& operator=(c_owned&& o) noexcept {
+    if (this != &o) {
+      reset();
+      value_ = o.value_;
+      mark_released(o.value_);
+    }
+    return *this;
+  }
+  c_owned(const c_owned&) = delete;
+  c_owned& operator=(const c_owned&) = delete;
+
+  T* get() noexcept { return &value_; }
+  const T* get() const noexcept { return &value_; }
+  T* operator->() noexcept { return &value_; }
+  const T* operator->() const noexcept { return &value_; }
+  bool is_released() const noexcept { return release_of(value_) == nullptr; }
+  void reset() noexcept {
+    if (!is_released()) call_release(value_);
+    mark_released(value_);
+  }
+
+ private:
+  static auto release_of(const ArrowDeviceArray& v) noexcept { return v.array.release; }
+  template <class U>
+  static auto release_of(const U& v) noexcept {
+    return v.release;
+  }
+  static void call_release(ArrowDeviceArray& v) noexcept { v.array.release(&v.array); }
+  template <class U>
+  static void call_release(U& v) noexcept {
+    v.release(&v);
+  }
+  static void mark_released(ArrowDeviceArray& v) noexcept { v.array.release = nullptr; }
+  template <class U>
+  static void mark_released(U& v) noexcept {
+    v.release = nullptr;
+  }
+
+  T value_{};
+};
+
+using owned_schema = c_owned<ArrowSchema>;
+using owned_array = c_owned<ArrowArray>;
+using owned_device_array = c_owned<ArrowDeviceArray>;
+using owned_array_stream = c_owned<ArrowArrayStream>;
+using owned_device_array_stream = c_owned<ArrowDeviceArrayStream>;
+
+// ---- schemas --------------------------------------------------------------
+
+/// Export a field (name, type, nullability, metadata; dictionaries as
+/// ArrowSchema.dictionary).  Throws invalid_argument for an invalid type
+/// (e.g. a dictionary without value type).
+CUARROW_EXPORT void export_field(const field& f, ArrowSchema* out);
+/// A nameless, nullable field of `type`.
+CUARROW_EXPORT void export_type(const data_type& type, ArrowSchema* out);
+/// A struct ("+s") with one child per field and the schema's metadata.
+CUARROW_EXPORT void export_schema(const arrow::schema& s, ArrowSchema* out);
+
+/// Read without taking ownership.  Throws invalid_format (bad format string,
+/// with the field path), invalid_data (released struct, wrong number of
+/// children, bad metadata encoding, bad flags).
+CUARROW_EXPORT field read_field(const ArrowSchema& in);
+CUARROW_EXPORT arrow::schema read_schema(const ArrowSchema& in);
+/// Read, then release `in` (always, even on failure).
+CUARROW_EXPORT field import_field(ArrowSchema* in);
+CUARROW_EXPORT arrow::schema import_schema(ArrowSchema* in);
+
+// ---- arrays: the C Data Interface (host memory) ----------------------------
+
+struct import_options {
+  validation_level validation = validation_level::cheap;
+};
+
+/// Export an array whose buffers are host-accessible (cpu, cuda_host,
+/// cuda_managed); host_access_error for device memory (use
+/// export_device_array, or to_host first).  With `out_schema`, its type too.
+CUARROW_EXPORT void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_schema = nullptr);
+CUARROW_EXPORT void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema = nullptr);
+
+/// Import a host array of `type` (pyarrow's __arrow_c_array__).  Consumes `in`.
+CUARROW_EXPORT array_data import_array(ArrowArray* in, const data_type& type, const import_options& options = {});
+/// Consumes both `in` and `schema`.
+CUARROW_EXPORT array_data import_array(ArrowArray* in, ArrowSchema* schema, const import_options& options = {});
+CUARROW_EXPORT record_batch import_record_batch(ArrowArray* in, const arrow::schema& schema,
+                                                const import_options& options = {});
+CUARROW_EXPORT record_batch import_record_batch(ArrowArray* in, ArrowSchema* schema,
+                                                const import_options& options = {});
+
+// ---- arrays: the C Device Data Interface -----------------------------------
+
+struct export_options {
+  /// Synchronize `s` before returning and export no sync event.
+  bool synchronize = false;
+};
+
+/// Export an array whose buffers are all on one device (or all on the
+/// host): device_type and device_id from the buffers (placement_of), the
+/// sync event recorded on `s`, the stream the array was produced on.
+CUARROW_EXPORT void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out,
+                                        ArrowSchema* out_schema = nullptr, const export_options& options = {});
+CUARROW_EXPORT void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
+                                               ArrowSchema* out_schema = nullptr,
+                                               const export_options& options = {});
+
+/// Import a device array of `type`; `s` waits for its sync event and orders
+/// the batched read of last offsets.  Consumes `in`.  Throws invalid_data
+/// (released, malformed), invalid_argument (unsupported device type).
+CUARROW_EXPORT array_data import_device_array(ArrowDeviceArray* in, const data_type& type, stream_view s = {},
+                                              const import_options& options = {});
+CUARROW_EXPORT array_data import_device_array(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s = {},
+                                              const import_options& options = {});
+CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schema& schema,
+                                                       stream_view s = {}, const import_options& options = {});
+CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema,
+                                                       stream_view s = {}, const import_options& options = {});
+
+// ---- streams ---------------------------------------------------------------
+
+/// Produces the next batch, or nullopt at the end.  Exceptions become the
+/// stream's error (errno EINVAL for invalid_argument, ENOMEM for
+/// out_of_memory, EIO otherwise) with get_last_error giving the message.
+using batch_source = std::function<std::optional<record_batch>()>;
+
+/// An ArrowArrayStream of host batches (export_record_batch each).
+CUARROW_EXPORT void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* out);
+/// An ArrowDeviceArrayStream of batches in `type` memory, each exported with
+/// an event recorded on `producer` (which must outlive the stream).  A batch
+/// in other memory is a stream error (EINVAL).
+CUARROW_EXPORT void export_device_array_stream(arrow::schema s, batch_source next, device_type type,
+                                               stream_view producer, ArrowDeviceArrayStream* out);
+
+/// Consumes an ArrowArrayStream.  Not thread-safe (as the C stream).
+class CUARROW_EXPORT array_stream_reader {
+ public:
+  /// Takes ownership of `in` (always); reads its schema.  Throws
+  /// invalid_data for a released stream or a failing get_schema.
+  explicit array_stream_reader(ArrowArrayStream* in, const import_options& options = {});
+  ~array_stream_reader();
+  array_stream_reader(array_stream_reader&&) noexcept;
+  array_stream_reader& operator=(array_stream_reader&&) noexcept;
+
+  const arrow::schema& schema() const noexcept;
+  /// The next batch, nullopt at the end.  Throws error with the producer's
+  /// message when get_next fails.
+  std::optional<record_batch> next();
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// Consumes an ArrowDeviceArrayStream.  Not thread-safe.
+class CUARROW_EXPORT device_array_stream_reader {
+ public:
+  explicit device_array_stream_reader(ArrowDeviceArrayStream* in, const import_options& options = {});
+  ~device_array_stream_reader();
+  device_array_stream_reader(device_array_stream_reader&&) noexcept;
+  device_array_stream_reader& operator=(device_array_stream_reader&&) noexcept;
+
+  const arrow::schema& schema() const noexcept;
+  /// The stream's declared device type.
+  device_type type() const noexcept;
+  /// The next batch, valid in the order of `s` (which waited on its event).
+  std::optional<record_batch> next(stream_view s = {});
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// A device stream yielding each batch of `in` copied to `ctx`'s device, one
+/// batched transfer per batch on a stream the adapter owns, each exported
+/// with its event.  Consumes `in`.
+CUARROW_EXPORT void to_device(ArrowArrayStream* in, const context& ctx, ArrowDeviceArrayStream* out,
+                              const array_transfer_options& options = {});
+/// A host stream yielding each batch of `in` copied to host memory.
+/// Consumes `in`.
+CUARROW_EXPORT void to_host(ArrowDeviceArrayStream* in, ArrowArrayStream* out, const array_transfer_options& options = {});
+
+// ---- small helpers ----------------------------------------------------------
+
+/// ARROW_DEVICE_* code of a device type, and back (invalid_argument naming
+/// the code for one cuarrow does not handle, e.g. "ARROW_DEVICE_ROCM (10)").
+CUARROW_EXPORT ArrowDeviceType to_arrow_device_type(device_type t) noexcept;
+CUARROW_EXPORT device_type from_arrow_device_type(ArrowDeviceType t);
+
+}  // namespace cuarrow::arrow

@@ -1,0 +1,76 @@
+// Moving whole arrays and record batches between host and device.
+//
+// One transfer is one batch, whatever the shape of the tree:
+//   1. the source is validated (cheap by default; see validate.hpp).  For a
+//      source in device memory this is the only read before the copies: one
+//      batched gather of the offsets that sizing needs, one synchronization;
+//   2. ONE allocation holds every destination buffer (64-byte aligned slices
+//      of it; the memory is freed when the last slice goes);
+//   3. every buffer of the tree (children, dictionaries, variadic buffers)
+//      is queued with copy_async on `s`;
+//   4. the synchronous forms synchronize `s` once at the end; the _async
+//      forms return at once and the result is valid in the order of `s`.
+// Nothing synchronizes per buffer.  (One exception belongs to the core's
+// copy policy: a buffer of 4 MiB or more in ordinary pageable host memory is
+// moved to the device through the core's staging pipeline, which returns
+// once the source has been read.  Pinned sources are copied directly.)
+//
+// Sliced arrays copy only what they reference where the layout allows it:
+// fixed-width values, offsets, views, type ids and validity bitmaps are cut
+// to [offset, offset + length) (the new offset keeps the bit position within
+// the first byte, so validity bits line up); data buffers are cut at the
+// last offset.  Arrays whose offset propagates to their children (struct,
+// fixed-size list, sparse union, run-end encoded) keep their offset and copy
+// their own buffers up to offset + length.  The result equals the source
+// (arrow::equals) in every case.
+//
+// The source's buffers stay alive until the copies have run, even if the
+// caller drops them (copy_async's guarantee).  The null count is carried
+// over unchanged.  Thread-safe; each call uses only its arguments.
+#pragma once
+
+#include "cuarrow/arrow/array.hpp"
+#include "cuarrow/arrow/validate.hpp"
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow::arrow {
+
+struct array_transfer_options {
+  /// How much of the source to check before copying (none for data that
+  /// cuarrow produced itself).
+  validation_level validation = validation_level::cheap;
+};
+
+/// A copy of `src` (host, pinned or another device's memory) in device
+/// memory of `ctx`, queued on `s`.  `s` must belong to `ctx`'s device or to
+/// the source's (device_mismatch otherwise).  Throws invalid_data for a
+/// malformed source (before any copy), out_of_memory, cuda_error.
+CUARROW_EXPORT array_data to_device_async(const array_data& src, const context& ctx, stream_view s,
+                                          const array_transfer_options& options = {});
+/// to_device_async, then one synchronization of `s`.
+CUARROW_EXPORT array_data to_device(const array_data& src, const context& ctx, stream_view s = {},
+                                    const array_transfer_options& options = {});
+CUARROW_EXPORT record_batch to_device_async(const record_batch& src, const context& ctx, stream_view s,
+                                            const array_transfer_options& options = {});
+CUARROW_EXPORT record_batch to_device(const record_batch& src, const context& ctx, stream_view s = {},
+                                      const array_transfer_options& options = {});
+
+/// `src` in host memory, complete on return (one synchronization of `s`).
+/// Device memory is copied into pinned memory from cuarrow's result pool
+/// (type cuda_host; the DMA engine writes it directly) when the pool has
+/// room, else into ordinary memory (type cpu).  A source already in
+/// host-accessible memory (cpu, cuda_host, cuda_managed) is returned as is,
+/// buffers shared, after `s` is synchronized; so are such columns of a batch.
+CUARROW_EXPORT array_data to_host(const array_data& src, stream_view s = {},
+                                  const array_transfer_options& options = {});
+CUARROW_EXPORT record_batch to_host(const record_batch& src, stream_view s = {},
+                                    const array_transfer_options& options = {});
+
+/// A copy of `src` in pinned host memory of `ctx` (device type cuda_host),
+/// complete on return.
+CUARROW_EXPORT array_data to_pinned(const array_data& src, const context& ctx, stream_view s = {},
+                                    const array_transfer_options& options = {});
+
+}  // namespace cuarrow::arrow

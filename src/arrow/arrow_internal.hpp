@@ -1,0 +1,146 @@
+// Internal helpers of the typed-array layer (src/arrow/).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuarrow/arrow/array.hpp"
+#include "cuarrow/arrow/validate.hpp"
+#include "cuarrow/buffer.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow::arrow::detail {
+
+// ---- paths in error messages --------------------------------------------------
+
+inline std::string column_path(const std::string& name) { return "column \"" + name + "\""; }
+
+inline std::string child_path(const std::string& parent, std::size_t i, const data_type& parent_type) {
+  std::string s = parent + " \u2192 child " + std::to_string(i);
+  if (i < parent_type.children.size()) s += " (\"" + parent_type.children[i].name + "\")";
+  return s;
+}
+
+inline std::string dictionary_path(const std::string& parent) { return parent + " \u2192 dictionary"; }
+
+// ---- reading host memory ----------------------------------------------------------
+
+inline bool get_bit(const std::uint8_t* bits, std::int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+// Element `i` of an array of `width`-byte integers at `p` (unaligned-safe).
+inline std::int64_t load_int(const std::uint8_t* p, std::int64_t i, int width, bool is_signed) {
+  const std::uint8_t* q = p + i * width;
+  switch (width) {
+    case 1: {
+      std::uint8_t v;
+      std::memcpy(&v, q, 1);
+      return is_signed ? static_cast<std::int8_t>(v) : v;
+    }
+    case 2: {
+      std::uint16_t v;
+      std::memcpy(&v, q, 2);
+      return is_signed ? static_cast<std::int16_t>(v) : v;
+    }
+    case 4: {
+      std::uint32_t v;
+      std::memcpy(&v, q, 4);
+      return is_signed ? static_cast<std::int32_t>(v) : static_cast<std::int64_t>(v);
+    }
+    default: {
+      std::uint64_t v;
+      std::memcpy(&v, q, 8);
+      // uint64 values above INT64_MAX read as negative: callers treat them as out of range.
+      return static_cast<std::int64_t>(v);
+    }
+  }
+}
+
+// ---- overflow-checked sizes ---------------------------------------------------------
+
+inline std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+inline std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+// Bytes of a bitmap covering `bits` bits.
+inline std::int64_t bitmap_bytes(std::int64_t bits) { return bits / 8 + (bits % 8 != 0 ? 1 : 0); }
+
+// ---- batched small reads ------------------------------------------------------------
+
+// Small integer reads (offsets, run ends, variadic sizes) of an array tree,
+// gathered so that memory outside ordinary host memory is read in ONE batch:
+// every pending read of device memory is queued with copy_to_host_async into
+// one host scratch buffer and the stream is synchronized once; reads of
+// pinned or managed memory happen directly after that same synchronization.
+// Reads of ordinary host memory are direct and never pending.
+class probe_cache {
+ public:
+  // The value, if ordinary host memory or already fetched.
+  std::optional<std::int64_t> get(const buffer& b, std::int64_t byte_pos, int width, bool is_signed) const;
+  // get(), or queue the read and return nullopt.  The caller has checked
+  // that [byte_pos, byte_pos + width) lies within `b`.
+  std::optional<std::int64_t> get_or_request(const buffer& b, std::int64_t byte_pos, int width, bool is_signed);
+  std::size_t pending() const noexcept { return pending_.size(); }
+  // Read every pending request in one batch on `s` (see above).
+  void fetch(stream_view s);
+
+ private:
+  struct request {
+    buffer buf;
+    std::int64_t pos;
+    int width;
+  };
+  std::vector<request> pending_;
+  std::map<std::pair<std::uintptr_t, int>, std::uint64_t> values_;  // raw little-endian bytes
+};
+
+// Synchronize `s`.  A default stream acts on the current context, so it is
+// synchronized with the context of `device` pushed (device 0 when < 0).
+void synchronize(stream_view s, int device);
+
+// The stream to read memory of device `device` on, given the caller's
+// stream `s` (which orders the data): `s` itself when it can be used there;
+// otherwise `s` is synchronized and the device's legacy default stream used.
+stream_view stream_for_device(stream_view s, int device);
+
+// ---- validation, shared by validate(), the transfers and the importers --------------
+
+struct validation_root {
+  const array_data* array;
+  std::string path;  // "array", `column "x"`, ...
+};
+
+// Validate several trees (the columns of a batch) with the reads cached in
+// `cache`: a cheap validation of device memory fetches at most once for all
+// of them; a full one copies the device-resident trees to the host in one
+// batch.  Each tree must live in one place (placement_of).
+void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8,
+                    stream_view s, probe_cache& cache);
+
+// The value of the last offset of an offset-based array (binary, lists, map)
+// from the cache (or host memory), when known.
+std::optional<std::int64_t> cached_last_offset(const array_data& a, const probe_cache& cache);
+
+// ---- transfers --------------------------------------------------------------------------
+
+enum class destination_kind { device, host, pinned };
+
+// Copy the tree (already validated) into one allocation of `kind`; every
+// copy queued on `s`, nothing synchronized.  `cache` supplies last offsets
+// to cut data buffers.
+array_data copy_tree_async(const array_data& src, destination_kind kind, const context* ctx, stream_view s,
+                           const probe_cache& cache);
+
+}  // namespace cuarrow::arrow::detail

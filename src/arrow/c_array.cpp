@@ -1,0 +1,647 @@
+// ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
+// ownership rules).
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "arrow_internal.hpp"
+#include "c_internal.hpp"
+#include "cuarrow/arrow/c_data.hpp"
+#include "cuarrow/error.hpp"
+#include "driver_table.hpp"
+
+namespace cuarrow::arrow {
+
+ArrowDeviceType to_arrow_device_type(device_type t) noexcept {
+  switch (t) {
+    case device_type::cpu: return ARROW_DEVICE_CPU;
+    case device_type::cuda: return ARROW_DEVICE_CUDA;
+    case device_type::cuda_host: return ARROW_DEVICE_CUDA_HOST;
+    case device_type::cuda_managed: return ARROW_DEVICE_CUDA_MANAGED;
+  }
+  return ARROW_DEVICE_CPU;
+}
+
+namespace {
+
+const char* arrow_device_name(ArrowDeviceType t) {
+  switch (t) {
+    case ARROW_DEVICE_CPU: return "ARROW_DEVICE_CPU";
+    case ARROW_DEVICE_CUDA: return "ARROW_DEVICE_CUDA";
+    case ARROW_DEVICE_CUDA_HOST: return "ARROW_DEVICE_CUDA_HOST";
+    case ARROW_DEVICE_OPENCL: return "ARROW_DEVICE_OPENCL";
+    case ARROW_DEVICE_VULKAN: return "ARROW_DEVICE_VULKAN";
+    case ARROW_DEVICE_METAL: return "ARROW_DEVICE_METAL";
+    case ARROW_DEVICE_VPI: return "ARROW_DEVICE_VPI";
+    case ARROW_DEVICE_ROCM: return "ARROW_DEVICE_ROCM";
+    case ARROW_DEVICE_ROCM_HOST: return "ARROW_DEVICE_ROCM_HOST";
+    case ARROW_DEVICE_EXT_DEV: return "ARROW_DEVICE_EXT_DEV";
+    case ARROW_DEVICE_CUDA_MANAGED: return "ARROW_DEVICE_CUDA_MANAGED";
+    case ARROW_DEVICE_ONEAPI: return "ARROW_DEVICE_ONEAPI";
+    case ARROW_DEVICE_WEBGPU: return "ARROW_DEVICE_WEBGPU";
+    case ARROW_DEVICE_HEXAGON: return "ARROW_DEVICE_HEXAGON";
+    default: return "unknown device type";
+  }
+}
+
+}  // namespace
+
+device_type from_arrow_device_type(ArrowDeviceType t) {
+  switch (t) {
+    case ARROW_DEVICE_CPU: return device_type::cpu;
+    case ARROW_DEVICE_CUDA: return device_type::cuda;
+    case ARROW_DEVICE_CUDA_HOST: return device_type::cuda_host;
+    case ARROW_DEVICE_CUDA_MANAGED: return device_type::cuda_managed;
+    default:
+      throw invalid_argument(std::string(arrow_device_name(t)) + " (" + std::to_string(t) +
+                             ") memory is not supported: cuarrow handles ARROW_DEVICE_CPU, ARROW_DEVICE_CUDA, "
+                             "ARROW_DEVICE_CUDA_HOST and ARROW_DEVICE_CUDA_MANAGED arrays");
+  }
+}
+
+namespace {
+
+// ============================================================================
+// Export
+// ============================================================================
+
+// The sync event of an exported device array; sync_event points at `raw`.
+struct exported_event {
+  event ev;
+  CUevent raw = nullptr;
+  explicit exported_event(const context& ctx) : ev(ctx, CU_EVENT_DISABLE_TIMING), raw(ev.handle()) {}
+};
+
+// Everything an exported ArrowArray points to.  Children live in
+// child_storage, each with its own private data (so a child moved out by the
+// consumer outlives this node's release).
+struct array_private {
+  std::vector<buffer> keep;  // the handles that keep the memory alive
+  std::vector<const void*> pointers;
+  std::vector<std::int64_t> variadic_sizes;
+  std::vector<ArrowArray> child_storage;
+  std::vector<ArrowArray*> child_pointers;
+  std::unique_ptr<ArrowArray> dictionary;
+  std::unique_ptr<exported_event> sync;  // the root of a device export
+
+  array_private() = default;
+  array_private(const array_private&) = delete;
+  array_private& operator=(const array_private&) = delete;
+  ~array_private() {
+    for (ArrowArray& c : child_storage) {
+      if (c.release != nullptr) c.release(&c);
+    }
+    if (dictionary && dictionary->release != nullptr) dictionary->release(dictionary.get());
+  }
+};
+
+void release_array(ArrowArray* a) {
+  if (a == nullptr || a->release == nullptr) return;
+  // Destructors here never throw: buffers release their memory through the
+  // core (which reports failures), the event through event's destructor.
+  delete static_cast<array_private*>(a->private_data);
+  a->release = nullptr;
+  a->private_data = nullptr;
+}
+
+// Fills `out` completely, or throws leaving it untouched.
+std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const std::string& path) {
+  const type_layout l = layout_of(a.type);
+  const std::size_t fixed = l.buffers.size();
+  if (l.variadic ? a.buffers.size() < fixed : a.buffers.size() != fixed) {
+    throw invalid_data(path, std::to_string(a.buffers.size()) + " buffers for type " + a.type.to_string() +
+                                 " (expected " + (l.variadic ? "at least " : "") + std::to_string(fixed) + ")");
+  }
+  if (a.children.size() != a.type.children.size()) {
+    throw invalid_data(path, std::to_string(a.children.size()) + " children for type " + a.type.to_string() +
+                                 " (expected " + std::to_string(a.type.children.size()) + ")");
+  }
+  if ((a.type.id == type_id::dictionary) != static_cast<bool>(a.dictionary)) {
+    throw invalid_data(path, a.dictionary ? "a " + a.type.to_string() + " array must not have a dictionary"
+                                          : std::string("dictionary array without a dictionary"));
+  }
+
+  auto p = std::make_unique<array_private>();
+  p->keep = a.buffers;
+  for (const buffer& b : a.buffers) {
+    p->pointers.push_back(b.size() > 0 ? reinterpret_cast<const void*>(b.address()) : nullptr);
+  }
+  if (l.variadic) {
+    for (std::size_t i = fixed; i < a.buffers.size(); ++i) p->variadic_sizes.push_back(a.buffers[i].size());
+    p->pointers.push_back(p->variadic_sizes.empty() ? nullptr : p->variadic_sizes.data());
+  }
+
+  p->child_storage.resize(a.children.size());
+  for (ArrowArray& c : p->child_storage) c.release = nullptr;
+  for (std::size_t i = 0; i < a.children.size(); ++i) {
+    const std::string cp = detail::child_path(path, i, a.type);
+    ArrowArray& c = p->child_storage[i];
+    std::unique_ptr<array_private> cpriv = fill_array(a.children[i], &c, cp);
+    c.private_data = cpriv.release();
+    c.release = release_array;
+  }
+  for (ArrowArray& c : p->child_storage) p->child_pointers.push_back(&c);
+  if (a.dictionary) {
+    auto d = std::make_unique<ArrowArray>();
+    d->release = nullptr;
+    std::unique_ptr<array_private> dpriv = fill_array(*a.dictionary, d.get(), detail::dictionary_path(path));
+    d->private_data = dpriv.release();
+    d->release = release_array;
+    p->dictionary = std::move(d);
+  }
+
+  out->length = a.length;
+  out->null_count = a.null_count;
+  out->offset = a.offset;
+  out->n_buffers = a.type.id == type_id::null ? 0 : static_cast<std::int64_t>(p->pointers.size());
+  out->n_children = static_cast<std::int64_t>(p->child_pointers.size());
+  out->buffers = p->pointers.empty() || a.type.id == type_id::null ? nullptr : p->pointers.data();
+  out->children = p->child_pointers.empty() ? nullptr : p->child_pointers.data();
+  out->dictionary = p->dictionary.get();
+  out->release = nullptr;  // set by the caller together with private_data
+  out->private_data = nullptr;
+  return p;
+}
+
+void fill_root(const array_data& a, ArrowArray* out, std::unique_ptr<exported_event> sync) {
+  ArrowArray tmp{};
+  std::unique_ptr<array_private> p = fill_array(a, &tmp, "array");
+  p->sync = std::move(sync);
+  tmp.private_data = p.release();
+  tmp.release = release_array;
+  *out = tmp;
+}
+
+}  // namespace
+
+bool detail::has_any_buffer(const array_data& a) {
+  for (const buffer& b : a.buffers) {
+    if (b.size() > 0) return true;
+  }
+  for (const array_data& c : a.children) {
+    if (has_any_buffer(c)) return true;
+  }
+  return a.dictionary && has_any_buffer(*a.dictionary);
+}
+
+
+void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_schema) {
+  if (out == nullptr) throw invalid_argument("export_array: null output ArrowArray");
+  const placement where = placement_of(array);
+  if (where.type == device_type::cuda) {
+    throw host_access_error("export_array: the array is in device memory of device " +
+                            std::to_string(where.device_id) +
+                            "; the C Data Interface carries host memory only (use export_device_array, or to_host "
+                            "first)");
+  }
+  owned_schema schema;
+  if (out_schema != nullptr) export_type(array.type, schema.get());
+  fill_root(array, out, nullptr);
+  if (out_schema != nullptr) {
+    *out_schema = *schema.get();
+    schema->release = nullptr;
+  }
+}
+
+void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema) {
+  if (out == nullptr) throw invalid_argument("export_record_batch: null output ArrowArray");
+  owned_schema schema;
+  if (out_schema != nullptr) export_schema(batch.schema, schema.get());
+  export_array(batch.to_struct(), out, nullptr);
+  if (out_schema != nullptr) {
+    *out_schema = *schema.get();
+    schema->release = nullptr;
+  }
+}
+
+namespace detail {
+
+void export_device_impl(const array_data& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema,
+                        const export_options& options, std::optional<placement> fallback) {
+  if (out == nullptr) throw invalid_argument("export_device_array: null output ArrowDeviceArray");
+  placement where = placement_of(array);
+  if (fallback && !has_any_buffer(array)) where = *fallback;
+
+  owned_schema schema;
+  if (out_schema != nullptr) export_type(array.type, schema.get());
+
+  std::unique_ptr<exported_event> sync;
+  if (where.type != device_type::cpu) {
+    if (options.synchronize) {
+      detail::synchronize(s, where.device_id);
+    } else {
+      sync = std::make_unique<exported_event>(context::get(where.device_id < 0 ? 0 : where.device_id));
+      sync->ev.record(s);
+    }
+  }
+  ArrowDeviceArray tmp{};
+  void* event_pointer = sync ? static_cast<void*>(&sync->raw) : nullptr;
+  fill_root(array, &tmp.array, std::move(sync));
+  tmp.device_id = where.type == device_type::cpu ? -1 : where.device_id;
+  tmp.device_type = to_arrow_device_type(where.type);
+  tmp.sync_event = event_pointer;
+  *out = tmp;
+  if (out_schema != nullptr) {
+    *out_schema = *schema.get();
+    schema->release = nullptr;
+  }
+}
+
+}  // namespace detail
+
+void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema,
+                         const export_options& options) {
+  detail::export_device_impl(array, s, out, out_schema, options, std::nullopt);
+}
+
+void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
+                                ArrowSchema* out_schema, const export_options& options) {
+  owned_schema schema;
+  if (out_schema != nullptr) export_schema(batch.schema, schema.get());
+  detail::export_device_impl(batch.to_struct(), s, out, nullptr, options, std::nullopt);
+  if (out_schema != nullptr) {
+    *out_schema = *schema.get();
+    schema->release = nullptr;
+  }
+}
+
+// ============================================================================
+// Import
+// ============================================================================
+
+namespace {
+
+// The moved-in struct; its release runs when the last imported buffer goes.
+struct imported_struct {
+  ArrowArray array{};
+  imported_struct() = default;
+  imported_struct(const imported_struct&) = delete;
+  imported_struct& operator=(const imported_struct&) = delete;
+  ~imported_struct() {
+    if (array.release != nullptr) array.release(&array);
+  }
+};
+
+// Takes ownership of *in (a bitwise move; the source is marked released).
+std::shared_ptr<imported_struct> take(ArrowArray* in) {
+  auto owner = std::make_shared<imported_struct>();
+  owner->array = *in;
+  in->release = nullptr;
+  return owner;
+}
+
+class importer {
+ public:
+  importer(std::shared_ptr<const void> owner, device_type type, int device_id)
+      : owner_(std::move(owner)), type_(type), device_id_(device_id) {
+    if (type_ != device_type::cpu) ctx_ = context::get(device_id_ < 0 ? 0 : device_id_);
+  }
+
+  // Builds `o` from `c` (of type `t`).  `column_names`: name the root's
+  // children as batch columns.
+  void build(const ArrowArray* c, const data_type& t, const std::string& path, array_data& o, int depth,
+             bool columns = false) {
+    auto fail = [&](const std::string& why) { throw invalid_data(path, why); };
+    if (c == nullptr) fail("null ArrowArray pointer");
+    if (c->release == nullptr) fail("the ArrowArray is released (release == NULL)");
+    if (depth > 64) fail("array nested more than 64 levels deep");
+    if (c->length < 0) fail("negative length " + std::to_string(c->length));
+    if (c->offset < 0) fail("negative offset " + std::to_string(c->offset));
+    if (c->null_count < -1 || c->null_count > c->length) {
+      fail("null count " + std::to_string(c->null_count) + " is outside 0.." + std::to_string(c->length) +
+           " (or -1 for unknown)");
+    }
+    const auto end_opt = detail::checked_add(c->offset, c->length);
+    if (!end_opt) fail("offset + length overflows");
+    const std::int64_t end = *end_opt;
+    const std::int64_t len = c->length;
+
+    const type_layout l = layout_of(t);
+    const std::int64_t fixed = static_cast<std::int64_t>(l.buffers.size());
+    std::int64_t n_variadic = 0;
+    if (t.id == type_id::null) {
+      if (c->n_buffers != 0 && !(c->n_buffers == 1 && c->buffers != nullptr && c->buffers[0] == nullptr)) {
+        fail("n_buffers is " + std::to_string(c->n_buffers) + " for type null (expected 0)");
+      }
+    } else if (l.variadic) {
+      if (c->n_buffers < fixed + 1) {
+        fail("n_buffers is " + std::to_string(c->n_buffers) + " for type " + t.to_string() + " (expected at least " +
+             std::to_string(fixed + 1) + ": validity, views, data buffers, variadic sizes)");
+      }
+      n_variadic = c->n_buffers - fixed - 1;
+    } else if (c->n_buffers != fixed) {
+      fail("n_buffers is " + std::to_string(c->n_buffers) + " for type " + t.to_string() + " (expected " +
+           std::to_string(fixed) + ")");
+    }
+    if (c->n_buffers > 0 && c->buffers == nullptr) fail("n_buffers is " + std::to_string(c->n_buffers) + " but buffers is NULL");
+    if (c->n_children != static_cast<std::int64_t>(t.children.size())) {
+      fail("n_children is " + std::to_string(c->n_children) + " for type " + t.to_string() + " (expected " +
+           std::to_string(t.children.size()) + ")");
+    }
+    if (c->n_children > 0 && c->children == nullptr) fail("n_children is " + std::to_string(c->n_children) + " but children is NULL");
+    if (t.id == type_id::dictionary && c->dictionary == nullptr) fail("dictionary-encoded array without a dictionary");
+    if (t.id != type_id::dictionary && c->dictionary != nullptr) fail("a " + t.to_string() + " array must not have a dictionary");
+
+    o.type = t;
+    o.length = len;
+    o.offset = c->offset;
+    o.null_count = c->null_count;
+    o.buffers.assign(static_cast<std::size_t>(fixed + n_variadic), buffer());
+
+    for (std::int64_t i = 0; i < fixed; ++i) {
+      const buffer_spec spec = l.buffers[static_cast<std::size_t>(i)];
+      const void* ptr = c->buffers[i];
+      std::optional<std::int64_t> size = 0;
+      switch (spec.role) {
+        case buffer_role::validity:
+          if (ptr == nullptr) {
+            if (c->null_count > 0) {
+              fail("null count " + std::to_string(c->null_count) + " but the validity buffer is NULL");
+            }
+            o.null_count = 0;
+            continue;
+          }
+          size = len > 0 ? detail::bitmap_bytes(end) : 0;
+          break;
+        case buffer_role::bitmap: size = len > 0 ? detail::bitmap_bytes(end) : 0; break;
+        case buffer_role::offsets:
+          size = len > 0 ? detail::checked_mul(end + 1, spec.byte_width) : 0;
+          break;
+        case buffer_role::data: continue;  // sized from the last offset, below
+        default: size = len > 0 ? detail::checked_mul(end, spec.byte_width) : 0; break;
+      }
+      if (!size) fail(std::string(to_string(spec.role)) + " buffer size overflows");
+      if (*size > 0 && ptr == nullptr) {
+        fail(std::string(to_string(spec.role)) + " buffer is NULL for " + std::to_string(len) + " values");
+      }
+      if (*size > 0) o.buffers[static_cast<std::size_t>(i)] = wrap(ptr, *size);
+    }
+
+    // Offset-based arrays: the first and last offsets, for sizing the data
+    // and for validation, all in the one batched read.
+    const bool offsets_based = t.id == type_id::binary || t.id == type_id::utf8 || t.id == type_id::large_binary ||
+                               t.id == type_id::large_utf8 || t.id == type_id::list || t.id == type_id::large_list ||
+                               t.id == type_id::map;
+    if (offsets_based && len > 0) {
+      const int w = l.buffers[1].byte_width;
+      cache_.get_or_request(o.buffers[1], c->offset * w, w, true);
+      cache_.get_or_request(o.buffers[1], end * w, w, true);
+      if (l.buffers.size() > 2 && l.buffers[2].role == buffer_role::data) {
+        data_.push_back(pending_data{&o, 2, c->buffers[2], o.buffers[1], end * w, w, path});
+      }
+    }
+    if (n_variadic > 0) {
+      const void* sizes_ptr = c->buffers[c->n_buffers - 1];
+      if (sizes_ptr == nullptr) fail("the variadic buffer sizes buffer is NULL for " + std::to_string(n_variadic) + " data buffers");
+      pending_variadic v{&o, static_cast<std::size_t>(fixed), {}, wrap_sizes(sizes_ptr, n_variadic * 8), path};
+      for (std::int64_t k = 0; k < n_variadic; ++k) {
+        v.pointers.push_back(c->buffers[fixed + k]);
+        cache_.get_or_request(v.sizes, k * 8, 8, true);
+      }
+      variadic_.push_back(std::move(v));
+    }
+
+    o.children.resize(static_cast<std::size_t>(c->n_children));
+    for (std::int64_t i = 0; i < c->n_children; ++i) {
+      const std::size_t ui = static_cast<std::size_t>(i);
+      const std::string cp = columns ? detail::column_path(t.children[ui].name) : detail::child_path(path, ui, t);
+      build(c->children[i], t.children[ui].type, cp, o.children[ui], depth + 1);
+    }
+    if (t.id == type_id::dictionary) {
+      auto d = std::make_shared<array_data>();
+      build(c->dictionary, *t.value_type, detail::dictionary_path(path), *d, depth + 1);
+      o.dictionary = std::move(d);
+    }
+    if (t.id == type_id::run_end_encoded && len > 0) {
+      const array_data& ends = o.children[0];
+      const int w = bit_width(ends.type) / 8;
+      if (ends.length > 0 && ends.buffers.size() > 1 && ends.buffers[1].size() >= (ends.offset + ends.length) * w) {
+        cache_.get_or_request(ends.buffers[1], (ends.offset + ends.length - 1) * w, w, true);
+      }
+    }
+  }
+
+  // One batched read for the whole tree, then the sizes that depended on it.
+  void resolve(stream_view s) {
+    cache_.fetch(type_ == device_type::cuda ? detail::stream_for_device(s, device_id_) : s);
+    for (const pending_data& p : data_) {
+      const std::int64_t last = cache_.get(p.offsets, p.pos, p.width, true).value_or(-1);
+      if (last < 0) throw invalid_data(p.path, "last offset " + std::to_string(last) + " is negative");
+      if (last > 0 && p.pointer == nullptr) {
+        throw invalid_data(p.path, "data buffer is NULL but the offsets reach " + std::to_string(last) + " bytes");
+      }
+      if (last > 0) p.array->buffers[p.index] = wrap(p.pointer, last);
+    }
+    for (const pending_variadic& v : variadic_) {
+      for (std::size_t k = 0; k < v.pointers.size(); ++k) {
+        const std::int64_t size = cache_.get(v.sizes, static_cast<std::int64_t>(k) * 8, 8, true).value_or(-1);
+        if (size < 0) {
+          throw invalid_data(v.path, "variadic buffer " + std::to_string(k) + " has negative size " + std::to_string(size));
+        }
+        if (size > 0 && v.pointers[k] == nullptr) {
+          throw invalid_data(v.path, "variadic buffer " + std::to_string(k) + " is NULL but has " +
+                                         std::to_string(size) + " bytes");
+        }
+        if (size > 0) v.array->buffers[v.first + k] = wrap(v.pointers[k], size);
+      }
+    }
+  }
+
+  detail::probe_cache& cache() noexcept { return cache_; }
+
+ private:
+  struct pending_data {
+    array_data* array;
+    std::size_t index;
+    const void* pointer;
+    buffer offsets;
+    std::int64_t pos;
+    int width;
+    std::string path;
+  };
+  struct pending_variadic {
+    array_data* array;
+    std::size_t first;
+    std::vector<const void*> pointers;
+    buffer sizes;
+    std::string path;
+  };
+
+  buffer wrap(const void* p, std::int64_t size) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    switch (type_) {
+      case device_type::cpu: return wrap_host(p, size, owner_, false);
+      case device_type::cuda_host: return wrap_host(p, size, owner_, false, ctx_);
+      case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
+      case device_type::cuda_managed: {
+        buffer::fields f;
+        f.address = address;
+        f.size = size;
+        f.type = device_type::cuda_managed;
+        f.device_id = ctx_->device_number();
+        f.is_mutable = false;
+        f.ctx = ctx_;
+        f.owner = owner_;
+        return buffer(std::move(f));
+      }
+    }
+    return buffer();
+  }
+
+  // The variadic sizes buffer: host memory by convention (Arrow C++ exports
+  // it so even for device arrays), but device memory is accepted too.
+  buffer wrap_sizes(const void* p, std::int64_t size) const {
+    if (type_ != device_type::cuda) return wrap(p, size);
+    unsigned int memory_type = 0;
+    CUresult r;
+    {
+      scoped_context guard(*ctx_);
+      r = cuarrow::detail::driver().cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                         reinterpret_cast<CUdeviceptr>(p));
+    }
+    if (r == CUDA_SUCCESS && memory_type == CU_MEMORYTYPE_DEVICE) return wrap(p, size);
+    return wrap_host(p, size, owner_, false);
+  }
+
+  std::shared_ptr<const void> owner_;
+  device_type type_;
+  int device_id_;
+  std::optional<context> ctx_;
+  detail::probe_cache cache_;
+  std::vector<pending_data> data_;
+  std::vector<pending_variadic> variadic_;
+};
+
+// Make the consumer's stream wait for the producer's event.
+void wait_for(void* sync_event, device_type type, int device_id, stream_view s) {
+  if (sync_event == nullptr || type == device_type::cpu) return;
+  CUevent ev = *static_cast<CUevent*>(sync_event);
+  if (ev == nullptr) return;
+  context ctx = context::get(device_id < 0 ? 0 : device_id);
+  scoped_context guard(ctx);
+  cuarrow::detail::check(cuarrow::detail::driver().cuStreamWaitEvent(s.handle(), ev, 0), "cuStreamWaitEvent");
+}
+
+struct device_in {
+  std::shared_ptr<imported_struct> owner;
+  device_type type;
+  int device_id;
+  void* sync_event;
+};
+
+device_in take_device(ArrowDeviceArray* in, const char* what) {
+  if (in == nullptr) throw invalid_argument(std::string(what) + ": null ArrowDeviceArray pointer");
+  if (in->array.release == nullptr) {
+    throw invalid_data("array", "the ArrowDeviceArray is released (array.release == NULL); it was already "
+                                "imported or released");
+  }
+  device_in d{take(&in->array), device_type::cpu, static_cast<int>(in->device_id), in->sync_event};
+  d.type = from_arrow_device_type(in->device_type);  // owner releases on failure
+  if (d.type == device_type::cpu) d.device_id = -1;
+  return d;
+}
+
+array_data import_one(const std::shared_ptr<imported_struct>& owner, device_type type, int device_id,
+                      const data_type& t, stream_view s, const import_options& options) {
+  importer imp(owner, type, device_id);
+  array_data root;
+  imp.build(&owner->array, t, "array", root, 0);
+  imp.resolve(s);
+  detail::validate_roots({{&root, "array"}}, options.validation, false, s, imp.cache());
+  return root;
+}
+
+record_batch import_batch(const std::shared_ptr<imported_struct>& owner, device_type type, int device_id,
+                          const arrow::schema& schema, stream_view s, const import_options& options) {
+  importer imp(owner, type, device_id);
+  array_data root;
+  imp.build(&owner->array, struct_(schema.fields), "record batch", root, 0, true);
+  imp.resolve(s);
+  record_batch batch = record_batch::from_struct(root, schema.metadata);
+  std::vector<detail::validation_root> roots;
+  for (std::size_t i = 0; i < batch.columns.size(); ++i) {
+    roots.push_back({&batch.columns[i], detail::column_path(schema.fields[i].name)});
+  }
+  detail::validate_roots(roots, options.validation, false, s, imp.cache());
+  return batch;
+}
+
+}  // namespace
+
+array_data import_array(ArrowArray* in, const data_type& type, const import_options& options) {
+  if (in == nullptr) throw invalid_argument("import_array: null ArrowArray pointer");
+  if (in->release == nullptr) {
+    throw invalid_data("array", "the ArrowArray is released (release == NULL); it was already imported or released");
+  }
+  return import_one(take(in), device_type::cpu, -1, type, stream_view(), options);
+}
+
+array_data import_array(ArrowArray* in, ArrowSchema* schema, const import_options& options) {
+  std::shared_ptr<imported_struct> owner;
+  if (in != nullptr && in->release != nullptr) owner = take(in);  // consumed whatever happens next
+  field f = import_field(schema);
+  if (!owner) return import_array(in, f.type, options);  // reports the null / released input
+  return import_one(owner, device_type::cpu, -1, f.type, stream_view(), options);
+}
+
+record_batch import_record_batch(ArrowArray* in, const arrow::schema& schema, const import_options& options) {
+  if (in == nullptr) throw invalid_argument("import_record_batch: null ArrowArray pointer");
+  if (in->release == nullptr) {
+    throw invalid_data("record batch", "the ArrowArray is released (release == NULL)");
+  }
+  return import_batch(take(in), device_type::cpu, -1, schema, stream_view(), options);
+}
+
+record_batch import_record_batch(ArrowArray* in, ArrowSchema* schema, const import_options& options) {
+  std::shared_ptr<imported_struct> owner;
+  if (in != nullptr && in->release != nullptr) owner = take(in);
+  arrow::schema s = import_schema(schema);
+  if (!owner) return import_record_batch(in, s, options);
+  return import_batch(owner, device_type::cpu, -1, s, stream_view(), options);
+}
+
+array_data import_device_array(ArrowDeviceArray* in, const data_type& type, stream_view s,
+                               const import_options& options) {
+  device_in d = take_device(in, "import_device_array");
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return import_one(d.owner, d.type, d.device_id, type, s, options);
+}
+
+array_data import_device_array(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s,
+                               const import_options& options) {
+  std::optional<device_in> d;
+  std::exception_ptr early;
+  try {
+    d = take_device(in, "import_device_array");
+  } catch (...) {
+    early = std::current_exception();
+  }
+  field f = import_field(schema);  // consumes the schema in every case
+  if (early) std::rethrow_exception(early);
+  wait_for(d->sync_event, d->type, d->device_id, s);
+  return import_one(d->owner, d->type, d->device_id, f.type, s, options);
+}
+
+record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schema& schema, stream_view s,
+                                        const import_options& options) {
+  device_in d = take_device(in, "import_device_record_batch");
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return import_batch(d.owner, d.type, d.device_id, schema, s, options);
+}
+
+record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s,
+                                        const import_options& options) {
+  std::optional<device_in> d;
+  std::exception_ptr early;
+  try {
+    d = take_device(in, "import_device_record_batch");
+  } catch (...) {
+    early = std::current_exception();
+  }
+  arrow::schema sc = import_schema(schema);
+  if (early) std::rethrow_exception(early);
+  wait_for(d->sync_event, d->type, d->device_id, s);
+  return import_batch(d->owner, d->type, d->device_id, sc, s, options);
+}
+
+}  // namespace cuarrow::arrow

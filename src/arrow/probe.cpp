@@ -1,0 +1,116 @@
+// Batched small reads of array metadata that lives outside host memory.
+//
+// nanoarrow's approach (ArrowDeviceArrayViewCopyAsync): each needed value is
+// gathered with one small asynchronous device-to-host copy into one scratch
+// buffer, then the stream is synchronized once for the whole tree.  Arrow
+// C++ instead copies whole offset buffers to the host; we never do.
+#include <set>
+
+#include "arrow_internal.hpp"
+#include "cuarrow/copy.hpp"
+#include "cuarrow/context.hpp"
+#include "cuarrow/error.hpp"
+
+namespace cuarrow::arrow::detail {
+
+namespace {
+
+std::int64_t decode(std::uint64_t raw, int width, bool is_signed) {
+  std::uint8_t bytes[8];
+  std::memcpy(bytes, &raw, 8);
+  return load_int(bytes, 0, width, is_signed);
+}
+
+}  // namespace
+
+std::optional<std::int64_t> probe_cache::get(const buffer& b, std::int64_t byte_pos, int width, bool is_signed) const {
+  if (b.type() == device_type::cpu) {
+    return load_int(reinterpret_cast<const std::uint8_t*>(b.host_data()) + byte_pos, 0, width, is_signed);
+  }
+  auto it = values_.find({b.address() + static_cast<std::uintptr_t>(byte_pos), width});
+  if (it == values_.end()) return std::nullopt;
+  return decode(it->second, width, is_signed);
+}
+
+std::optional<std::int64_t> probe_cache::get_or_request(const buffer& b, std::int64_t byte_pos, int width,
+                                                        bool is_signed) {
+  if (auto v = get(b, byte_pos, width, is_signed)) return v;
+  for (const request& r : pending_) {
+    if (r.buf.address() + static_cast<std::uintptr_t>(r.pos) == b.address() + static_cast<std::uintptr_t>(byte_pos) &&
+        r.width == width) {
+      return std::nullopt;
+    }
+  }
+  pending_.push_back(request{b, byte_pos, width});
+  return std::nullopt;
+}
+
+void synchronize(stream_view s, int device) {
+  if (!s.is_default()) {
+    s.synchronize();
+    return;
+  }
+  scoped_context guard(context::get(device < 0 ? 0 : device));
+  s.synchronize();
+}
+
+stream_view stream_for_device(stream_view s, int device) {
+  if (s.is_default()) return s;
+  const int sd = s.device_number();
+  if (sd < 0 || sd == device) return s;
+  // The caller's stream orders the data but cannot read this device's
+  // memory: let it finish, then read on the device's own default stream.
+  s.synchronize();
+  return stream_view();
+}
+
+void probe_cache::fetch(stream_view s) {
+  if (pending_.empty()) return;
+  std::vector<request> todo;
+  todo.swap(pending_);
+  std::vector<std::uint64_t> scratch(todo.size(), 0);
+
+  // Queue every device read; remember which streams need a synchronization
+  // (and on which device: default streams act on the current context).
+  std::vector<std::pair<stream_view, int>> to_sync;
+  auto note = [&](stream_view v, int device) {
+    for (const auto& x : to_sync) {
+      if (x.first == v && (!v.is_default() || x.second == device)) return;
+    }
+    to_sync.emplace_back(v, device);
+  };
+  try {
+    for (std::size_t k = 0; k < todo.size(); ++k) {
+      const request& r = todo[k];
+      if (r.buf.type() == device_type::cuda) {
+        stream_view rs = stream_for_device(s, r.buf.device_id());
+        note(rs, r.buf.device_id());
+        copy_to_host_async(&scratch[k], r.buf, r.pos, r.width, rs);
+      } else {
+        // Pinned or managed memory: readable directly once the stream that
+        // orders it has caught up.
+        note(s, r.buf.device_id());
+      }
+    }
+  } catch (...) {
+    // Copies already queued write into `scratch`: let them land first.
+    for (const auto& [v, device] : to_sync) {
+      try {
+        synchronize(v, device);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  for (const auto& [v, device] : to_sync) synchronize(v, device);
+
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    const request& r = todo[k];
+    if (r.buf.type() != device_type::cuda) {
+      std::memcpy(&scratch[k], r.buf.host_data() + r.pos, static_cast<std::size_t>(r.width));
+    }
+    values_[{r.buf.address() + static_cast<std::uintptr_t>(r.pos), r.width}] = scratch[k];
+  }
+}
+
+}  // namespace cuarrow::arrow::detail

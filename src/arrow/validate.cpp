@@ -1,0 +1,518 @@
+// Validation of arrays from untrusted producers (validate.hpp states the
+// contract).  Every read of a value is preceded by the size check that makes
+// it safe; cheap validation of device memory runs in two passes around one
+// batched read (the first pass queues the reads it needs, the second checks).
+#include "cuarrow/arrow/validate.hpp"
+
+#include <string>
+
+#include "arrow_internal.hpp"
+#include "cuarrow/error.hpp"
+
+namespace cuarrow::arrow {
+namespace detail {
+namespace {
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::string values_at(std::int64_t length, std::int64_t offset) {
+  return num(length) + (length == 1 ? " value" : " values") + " at offset " + num(offset);
+}
+
+bool is_offset_type(type_id id) {
+  return id == type_id::binary || id == type_id::utf8 || id == type_id::large_binary || id == type_id::large_utf8 ||
+         id == type_id::list || id == type_id::large_list || id == type_id::map;
+}
+
+bool is_utf8(type_id id) { return id == type_id::utf8 || id == type_id::large_utf8 || id == type_id::utf8_view; }
+
+// Length of the UTF-8 sequence at p[0..n), or 0 when invalid.
+bool valid_utf8(const std::uint8_t* p, std::int64_t n) {
+  std::int64_t i = 0;
+  while (i < n) {
+    const std::uint8_t c = p[i];
+    int len;
+    std::uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+class validator {
+ public:
+  // full: value checks too; the tree is host-accessible and ready.
+  validator(probe_cache& cache, bool full, bool utf8) : cache_(cache), full_(full), utf8_(utf8) {}
+
+  void run(const array_data& a, const std::string& path) {
+    check_type(a.type, path);
+    check(a, path);
+  }
+
+ private:
+  [[noreturn]] static void fail(const std::string& path, const std::string& why) { throw invalid_data(path, why); }
+
+  // ---- the type itself ----------------------------------------------------------
+  void check_type(const data_type& t, const std::string& path) {
+    const int want = required_children(t.id);
+    if (want >= 0 && static_cast<int>(t.children.size()) != want) {
+      fail(path, "type " + std::string(to_string(t.id)) + " has " + num(static_cast<std::int64_t>(t.children.size())) +
+                     " child fields (expected " + num(want) + ")");
+    }
+    if (t.id == type_id::sparse_union || t.id == type_id::dense_union) {
+      if (t.type_codes.size() != t.children.size()) {
+        fail(path, "union type has " + num(static_cast<std::int64_t>(t.type_codes.size())) + " type codes for " +
+                       num(static_cast<std::int64_t>(t.children.size())) + " children");
+      }
+      for (std::size_t i = 0; i < t.type_codes.size(); ++i) {
+        if (t.type_codes[i] < 0) fail(path, "union type code " + num(t.type_codes[i]) + " is negative");
+        for (std::size_t j = 0; j < i; ++j) {
+          if (t.type_codes[i] == t.type_codes[j]) fail(path, "union type code " + num(t.type_codes[i]) + " appears twice");
+        }
+      }
+    }
+    if (t.id == type_id::map) {
+      const data_type& e = t.children[0].type;
+      if (e.id != type_id::struct_ || e.children.size() != 2) {
+        fail(path, "map entries must be a struct of 2 fields (key, value), not " + e.to_string());
+      }
+    }
+    if (t.id == type_id::run_end_encoded) {
+      const type_id r = t.children[0].type.id;
+      if (r != type_id::int16 && r != type_id::int32 && r != type_id::int64) {
+        fail(path, "run ends must be int16, int32 or int64, not " + t.children[0].type.to_string());
+      }
+    }
+    if (t.id == type_id::dictionary) {
+      if (!is_integer(t.index_type)) fail(path, "dictionary indices must be integers, not " + std::string(to_string(t.index_type)));
+      if (!t.value_type) fail(path, "dictionary type without a value type");
+    }
+    if ((t.id == type_id::fixed_size_binary || t.id == type_id::fixed_size_list) && t.fixed_size < 0) {
+      fail(path, "negative fixed size " + num(t.fixed_size));
+    }
+  }
+
+  // A read of element `index` (width bytes each) of buffer `i`; nullopt while
+  // the value is being fetched.  The caller has checked the size.
+  std::optional<std::int64_t> read(const buffer& b, std::int64_t index, int width, bool is_signed) {
+    if (full_) {
+      return load_int(reinterpret_cast<const std::uint8_t*>(b.host_data()), index, width, is_signed);
+    }
+    return cache_.get_or_request(b, index * width, width, is_signed);
+  }
+
+  static const std::uint8_t* host(const buffer& b) { return reinterpret_cast<const std::uint8_t*>(b.host_data()); }
+
+  void need(const array_data& a, std::size_t i, buffer_role role, std::optional<std::int64_t> bytes,
+            std::int64_t count, const std::string& path) {
+    if (!bytes) fail(path, std::string(to_string(role)) + " buffer size overflows for " + values_at(count, a.offset));
+    const std::int64_t has = a.buffers[i].size();
+    if (has < *bytes) {
+      fail(path, std::string(to_string(role)) + " buffer too small: needs " + num(*bytes) + " bytes for " +
+                     values_at(a.length, a.offset) + ", has " + num(has));
+    }
+  }
+
+  bool is_valid(const array_data& a, std::int64_t i) {
+    if (a.buffers.empty() || a.buffers[0].size() == 0) return true;
+    return get_bit(host(a.buffers[0]), a.offset + i);
+  }
+
+  // ---- one array --------------------------------------------------------------------
+  void check(const array_data& a, const std::string& path) {
+    const data_type& t = a.type;
+    if (a.length < 0) fail(path, "negative length " + num(a.length));
+    if (a.offset < 0) fail(path, "negative offset " + num(a.offset));
+    const auto end_opt = checked_add(a.offset, a.length);
+    if (!end_opt) fail(path, "offset " + num(a.offset) + " + length " + num(a.length) + " overflows");
+    const std::int64_t end = *end_opt;
+    if (a.null_count < -1 || a.null_count > a.length) {
+      fail(path, "null count " + num(a.null_count) + " is outside 0.." + num(a.length) + " (or -1 for unknown)");
+    }
+
+    const type_layout l = layout_of(t);
+    const std::size_t fixed = l.buffers.size();
+    if (l.variadic ? a.buffers.size() < fixed : a.buffers.size() != fixed) {
+      fail(path, num(static_cast<std::int64_t>(a.buffers.size())) + " buffers for type " + t.to_string() +
+                     " (expected " + (l.variadic ? "at least " : "") + num(static_cast<std::int64_t>(fixed)) + ")");
+    }
+    if (a.children.size() != t.children.size()) {
+      fail(path, num(static_cast<std::int64_t>(a.children.size())) + " children for type " + t.to_string() +
+                     " (expected " + num(static_cast<std::int64_t>(t.children.size())) + ")");
+    }
+    if (t.id == type_id::dictionary) {
+      if (!a.dictionary) fail(path, "dictionary array without a dictionary");
+      if (!(a.dictionary->type == *t.value_type)) {
+        fail(path, "dictionary of type " + a.dictionary->type.to_string() + " for value type " +
+                       t.value_type->to_string());
+      }
+    } else if (a.dictionary) {
+      fail(path, "a " + t.to_string() + " array must not have a dictionary");
+    }
+
+    // Buffer sizes implied by length + offset.
+    for (std::size_t i = 0; i < fixed; ++i) {
+      const buffer_spec spec = l.buffers[i];
+      const buffer& b = a.buffers[i];
+      switch (spec.role) {
+        case buffer_role::validity:
+          if (b.size() == 0) {
+            if (a.null_count > 0) {
+              fail(path, "null count " + num(a.null_count) + " but there is no validity buffer");
+            }
+          } else if (a.length > 0) {
+            need(a, i, spec.role, bitmap_bytes(end), a.length, path);
+          }
+          break;
+        case buffer_role::bitmap:
+          if (a.length > 0) need(a, i, spec.role, bitmap_bytes(end), a.length, path);
+          break;
+        case buffer_role::values:
+        case buffer_role::list_offsets:
+        case buffer_role::list_sizes:
+        case buffer_role::views:
+        case buffer_role::type_ids:
+        case buffer_role::union_offsets:
+          if (a.length > 0) need(a, i, spec.role, checked_mul(end, spec.byte_width), a.length, path);
+          break;
+        case buffer_role::offsets:
+          if (a.length > 0) {
+            auto n = checked_add(end, 1);
+            need(a, i, spec.role, n ? checked_mul(*n, spec.byte_width) : std::nullopt, a.length, path);
+          }
+          break;
+        case buffer_role::data:
+        case buffer_role::variadic: break;
+      }
+    }
+
+    // Children long enough for what this array implies without reading values.
+    switch (t.id) {
+      case type_id::struct_:
+      case type_id::sparse_union:
+        for (std::size_t c = 0; c < a.children.size(); ++c) {
+          if (a.children[c].length < end) {
+            fail(child_path(path, c, t), "child has " + num(a.children[c].length) + " values, the parent needs " +
+                                             num(end) + " (" + values_at(a.length, a.offset) + ")");
+          }
+        }
+        break;
+      case type_id::fixed_size_list: {
+        auto n = checked_mul(end, t.fixed_size);
+        if (!n) fail(path, "fixed-size list child length overflows");
+        if (a.children[0].length < *n) {
+          fail(child_path(path, 0, t), "child has " + num(a.children[0].length) + " values, the parent needs " +
+                                           num(*n) + " (" + values_at(a.length, a.offset) + " of " +
+                                           num(t.fixed_size) + " each)");
+        }
+        break;
+      }
+      default: break;
+    }
+
+    // Children and dictionary first: checks below may read their buffers.
+    for (std::size_t c = 0; c < a.children.size(); ++c) {
+      check_type(a.children[c].type, child_path(path, c, t));
+      if (!(a.children[c].type == t.children[c].type)) {
+        fail(child_path(path, c, t), "child array of type " + a.children[c].type.to_string() + " for field type " +
+                                         t.children[c].type.to_string());
+      }
+      check(a.children[c], child_path(path, c, t));
+    }
+    if (a.dictionary) {
+      check_type(a.dictionary->type, dictionary_path(path));
+      check(*a.dictionary, dictionary_path(path));
+    }
+
+    // Values that sizing needs: first and last offsets, last run end.
+    if (is_offset_type(t.id) && a.length > 0) {
+      const int w = l.buffers[1].byte_width;
+      const buffer& offsets = a.buffers[1];
+      auto first = read(offsets, a.offset, w, true);
+      auto last = read(offsets, end, w, true);
+      if (first && last) {
+        const bool binary_like = t.id != type_id::list && t.id != type_id::large_list && t.id != type_id::map;
+        const std::int64_t limit = binary_like ? a.buffers[2].size() : a.children[0].length;
+        const char* what = binary_like ? "data buffer" : "child";
+        if (*first < 0) fail(path, "first offset " + num(*first) + " is negative");
+        if (*last < *first) fail(path, "last offset " + num(*last) + " is before the first offset " + num(*first));
+        if (*last > limit) {
+          fail(path, std::string("last offset ") + num(*last) + " is past the end of the " + what + " (" +
+                         num(limit) + (binary_like ? " bytes)" : " values)"));
+        }
+      }
+    }
+    if (t.id == type_id::run_end_encoded) check_run_ends(a, path, end);
+
+    if (full_) values(a, path, l, end);
+  }
+
+  void check_run_ends(const array_data& a, const std::string& path, std::int64_t end) {
+    const array_data& ends = a.children[0];
+    const array_data& vals = a.children[1];
+    const std::string ends_path = child_path(path, 0, a.type);
+    if (ends.null_count > 0) fail(ends_path, "run ends must not be null");
+    if (vals.length < ends.length) {
+      fail(child_path(path, 1, a.type), "values have " + num(vals.length) + " entries for " + num(ends.length) +
+                                            " run ends");
+    }
+    if (a.length == 0) return;
+    if (ends.length == 0) fail(ends_path, "no run ends for " + values_at(a.length, a.offset));
+    const int w = bit_width(ends.type) / 8;
+    auto last = read(ends.buffers[1], ends.offset + ends.length - 1, w, true);
+    if (last && *last < end) {
+      fail(ends_path, "last run end " + num(*last) + " does not cover " + values_at(a.length, a.offset));
+    }
+  }
+
+  // ---- full: every value -----------------------------------------------------------------
+  void values(const array_data& a, const std::string& path, const type_layout& l, std::int64_t end) {
+    const data_type& t = a.type;
+    if (l.has_validity && a.null_count >= 0 && a.buffers[0].size() > 0) {
+      std::int64_t nulls = 0;
+      for (std::int64_t i = 0; i < a.length; ++i) nulls += is_valid(a, i) ? 0 : 1;
+      if (nulls != a.null_count) {
+        fail(path, "null count " + num(a.null_count) + " but the validity bitmap has " + num(nulls) + " nulls");
+      }
+    }
+    if (is_offset_type(t.id) && a.length > 0) {
+      const int w = l.buffers[1].byte_width;
+      const std::uint8_t* o = host(a.buffers[1]);
+      std::int64_t prev = load_int(o, a.offset, w, true);
+      for (std::int64_t i = 1; i <= a.length; ++i) {
+        const std::int64_t cur = load_int(o, a.offset + i, w, true);
+        if (cur < prev) {
+          fail(path, "offsets decrease at element " + num(i - 1) + ": " + num(prev) + " then " + num(cur));
+        }
+        prev = cur;
+      }
+      if (utf8_ && is_utf8(t.id)) {
+        const std::uint8_t* data = host(a.buffers[2]);
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          if (!is_valid(a, i)) continue;
+          const std::int64_t s = load_int(o, a.offset + i, w, true), e = load_int(o, a.offset + i + 1, w, true);
+          if (e > s && !valid_utf8(data + s, e - s)) fail(path, "element " + num(i) + " is not valid UTF-8");
+        }
+      }
+    }
+    switch (t.id) {
+      case type_id::list_view:
+      case type_id::large_list_view: {
+        const int w = l.buffers[1].byte_width;
+        const std::int64_t limit = a.children[0].length;
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          if (!is_valid(a, i)) continue;
+          const std::int64_t off = load_int(host(a.buffers[1]), a.offset + i, w, true);
+          const std::int64_t size = load_int(host(a.buffers[2]), a.offset + i, w, true);
+          if (off < 0 || size < 0 || off > limit || size > limit - off) {
+            fail(path, "element " + num(i) + ": list view [" + num(off) + ", +" + num(size) +
+                           ") is outside the child of " + num(limit) + " values");
+          }
+        }
+        break;
+      }
+      case type_id::sparse_union:
+      case type_id::dense_union: {
+        const std::uint8_t* ids = host(a.buffers[0]);
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          const auto code = static_cast<std::int8_t>(ids[a.offset + i]);
+          std::size_t c = t.type_codes.size();
+          for (std::size_t k = 0; k < t.type_codes.size(); ++k) {
+            if (t.type_codes[k] == code) c = k;
+          }
+          if (c == t.type_codes.size()) {
+            fail(path, "element " + num(i) + ": type id " + num(code) + " is not one of the union's type codes");
+          }
+          if (t.id == type_id::dense_union) {
+            const std::int64_t off = load_int(host(a.buffers[1]), a.offset + i, 4, true);
+            if (off < 0 || off >= a.children[c].length) {
+              fail(path, "element " + num(i) + ": offset " + num(off) + " is outside child " + num(static_cast<std::int64_t>(c)) +
+                             " of " + num(a.children[c].length) + " values");
+            }
+          }
+        }
+        break;
+      }
+      case type_id::run_end_encoded: {
+        const array_data& ends = a.children[0];
+        const int w = bit_width(ends.type) / 8;
+        const std::uint8_t* e = host(ends.buffers[1]);
+        std::int64_t prev = 0;
+        for (std::int64_t i = 0; i < ends.length; ++i) {
+          const std::int64_t cur = load_int(e, ends.offset + i, w, true);
+          if (cur <= prev) {
+            fail(child_path(path, 0, t), "run ends must be positive and strictly increasing: run end " + num(i) +
+                                             " is " + num(cur) + " after " + num(prev));
+          }
+          prev = cur;
+        }
+        break;
+      }
+      case type_id::binary_view:
+      case type_id::utf8_view: {
+        const std::uint8_t* v = host(a.buffers[1]);
+        const std::int64_t n_data = static_cast<std::int64_t>(a.buffers.size()) - 2;
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          if (!is_valid(a, i)) continue;
+          const std::uint8_t* view = v + (a.offset + i) * 16;
+          const std::int64_t len = load_int(view, 0, 4, true);
+          if (len < 0) fail(path, "element " + num(i) + ": negative view length " + num(len));
+          const std::uint8_t* bytes = view + 4;
+          if (len > 12) {
+            const std::int64_t index = load_int(view + 8, 0, 4, true);
+            const std::int64_t off = load_int(view + 12, 0, 4, true);
+            if (index < 0 || index >= n_data) {
+              fail(path, "element " + num(i) + ": view refers to data buffer " + num(index) + " of " + num(n_data));
+            }
+            const buffer& d = a.buffers[static_cast<std::size_t>(2 + index)];
+            if (off < 0 || off > d.size() || len > d.size() - off) {
+              fail(path, "element " + num(i) + ": view [" + num(off) + ", +" + num(len) + ") overruns data buffer " +
+                             num(index) + " of " + num(d.size()) + " bytes");
+            }
+            bytes = host(d) + off;
+            if (std::memcmp(bytes, view + 4, 4) != 0) {
+              fail(path, "element " + num(i) + ": view prefix does not match its data");
+            }
+          }
+          if (utf8_ && t.id == type_id::utf8_view && !valid_utf8(bytes, len)) {
+            fail(path, "element " + num(i) + " is not valid UTF-8");
+          }
+        }
+        break;
+      }
+      case type_id::dictionary: {
+        const int w = bit_width(t) / 8;
+        const bool s = is_signed_integer(t.index_type);
+        const std::int64_t n = a.dictionary->length;
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          if (!is_valid(a, i)) continue;
+          const std::int64_t idx = load_int(host(a.buffers[1]), a.offset + i, w, s);
+          if (idx < 0 || idx >= n) {
+            fail(path, "element " + num(i) + ": dictionary index " + num(idx) + " is outside the dictionary of " +
+                           num(n) + " values");
+          }
+        }
+        break;
+      }
+      default: break;
+    }
+    (void)end;
+  }
+
+  probe_cache& cache_;
+  bool full_;
+  bool utf8_;
+};
+
+}  // namespace
+
+std::optional<std::int64_t> cached_last_offset(const array_data& a, const probe_cache& cache) {
+  if (!is_offset_type(a.type.id) || a.length <= 0 || a.buffers.size() < 2) return std::nullopt;
+  const int w = layout_of(a.type).buffers[1].byte_width;
+  const std::int64_t pos = (a.offset + a.length) * w;
+  if (a.buffers[1].size() < pos + w) return std::nullopt;
+  return cache.get(a.buffers[1], pos, w, true);
+}
+
+void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8,
+                    stream_view s, probe_cache& cache) {
+  if (level == validation_level::none || roots.empty()) return;
+  std::vector<placement> where;
+  std::optional<int> device;  // of the first tree in device memory
+  for (const validation_root& r : roots) {
+    try {
+      where.push_back(placement_of(*r.array));
+    } catch (const invalid_data& e) {
+      throw invalid_data(r.path, e.reason());
+    }
+    if (where.back().type == device_type::cuda && !device) device = where.back().device_id;
+  }
+
+  for (const validation_root& r : roots) validator(cache, false, false).run(*r.array, r.path);
+  if (cache.pending() > 0) {
+    cache.fetch(device ? stream_for_device(s, *device) : s);
+    for (const validation_root& r : roots) validator(cache, false, false).run(*r.array, r.path);
+  }
+  if (level != validation_level::full) return;
+
+  // Full: every value, read on the host.  Device trees are copied in one batch.
+  std::vector<array_data> copies(roots.size());
+  std::vector<std::pair<stream_view, int>> to_sync;
+  auto note = [&](stream_view v, int dev) {
+    for (const auto& x : to_sync) {
+      if (x.first == v && (!v.is_default() || x.second == dev)) return;
+    }
+    to_sync.emplace_back(v, dev);
+  };
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    if (where[i].type == device_type::cpu) continue;
+    if (where[i].type != device_type::cuda) {
+      note(s, where[i].device_id);
+      continue;
+    }
+    const stream_view rs = stream_for_device(s, where[i].device_id);
+    note(rs, where[i].device_id);
+    const context ctx = context::get(where[i].device_id);
+    copies[i] = copy_tree_async(*roots[i].array, destination_kind::host, &ctx, rs, cache);
+  }
+  for (const auto& [v, dev] : to_sync) synchronize(v, dev);
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    const array_data& a = where[i].type == device_type::cuda ? copies[i] : *roots[i].array;
+    validator(cache, true, check_utf8).run(a, roots[i].path);
+  }
+}
+
+}  // namespace detail
+
+void validate(const array_data& array, const validate_options& options, stream_view s) {
+  detail::probe_cache cache;
+  detail::validate_roots({{&array, std::string(options.root)}}, options.level, options.check_utf8, s, cache);
+}
+
+void validate(const record_batch& batch, const validate_options& options, stream_view s) {
+  if (batch.columns.size() != batch.schema.fields.size()) {
+    throw invalid_data("record batch", std::to_string(batch.columns.size()) + " columns for " +
+                                           std::to_string(batch.schema.fields.size()) + " fields");
+  }
+  if (batch.num_rows < 0) throw invalid_data("record batch", "negative row count " + std::to_string(batch.num_rows));
+  std::vector<detail::validation_root> roots;
+  for (std::size_t i = 0; i < batch.columns.size(); ++i) {
+    const std::string path = detail::column_path(batch.schema.fields[i].name);
+    if (!(batch.columns[i].type == batch.schema.fields[i].type)) {
+      throw invalid_data(path, "column of type " + batch.columns[i].type.to_string() + " for field type " +
+                                   batch.schema.fields[i].type.to_string());
+    }
+    if (batch.columns[i].length != batch.num_rows) {
+      throw invalid_data(path, "column has " + std::to_string(batch.columns[i].length) + " rows, the batch " +
+                                   std::to_string(batch.num_rows));
+    }
+    roots.push_back({&batch.columns[i], path});
+  }
+  detail::probe_cache cache;
+  detail::validate_roots(roots, options.level, options.check_utf8, s, cache);
+}
+
+}  // namespace cuarrow::arrow

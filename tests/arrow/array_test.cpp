@@ -1,0 +1,151 @@
+// array_data on the host: equality, slicing, placement, record batches,
+// and the device views used on host memory.
+#include <gtest/gtest.h>
+
+#include <cuarrow/arrow/device_view.hpp>
+
+#include "arrow_test_util.hpp"
+
+namespace cuarrow_arrow_test {
+namespace {
+
+using namespace cuarrow::arrow;  // NOLINT
+
+TEST(ArrowArray, SamplesAreValidAndEqualThemselves) {
+  for (auto& [name, a] : sample_arrays()) {
+    EXPECT_NO_THROW(validate(a, {validation_level::full, true})) << name;
+    std::string diff;
+    EXPECT_TRUE(equals(a, a, &diff)) << name << ": " << diff;
+  }
+}
+
+TEST(ArrowArray, EqualityIsLogical) {
+  // Same values, different physical layout: offset, garbage under nulls,
+  // non-zero first offset.
+  array_data a = strings(utf8(), {"ab", std::nullopt, "cde"});
+  // Physical elements 2..4 hold "ab", null (over the bytes "GARB"), "cde".
+  array_data b;
+  b.type = utf8();
+  b.length = 4;
+  b.offset = 1;
+  b.null_count = 2;
+  b.buffers = {bitmap({false, false, true, false, true}), host_vector(std::vector<std::int32_t>{0, 0, 3, 5, 9, 12}),
+               host_bytes("xyzabGARBcde", 12)};
+  std::string diff;
+  EXPECT_TRUE(equals(a, b.slice(1, 3), &diff)) << diff;
+
+  array_data c = strings(utf8(), {"ab", std::nullopt, "cdf"});
+  EXPECT_FALSE(equals(a, c, &diff));
+  EXPECT_NE(diff.find("element 2"), std::string::npos) << diff;
+  EXPECT_FALSE(equals(a, strings(utf8(), {"ab", "", "cde"}), &diff));
+  EXPECT_NE(diff.find("element 1"), std::string::npos) << diff;
+  EXPECT_FALSE(equals(a, strings(large_utf8(), {"ab", std::nullopt, "cde"}), &diff));
+  EXPECT_NE(diff.find("types"), std::string::npos) << diff;
+
+  // Run-end encoded arrays compare by logical values, not runs.
+  auto samples = sample_arrays();
+  for (auto& [name, x] : samples) {
+    if (x.length < 2) continue;
+    EXPECT_TRUE(equals(x.slice(1, x.length - 1), x.slice(1, x.length - 1))) << name;
+  }
+}
+
+TEST(ArrowArray, EqualityFindsNestedDifferences) {
+  array_data ints = primitive<std::int32_t>(int32(), {1, 2, 3, 4});
+  array_data l1 = list_array(list(field("item", int32())), {0, 2, 4}, {true, true}, ints);
+  array_data ints2 = primitive<std::int32_t>(int32(), {1, 2, 3, 5});
+  array_data l2 = list_array(list(field("item", int32())), {0, 2, 4}, {true, true}, ints2);
+  std::string diff;
+  EXPECT_FALSE(equals(l1, l2, &diff));
+  EXPECT_NE(diff.find("child 0 (\"item\")"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("element 3"), std::string::npos) << diff;
+}
+
+TEST(ArrowArray, SliceChecksBoundsAndNullCounts) {
+  array_data a = primitive<std::int32_t>(int32(), {1, std::nullopt, 3});
+  EXPECT_THROW(a.slice(2, 2), cuarrow::out_of_range);
+  EXPECT_THROW(a.slice(-1, 1), cuarrow::out_of_range);
+  array_data s = a.slice(1, 2);
+  EXPECT_EQ(s.offset, 1);
+  EXPECT_EQ(s.length, 2);
+  EXPECT_EQ(s.null_count, -1);
+  EXPECT_EQ(compute_null_count(s), 1);
+  EXPECT_EQ(compute_null_count(a.slice(2, 1)), 0);
+}
+
+TEST(ArrowArray, PlacementIsSharedByTheWholeTree) {
+  array_data a = list_array(list(field("item", int32())), {0, 1}, {true}, primitive<std::int32_t>(int32(), {7}));
+  EXPECT_EQ(placement_of(a), (placement{cuarrow::device_type::cpu, -1}));
+  array_data empty;
+  empty.type = null();
+  EXPECT_EQ(placement_of(empty).type, cuarrow::device_type::cpu);
+}
+
+TEST(ArrowArray, RecordBatchAsStruct) {
+  record_batch b;
+  b.schema.fields = {field("x", int32()), field("y", utf8())};
+  b.num_rows = 2;
+  b.columns = {primitive<std::int32_t>(int32(), {1, 2}), strings(utf8(), {"a", "b"})};
+  array_data s = b.to_struct();
+  EXPECT_EQ(s.type, struct_(b.schema.fields));
+  record_batch back = record_batch::from_struct(s, {{"m", "1"}});
+  EXPECT_TRUE(equals(b, record_batch::from_struct(s)));
+  EXPECT_EQ(back.schema.metadata.size(), 1u);
+  // A struct at an offset: columns are sliced.
+  array_data off = s.slice(1, 1);
+  record_batch one = record_batch::from_struct(off);
+  EXPECT_EQ(one.num_rows, 1);
+  EXPECT_TRUE(equals(one.columns[1], strings(utf8(), {"b"})));
+  // A struct with null rows is not a batch.
+  array_data nulls = struct_array({field("x", int32())}, {primitive<std::int32_t>(int32(), {1, 2})}, {true, false});
+  EXPECT_THROW(record_batch::from_struct(nulls), invalid_data);
+  EXPECT_THROW(record_batch::from_struct(primitive<std::int32_t>(int32(), {1})), invalid_data);
+}
+
+TEST(ArrowDeviceView, ViewsApplyOffsetsAndValidity) {
+  array_data ints = primitive<std::int32_t>(int32(), {1, std::nullopt, 3, 4, std::nullopt, 6, 7, 8, 9, 10});
+  auto v = make_primitive_view<std::int32_t>(ints.slice(3, 5));
+  EXPECT_EQ(v.size(), 5);
+  EXPECT_EQ(v[0], 4);
+  EXPECT_TRUE(v.is_null(1));
+  EXPECT_EQ(v.value_or(1, -1), -1);
+  EXPECT_EQ(v.value_or(4, -1), 8);
+  EXPECT_EQ(v.value_or(5, -1), -1);  // out of bounds
+  EXPECT_EQ(v.value_or(-1, -1), -1);
+  static_assert(std::is_trivially_copyable_v<primitive_view<std::int32_t>>);
+  static_assert(std::is_trivially_copyable_v<string_array_view>);
+  static_assert(std::is_trivially_copyable_v<list_array_view<std::int32_t>>);
+
+  EXPECT_THROW(make_primitive_view<std::int64_t>(ints), cuarrow::invalid_argument);
+  EXPECT_THROW(make_primitive_view<std::int32_t>(strings(utf8(), {"a"})), cuarrow::invalid_argument);
+
+  array_data s = strings(large_utf8(), {"ab", std::nullopt, "", "xyz"}).slice(1, 3);
+  auto sv = make_binary_view<std::int64_t>(s);
+  EXPECT_FALSE(sv.is_valid(0));
+  EXPECT_EQ(sv.get(2).size, 3);
+  EXPECT_EQ(std::string(sv.get(2).data, 3), "xyz");
+  EXPECT_EQ(sv.value_or_empty(9).size, 0);
+  EXPECT_THROW(make_binary_view<std::int32_t>(s), cuarrow::invalid_argument);
+
+  array_data l = list_array(list(field("item", int32())), {0, 2, 2, 5}, {true, false, true},
+                            primitive<std::int32_t>(int32(), {1, 2, 3, 4, 5}));
+  auto lv = make_list_view<std::int32_t>(l.slice(1, 2));
+  EXPECT_EQ(lv.list_size(0), 0);
+  EXPECT_EQ(lv.begin(1), 2);
+  EXPECT_EQ(lv.end(1), 5);
+  EXPECT_FALSE(lv.is_valid(0));
+
+  array_data bools = booleans({true, false, std::nullopt, true});
+  auto bv = make_boolean_view(bools.slice(1, 3));
+  EXPECT_FALSE(bv[0]);
+  EXPECT_FALSE(bv.is_valid(1));
+  EXPECT_TRUE(bv[2]);
+
+  // A truncated buffer is refused before any kernel could read past it.
+  array_data bad = ints;
+  bad.buffers[1] = bad.buffers[1].slice(0, 8);
+  EXPECT_THROW(make_primitive_view<std::int32_t>(bad), invalid_data);
+}
+
+}  // namespace
+}  // namespace cuarrow_arrow_test

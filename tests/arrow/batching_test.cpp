@@ -1,0 +1,208 @@
+// Transfers are batched: counted at the driver boundary.
+//
+// This program loads cuarrow's driver through libcuarrow_arrow_driver_shim
+// (driver_shim.cpp), which forwards to the real driver (the emulation when
+// CUARROW_CUDA_DRIVER=emulated, else libcuda.so.1) and counts the calls:
+// synchronizations, copies, allocations, event records and waits.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "arrow_test_util.hpp"
+
+namespace cuarrow_arrow_test {
+namespace {
+
+using namespace cuarrow::arrow;  // NOLINT
+
+unsigned long (*g_count)(const char*) = nullptr;
+void (*g_reset)() = nullptr;
+
+struct calls {
+  unsigned long syncs, htod, dtoh, dtoh_max_bytes, dtod, allocs, records, waits;
+};
+
+calls now() {
+  return calls{g_count("cuStreamSynchronize") + g_count("cuCtxSynchronize") + g_count("cuEventSynchronize"),
+               g_count("cuMemcpyHtoDAsync"),
+               g_count("cuMemcpyDtoHAsync"),
+               g_count("cuMemcpyDtoHAsync.max_bytes"),
+               g_count("cuMemcpyDtoDAsync") + g_count("cuMemcpyAsync") + g_count("cuMemcpyPeerAsync"),
+               g_count("cuMemAllocAsync") + g_count("cuMemAlloc"),
+               g_count("cuEventRecord"),
+               g_count("cuStreamWaitEvent")};
+}
+
+std::int64_t non_empty_buffers(const array_data& a) {
+  std::int64_t n = 0;
+  for (const cuarrow::buffer& b : a.buffers) n += b.size() > 0 ? 1 : 0;
+  for (const array_data& c : a.children) n += non_empty_buffers(c);
+  if (a.dictionary) n += non_empty_buffers(*a.dictionary);
+  return n;
+}
+
+// Small reads cheap validation makes: first + last offset of each
+// offset-based array, last run end of each run-end encoded array.
+std::int64_t probes(const array_data& a) {
+  std::int64_t n = 0;
+  const type_id id = a.type.id;
+  if (a.length > 0 && (id == type_id::binary || id == type_id::utf8 || id == type_id::large_binary ||
+                       id == type_id::large_utf8 || id == type_id::list || id == type_id::large_list ||
+                       id == type_id::map)) {
+    n += 2;
+  }
+  if (a.length > 0 && id == type_id::run_end_encoded) n += 1;
+  for (const array_data& c : a.children) n += probes(c);
+  if (a.dictionary) n += probes(*a.dictionary);
+  return n;
+}
+
+record_batch wide_batch() {
+  record_batch b;
+  for (auto& [name, a] : sample_arrays()) {
+    if (a.length < 3) continue;
+    b.schema.fields.push_back(field(name, a.type));
+    b.columns.push_back(a.slice(1, 2));
+  }
+  b.num_rows = 2;
+  return b;
+}
+
+TEST(ArrowBatching, HostToDeviceQueuesEveryCopyAndNeverSynchronizes) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  record_batch b = wide_batch();
+  ctx.synchronize();
+  g_reset();
+  record_batch d = to_device_async(b, ctx, s);
+  const calls c = now();
+  std::int64_t copies = 0;
+  for (const array_data& col : d.columns) copies += non_empty_buffers(col);
+  EXPECT_GT(copies, 100);
+  EXPECT_EQ(c.syncs, 0u);
+  EXPECT_EQ(c.htod, static_cast<unsigned long>(copies));
+  EXPECT_EQ(c.allocs, 1u);  // one allocation for the whole batch
+  g_reset();
+  s.synchronize();
+  EXPECT_EQ(now().syncs, 1u);
+  // The synchronous form: the same, plus exactly one synchronization.
+  g_reset();
+  record_batch d2 = to_device(b, ctx, s);
+  EXPECT_EQ(now().syncs, 1u);
+  EXPECT_EQ(now().allocs, 1u);
+}
+
+TEST(ArrowBatching, DeviceToHostIsOneBatchedReadThenOneSynchronization) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  record_batch b = wide_batch();
+  record_batch d = to_device(b, ctx, s);
+  std::int64_t copies = 0, reads = 0;
+  for (const array_data& col : d.columns) {
+    copies += non_empty_buffers(col);
+    reads += probes(col);
+  }
+  EXPECT_GT(reads, 20);
+
+  g_reset();
+  record_batch h = to_host(d, s);  // cheap validation first
+  calls c = now();
+  EXPECT_EQ(c.syncs, 2u) << "one for the batched read of offsets, one at the end";
+  EXPECT_EQ(c.dtoh, static_cast<unsigned long>(reads + copies));
+  EXPECT_TRUE(same_values(b, h));
+
+  g_reset();
+  record_batch t = to_host(d, s, {validation_level::none});
+  c = now();
+  EXPECT_EQ(c.syncs, 1u);
+  EXPECT_EQ(c.dtoh, static_cast<unsigned long>(copies));
+  EXPECT_TRUE(same_values(b, t));
+}
+
+TEST(ArrowBatching, ValidationOfADeviceArrayReadsOnlyOffsets) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  array_data deep;
+  for (auto& [name, a] : sample_arrays()) {
+    if (name == "deep") deep = a;
+  }
+  array_data d = to_device(deep, ctx);
+  g_reset();
+  validate(d);
+  const calls c = now();
+  EXPECT_EQ(c.syncs, 1u);
+  EXPECT_EQ(c.dtoh, static_cast<unsigned long>(probes(d)));
+  EXPECT_LE(c.dtoh_max_bytes, 8u) << "never whole offset buffers";
+}
+
+TEST(ArrowBatching, ImportReadsEveryLastOffsetInOneBatch) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream producer(ctx);
+  cuarrow::stream consumer(ctx);
+  record_batch b = wide_batch();
+  record_batch d = to_device_async(b, ctx, producer);
+  owned_device_array arr;
+  owned_schema sch;
+  g_reset();
+  export_device_record_batch(d, producer, arr.get(), sch.get());
+  EXPECT_EQ(now().records, 1u);
+  EXPECT_EQ(now().syncs, 0u);
+
+  std::int64_t reads = 0;
+  for (const array_data& col : d.columns) reads += probes(col);
+  g_reset();
+  record_batch back = import_device_record_batch(arr.get(), sch.get(), consumer);
+  const calls c = now();
+  EXPECT_EQ(c.waits, 1u);   // the consumer waits on the producer's event
+  EXPECT_EQ(c.syncs, 1u);   // one batched read sizes and validates the whole batch
+  EXPECT_EQ(c.dtoh, static_cast<unsigned long>(reads));
+  EXPECT_LE(c.dtoh_max_bytes, 8u);
+  EXPECT_EQ(c.allocs, 0u);  // buffers are views of the producer's memory
+  EXPECT_TRUE(same_values(b, back));
+}
+
+}  // namespace
+}  // namespace cuarrow_arrow_test
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // --env=NAME=VALUE: set before the driver is loaded (as test_main.cpp does).
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--env=", 6) == 0) putenv(argv[i] + 6);
+  }
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();  // test discovery: no driver needed
+  // The shim lives beside libcuarrow (or in ../lib of a static test binary).
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(&cuarrow::load_driver), &info);
+  std::string dir = info.dli_fname != nullptr ? info.dli_fname : ".";
+  dir = dir.substr(0, dir.rfind('/'));
+  std::string shim = dir + "/libcuarrow_arrow_driver_shim.so";
+  if (FILE* f = std::fopen(shim.c_str(), "r")) {
+    std::fclose(f);
+  } else {
+    shim = dir + "/../lib/libcuarrow_arrow_driver_shim.so";
+  }
+  const char* target = std::getenv("CUARROW_CUDA_DRIVER");
+  setenv("CUARROW_SHIM_TARGET", target != nullptr ? target : "", 1);
+  try {
+    cuarrow::select_driver(shim);
+    cuarrow::load_driver();
+  } catch (const cuarrow::error& e) {
+    std::fprintf(stderr, "[cuarrow] cannot load the counting shim %s: %s\n", shim.c_str(), e.what());
+    return 1;
+  }
+  void* h = dlopen(cuarrow::driver_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  using namespace cuarrow_arrow_test;
+  g_count = h != nullptr ? reinterpret_cast<unsigned long (*)(const char*)>(dlsym(h, "cuarrow_shim_count")) : nullptr;
+  g_reset = h != nullptr ? reinterpret_cast<void (*)()>(dlsym(h, "cuarrow_shim_reset")) : nullptr;
+  if (g_count == nullptr || g_reset == nullptr) {
+    std::fprintf(stderr, "[cuarrow] the driver %s is not the counting shim\n", cuarrow::driver_path().c_str());
+    return 1;
+  }
+  std::printf("[cuarrow] counting shim %s in front of %s, %d device(s)\n", shim.c_str(),
+              target != nullptr && target[0] ? target : "libcuda.so.1", cuarrow::device_count());
+  return RUN_ALL_TESTS();
+}
