@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The whole GPU suite, in one command on the GPU machine.
 #
-#   scripts/gpu-suite.sh prepare   (here, on a machine with GoogleTest)
-#       builds the C++ test binaries into build/gpu; the GPU machine has no
-#       GoogleTest, so they travel with the checkout (device tool: carry
-#       ["build/gpu"]).
+#   scripts/gpu-suite.sh prepare   (here, on a machine with GoogleTest and nvcc)
+#       builds the C++ test binaries, and the nvcc-compiled kernel test, into
+#       build/gpu; the GPU machine has no GoogleTest, so they travel with the
+#       checkout (device tool: carry ["build/gpu/bin", "build/gpu/lib"]).
 #   scripts/gpu-suite.sh run       (on the GPU machine; CUARROW_COMMIT names the commit when .git is absent)
 #       runs the C++ suite against the real driver, the GPU-only tests, the
 #       walkthrough, then builds the Python package there (for its Python)
 #       and runs the Python suite and the page's doctest.  Prints a summary
-#       and writes it to $OUT/summary.md (or build/gpu-summary.md).
+#       and writes it to $OUT/summary.md (or build/gpu-out/summary.md).
+#   scripts/gpu-suite.sh run --bench
+#       the same, then the transfer benchmark (bench/bench.py) with the
+#       package built there; its results go to $OUT/bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -17,7 +20,9 @@ mode=${1:-run}
 if [ "$mode" = prepare ]; then
   set -e
   CUARROW_SKIP_PYTHON=1 scripts/install-deps.sh
-  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cuda_tests=OFF
+  command -v nvcc >/dev/null && cuda_tests=ON
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_BUILD_CUDA_TESTS=$cuda_tests >/dev/null
   cmake --build build/gpu -j "$(nproc)"
   echo "built build/gpu; now run: scripts/gpu-suite.sh run   (on the GPU machine, carrying build/gpu)"
   exit 0
@@ -60,6 +65,13 @@ if [ -x $bin/cuarrow_test ]; then
   step cpp-suite-real-driver $bin/cuarrow_test
   step cpp-gpu-only $bin/cuarrow_gpu_test
   step cpp-suite-emulated env CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 $bin/cuarrow_test
+  [ -x $bin/cuarrow_arrow_test ] && step cpp-arrow-real-driver $bin/cuarrow_arrow_test
+  [ -x $bin/cuarrow_arrow_batching_test ] && step cpp-arrow-batching-real-driver $bin/cuarrow_arrow_batching_test
+  if [ -x $bin/cuarrow_arrow_kernel_test ]; then
+    step cuda-kernels-over-device-views $bin/cuarrow_arrow_kernel_test
+  else
+    results+=("| cuda-kernels-over-device-views | NOT RUN: built only where nvcc is (prepare) | | |")
+  fi
   step walkthrough-cpp $bin/cuarrow_walkthrough
 else
   results+=("| C++ suites | NOT RUN: build/gpu missing (run 'scripts/gpu-suite.sh prepare' here and carry build/gpu) | | |")
@@ -72,6 +84,9 @@ if [ -f pyproject.toml ]; then
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   step python-suite python3 -m pytest -q -rs python/tests -p no:cacheprovider
   step python-demo python3 -m cuarrow.demo
+  if [ "${2:-}" = --bench ]; then
+    step benchmark python3 bench/bench.py --out "$out/bench"
+  fi
 fi
 
 {
