@@ -9,3 +9,6 @@
 #include "cuarrow/memory_resource.hpp"
 #include "cuarrow/stream.hpp"
 #include "cuarrow/version.hpp"
+
+// The typed Arrow layer (C Data / C Device Data interfaces, arrays, transfers).
+#include "cuarrow/arrow/arrow.hpp"
