@@ -17,6 +17,13 @@
 // callback, so the graph of waits stays acyclic.
 #pragma once
 
+// The library is dlopen'ed: its thread_local variables would live in dynamic
+// TLS, which LeakSanitizer's tracer (GCC 12, glibc 2.36) walks and crashes on
+// at exit.  Static TLS for these few small variables only (a global
+// -ftls-model would also bind libstdc++'s TLS that way, and dlopen then fails
+// once the static TLS reserve is used up, e.g. after importing pyarrow).
+#define CUARROW_EMU_STATIC_TLS __attribute__((tls_model("initial-exec")))
+
 #include <cuda.h>
 
 #include <atomic>
@@ -225,7 +232,7 @@ extern std::atomic<int> g_state;
 extern Driver* g;
 extern std::atomic<unsigned> g_op_delay_us;
 extern std::atomic<size_t> g_fault_count;
-extern thread_local bool t_in_stream_worker;
+CUARROW_EMU_STATIC_TLS extern thread_local bool t_in_stream_worker;
 
 // CUDA_SUCCESS when the driver may be used; NOT_INITIALIZED before cuInit or
 // in a forked child, DEINITIALIZED once process exit has begun.

@@ -25,13 +25,13 @@ std::atomic<int> g_state{static_cast<int>(State::Uninitialized)};
 Driver* g = nullptr;
 std::atomic<unsigned> g_op_delay_us{0};
 std::atomic<size_t> g_fault_count{0};
-thread_local bool t_in_stream_worker = false;
+CUARROW_EMU_STATIC_TLS thread_local bool t_in_stream_worker = false;
 
 namespace {
 
 std::mutex g_init_mu;       // serialises cuInit and teardown
 std::mutex g_lifecycle_mu;  // serialises primary context retain/release
-thread_local std::vector<Context*> t_ctx_stack;
+CUARROW_EMU_STATIC_TLS thread_local std::vector<Context*> t_ctx_stack;
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -197,7 +197,7 @@ struct PerThreadStreamCleanup {
         }
     }
 };
-thread_local PerThreadStreamCleanup t_pts_cleanup;
+CUARROW_EMU_STATIC_TLS thread_local PerThreadStreamCleanup t_pts_cleanup;
 
 }  // namespace
 
