@@ -1,7 +1,8 @@
 """cuarrow: Apache Arrow columnar data on NVIDIA GPUs.
 
 ``cuarrow.cuda`` is pyarrow.cuda's API (contexts, device and pinned host
-buffers, reader and writer, Numba interop) built on the cuarrow C++ library;
+buffers, reader and writer, Numba interop) built on the cuarrow C++ library,
+plus typed Arrow data on the GPU (``cuda.to_device`` / ``cuda.from_device``);
 it installs beside the stock pyarrow wheel.  ``python -m cuarrow.demo`` walks
 through the Arrow "CUDA Integration" page with it.
 """

@@ -25,6 +25,16 @@ CUDA failures raise :class:`CudaError` (an ``OSError`` carrying the CUDA
 error code and name), out of memory raises :class:`CudaOutOfMemoryError`
 (also a ``MemoryError``).
 
+Typed Arrow data, too: :func:`to_device` copies any Arrow array, chunked
+array, record batch or table (anything speaking the Arrow PyCapsule
+protocols) to the GPU with its type, :func:`from_device` imports device data
+without a copy, and fixed-width device arrays without nulls speak
+``__cuda_array_interface__`` and DLPack, so kernels run on them directly::
+
+    >>> typed = cuda.to_device(pa.array(np.arange(4, dtype=np.int32)))
+    >>> typed.to_host().equals(pa.array(np.arange(4, dtype=np.int32)))
+    True
+
 Importing this module needs no GPU and loads no driver; the first device
 call does.  Without a GPU, :func:`use_emulation` (or the environment
 variable ``CUARROW_CUDA_DRIVER=emulated``) selects cuarrow's host emulation
@@ -66,6 +76,13 @@ __all__ = [
     "serialize_record_batch",
     "read_message",
     "read_record_batch",
+    "to_device",
+    "from_device",
+    "DeviceArray",
+    "DeviceChunkedArray",
+    "DeviceRecordBatch",
+    "DeviceTable",
+    "DeviceBitmap",
 ]
 
 
@@ -1471,3 +1488,19 @@ def read_record_batch(buffer: Any, schema: Any, *, dictionary_memo: Any = None, 
     if not isinstance(buffer, CudaBuffer):
         raise TypeError("expected CudaBuffer instance, got %s" % (type(buffer).__name__,))
     return pa.ipc.read_record_batch(buffer.copy_to_host(), schema, dictionary_memo=dictionary_memo)
+
+
+# ---------------------------------------------------------------------------
+# Typed Arrow data on the GPU (cuarrow/_arrays.py; imported last: it builds
+# on the classes above)
+# ---------------------------------------------------------------------------
+
+from cuarrow._arrays import (  # noqa: E402
+    DeviceArray,
+    DeviceBitmap,
+    DeviceChunkedArray,
+    DeviceRecordBatch,
+    DeviceTable,
+    from_device,
+    to_device,
+)

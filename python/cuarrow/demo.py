@@ -4,6 +4,10 @@ Run ``python -m cuarrow.demo`` (or the ``cuarrow-demo`` command).  Every
 statement of the page runs as written, with ``cuarrow.cuda`` in place of
 ``pyarrow.cuda``, on GPU 0, and prints its result as the page does.
 
+It ends with what the page wished for and could not do: an Arrow array
+copied to the device with its type, and the Numba kernel run on it directly,
+without building a DeviceNDArray by hand.
+
 On a machine without a GPU the demo runs on cuarrow's host emulation of the
 CUDA driver and says so in a banner; the Numba steps, which need a real GPU
 to run a kernel, are skipped with a sentence saying why.
@@ -203,6 +207,24 @@ def main(argv: Optional[list] = None) -> int:
             "view them without a copy (numba.cuda.as_cuda_array, cupy.asarray, torch.from_dlpack):"
         )
         s.run("cuda_buf.__cuda_array_interface__['shape'], cuda_buf.__dlpack_device__()")
+
+        _heading("The page's wish: a typed array, no DeviceNDArray")
+        _say(
+            "The page notes that ideally one would define an Arrow array in CPU memory, copy it to CUDA "
+            "memory without losing its type information, and call the Numba kernel on it without building "
+            "the DeviceNDArray by hand, and that this was not possible yet.  With cuarrow it is:"
+        )
+        s.run("typed = cuda.to_device(pa.array(np.arange(4, dtype=np.int32)))")
+        s.run("typed")
+        if skip:
+            _say(skip)
+        else:
+            s.run("increment_by_one[1, 32](typed)")
+            s.run("typed.to_host()")
+            _say(
+                "The kernel ran on the typed device array in place (its __cuda_array_interface__ gives Numba "
+                "the dtype, shape and address), and the result came back as an Arrow int32 array."
+            )
     except Exception:  # noqa: BLE001
         print()
         print("cuarrow-demo: a step failed unexpectedly", file=sys.stderr)

@@ -67,5 +67,6 @@ void bind_errors(nb::module_& m);
 void bind_context(nb::module_& m);
 void bind_buffer(nb::module_& m);
 void bind_dlpack(nb::module_& m);
+void bind_arrow(nb::module_& m);
 
 }  // namespace cuarrow_py

@@ -17,4 +17,5 @@ NB_MODULE(_cuarrow, m) {
   cuarrow_py::bind_context(m);
   cuarrow_py::bind_buffer(m);
   cuarrow_py::bind_dlpack(m);
+  cuarrow_py::bind_arrow(m);
 }

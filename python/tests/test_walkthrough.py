@@ -68,6 +68,8 @@ def test_demo_runs():
     assert "array([0, 1, 2, 3], dtype=int32)" in out
     assert "TypeError: Argument 'other' has incorrect type" in out
     assert "BufferError: buffer protocol for device buffer not supported" in out
+    assert ">>> typed = cuda.to_device(pa.array(np.arange(4, dtype=np.int32)))" in out
+    assert "<cuarrow.cuda.DeviceArray type=int32 length=4 null_count=0 device=cuda:0> [0,1,2,3]" in out
     if EMULATED:
         assert "EMULATED: no GPU is used" in out
         assert "Skipping this step: it runs a Numba CUDA kernel" in out
@@ -77,6 +79,8 @@ def test_demo_runs():
         if "Numba is not installed" not in out:
             assert "array([1, 2, 3, 4], dtype=int32)" in out
             assert "array([10, 11, 12, 13], dtype=int32)" in out
+            assert ">>> increment_by_one[1, 32](typed)" in out
+            assert "<pyarrow.lib.Int32Array object at" in out and "[ 1, 2, 3, 4 ]" in out
             assert "every step of the page ran on GPU 0" in out
 
 

@@ -1,0 +1,956 @@
+// Typed Arrow data: cuarrow::arrow bound for the facade (cuarrow/_arrays.py).
+//
+// Two handle classes, both plain values over the C++ model (copying one
+// copies buffer handles, not memory):
+//   ArrayData  an array_data with the field it belongs to (name, nullability,
+//              metadata: extension types live in the field's metadata) and
+//              the placement it was declared to have.  An array without any
+//              buffer (a null array, some empty arrays) has no placement of
+//              its own; the declared one is what it reports and exports.
+//   BatchData  a record_batch, with its declared placement.
+//
+// Everything crosses to Python as PyCapsules of the C Data / C Device Data /
+// C Stream interfaces (names "arrow_schema", "arrow_array",
+// "arrow_device_array", "arrow_array_stream", "arrow_device_array_stream"):
+// pyarrow turns them into its own objects.  Capsules made here release their
+// struct in their destructor unless a consumer moved it out (release NULL).
+// Capsules given to us are checked (exact type, name, not released) before
+// anything reads them; an import moves the struct out, so the capsule's
+// destructor then only frees its memory.
+//
+// The GIL is released around transfers, imports of device data (which read
+// offsets from the device) and synchronizations.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cuarrow/arrow/arrow.hpp>
+
+#include "common.hpp"
+
+namespace cuarrow_py {
+
+namespace ca = cuarrow::arrow;
+
+struct ArrayData {
+  ca::field field;  // field.type is the array's type (kept in sync with data.type)
+  ca::array_data data;
+  ca::placement where;
+};
+
+struct BatchData {
+  ca::record_batch batch;
+  ca::placement where;
+};
+
+namespace {
+
+using release_gil = nb::call_guard<nb::gil_scoped_release>;
+
+constexpr const char* kSchema = "arrow_schema";
+constexpr const char* kArray = "arrow_array";
+constexpr const char* kDeviceArray = "arrow_device_array";
+constexpr const char* kStream = "arrow_array_stream";
+constexpr const char* kDeviceStream = "arrow_device_array_stream";
+
+// ---- capsules -------------------------------------------------------------------
+
+template <class T>
+void release_struct(T* p) noexcept {
+  if constexpr (std::is_same_v<T, ArrowDeviceArray>) {
+    if (p->array.release != nullptr) p->array.release(&p->array);
+  } else {
+    if (p->release != nullptr) p->release(p);
+  }
+}
+
+template <class T>
+const char* capsule_name() {
+  if constexpr (std::is_same_v<T, ArrowSchema>) return kSchema;
+  if constexpr (std::is_same_v<T, ArrowArray>) return kArray;
+  if constexpr (std::is_same_v<T, ArrowDeviceArray>) return kDeviceArray;
+  if constexpr (std::is_same_v<T, ArrowArrayStream>) return kStream;
+  if constexpr (std::is_same_v<T, ArrowDeviceArrayStream>) return kDeviceStream;
+}
+
+template <class T>
+void capsule_destructor(PyObject* cap) noexcept {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  auto* p = static_cast<T*>(PyCapsule_GetPointer(cap, capsule_name<T>()));
+  if (p != nullptr) {
+    release_struct(p);
+    delete p;
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+}
+
+// A capsule owning a new, unfilled struct; fill it through `fill` (which
+// may throw: the capsule then holds a released struct and is dropped).
+template <class T, class Fill>
+nb::object make_capsule(Fill&& fill) {
+  auto owned = std::make_unique<T>();
+  std::memset(static_cast<void*>(owned.get()), 0, sizeof(T));
+  fill(owned.get());
+  PyObject* cap = PyCapsule_New(owned.get(), capsule_name<T>(), capsule_destructor<T>);
+  if (cap == nullptr) {
+    release_struct(owned.get());
+    throw nb::python_error();
+  }
+  owned.release();
+  return nb::steal(cap);
+}
+
+template <class T>
+bool is_released(const T* p) {
+  if constexpr (std::is_same_v<T, ArrowDeviceArray>) {
+    return p->array.release == nullptr;
+  } else {
+    return p->release == nullptr;
+  }
+}
+
+// The struct inside a capsule handed to us, checked: a PyCapsule, of the
+// expected name, with a non-null pointer to an unreleased struct.
+template <class T>
+T* capsule_struct(nb::handle obj, const char* what) {
+  const char* name = capsule_name<T>();
+  if (!PyCapsule_CheckExact(obj.ptr())) {
+    throw nb::type_error((std::string(what) + " must be a PyCapsule named \"" + name + "\", not " +
+                          nb::type_name(obj.type()).c_str())
+                             .c_str());
+  }
+  const char* got = PyCapsule_GetName(obj.ptr());
+  if (got == nullptr) PyErr_Clear();
+  if (got == nullptr || std::strcmp(got, name) != 0) {
+    throw nb::type_error((std::string(what) + " must be a PyCapsule named \"" + name + "\", got one named " +
+                          (got == nullptr ? std::string("NULL") : "\"" + std::string(got) + "\""))
+                             .c_str());
+  }
+  auto* p = static_cast<T*>(PyCapsule_GetPointer(obj.ptr(), name));
+  if (p == nullptr) {
+    PyErr_Clear();
+    throw nb::value_error((std::string(what) + ": the \"" + name + "\" capsule holds a NULL pointer").c_str());
+  }
+  if (is_released(p)) {
+    throw ca::invalid_data(what, std::string("the ") + name +
+                                     " capsule's struct is released (release == NULL): it was already consumed; "
+                                     "PyCapsules of the Arrow C interfaces can be imported once");
+  }
+  return p;
+}
+
+ca::validation_level level_of(int v) {
+  switch (v) {
+    case 0: return ca::validation_level::none;
+    case 1: return ca::validation_level::cheap;
+    case 2: return ca::validation_level::full;
+    default: throw cuarrow::invalid_argument("validation level must be 0 (none), 1 (cheap) or 2 (full)");
+  }
+}
+
+ca::placement placement_from(int type, int id) {
+  ca::placement p;
+  p.type = static_cast<cuarrow::device_type>(type);
+  p.device_id = p.type == cuarrow::device_type::cpu ? -1 : id;
+  return p;
+}
+
+// True when some buffer of the tree is non-empty.
+bool has_buffers(const ca::array_data& a) {
+  for (const cuarrow::buffer& b : a.buffers) {
+    if (b.size() > 0) return true;
+  }
+  for (const ca::array_data& c : a.children) {
+    if (has_buffers(c)) return true;
+  }
+  return a.dictionary && has_buffers(*a.dictionary);
+}
+
+// The placement the tree's buffers have, or `declared` when it has none.
+ca::placement actual_or(const ca::array_data& a, const ca::placement& declared) {
+  if (!has_buffers(a)) return declared;
+  return ca::placement_of(a);
+}
+
+// ---- exports --------------------------------------------------------------------
+
+// The offsets buffer of an empty binary / list / map array holds one offset
+// (offset + 1 for a sliced one), but the core keeps such a buffer empty and
+// exports it as NULL, which Arrow C++ (pyarrow) refuses to import ("null
+// data pointer for a buffer with non-zero computed size").  Give every such
+// buffer of the tree real, zeroed memory where it lives before exporting.
+//
+// Likewise an empty array keeps the offset of the slice it was cut from (a
+// transfer keeps offset % 8) over empty buffers, which Arrow C++ measures
+// against offset + length and refuses: an empty array is exported at offset 0.
+bool needs_offsets_patch(const ca::array_data& a) {
+  if (a.length == 0 && a.offset != 0) return true;
+  const ca::type_layout l = ca::layout_of(a.type);
+  for (std::size_t i = 0; i < l.buffers.size() && i < a.buffers.size(); ++i) {
+    if (l.buffers[i].role == ca::buffer_role::offsets &&
+        a.buffers[i].size() < (a.offset + a.length + 1) * l.buffers[i].byte_width) {
+      return true;
+    }
+  }
+  for (const ca::array_data& c : a.children) {
+    if (needs_offsets_patch(c)) return true;
+  }
+  return a.dictionary && needs_offsets_patch(*a.dictionary);
+}
+
+void patch_offsets(ca::array_data& a, const ca::placement& where, cuarrow::stream_view s) {
+  if (a.length == 0) {
+    a.offset = 0;
+    a.null_count = 0;
+  }
+  const ca::type_layout l = ca::layout_of(a.type);
+  for (std::size_t i = 0; i < l.buffers.size() && i < a.buffers.size(); ++i) {
+    const std::int64_t need = (a.offset + a.length + 1) * l.buffers[i].byte_width;
+    if (l.buffers[i].role != ca::buffer_role::offsets || a.buffers[i].size() >= need) continue;
+    if (a.length != 0) {
+      throw ca::invalid_data("array", "offsets buffer of " + std::to_string(a.buffers[i].size()) +
+                                          " bytes for " + std::to_string(a.length) + " values");
+    }
+    if (where.type == cuarrow::device_type::cpu || where.type == cuarrow::device_type::cuda_host) {
+      cuarrow::buffer b = where.type == cuarrow::device_type::cpu
+                              ? cuarrow::allocate_host(need)
+                              : cuarrow::allocate_pinned(cuarrow::context::get(std::max(where.device_id, 0)), need);
+      std::memset(b.mutable_host_data(), 0, static_cast<std::size_t>(need));
+      a.buffers[i] = b;
+    } else {
+      cuarrow::context ctx = cuarrow::context::get(where.device_id < 0 ? 0 : where.device_id);
+      cuarrow::buffer b = cuarrow::allocate_device(ctx, need, s);
+      cuarrow::fill_async(b, 0, need, 0, s);
+      a.buffers[i] = b;
+    }
+  }
+  for (ca::array_data& c : a.children) patch_offsets(c, where, s);
+  if (a.dictionary && needs_offsets_patch(*a.dictionary)) {
+    ca::array_data d = *a.dictionary;
+    patch_offsets(d, where, s);
+    a.dictionary = std::make_shared<const ca::array_data>(std::move(d));
+  }
+}
+
+// `a`, or a copy of it whose empty offsets buffers are filled (see above).
+ca::array_data exportable(const ca::array_data& a, const ca::placement& where, cuarrow::stream_view s) {
+  if (!needs_offsets_patch(a)) return a;
+  ca::array_data out = a;
+  patch_offsets(out, where, s);
+  return out;
+}
+
+// Export a device array; an array without buffers is labelled with its
+// declared placement (the core labels it CPU: it has no memory to look at).
+void export_device(const ca::array_data& array, const ca::placement& declared, cuarrow::stream_view s,
+                   ArrowDeviceArray* out) {
+  const ca::array_data a = exportable(array, actual_or(array, declared), s);
+  ca::export_device_array(a, s, out);
+  if (!has_buffers(array) && declared.type != cuarrow::device_type::cpu) {
+    out->device_type = ca::to_arrow_device_type(declared.type);
+    out->device_id = declared.device_id;
+  }
+}
+
+nb::object schema_capsule_of_field(const ca::field& f) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_field(f, s); });
+}
+
+nb::object schema_capsule_of_schema(const ca::schema& sc) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_schema(sc, s); });
+}
+
+// ---- streams we export ------------------------------------------------------------
+//
+// The core's export_device_array_stream carries record batches (a struct
+// schema) only; a chunked array's stream carries its own type.  This one
+// carries either: a list of roots (arrays, or batches as struct arrays) and
+// the schema to announce.
+
+struct export_stream_state {
+  bool is_batches = false;
+  ca::field field;    // !is_batches
+  ca::schema schema;  // is_batches
+  std::vector<ca::array_data> roots;
+  std::size_t next = 0;
+  ca::placement where;
+  std::string last_error;
+};
+
+int errno_of_current(std::string& last_error) noexcept {
+  try {
+    throw;
+  } catch (const cuarrow::out_of_memory& e) {
+    last_error = e.what();
+    return ENOMEM;
+  } catch (const std::bad_alloc&) {
+    last_error = "out of host memory";
+    return ENOMEM;
+  } catch (const cuarrow::invalid_argument& e) {
+    last_error = e.what();
+    return EINVAL;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return EIO;
+  } catch (...) {
+    last_error = "unknown error";
+    return EIO;
+  }
+}
+
+int stream_get_schema(ArrowDeviceArrayStream* st, ArrowSchema* out) {
+  auto* p = static_cast<export_stream_state*>(st->private_data);
+  try {
+    if (p->is_batches) {
+      ca::export_schema(p->schema, out);
+    } else {
+      ca::export_field(p->field, out);
+    }
+    return 0;
+  } catch (...) {
+    return errno_of_current(p->last_error);
+  }
+}
+
+int stream_get_next(ArrowDeviceArrayStream* st, ArrowDeviceArray* out) {
+  auto* p = static_cast<export_stream_state*>(st->private_data);
+  try {
+    if (p->next >= p->roots.size()) {
+      std::memset(static_cast<void*>(out), 0, sizeof(*out));
+      out->array.release = nullptr;
+      return 0;
+    }
+    export_device(p->roots[p->next], p->where, cuarrow::stream_view(), out);
+    ++p->next;
+    return 0;
+  } catch (...) {
+    return errno_of_current(p->last_error);
+  }
+}
+
+const char* stream_get_last_error(ArrowDeviceArrayStream* st) {
+  auto* p = static_cast<export_stream_state*>(st->private_data);
+  return p->last_error.empty() ? nullptr : p->last_error.c_str();
+}
+
+void stream_release(ArrowDeviceArrayStream* st) {
+  if (st == nullptr || st->release == nullptr) return;
+  delete static_cast<export_stream_state*>(st->private_data);
+  st->private_data = nullptr;
+  st->release = nullptr;
+}
+
+nb::object export_stream(std::unique_ptr<export_stream_state> state) {
+  return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
+    out->device_type = ca::to_arrow_device_type(state->where.type);
+    out->get_schema = stream_get_schema;
+    out->get_next = stream_get_next;
+    out->get_last_error = stream_get_last_error;
+    out->private_data = state.release();
+    out->release = stream_release;
+  });
+}
+
+// The producer's schema of a stream, moved into a capsule.
+nb::object take_schema(ca::owned_schema& schema) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* out) {
+    *out = *schema.get();
+    schema->release = nullptr;
+  });
+}
+
+// ---- streams we import ------------------------------------------------------------
+//
+// Read directly through the C callbacks (the core's readers want a struct
+// schema; a chunked array's stream has its own type).  `mode`: 0 decide by
+// the schema (struct: batches), 1 arrays, 2 batches.
+
+cuarrow::error stream_failure(const char* what, int code, const char* message) {
+  return cuarrow::error(std::string(what) + " failed (errno " + std::to_string(code) +
+                        (code == EINVAL ? ", EINVAL" : code == ENOMEM ? ", ENOMEM" : code == EIO ? ", EIO" : "") +
+                        "): " + (message != nullptr ? message : "the producer gave no message"));
+}
+
+template <class Stream>
+const char* last_error_of(Stream* st) {
+  return st->get_last_error != nullptr ? st->get_last_error(st) : nullptr;
+}
+
+template <class Stream>
+void check_stream_callbacks(const Stream* st, const char* what) {
+  if (st->get_schema == nullptr || st->get_next == nullptr) {
+    throw ca::invalid_data(what, "the stream has a NULL get_schema or get_next callback");
+  }
+}
+
+struct stream_result {
+  ca::owned_schema original;  // the producer's schema, handed on to Python as is
+  bool batches = false;
+  ca::field field;
+  ca::schema schema;
+  std::vector<ca::array_data> arrays;
+  std::vector<ca::record_batch> batch_list;
+  std::vector<ca::placement> placements;
+};
+
+// Moves the stream struct out of the capsule (so a failure releases it
+// here, once) and reads it to the end.
+template <class Stream, class Next>
+stream_result read_stream_impl(Stream* in, const char* what, int mode, Next&& next) {
+  Stream st = *in;
+  in->release = nullptr;
+  struct guard {
+    Stream* s;
+    ~guard() {
+      if (s->release != nullptr) s->release(s);
+    }
+  } g{&st};
+  check_stream_callbacks(&st, what);
+  stream_result r;
+  ca::owned_schema& sc = r.original;
+  int rc = st.get_schema(&st, sc.get());
+  if (rc != 0) throw stream_failure((std::string(what) + ".get_schema").c_str(), rc, last_error_of(&st));
+  if (sc.is_released()) throw ca::invalid_data(what, "get_schema returned a released ArrowSchema");
+  r.field = ca::read_field(*sc.get());
+  r.batches = mode == 2 || (mode == 0 && r.field.type.id == ca::type_id::struct_);
+  if (r.batches) {
+    if (r.field.type.id != ca::type_id::struct_) {
+      throw ca::invalid_data(what, "a stream of record batches needs a struct schema, got " +
+                                       r.field.type.to_string());
+    }
+    r.schema = ca::read_schema(*sc.get());
+  }
+  for (;;) {
+    bool more = next(st, r);
+    if (!more) break;
+  }
+  return r;
+}
+
+}  // namespace
+
+void bind_arrow(nb::module_& m) {
+  // ---- handles ----------------------------------------------------------------------
+  nb::class_<ArrayData>(m, "ArrayData",
+                        "An Arrow array (cuarrow::arrow::array_data) with its field and declared placement.")
+      .def_prop_ro("length", [](const ArrayData& a) { return a.data.length; })
+      .def_prop_ro("offset", [](const ArrayData& a) { return a.data.offset; })
+      .def_prop_ro("raw_null_count", [](const ArrayData& a) { return a.data.null_count; },
+                   "The null count as stored: -1 when unknown.")
+      .def_prop_ro("type_string", [](const ArrayData& a) { return a.data.type.to_string(); })
+      .def_prop_ro("placement",
+                   [](const ArrayData& a) {
+                     ca::placement p = actual_or(a.data, a.where);
+                     return std::make_pair(static_cast<int>(p.type), p.device_id);
+                   },
+                   "(device type code, device id) of the memory; the declared placement for an array without "
+                   "buffers.")
+      .def_prop_ro("has_validity_buffer",
+                   [](const ArrayData& a) {
+                     return ca::layout_of(a.data.type).has_validity && !a.data.buffers.empty() &&
+                            a.data.buffers[0].size() > 0;
+                   })
+      .def(
+          "buffers",
+          [](const ArrayData& a) {
+            std::vector<Buffer> out;
+            for (const cuarrow::buffer& b : a.data.buffers) out.push_back(Buffer{b, false});
+            return out;
+          },
+          "This node's buffers in layout order (view types: validity, views, then the data buffers); absent "
+          "buffers are empty.")
+      .def(
+          "children",
+          [](const ArrayData& a) {
+            std::vector<ArrayData> out;
+            for (std::size_t i = 0; i < a.data.children.size(); ++i) {
+              ca::field f = i < a.data.type.children.size() ? a.data.type.children[i] : ca::field();
+              out.push_back(ArrayData{std::move(f), a.data.children[i], a.where});
+            }
+            return out;
+          },
+          "The child arrays as stored (their own offsets; a struct's offset is not applied).")
+      .def(
+          "dictionary",
+          [](const ArrayData& a) -> std::optional<ArrayData> {
+            if (!a.data.dictionary) return std::nullopt;
+            return ArrayData{ca::field("", a.data.dictionary->type), *a.data.dictionary, a.where};
+          },
+          "The dictionary of a dictionary array; None otherwise.")
+      .def(
+          "indices",
+          [](const ArrayData& a) {
+            if (a.data.type.id != ca::type_id::dictionary) {
+              throw cuarrow::invalid_argument("indices: not a dictionary array (" + a.data.type.to_string() + ")");
+            }
+            ArrayData out = a;
+            out.data.type = ca::data_type(a.data.type.index_type);
+            out.data.dictionary = nullptr;
+            out.field = ca::field(a.field.name, out.data.type, a.field.nullable);
+            return out;
+          },
+          "The indices of a dictionary array, as an integer array over the same buffers.")
+      .def(
+          "slice",
+          [](const ArrayData& a, std::int64_t offset, std::int64_t length) {
+            return ArrayData{a.field, a.data.slice(offset, length), a.where};
+          },
+          nb::arg("offset"), nb::arg("length"), "A zero-copy slice (out_of_range checked).")
+      .def(
+          "without_validity",
+          [](const ArrayData& a) {
+            ArrayData out = a;
+            if (ca::layout_of(a.data.type).has_validity && !out.data.buffers.empty()) {
+              out.data.buffers[0] = cuarrow::buffer();
+            }
+            out.data.null_count = 0;
+            return out;
+          },
+          "The same array over the same buffers with the validity bitmap dropped (null slots show whatever "
+          "values they hold).")
+      .def(
+          "null_count",
+          [](const ArrayData& a, std::uintptr_t stream, int device) -> std::int64_t {
+            const ca::array_data& d = a.data;
+            if (d.null_count >= 0) return d.null_count;
+            const ca::type_layout l = ca::layout_of(d.type);
+            if (!l.has_validity || d.buffers.empty() || d.buffers[0].size() == 0 ||
+                d.buffers[0].is_host_accessible()) {
+              return ca::compute_null_count(d);
+            }
+            // The bitmap is in device memory: copy the bytes that hold bits
+            // [offset, offset + length) and count on the host.  (The core
+            // counts host-accessible bitmaps only.)
+            if (d.length == 0) return 0;
+            const std::int64_t first = d.offset / 8;
+            const std::int64_t last = (d.offset + d.length + 7) / 8;
+            const cuarrow::buffer& bits = d.buffers[0];
+            if (last > bits.size()) {
+              throw ca::invalid_data("array", "validity bitmap too small: needs " + std::to_string(last) +
+                                                  " bytes, has " + std::to_string(bits.size()));
+            }
+            std::vector<std::uint8_t> host(static_cast<std::size_t>(last - first));
+            {
+              nb::gil_scoped_release r;
+              cuarrow::copy_to_host(host.data(), bits, first, last - first, make_stream(stream, device));
+            }
+            std::int64_t valid = 0;
+            for (std::int64_t i = d.offset; i < d.offset + d.length; ++i) {
+              valid += (host[static_cast<std::size_t>(i / 8 - first)] >> (i % 8)) & 1;
+            }
+            return d.length - valid;
+          },
+          nb::arg("stream") = 0, nb::arg("device") = -1,
+          "The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to "
+          "the host for that, once per call).")
+      .def(
+          "with_null_count",
+          [](const ArrayData& a, std::int64_t n) {
+            ArrayData out = a;
+            out.data.null_count = n;
+            return out;
+          },
+          nb::arg("null_count"))
+      .def(
+          "with_field",
+          [](const ArrayData& a, nb::handle schema_capsule) {
+            auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
+            ca::field f = ca::read_field(*s);
+            if (!(f.type == a.data.type)) {
+              throw cuarrow::invalid_argument("the requested type " + f.type.to_string() +
+                                              " is not the array's type " + a.data.type.to_string());
+            }
+            ArrayData out = a;
+            out.field = std::move(f);
+            return out;
+          },
+          nb::arg("schema_capsule"),
+          "The same array under another field of the same physical type (another name, nullability or "
+          "extension metadata); invalid_argument otherwise.")
+      .def(
+          "schema_capsule", [](const ArrayData& a) { return schema_capsule_of_field(a.field); },
+          "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
+      .def(
+          "validate",
+          [](const ArrayData& a, int level, std::uintptr_t stream, int device) {
+            ca::validate_options o;
+            o.level = level_of(level);
+            nb::gil_scoped_release r;
+            ca::validate(a.data, o, make_stream(stream, device));
+          },
+          nb::arg("level") = 1, nb::arg("stream") = 0, nb::arg("device") = -1);
+
+  nb::class_<BatchData>(m, "BatchData", "A record batch (cuarrow::arrow::record_batch) with its declared placement.")
+      .def_prop_ro("num_rows", [](const BatchData& b) { return b.batch.num_rows; })
+      .def_prop_ro("num_columns", [](const BatchData& b) { return b.batch.columns.size(); })
+      .def_prop_ro("placement",
+                   [](const BatchData& b) {
+                     ca::placement p = actual_or(b.batch.to_struct(), b.where);
+                     return std::make_pair(static_cast<int>(p.type), p.device_id);
+                   })
+      .def(
+          "columns",
+          [](const BatchData& b) {
+            std::vector<ArrayData> out;
+            for (std::size_t i = 0; i < b.batch.columns.size(); ++i) {
+              out.push_back(ArrayData{b.batch.schema.fields[i], b.batch.columns[i], b.where});
+            }
+            return out;
+          })
+      .def(
+          "slice",
+          [](const BatchData& b, std::int64_t offset, std::int64_t length) {
+            if (offset < 0 || length < 0 || offset > b.batch.num_rows || length > b.batch.num_rows - offset) {
+              throw cuarrow::out_of_range("slice(" + std::to_string(offset) + ", " + std::to_string(length) +
+                                          ") is outside a record batch of " + std::to_string(b.batch.num_rows) +
+                                          " rows");
+            }
+            BatchData out = b;
+            out.batch.num_rows = length;
+            for (ca::array_data& c : out.batch.columns) c = c.slice(offset, length);
+            return out;
+          },
+          nb::arg("offset"), nb::arg("length"))
+      .def(
+          "with_schema",
+          [](const BatchData& b, nb::handle schema_capsule) {
+            auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
+            ca::schema sc = ca::read_schema(*s);
+            if (sc.fields.size() != b.batch.schema.fields.size()) {
+              throw cuarrow::invalid_argument("the requested schema has " + std::to_string(sc.fields.size()) +
+                                              " fields, the batch has " +
+                                              std::to_string(b.batch.schema.fields.size()) + " columns");
+            }
+            for (std::size_t i = 0; i < sc.fields.size(); ++i) {
+              if (!(sc.fields[i].type == b.batch.schema.fields[i].type)) {
+                throw cuarrow::invalid_argument("column " + std::to_string(i) + " (\"" +
+                                                b.batch.schema.fields[i].name + "\"): the requested type " +
+                                                sc.fields[i].type.to_string() + " is not the column's type " +
+                                                b.batch.schema.fields[i].type.to_string());
+              }
+            }
+            BatchData out = b;
+            out.batch.schema = std::move(sc);
+            return out;
+          },
+          nb::arg("schema_capsule"),
+          "The same batch under another schema whose fields have the columns' physical types.")
+      .def(
+          "schema_capsule", [](const BatchData& b) { return schema_capsule_of_schema(b.batch.schema); },
+          "An \"arrow_schema\" capsule of the batch's schema (a struct, with the schema's metadata).");
+
+  // ---- import -----------------------------------------------------------------------
+  m.def(
+      "import_array",
+      [](nb::handle schema_capsule, nb::handle array_capsule, int validation) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
+        ca::field f = ca::read_field(*s);
+        ca::import_options o{level_of(validation)};
+        nb::gil_scoped_release r;
+        ca::array_data d = ca::import_array(a, f.type, o);
+        return ArrayData{std::move(f), std::move(d), ca::placement{}};
+      },
+      nb::arg("schema_capsule"), nb::arg("array_capsule"), nb::arg("validation") = 1,
+      "Import a host array from \"arrow_schema\" and \"arrow_array\" capsules (the array is moved out of its "
+      "capsule; the schema is read and left to its capsule).");
+  m.def(
+      "import_batch",
+      [](nb::handle schema_capsule, nb::handle array_capsule, int validation) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
+        ca::schema sc = ca::read_schema(*s);
+        ca::import_options o{level_of(validation)};
+        nb::gil_scoped_release r;
+        return BatchData{ca::import_record_batch(a, sc, o), ca::placement{}};
+      },
+      nb::arg("schema_capsule"), nb::arg("array_capsule"), nb::arg("validation") = 1,
+      "Import a host record batch (a struct array without nulls) from capsules.");
+  m.def(
+      "schema_capsule_format",
+      [](nb::handle schema_capsule) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        if (s->format == nullptr) throw ca::invalid_data("schema", "NULL format string");
+        return std::string(s->format);
+      },
+      nb::arg("schema_capsule"), "The format string of an unconsumed schema capsule (\"+s\" for a struct).");
+  m.def(
+      "device_array_placement",
+      [](nb::handle device_array_capsule) {
+        auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
+        return std::make_pair(static_cast<int>(a->device_type), static_cast<std::int64_t>(a->device_id));
+      },
+      nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
+  m.def(
+      "import_device_array",
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, std::uintptr_t stream, int device,
+         int validation) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
+        ca::field f = ca::read_field(*s);
+        ca::import_options o{level_of(validation)};
+        const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
+        const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
+        nb::gil_scoped_release r;
+        ca::array_data d = ca::import_device_array(a, f.type, make_stream(stream, device), o);
+        return ArrayData{std::move(f), std::move(d), declared};
+      },
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("validation") = 1,
+      "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
+  m.def(
+      "import_device_batch",
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, std::uintptr_t stream, int device,
+         int validation) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
+        ca::schema sc = ca::read_schema(*s);
+        ca::import_options o{level_of(validation)};
+        const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
+        const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
+        nb::gil_scoped_release r;
+        return BatchData{ca::import_device_record_batch(a, sc, make_stream(stream, device), o), declared};
+      },
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("validation") = 1, "Import a device record batch.");
+
+  m.def(
+      "read_stream",
+      [](nb::handle capsule, int mode, int validation) {
+        auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
+        ca::import_options o{level_of(validation)};
+        stream_result r;
+        {
+          nb::gil_scoped_release g;
+          r = read_stream_impl(in, "ArrowArrayStream", mode, [&](ArrowArrayStream& st, stream_result& res) {
+            ca::owned_array a;
+            const int rc = st.get_next(&st, a.get());
+            if (rc != 0) throw stream_failure("ArrowArrayStream.get_next", rc, last_error_of(&st));
+            if (a.is_released()) return false;
+            if (res.batches) {
+              res.batch_list.push_back(ca::import_record_batch(a.get(), res.schema, o));
+            } else {
+              res.arrays.push_back(ca::import_array(a.get(), res.field.type, o));
+            }
+            return true;
+          });
+        }
+        nb::list items;
+        for (auto& a : r.arrays) items.append(nb::cast(ArrayData{r.field, std::move(a), ca::placement{}}));
+        for (auto& b : r.batch_list) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
+        return nb::make_tuple(r.batches, take_schema(r.original), items);
+      },
+      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
+      "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
+      "BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.");
+  m.def(
+      "read_device_stream",
+      [](nb::handle capsule, int mode, std::uintptr_t stream, int device, int validation) {
+        auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
+        ca::import_options o{level_of(validation)};
+        const cuarrow::device_type declared_type = ca::from_arrow_device_type(in->device_type);
+        stream_result r;
+        {
+          nb::gil_scoped_release g;
+          r = read_stream_impl(
+              in, "ArrowDeviceArrayStream", mode, [&](ArrowDeviceArrayStream& st, stream_result& res) {
+                ca::owned_device_array a;
+                const int rc = st.get_next(&st, a.get());
+                if (rc != 0) throw stream_failure("ArrowDeviceArrayStream.get_next", rc, last_error_of(&st));
+                if (a.is_released()) return false;
+                const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
+                if (t != declared_type) {
+                  throw ca::invalid_data("stream", std::string("the stream declared ") + cuarrow::to_string(declared_type) +
+                                                       " arrays but produced a " + cuarrow::to_string(t) + " array");
+                }
+                res.placements.push_back(placement_from(static_cast<int>(t), static_cast<int>(a->device_id)));
+                const cuarrow::stream_view s = make_stream(stream, device);
+                if (res.batches) {
+                  res.batch_list.push_back(ca::import_device_record_batch(a.get(), res.schema, s, o));
+                } else {
+                  res.arrays.push_back(ca::import_device_array(a.get(), res.field.type, s, o));
+                }
+                return true;
+              });
+        }
+        nb::list items;
+        for (std::size_t i = 0; i < r.arrays.size(); ++i) {
+          items.append(nb::cast(ArrayData{r.field, std::move(r.arrays[i]), r.placements[i]}));
+        }
+        for (std::size_t i = 0; i < r.batch_list.size(); ++i) {
+          items.append(nb::cast(BatchData{std::move(r.batch_list[i]), r.placements[i]}));
+        }
+        return nb::make_tuple(r.batches, take_schema(r.original), items, static_cast<int>(declared_type));
+      },
+      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("validation") = 1,
+      "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
+
+  m.def(
+      "make_array",
+      [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
+         std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
+         std::optional<ArrayData> dictionary, int device_type, int device_id, int validation, std::uintptr_t stream,
+         int device) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        ArrayData out;
+        out.field = ca::read_field(*s);
+        out.data.type = out.field.type;
+        out.data.length = length;
+        out.data.null_count = null_count;
+        out.data.offset = offset;
+        for (auto& b : buffers) out.data.buffers.push_back(b ? b->buf : cuarrow::buffer());
+        for (auto& c : children) out.data.children.push_back(std::move(c.data));
+        if (dictionary) out.data.dictionary = std::make_shared<const ca::array_data>(std::move(dictionary->data));
+        out.where = placement_from(device_type, device_id);
+        ca::validate_options o;
+        o.level = level_of(validation);
+        nb::gil_scoped_release r;
+        ca::placement_of(out.data);  // one device for the whole tree
+        if (o.level != ca::validation_level::none) ca::validate(out.data, o, make_stream(stream, device));
+        return out;
+      },
+      nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
+      nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
+      nb::arg("validation") = 1, nb::arg("stream") = 0, nb::arg("device") = -1,
+      "Assemble an array from buffers (None: absent), children and a dictionary, then validate it.");
+
+  // ---- transfers ----------------------------------------------------------------------
+  m.def(
+      "arrays_to_device",
+      [](std::vector<ArrayData> src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+        ca::array_transfer_options o{level_of(validation)};
+        const cuarrow::stream_view s = make_stream(stream, device);
+        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+        std::vector<ArrayData> out;
+        out.reserve(src.size());
+        for (ArrayData& a : src) out.push_back(ArrayData{a.field, ca::to_device_async(a.data, ctx, s, o), where});
+        cuarrow::scoped_context guard(ctx);
+        s.synchronize();
+        return out;
+      },
+      nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("validation") = 0,
+      release_gil(),
+      "Copies of the arrays on the context's device: every transfer queued on `stream`, which is synchronized once "
+      "at the end.");
+  m.def(
+      "batches_to_device",
+      [](std::vector<BatchData> src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+        ca::array_transfer_options o{level_of(validation)};
+        const cuarrow::stream_view s = make_stream(stream, device);
+        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+        std::vector<BatchData> out;
+        out.reserve(src.size());
+        for (BatchData& b : src) out.push_back(BatchData{ca::to_device_async(b.batch, ctx, s, o), where});
+        cuarrow::scoped_context guard(ctx);
+        s.synchronize();
+        return out;
+      },
+      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("validation") = 0, release_gil(), "Record batches on the context's device, as arrays_to_device.");
+  m.def(
+      "array_to_host",
+      [](const ArrayData& a, std::uintptr_t stream, int device) {
+        return ArrayData{a.field, ca::to_host(a.data, make_stream(stream, device), {ca::validation_level::none}),
+                         ca::placement{}};
+      },
+      nb::arg("array"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      "The array in host memory (pinned memory from the result pool when it has room); complete on return.");
+  m.def(
+      "batch_to_host",
+      [](const BatchData& b, std::uintptr_t stream, int device) {
+        return BatchData{ca::to_host(b.batch, make_stream(stream, device), {ca::validation_level::none}),
+                         ca::placement{}};
+      },
+      nb::arg("batch"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      "The record batch in host memory; complete on return.");
+
+  // ---- export ---------------------------------------------------------------------------
+  m.def(
+      "export_array",
+      [](const ArrayData& a) {
+        nb::object array = make_capsule<ArrowArray>([&](ArrowArray* out) {
+          ca::export_array(exportable(a.data, actual_or(a.data, ca::placement{}), cuarrow::stream_view()), out);
+        });
+        return nb::make_tuple(schema_capsule_of_field(a.field), array);
+      },
+      nb::arg("array"),
+      "(\"arrow_schema\", \"arrow_array\") capsules of a host array; the array keeps its buffers alive until "
+      "released.");
+  m.def(
+      "export_batch",
+      [](const BatchData& b) {
+        nb::object array =
+            make_capsule<ArrowArray>([&](ArrowArray* out) {
+              const ca::array_data root = b.batch.to_struct();
+              ca::export_array(exportable(root, actual_or(root, ca::placement{}), cuarrow::stream_view()), out);
+            });
+        return nb::make_tuple(schema_capsule_of_schema(b.batch.schema), array);
+      },
+      nb::arg("batch"), "Capsules of a host record batch.");
+  m.def(
+      "export_device_array",
+      [](const ArrayData& a, std::uintptr_t stream, int device) {
+        nb::object schema = schema_capsule_of_field(a.field);
+        nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
+          nb::gil_scoped_release r;
+          export_device(a.data, a.where, make_stream(stream, device), out);
+        });
+        return nb::make_tuple(schema, array);
+      },
+      nb::arg("array"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      "(\"arrow_schema\", \"arrow_device_array\") capsules; the sync event is recorded on `stream`.");
+  m.def(
+      "export_device_batch",
+      [](const BatchData& b, std::uintptr_t stream, int device) {
+        nb::object schema = schema_capsule_of_schema(b.batch.schema);
+        nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
+          nb::gil_scoped_release r;
+          export_device(b.batch.to_struct(), b.where, make_stream(stream, device), out);
+        });
+        return nb::make_tuple(schema, array);
+      },
+      nb::arg("batch"), nb::arg("stream") = 0, nb::arg("device") = -1, "Device capsules of a record batch.");
+  m.def(
+      "export_device_array_stream",
+      [](nb::handle schema_capsule, std::vector<ArrayData> chunks, int device_type, int device_id) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        auto st = std::make_unique<export_stream_state>();
+        st->field = ca::read_field(*s);
+        st->where = placement_from(device_type, device_id);
+        for (ArrayData& c : chunks) st->roots.push_back(std::move(c.data));
+        return export_stream(std::move(st));
+      },
+      nb::arg("schema_capsule"), nb::arg("chunks"), nb::arg("device_type"), nb::arg("device_id"),
+      "An \"arrow_device_array_stream\" capsule yielding the chunks (each with its sync event).");
+  m.def(
+      "export_device_batch_stream",
+      [](nb::handle schema_capsule, std::vector<BatchData> batches, int device_type, int device_id) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        auto st = std::make_unique<export_stream_state>();
+        st->is_batches = true;
+        st->schema = ca::read_schema(*s);
+        st->where = placement_from(device_type, device_id);
+        for (BatchData& b : batches) st->roots.push_back(b.batch.to_struct());
+        return export_stream(std::move(st));
+      },
+      nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("device_type"), nb::arg("device_id"),
+      "An \"arrow_device_array_stream\" capsule yielding the record batches.");
+}
+
+}  // namespace cuarrow_py
