@@ -85,7 +85,7 @@ if [ -f pyproject.toml ]; then
   step python-suite python3 -m pytest -q -rs python/tests -p no:cacheprovider
   step python-demo python3 -m cuarrow.demo
   if [ "${2:-}" = --bench ]; then
-    step benchmark python3 bench/bench.py --out "$out/bench"
+    step benchmark python3 bench/bench.py --out "$out/bench" ${CUARROW_BENCH_ARGS:-}
   fi
 fi
 
