@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <shared_mutex>
 #include <string>
 
 #include "context_state.hpp"
@@ -19,7 +20,12 @@ namespace {
 struct device_allocation {
   device_allocation(context c, std::shared_ptr<device_memory_resource> r, std::uintptr_t a, std::int64_t n,
                     stream_view s)
-      : ctx(std::move(c)), resource(std::move(r)), address(a), size(n), stream(s) {}
+      : ctx(std::move(c)), resource(std::move(r)), address(a), size(n), stream(s) {
+    if (!s.is_default()) {
+      std::shared_lock lock(detail::stream_registry_mutex());
+      cuarrow_stream = detail::stream_is_live(s.handle());
+    }
+  }
   device_allocation(const device_allocation&) = delete;
   device_allocation& operator=(const device_allocation&) = delete;
 
@@ -28,12 +34,15 @@ struct device_allocation {
   std::uintptr_t address;
   std::int64_t size;
   stream_view stream;
+  bool cuarrow_stream = false;  // allocated on a stream cuarrow created
 
   ~device_allocation() {
     if (detail::shutting_down()) return;
     try {
       scoped_context guard(ctx);
-      resource->deallocate(address, size, stream);
+      detail::with_free_stream(stream.handle(), cuarrow_stream, [&](CUstream on) {
+        resource->deallocate(address, size, on == stream.handle() ? stream : stream_view());
+      });
     } catch (const std::exception& e) {
       detail::warn(std::string("freeing device memory: ") + e.what());
     }
@@ -158,7 +167,29 @@ buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
   scoped_context guard(ctx);
   std::uintptr_t address = resource->allocate(size, s);
   ctx.state()->bytes_allocated.fetch_add(size);
-  auto owner = std::make_shared<device_allocation>(ctx, std::move(resource), address, size, s);
+  stream_view home = s;
+  bool foreign = false;
+  if (!s.is_default()) {
+    std::shared_lock lock(detail::stream_registry_mutex());
+    foreign = !detail::stream_is_live(s.handle());
+  }
+  if (foreign) {
+    // A foreign stream (CuPy, PyTorch...) may be destroyed before the buffer,
+    // and freeing on a destroyed stream is undefined.  Re-home the buffer on
+    // the legacy default stream: it waits here for the allocation on `s`,
+    // and the memory is freed there.  (cuarrow's own copies on `s` keep the
+    // buffer alive until `s` passes them.)
+    try {
+      detail::order_after(*ctx.state(), s.handle(), nullptr, /*producer_may_be_retired=*/false);
+    } catch (...) {
+      resource->deallocate(address, size, s);
+      ctx.state()->bytes_allocated.fetch_sub(size);
+      throw;
+    }
+    home = stream_view();
+    f.free_stream = home;
+  }
+  auto owner = std::make_shared<device_allocation>(ctx, std::move(resource), address, size, home);
   f.address = address;
   f.owner = std::move(owner);
   f.stream_ordered = true;

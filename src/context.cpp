@@ -104,11 +104,19 @@ namespace {
 bool is_legacy(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY; }
 }  // namespace
 
-void order_after(context_state& ctx, CUstream producer, CUstream waiter) {
+void order_after(context_state& ctx, CUstream producer, CUstream waiter, bool producer_may_be_retired) {
   // The per-thread default stream is a different stream on every thread, so
   // equal handles prove nothing there; order anyway.
   if (producer == waiter && producer != CU_STREAM_PER_THREAD) return;
   if (is_legacy(producer) && is_legacy(waiter)) return;
+  // A producer that is neither a default stream nor a live cuarrow stream is
+  // a cuarrow stream destroyed since (buffers of foreign streams are re-homed
+  // at allocation): its work finished before it was destroyed.
+  std::shared_lock registry_lock(stream_registry_mutex());
+  if (producer_may_be_retired && !is_legacy(producer) && producer != CU_STREAM_PER_THREAD &&
+      !stream_is_live(producer)) {
+    return;
+  }
   const driver_table& d = driver();
   std::lock_guard lock(ctx.order_mutex);
   scoped_context guard(ctx.handle);

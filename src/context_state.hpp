@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "cuarrow/context.hpp"
@@ -50,9 +51,37 @@ void release_cached_contexts() noexcept;
 /// whose streams have since passed them).  Cheap when there are none.
 void collect_deferred_releases() noexcept;
 
+/// Streams cuarrow created and has not destroyed yet.  A buffer allocated
+/// on a cuarrow stream is freed on it while it lives; once it is destroyed
+/// (which first waits for its work) the free goes to the legacy default
+/// stream instead, so a buffer may outlive the stream it was allocated on.
+/// Foreign streams must outlive the buffers allocated on them.
+void register_stream(CUstream s);
+/// Synchronize `s`, then unregister and destroy it; no free can use it after.
+CUresult retire_stream(CUstream s) noexcept;
+/// Runs `free_on(stream)` with the stream a buffer allocated on `s` must be
+/// freed on now: `s` itself, or the legacy default stream if `s` was a
+/// cuarrow stream since destroyed.  `s` cannot be destroyed meanwhile.
+template <class F>
+void with_free_stream(CUstream s, bool cuarrow_stream, F free_on);
+bool stream_is_live(CUstream s) noexcept;
+std::shared_mutex& stream_registry_mutex() noexcept;
+
+template <class F>
+void with_free_stream(CUstream s, bool cuarrow_stream, F free_on) {
+  if (!cuarrow_stream) {
+    free_on(s);
+    return;
+  }
+  std::shared_lock lock(stream_registry_mutex());
+  free_on(stream_is_live(s) ? s : nullptr);
+}
+
 /// Make `waiter` wait (on the device, without blocking the host) for the
 /// work queued so far on `producer`, both streams of `ctx`'s device or any
-/// device.  No-op when they are the same stream.
-void order_after(context_state& ctx, CUstream producer, CUstream waiter);
+/// device.  No-op when they are the same stream, and, with
+/// `producer_may_be_retired`, when the producer is a cuarrow stream destroyed
+/// since (its work is done; any other non-default handle must be live).
+void order_after(context_state& ctx, CUstream producer, CUstream waiter, bool producer_may_be_retired = true);
 
 }  // namespace cuarrow::detail

@@ -1,6 +1,8 @@
 #include "cuarrow/stream.hpp"
 
+#include <shared_mutex>
 #include <string>
+#include <unordered_set>
 #include <utility>
 
 #include "context_state.hpp"
@@ -8,6 +10,37 @@
 #include "driver_table.hpp"
 
 namespace cuarrow {
+namespace detail {
+namespace {
+struct stream_registry {
+  std::shared_mutex mutex;
+  std::unordered_set<CUstream> live;
+};
+stream_registry& registry() {
+  static auto* r = new stream_registry;  // never destroyed: buffers may be freed at exit
+  return *r;
+}
+}  // namespace
+
+std::shared_mutex& stream_registry_mutex() noexcept { return registry().mutex; }
+
+bool stream_is_live(CUstream s) noexcept { return registry().live.count(s) != 0; }
+
+void register_stream(CUstream s) {
+  std::unique_lock lock(registry().mutex);
+  registry().live.insert(s);
+}
+
+CUresult retire_stream(CUstream s) noexcept {
+  const driver_table& d = driver();
+  CUresult sync = d.cuStreamSynchronize(s);
+  std::unique_lock lock(registry().mutex);
+  registry().live.erase(s);
+  CUresult r = d.cuStreamDestroy(s);
+  return r != CUDA_SUCCESS ? r : sync;
+}
+
+}  // namespace detail
 
 bool stream_view::is_default() const noexcept {
   return handle_ == nullptr || handle_ == CU_STREAM_LEGACY || handle_ == CU_STREAM_PER_THREAD;
@@ -45,6 +78,7 @@ void stream_view::wait(const event& e) const {
 stream::stream(const context& ctx, unsigned int flags) : ctx_(ctx) {
   scoped_context guard(ctx_);
   detail::check(detail::driver().cuStreamCreate(&handle_, flags), "cuStreamCreate");
+  detail::register_stream(handle_);
 }
 
 stream::~stream() { reset(); }
@@ -64,8 +98,9 @@ void stream::wait(const event& e) const { view().wait(e); }
 
 void stream::reset() noexcept {
   if (handle_ == nullptr || detail::shutting_down()) return;
-  // cuStreamDestroy returns at once; queued work still completes.
-  CUresult r = detail::driver().cuStreamDestroy(std::exchange(handle_, nullptr));
+  // Waits for the stream's work first: buffers allocated on it may outlive
+  // it, and are then freed on the legacy default stream (detail::retire_stream).
+  CUresult r = detail::retire_stream(std::exchange(handle_, nullptr));
   if (r != CUDA_SUCCESS) detail::warn_result(r, "cuStreamDestroy");
 }
 

@@ -1,3 +1,6 @@
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -230,4 +233,52 @@ TEST(MemoryResource, StreamOrderedAllocationOnAStream) {
     cuarrow::copy_to_host(back.data(), b, 0, 10000, s);
     ASSERT_EQ(back, src);
   }
+}
+
+TEST(Buffer, OutlivesTheStreamItWasAllocatedOn) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t base = ctx.bytes_allocated();
+  auto src = pattern(5000, 21);
+  cuarrow::buffer b;
+  {
+    cuarrow::stream s(ctx);
+    b = cuarrow::allocate_device(ctx, 5000, s);
+    EXPECT_EQ(b.free_stream(), s.view());
+    cuarrow::copy_from_host_async(b, 0, src.data(), 5000, s);
+  }  // the stream is destroyed first (after its work is done)
+  EXPECT_EQ(to_vector(b), src);
+  b = cuarrow::buffer();  // freed on the legacy default stream, not the destroyed one
+  ctx.synchronize();
+  EXPECT_EQ(ctx.bytes_allocated(), base);
+}
+
+TEST(Buffer, AllocationOnAForeignStreamOutlivesThatStream) {
+  // A stream created behind cuarrow's back, as CuPy or PyTorch would, through
+  // the same driver library (emulated or real).
+  void* lib = dlopen(cuarrow::driver_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  auto get_proc = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(lib, "cuGetProcAddress_v2"));
+  ASSERT_NE(get_proc, nullptr);
+  void* create = nullptr;
+  void* destroy = nullptr;
+  ASSERT_EQ(get_proc("cuStreamCreate", &create, 2000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(get_proc("cuStreamDestroy", &destroy, 4000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr), CUDA_SUCCESS);
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t base = ctx.bytes_allocated();
+  auto src = pattern(4096, 22);
+  cuarrow::buffer b;
+  {
+    cuarrow::scoped_context guard(ctx);
+    CUstream raw = nullptr;
+    ASSERT_EQ(reinterpret_cast<PFN_cuStreamCreate_v2000>(create)(&raw, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cuarrow::stream_view foreign(raw);
+    b = cuarrow::allocate_device(ctx, 4096, foreign);
+    EXPECT_TRUE(b.free_stream().is_default());  // re-homed: the foreign stream may die first
+    cuarrow::copy_from_host(b, 0, src.data(), 4096, foreign);
+    ASSERT_EQ(reinterpret_cast<PFN_cuStreamDestroy_v4000>(destroy)(raw), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(to_vector(b), src);
+  b = cuarrow::buffer();
+  ctx.synchronize();
+  EXPECT_EQ(ctx.bytes_allocated(), base);
 }

@@ -126,7 +126,11 @@ class CUARROW_EXPORT buffer {
 };
 
 /// Device memory of `size` bytes from the context's memory resource (or
-/// `resource` if given), usable in the order of `s` and freed on `s`.
+/// `resource` if given), usable in the order of `s` and freed on `s`.  The
+/// buffer may outlive `s`: when a cuarrow `stream` is destroyed (which waits
+/// for its work) its buffers are freed on the legacy default stream, and a
+/// buffer allocated on a foreign stream is moved to the legacy default stream
+/// right after the allocation (free_stream() tells which).
 /// Contents are uninitialized.  size 0 gives an empty device buffer without
 /// calling the driver.  Throws out_of_memory, cuda_error, invalid_argument.
 CUARROW_EXPORT buffer allocate_device(const context& ctx, std::int64_t size, stream_view s = {},
