@@ -248,54 +248,59 @@ bool use_staging(std::size_t n) {
   return o.staging_threshold_bytes > 0 && n >= static_cast<std::size_t>(o.staging_threshold_bytes);
 }
 
-void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
+namespace {
+
+// Runs `per_chunk(slot, event, recorded, offset, len)` over the chunks of an
+// n-byte copy on the pool, one staged copy at a time; returns false (having
+// done nothing) when no pinned staging memory can be had.
+template <class PerChunk>
+bool staged(CUcontext ctx, std::size_t n, PerChunk per_chunk) {
   const transfer_options o = current_transfer_options();
   const std::size_t chunk = static_cast<std::size_t>(o.staging_chunk_bytes);
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
   job j(n, chunk);
   const int workers = workers_for(o, j.chunks);
-  const driver_table& d = driver();
-  if (!p.ensure_slots(static_cast<std::size_t>(workers) * 2, chunk)) {
-    check(d.cuMemcpyHtoDAsync(dst, src, n, s), "cuMemcpyHtoDAsync");
-    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
-    return;
-  }
-  const auto* from = static_cast<const unsigned char*>(src);
+  if (!p.ensure_slots(static_cast<std::size_t>(workers) * 2, chunk)) return false;
   run_job(ctx, j, workers, [&](void* slot, CUevent ev, char& recorded, std::size_t i) {
     const std::size_t offset = i * chunk;
-    const std::size_t len = std::min(chunk, n - offset);
+    per_chunk(slot, ev, recorded, offset, std::min(chunk, n - offset));
+  });
+  return true;
+}
+
+}  // namespace
+
+void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
+  const driver_table& d = driver();
+  const auto* from = static_cast<const unsigned char*>(src);
+  const bool done = staged(ctx, n, [&](void* slot, CUevent ev, char& recorded, std::size_t offset, std::size_t len) {
     if (recorded) check(d.cuEventSynchronize(ev), "cuEventSynchronize");  // the slot's last DMA is done
     std::memcpy(slot, from + offset, len);
     check(d.cuMemcpyHtoDAsync(dst + offset, slot, len, s), "cuMemcpyHtoDAsync");
     check(d.cuEventRecord(ev, s), "cuEventRecord");
     recorded = 1;
   });
+  if (!done) {  // no pinned memory for staging: let the driver copy
+    check(d.cuMemcpyHtoDAsync(dst, src, n, s), "cuMemcpyHtoDAsync");
+    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+  }
 }
 
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s) {
-  const transfer_options o = current_transfer_options();
-  const std::size_t chunk = static_cast<std::size_t>(o.staging_chunk_bytes);
-  pipeline& p = the_pipeline();
-  std::lock_guard lock(p.mutex);
-  job j(n, chunk);
-  const int workers = workers_for(o, j.chunks);
   const driver_table& d = driver();
-  if (!p.ensure_slots(static_cast<std::size_t>(workers) * 2, chunk)) {
-    check(d.cuMemcpyDtoHAsync(dst, src, n, s), "cuMemcpyDtoHAsync");
-    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
-    return;
-  }
   auto* to = static_cast<unsigned char*>(dst);
-  run_job(ctx, j, workers, [&](void* slot, CUevent ev, char& recorded, std::size_t i) {
-    const std::size_t offset = i * chunk;
-    const std::size_t len = std::min(chunk, n - offset);
+  const bool done = staged(ctx, n, [&](void* slot, CUevent ev, char& recorded, std::size_t offset, std::size_t len) {
     check(d.cuMemcpyDtoHAsync(slot, src + offset, len, s), "cuMemcpyDtoHAsync");
     check(d.cuEventRecord(ev, s), "cuEventRecord");
     recorded = 1;
     check(d.cuEventSynchronize(ev), "cuEventSynchronize");
     std::memcpy(to + offset, slot, len);
   });
+  if (!done) {
+    check(d.cuMemcpyDtoHAsync(dst, src, n, s), "cuMemcpyDtoHAsync");
+    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+  }
 }
 
 }  // namespace detail
