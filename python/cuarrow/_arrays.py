@@ -777,6 +777,37 @@ class DeviceArray(_DeviceData):
 # ---------------------------------------------------------------------------
 
 
+
+def _slice_pieces(pieces: List[Any], offset: Any, length: Any) -> List[Any]:
+    """Zero-copy slices of consecutive pieces (chunks or batches) covering
+    rows [offset, offset + length) of their concatenation, with pyarrow's
+    argument rules (offset and length clamped, negatives refused)."""
+    offset = _index(offset, "offset")
+    if offset < 0:
+        raise IndexError("Offset must be non-negative")
+    n = sum(len(p) for p in pieces)
+    offset = min(offset, n)
+    if length is None:
+        length = n - offset
+    else:
+        length = _index(length, "length")
+        if length < 0:
+            raise ValueError("Length must be non-negative")
+        length = min(length, n - offset)
+    out = []
+    for piece in pieces:
+        size = len(piece)
+        if offset >= size:
+            offset -= size
+            continue
+        take = min(size - offset, length)
+        if take == 0:
+            break
+        out.append(piece.slice(offset, take))
+        length -= take
+        offset = 0
+    return out
+
 class DeviceChunkedArray(_DeviceData):
     """A chunked Arrow array in GPU memory: device chunks of one type.
 
@@ -833,31 +864,7 @@ class DeviceChunkedArray(_DeviceData):
 
     def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceChunkedArray":
         """A zero-copy slice across chunks (pyarrow's rules)."""
-        offset = _index(offset, "offset")
-        if offset < 0:
-            raise IndexError("Offset must be non-negative")
-        n = len(self)
-        offset = min(offset, n)
-        if length is None:
-            length = n - offset
-        else:
-            length = _index(length, "length")
-            if length < 0:
-                raise ValueError("Length must be non-negative")
-            length = min(length, n - offset)
-        out = []
-        for c in self._chunks:
-            size = len(c)
-            if offset >= size:
-                offset -= size
-                continue
-            take = min(size - offset, length)
-            if take == 0:
-                break
-            out.append(c.slice(offset, take))
-            length -= take
-            offset = 0
-        return DeviceChunkedArray._make(out, self._type, self._where)
+        return DeviceChunkedArray._make(_slice_pieces(self._chunks, offset, length), self._type, self._where)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
@@ -1150,31 +1157,7 @@ class DeviceTable(_DeviceData):
         return sum(b.nbytes for b in self._batches)
 
     def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceTable":
-        offset = _index(offset, "offset")
-        if offset < 0:
-            raise IndexError("Offset must be non-negative")
-        n = len(self)
-        offset = min(offset, n)
-        if length is None:
-            length = n - offset
-        else:
-            length = _index(length, "length")
-            if length < 0:
-                raise ValueError("Length must be non-negative")
-            length = min(length, n - offset)
-        out = []
-        for b in self._batches:
-            size = len(b)
-            if offset >= size:
-                offset -= size
-                continue
-            take = min(size - offset, length)
-            if take == 0:
-                break
-            out.append(b.slice(offset, take))
-            length -= take
-            offset = 0
-        return DeviceTable._make(out, self._schema, self._where)
+        return DeviceTable._make(_slice_pieces(self._batches, offset, length), self._schema, self._where)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
