@@ -241,6 +241,11 @@ def test_indexing_and_slicing():
         d[::2]
     c = cuda.to_device(pa.chunked_array([x, x]))
     assert c[25].as_py() == 5 and c.slice(15, 10).to_host().equals(pa.chunked_array([x, x]).slice(15, 10))
+    t = pa.Table.from_batches([pa.record_batch({"x": x})] * 3)
+    dt = cuda.to_device(t)
+    assert dt.slice(15, 30).to_host().equals(t.slice(15, 30))
+    assert dt.slice(55).to_host().equals(t.slice(55))
+    assert len(dt.slice(70)) == 0
 
 
 def test_repr_shows_leading_values_only(ctx):
