@@ -122,6 +122,11 @@ struct validation_root {
   std::string path;  // "array", `column "x"`, ...
 };
 
+// The columns of a batch as validation roots, after checking the batch's
+// shape (one column per field, of its type and of num_rows rows).  Throws
+// invalid_data naming the column.
+std::vector<validation_root> batch_roots(const record_batch& batch);
+
 // Validate several trees (the columns of a batch) with the reads cached in
 // `cache`: a cheap validation of device memory fetches at most once for all
 // of them; a full one copies the device-resident trees to the host in one

@@ -177,24 +177,11 @@ struct batch_roots {
 };
 
 batch_roots roots_of(const record_batch& b) {
-  if (b.columns.size() != b.schema.fields.size()) {
-    throw invalid_data("record batch", std::to_string(b.columns.size()) + " columns for " +
-                                           std::to_string(b.schema.fields.size()) + " fields");
-  }
   batch_roots r;
-  for (std::size_t i = 0; i < b.columns.size(); ++i) {
-    const std::string path = detail::column_path(b.schema.fields[i].name);
-    if (!(b.columns[i].type == b.schema.fields[i].type)) {
-      throw invalid_data(path, "column of type " + b.columns[i].type.to_string() + " for field type " +
-                                   b.schema.fields[i].type.to_string());
-    }
-    if (b.columns[i].length != b.num_rows) {
-      throw invalid_data(path, "column has " + std::to_string(b.columns[i].length) + " rows, the batch " +
-                                   std::to_string(b.num_rows));
-    }
-    r.roots.push_back({&b.columns[i], path});
-    r.arrays.push_back(&b.columns[i]);
-    r.paths.push_back(path);
+  r.roots = detail::batch_roots(b);
+  for (const detail::validation_root& root : r.roots) {
+    r.arrays.push_back(root.array);
+    r.paths.push_back(root.path);
   }
   return r;
 }

@@ -492,15 +492,17 @@ void validate(const array_data& array, const validate_options& options, stream_v
   detail::validate_roots({{&array, std::string(options.root)}}, options.level, options.check_utf8, s, cache);
 }
 
-void validate(const record_batch& batch, const validate_options& options, stream_view s) {
+namespace detail {
+
+std::vector<validation_root> batch_roots(const record_batch& batch) {
   if (batch.columns.size() != batch.schema.fields.size()) {
     throw invalid_data("record batch", std::to_string(batch.columns.size()) + " columns for " +
                                            std::to_string(batch.schema.fields.size()) + " fields");
   }
   if (batch.num_rows < 0) throw invalid_data("record batch", "negative row count " + std::to_string(batch.num_rows));
-  std::vector<detail::validation_root> roots;
+  std::vector<validation_root> roots;
   for (std::size_t i = 0; i < batch.columns.size(); ++i) {
-    const std::string path = detail::column_path(batch.schema.fields[i].name);
+    const std::string path = column_path(batch.schema.fields[i].name);
     if (!(batch.columns[i].type == batch.schema.fields[i].type)) {
       throw invalid_data(path, "column of type " + batch.columns[i].type.to_string() + " for field type " +
                                    batch.schema.fields[i].type.to_string());
@@ -511,6 +513,13 @@ void validate(const record_batch& batch, const validate_options& options, stream
     }
     roots.push_back({&batch.columns[i], path});
   }
+  return roots;
+}
+
+}  // namespace detail
+
+void validate(const record_batch& batch, const validate_options& options, stream_view s) {
+  const std::vector<detail::validation_root> roots = detail::batch_roots(batch);
   detail::probe_cache cache;
   detail::validate_roots(roots, options.level, options.check_utf8, s, cache);
 }
