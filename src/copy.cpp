@@ -128,6 +128,18 @@ void synchronize_issued(stream_view s) {
   detail::check(detail::driver().cuStreamSynchronize(s.handle()), "cuStreamSynchronize");
 }
 
+// Before host code touches host memory a stream may still be writing: wait
+// for the stream (a default stream needs a context to act on; with none,
+// nothing cuarrow knows of can be pending there).
+void wait_before_host_access(const context* ctx, stream_view s) {
+  if (ctx != nullptr) {
+    scoped_context guard(*ctx);
+    synchronize_issued(s);
+  } else if (!s.is_default()) {
+    synchronize_issued(s);
+  }
+}
+
 // A buffer from allocate_device is valid in the order of the stream it was
 // allocated on: make the copy's stream wait for that point first.
 void order_after_allocation(const buffer* b, stream_view s) {
@@ -147,12 +159,7 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
   if (!dst.on_device() && !src.on_device() && dst.type != device_type::cuda_managed &&
       src.type != device_type::cuda_managed) {
     // Host to host: earlier work on the stream may still write either side.
-    if (ctx != nullptr) {
-      scoped_context guard(*ctx);
-      synchronize_issued(s);
-    } else if (!s.is_default()) {
-      synchronize_issued(s);
-    }
+    wait_before_host_access(ctx, s);
     std::memmove(reinterpret_cast<void*>(dst.address), reinterpret_cast<const void*>(src.address),
                  static_cast<std::size_t>(n));
     return;
@@ -282,12 +289,7 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   detail::collect_deferred_releases();
   if (size == 0) return;
   if (!to.on_device() && to.type != device_type::cuda_managed) {
-    if (to.ctx != nullptr) {
-      scoped_context guard(*to.ctx);
-      synchronize_issued(s);
-    } else if (!s.is_default()) {
-      synchronize_issued(s);
-    }
+    wait_before_host_access(to.ctx, s);
     std::memset(reinterpret_cast<void*>(to.address), value, static_cast<std::size_t>(size));
     return;
   }
