@@ -4,6 +4,7 @@
 // staging pipeline here without touching callers.
 #include "cuarrow/copy.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -28,8 +29,7 @@ namespace {
 // collects (the host function itself must not call the driver, and dropping
 // a buffer may free device memory).
 struct keepalive {
-  buffer first;
-  buffer second;
+  std::vector<buffer> buffers;
 };
 
 struct deferred_list {
@@ -147,6 +147,21 @@ void order_after_allocation(const buffer* b, stream_view s) {
   detail::order_after(*b->get_context()->state(), b->free_stream().handle(), s.handle());
 }
 
+// Keeps `buffers` alive until the stream has passed the work queued on it
+// so far (one host function); if that cannot be queued, waits instead.
+void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
+  const detail::driver_table& d = detail::driver();
+  auto* k = new detail::keepalive{std::move(buffers)};
+  CUresult r = d.cuLaunchHostFunc(h, detail::on_stream_passed, k);
+  if (r != CUDA_SUCCESS) {
+    // Could not queue the release: keep the promise by waiting instead.
+    CUresult sr = d.cuStreamSynchronize(h);
+    delete k;
+    detail::check(r, "cuLaunchHostFunc");
+    detail::check(sr, "cuStreamSynchronize");
+  }
+}
+
 // Queue the copy; with `wait`, synchronize the stream before returning.
 // Without, the buffers (null for raw host pointers) are kept alive until the
 // stream passes the copy.
@@ -236,15 +251,10 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
     return;
   }
   if (dst_buffer == nullptr && src_buffer == nullptr) return;
-  auto* k = new detail::keepalive{dst_buffer ? *dst_buffer : buffer(), src_buffer ? *src_buffer : buffer()};
-  CUresult r = d.cuLaunchHostFunc(h, detail::on_stream_passed, k);
-  if (r != CUDA_SUCCESS) {
-    // Could not queue the release: keep the promise by waiting instead.
-    CUresult sr = d.cuStreamSynchronize(h);
-    delete k;
-    detail::check(r, "cuLaunchHostFunc");
-    detail::check(sr, "cuStreamSynchronize");
-  }
+  std::vector<buffer> keep;
+  if (dst_buffer != nullptr) keep.push_back(*dst_buffer);
+  if (src_buffer != nullptr) keep.push_back(*src_buffer);
+  keep_alive_until_passed(std::move(keep), h);
 }
 
 }  // namespace
@@ -284,6 +294,300 @@ void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::in
   enqueue(raw_host(dst, size, "destination"), from, size, s, true, nullptr, &src);
 }
 
+// ---- batched copies ---------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_gaps_writable
+
+struct planned_piece {
+  endpoint dst;
+  endpoint src;
+  std::int64_t size = 0;
+  const copy_piece* piece = nullptr;
+  const context* ctx = nullptr;  // issuing context; null for ordinary host memory on both sides
+};
+
+const void* owner_of(const buffer& b) noexcept { return b.owner().get(); }
+
+// May `next` travel in the same DMA as the run ending with `last`?  Both
+// sides contiguous (or the same small gap on both sides), inside the same
+// allocations, and the destination gap writable.
+bool extends_run(const planned_piece& last, const planned_piece& next, bool gaps_writable) {
+  const std::uintptr_t dst_end = last.dst.address + static_cast<std::uintptr_t>(last.size);
+  const std::uintptr_t src_end = last.src.address + static_cast<std::uintptr_t>(last.size);
+  if (next.dst.address < dst_end || next.src.address < src_end) return false;
+  const std::uintptr_t gap = next.dst.address - dst_end;
+  if (next.src.address - src_end != gap || gap > kMergeGap || (gap > 0 && !gaps_writable)) return false;
+  const void* dst_owner = owner_of(last.piece->dst);
+  const void* src_owner = owner_of(last.piece->src);
+  return dst_owner != nullptr && src_owner != nullptr && dst_owner == owner_of(next.piece->dst) &&
+         src_owner == owner_of(next.piece->src);
+}
+
+// Issues `dma(dst, src, bytes)` once per run of `items` (sorted here by
+// destination address).
+template <class Dma>
+void issue_runs(std::vector<planned_piece*>& items, bool gaps_writable, Dma dma) {
+  std::sort(items.begin(), items.end(),
+            [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; });
+  std::size_t i = 0;
+  while (i < items.size()) {
+    const planned_piece* head = items[i];
+    const planned_piece* last = head;
+    std::size_t k = i + 1;
+    while (k < items.size() && extends_run(*last, *items[k], gaps_writable)) last = items[k++];
+    const std::uintptr_t end = last->dst.address + static_cast<std::uintptr_t>(last->size);
+    dma(head->dst.address, head->src.address, static_cast<std::size_t>(end - head->dst.address));
+    i = k;
+  }
+}
+
+// Staged pieces sorted by their device side, neighbours in one allocation
+// merged where allowed (`device_of` picks the device side).
+std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& items, bool to_device, bool gaps_writable) {
+  auto device_address = [&](const planned_piece* p) { return to_device ? p->dst.address : p->src.address; };
+  auto device_owner = [&](const planned_piece* p) { return owner_of(to_device ? p->piece->dst : p->piece->src); };
+  std::sort(items.begin(), items.end(),
+            [&](const planned_piece* a, const planned_piece* b) { return device_address(a) < device_address(b); });
+  std::vector<detail::staged_piece> out;
+  out.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const planned_piece* p = items[i];
+    detail::staged_piece sp;
+    if (to_device) sp.host_src = reinterpret_cast<const unsigned char*>(p->src.address);
+    else sp.host_dst = reinterpret_cast<unsigned char*>(p->dst.address);
+    sp.device = static_cast<CUdeviceptr>(device_address(p));
+    sp.size = static_cast<std::size_t>(p->size);
+    if (i > 0) {
+      const planned_piece* q = items[i - 1];
+      const std::uintptr_t end = device_address(q) + static_cast<std::uintptr_t>(q->size);
+      const bool allowed = to_device ? gaps_writable : true;  // reading a source gap is harmless
+      sp.merge_with_previous = allowed && device_owner(p) != nullptr && device_owner(p) == device_owner(q) &&
+                               device_address(p) >= end && device_address(p) - end <= kMergeGap;
+    }
+    out.push_back(sp);
+  }
+  return out;
+}
+
+// One context's share of a batch.
+void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, stream_view s, bool wait,
+                     const batch_copy_options& options) {
+  std::vector<planned_piece*> host_only, managed, d2d, peer, h2d, d2h, h2d_staged, d2h_staged;
+  for (planned_piece* p : items) {
+    const bool dst_managed = p->dst.type == device_type::cuda_managed;
+    const bool src_managed = p->src.type == device_type::cuda_managed;
+    if (!p->dst.on_device() && !p->src.on_device() && !dst_managed && !src_managed) host_only.push_back(p);
+    else if (dst_managed || src_managed) managed.push_back(p);
+    else if (p->dst.on_device() && p->src.on_device()) (p->dst.device == p->src.device ? d2d : peer).push_back(p);
+    else if (p->dst.on_device()) {
+      const bool pageable = p->src.type == device_type::cpu &&
+                            !detail::is_page_locked(reinterpret_cast<const void*>(p->src.address));
+      (pageable ? h2d_staged : h2d).push_back(p);
+    } else {
+      const bool pageable = p->dst.type == device_type::cpu &&
+                            !detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
+      (pageable ? d2h_staged : d2h).push_back(p);
+    }
+  }
+  if (!host_only.empty()) {
+    // Earlier work on the stream may still write either side.
+    wait_before_host_access(ctx, s);
+    for (const planned_piece* p : host_only) {
+      std::memmove(reinterpret_cast<void*>(p->dst.address), reinterpret_cast<const void*>(p->src.address),
+                   static_cast<std::size_t>(p->size));
+    }
+  }
+  if (host_only.size() == items.size()) return;
+
+  const detail::driver_table& d = detail::driver();
+  scoped_context guard(*ctx);
+  detail::context_state& stats = *ctx->state();
+  const auto started = std::chrono::steady_clock::now();
+  // Order after each stream-ordered allocation once.
+  std::vector<const void*> ordered;
+  auto order = [&](const buffer& b) {
+    if (!b.is_stream_ordered() || b.size() == 0) return;
+    const void* key = owner_of(b);
+    if (std::find(ordered.begin(), ordered.end(), key) != ordered.end()) return;
+    ordered.push_back(key);
+    order_after_allocation(&b, s);
+  };
+  for (const planned_piece* p : items) {
+    order(p->piece->dst);
+    order(p->piece->src);
+  }
+  std::int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0, staged_bytes = 0;
+  auto add = [](const std::vector<planned_piece*>& v, std::int64_t& total) {
+    for (const planned_piece* p : v) total += p->size;
+  };
+  // Pageable pieces go through the pipeline together when they are enough.
+  std::int64_t h2d_pageable = 0, d2h_pageable = 0;
+  add(h2d_staged, h2d_pageable);
+  add(d2h_staged, d2h_pageable);
+  if (!detail::use_staging(static_cast<std::size_t>(h2d_pageable))) {
+    h2d.insert(h2d.end(), h2d_staged.begin(), h2d_staged.end());
+    h2d_staged.clear();
+  }
+  if (!detail::use_staging(static_cast<std::size_t>(d2h_pageable))) {
+    d2h.insert(d2h.end(), d2h_staged.begin(), d2h_staged.end());
+    d2h_staged.clear();
+  }
+  CUstream h = s.handle();
+  const bool gaps = options.destination_gaps_writable;
+  // Direct copies first: their DMAs run while the pipeline copies on the host.
+  issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+    detail::check(d.cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h), "cuMemcpyAsync");
+  });
+  issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+    detail::check(d.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h),
+                  "cuMemcpyDtoDAsync");
+  });
+  for (const planned_piece* p : peer) {
+    p->dst.ctx->enable_peer_access(*p->src.ctx);
+    p->src.ctx->enable_peer_access(*p->dst.ctx);
+    detail::check(d.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(p->dst.address), p->dst.ctx->handle(),
+                                      static_cast<CUdeviceptr>(p->src.address), p->src.ctx->handle(),
+                                      static_cast<std::size_t>(p->size), h),
+                  "cuMemcpyPeerAsync");
+  }
+  issue_runs(h2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+    detail::check(d.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h),
+                  "cuMemcpyHtoDAsync");
+  });
+  issue_runs(d2h, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+    detail::check(d.cuMemcpyDtoHAsync(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h),
+                  "cuMemcpyDtoHAsync");
+  });
+  if (!h2d_staged.empty()) {
+    const auto pieces = staged_pieces(h2d_staged, true, gaps);
+    detail::staged_host_to_device(ctx->handle(), pieces, h);
+  }
+  if (!d2h_staged.empty()) {
+    const auto pieces = staged_pieces(d2h_staged, false, gaps);
+    detail::staged_device_to_host(ctx->handle(), pieces, h);
+  }
+  add(managed, d2d_bytes);
+  add(d2d, d2d_bytes);
+  add(peer, d2d_bytes);
+  add(h2d, h2d_bytes);
+  add(h2d_staged, h2d_bytes);
+  add(d2h, d2h_bytes);
+  add(d2h_staged, d2h_bytes);
+  staged_bytes = h2d_pageable * !h2d_staged.empty() + d2h_pageable * !d2h_staged.empty();
+
+  if (wait) {
+    synchronize_issued(s);
+  } else if (!(h2d.empty() && d2h.empty() && d2d.empty() && peer.empty() && managed.empty())) {
+    // One host function keeps every buffer alive until the stream passes the batch.
+    std::vector<buffer> keep;
+    std::vector<const void*> kept;
+    auto hold = [&](const buffer& b) {
+      const void* key = owner_of(b);
+      if (key != nullptr && std::find(kept.begin(), kept.end(), key) != kept.end()) return;
+      if (key != nullptr) kept.push_back(key);
+      keep.push_back(b);
+    };
+    for (const planned_piece* p : items) {
+      hold(p->piece->dst);
+      hold(p->piece->src);
+    }
+    keep_alive_until_passed(std::move(keep), h);
+  }
+  stats.h2d_bytes.fetch_add(h2d_bytes);
+  stats.d2h_bytes.fetch_add(d2h_bytes);
+  stats.d2d_bytes.fetch_add(d2d_bytes);
+  stats.staged_bytes.fetch_add(staged_bytes);
+  stats.copies.fetch_add(static_cast<std::int64_t>(items.size() - host_only.size()));
+  if (wait || !h2d_staged.empty() || !d2h_staged.empty()) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+    // Time is shared out by bytes between the directions the batch moved.
+    const std::int64_t all = h2d_bytes + d2h_bytes + d2d_bytes;
+    if (all > 0) {
+      stats.h2d_ns.fetch_add(ns * h2d_bytes / all);
+      stats.d2h_ns.fetch_add(ns * d2h_bytes / all);
+      stats.d2d_ns.fetch_add(ns * d2d_bytes / all);
+    }
+  }
+}
+
+// Rethrows the invalid_argument being handled, of the same type, with the
+// piece's index in front of its message.
+[[noreturn]] void rethrow_for_piece(std::size_t i) {
+  const std::string prefix = "piece " + std::to_string(i) + " of the batch: ";
+  try {
+    throw;
+  } catch (const out_of_range& e) {
+    throw out_of_range(prefix + e.what());
+  } catch (const read_only& e) {
+    throw read_only(prefix + e.what());
+  } catch (const device_mismatch& e) {
+    throw device_mismatch(prefix + e.what());
+  } catch (const invalid_argument& e) {
+    throw invalid_argument(prefix + e.what());
+  }
+}
+
+void run_batch(std::span<const copy_piece> pieces, stream_view s, bool wait, const batch_copy_options& options) {
+  detail::collect_deferred_releases();
+  std::vector<planned_piece> planned;
+  planned.reserve(pieces.size());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const copy_piece& p = pieces[i];
+    try {
+      planned_piece q;
+      q.dst = checked_side(p.dst, p.dst_offset, p.size, "destination", true);
+      q.src = checked_side(p.src, p.src_offset, p.size, "source", false);
+      q.size = p.size;
+      q.piece = &p;
+      q.ctx = issuing_context(q.dst, q.src, s);
+      if (q.size > 0) planned.push_back(q);
+    } catch (const invalid_argument&) {
+      rethrow_for_piece(i);  // the batch is refused as a whole, saying which piece
+    }
+  }
+  // Destinations must not overlap (the pieces run in no particular order).
+  std::vector<const planned_piece*> by_dst;
+  by_dst.reserve(planned.size());
+  for (const planned_piece& p : planned) by_dst.push_back(&p);
+  std::sort(by_dst.begin(), by_dst.end(),
+            [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; });
+  for (std::size_t i = 1; i < by_dst.size(); ++i) {
+    const planned_piece* a = by_dst[i - 1];
+    const planned_piece* b = by_dst[i];
+    if (a->dst.address + static_cast<std::uintptr_t>(a->size) > b->dst.address) {
+      throw invalid_argument("pieces " + std::to_string(a->piece - pieces.data()) + " and " +
+                             std::to_string(b->piece - pieces.data()) +
+                             " of the batch write overlapping destination bytes; a batch's destinations must be disjoint");
+    }
+  }
+  // One group per issuing context, in the order they first appear.
+  std::vector<const context*> contexts;
+  std::vector<std::vector<planned_piece*>> groups;
+  for (planned_piece& p : planned) {
+    const detail::context_state* key = p.ctx != nullptr ? p.ctx->state().get() : nullptr;
+    std::size_t g = 0;
+    while (g < contexts.size() && (contexts[g] != nullptr ? contexts[g]->state().get() : nullptr) != key) ++g;
+    if (g == contexts.size()) {
+      contexts.push_back(p.ctx);
+      groups.emplace_back();
+    }
+    groups[g].push_back(&p);
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) run_batch_group(groups[g], contexts[g], s, wait, options);
+}
+
+}  // namespace
+
+void copy_batch_async(std::span<const copy_piece> pieces, stream_view s, const batch_copy_options& options) {
+  run_batch(pieces, s, false, options);
+}
+
+void copy_batch(std::span<const copy_piece> pieces, stream_view s, const batch_copy_options& options) {
+  run_batch(pieces, s, true, options);
+}
+
 void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value, stream_view s) {
   endpoint to = checked_side(dst, dst_offset, size, "destination", true);
   detail::collect_deferred_releases();
@@ -300,13 +604,7 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   const detail::driver_table& d = detail::driver();
   detail::check(d.cuMemsetD8Async(static_cast<CUdeviceptr>(to.address), value, static_cast<size_t>(size), s.handle()),
                 "cuMemsetD8Async");
-  auto* k = new detail::keepalive{dst, buffer()};
-  CUresult r = d.cuLaunchHostFunc(s.handle(), detail::on_stream_passed, k);
-  if (r != CUDA_SUCCESS) {
-    d.cuStreamSynchronize(s.handle());
-    delete k;
-    detail::check(r, "cuLaunchHostFunc");
-  }
+  keep_alive_until_passed({dst}, s.handle());
 }
 
 buffer copy_to_device(const context& ctx, const void* src, std::int64_t size, stream_view s) {

@@ -1,6 +1,7 @@
 // The pinned staging pipeline for pageable host memory (staging.hpp).
 #include "staging.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -47,6 +48,10 @@ struct options_state {
   options_state() {
     options.staging_threshold_bytes = env_int("CUARROW_STAGING_THRESHOLD", options.staging_threshold_bytes);
     options.staging_chunk_bytes = env_int("CUARROW_STAGING_CHUNK", options.staging_chunk_bytes);
+    // Never more threads than the machine has (the default is tuned on a
+    // 16-core host; a 2-core CI machine gets 2).
+    const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+    if (hardware > 0) options.staging_threads = std::clamp(hardware, 1, options.staging_threads);
     options.staging_threads = static_cast<int>(env_int("CUARROW_STAGING_THREADS", options.staging_threads));
     options.pinned_pool_limit_bytes = env_int("CUARROW_PINNED_POOL_LIMIT", options.pinned_pool_limit_bytes);
     try {
@@ -162,15 +167,119 @@ pipeline& the_pipeline() {
 
 void worker_pool::stop_all() noexcept { the_pipeline().pool.stop(); }
 
-// One staged copy, split into chunks taken by the workers in turn.
+// A staged job's plan: the pieces cut into segments, each inside one chunk
+// (one pinned slot's worth), packed one after another.  A segment with
+// `new_run` starts a DMA; the others extend the previous segment's DMA
+// (the rest of a piece, a merged neighbour or the gap before it).
+struct segment {
+  std::size_t slot_offset = 0;
+  const unsigned char* src = nullptr;  // host source (to device); null: a gap of zeros
+  unsigned char* dst = nullptr;        // host destination (to host); null: dropped
+  CUdeviceptr device = 0;
+  std::size_t size = 0;
+  bool new_run = true;
+};
+
+struct chunk_range {
+  std::size_t first = 0;  // segments [first, end)
+  std::size_t end = 0;
+};
+
+struct plan {
+  std::vector<segment> segments;
+  std::vector<chunk_range> chunks;
+};
+
+// Chunk capacities for `total` bytes: the first (to device) or the last (to
+// host) round of chunks, one per worker, are a quarter of `chunk`, the next
+// round half, so that the DMA engine starts (or the last host copies end)
+// soon after the call starts (or the last DMA ends).
+std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int workers, bool ramp, bool ramp_at_end) {
+  std::vector<std::size_t> caps;
+  std::size_t sum = 0;
+  const std::size_t w = static_cast<std::size_t>(workers);
+  const std::size_t floor_bytes = std::min<std::size_t>(chunk, 64 << 10);
+  while (sum < total) {
+    std::size_t c = chunk;
+    if (ramp && workers > 1) {
+      if (caps.size() < w) c = std::max(floor_bytes, chunk / 4);
+      else if (caps.size() < 2 * w) c = std::max(floor_bytes, chunk / 2);
+    }
+    caps.push_back(c);
+    sum += c;
+  }
+  if (ramp_at_end) std::reverse(caps.begin(), caps.end());
+  return caps;
+}
+
+plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size_t>& caps) {
+  plan p;
+  std::size_t used = 0;
+  std::size_t cap = 0;
+  bool joins = false;  // the next segment extends the current DMA
+  auto add = [&](const unsigned char* src, unsigned char* dst, CUdeviceptr device, std::size_t n) {
+    while (n > 0) {
+      if (p.chunks.empty() || used == cap) {
+        p.chunks.push_back(chunk_range{p.segments.size(), p.segments.size()});
+        cap = caps[std::min(p.chunks.size() - 1, caps.size() - 1)];
+        used = 0;
+        joins = false;
+      }
+      const std::size_t take = std::min(n, cap - used);
+      p.segments.push_back(segment{used, src, dst, device, take, !joins});
+      p.chunks.back().end = p.segments.size();
+      used += take;
+      joins = true;
+      if (src != nullptr) src += take;
+      if (dst != nullptr) dst += take;
+      device += take;
+      n -= take;
+    }
+  };
+  bool have_previous = false;
+  CUdeviceptr previous_end = 0;
+  for (const staged_piece& piece : pieces) {
+    if (piece.size == 0) continue;
+    if (piece.merge_with_previous && have_previous && piece.device >= previous_end) {
+      add(nullptr, nullptr, previous_end, static_cast<std::size_t>(piece.device - previous_end));  // the gap
+    } else {
+      joins = false;
+    }
+    add(piece.host_src, piece.host_dst, piece.device, piece.size);
+    have_previous = true;
+    previous_end = piece.device + piece.size;
+  }
+  return p;
+}
+
+// Issues one DMA per run of the chunk's segments.
+template <class Dma>
+void for_each_run(const plan& p, const chunk_range& c, Dma dma) {
+  std::size_t i = c.first;
+  while (i < c.end) {
+    const segment& head = p.segments[i];
+    std::size_t n = head.size;
+    std::size_t k = i + 1;
+    while (k < c.end && !p.segments[k].new_run) n += p.segments[k++].size;
+    dma(head.slot_offset, head.device, n);
+    i = k;
+  }
+}
+
+// One staged job on the pool: the chunks are taken by the workers in turn.
 struct job {
-  job(std::size_t n, std::size_t chunk_bytes) : chunks((n + chunk_bytes - 1) / chunk_bytes) {}
+  explicit job(std::size_t n) : chunks(n) {}
   std::size_t chunks;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
   std::exception_ptr error;
 
+  bool take(std::size_t& i) {
+    if (failed.load()) return false;
+    i = next.fetch_add(1);
+    return i < chunks;
+  }
   void fail(std::exception_ptr e) {
     std::lock_guard lock(error_mutex);
     if (!error) error = e;
@@ -178,42 +287,51 @@ struct job {
   }
 };
 
-// Runs `per_chunk(worker, slot, event, chunk_index)` for every chunk on the
-// pool, with the job's context current in each worker and one event per
-// slot (created here, destroyed after).  Throws the first failure.
-template <class PerChunk>
-void run_job(CUcontext ctx, job& j, int workers, PerChunk per_chunk) {
+// What a worker gets: its two pinned slots and their events.
+struct worker_slots {
+  void* slot[2];
+  CUevent event[2];
+  char* recorded[2];
+};
+
+// Runs `loop(worker_slots&, job&)` on `workers` workers, with the job's
+// context current in each and two slots (with an event each) per worker.
+// Waits for every recorded event before returning (the slots are then free
+// for the next job); throws the first failure.
+template <class Loop>
+void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
   pipeline& p = the_pipeline();
   const driver_table& d = driver();
   std::vector<CUevent> events(static_cast<std::size_t>(workers) * 2, nullptr);
-  for (CUevent& e : events) check(d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   std::vector<char> recorded(events.size(), 0);
-  std::function<void(int)> body = [&](int w) {
-    CUresult r = d.cuCtxPushCurrent(ctx);
-    if (r != CUDA_SUCCESS) {
-      j.fail(std::make_exception_ptr(cuda_error(r, "", "cuCtxPushCurrent", "cuCtxPushCurrent failed in a staging worker")));
-      return;
-    }
-    int turn = 0;
-    try {
-      for (;;) {
-        if (j.failed.load()) break;
-        const std::size_t i = j.next.fetch_add(1);
-        if (i >= j.chunks) break;
-        const std::size_t s = static_cast<std::size_t>(w) * 2 + static_cast<std::size_t>(turn);
-        turn ^= 1;
-        per_chunk(p.slots[s], events[s], recorded[s], i);
+  CUresult created = CUDA_SUCCESS;
+  for (CUevent& e : events) {
+    created = d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (created != CUDA_SUCCESS) break;
+  }
+  if (created == CUDA_SUCCESS) {
+    std::function<void(int)> body = [&](int w) {
+      CUresult r = d.cuCtxPushCurrent(ctx);
+      if (r != CUDA_SUCCESS) {
+        j.fail(std::make_exception_ptr(cuda_error(r, "", "cuCtxPushCurrent", "cuCtxPushCurrent failed in a staging worker")));
+        return;
       }
-    } catch (...) {
-      j.fail(std::current_exception());
-    }
-    CUcontext popped = nullptr;
-    d.cuCtxPopCurrent(&popped);
-  };
-  p.pool.run(workers, body);
+      const std::size_t a = static_cast<std::size_t>(w) * 2;
+      worker_slots ws{{p.slots[a], p.slots[a + 1]}, {events[a], events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
+      try {
+        loop(ws, j);
+      } catch (...) {
+        j.fail(std::current_exception());
+      }
+      CUcontext popped = nullptr;
+      d.cuCtxPopCurrent(&popped);
+    };
+    p.pool.run(workers, body);
+  }
   // Every DMA to or from a slot must be over before the slots are reused.
-  CUresult first = CUDA_SUCCESS;
+  CUresult first = created;
   for (std::size_t s = 0; s < events.size(); ++s) {
+    if (events[s] == nullptr) continue;
     if (recorded[s]) {
       CUresult r = d.cuEventSynchronize(events[s]);
       if (first == CUDA_SUCCESS) first = r;
@@ -224,11 +342,51 @@ void run_job(CUcontext ctx, job& j, int workers, PerChunk per_chunk) {
   check(first, "cuEventSynchronize");
 }
 
-int workers_for(const transfer_options& o, std::size_t chunks) {
-  return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(o.staging_threads), chunks));
+std::size_t total_bytes(std::span<const staged_piece> pieces) {
+  std::size_t total = 0;
+  for (const staged_piece& piece : pieces) total += piece.size;
+  return total;
+}
+
+bool ramp_enabled() {
+  static const bool on = env_int("CUARROW_STAGING_RAMP", 1) != 0;  // a tuning knob for bench/staging_sweep.py
+  return on;
+}
+
+// Plans the job and runs `loop(worker_slots&, job&, const plan&)` on the
+// pool, one staged job at a time; returns false (having done nothing) when
+// no pinned staging memory can be had.
+template <class Loop>
+bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool ramp_at_end, Loop loop) {
+  const transfer_options o = current_transfer_options();
+  const std::size_t total = total_bytes(pieces);
+  if (total == 0) return true;
+  const std::size_t chunk = chunk_bytes_for(o, total);
+  const int max_workers = std::max(1, o.staging_threads);
+  pipeline& p = the_pipeline();
+  std::lock_guard lock(p.mutex);
+  if (!p.ensure_slots(static_cast<std::size_t>(max_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes))) {
+    return false;
+  }
+  const std::size_t estimate = (total + chunk - 1) / chunk;
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
+  const plan pl = make_plan(pieces, capacities(total, chunk, workers, ramp_enabled(), ramp_at_end));
+  job j(pl.chunks.size());
+  run_job(ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
+          [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); });
+  return true;
 }
 
 }  // namespace
+
+std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total) {
+  const std::size_t most = static_cast<std::size_t>(o.staging_chunk_bytes);
+  const std::size_t least = std::min<std::size_t>(most, 1 << 20);
+  const std::size_t workers = static_cast<std::size_t>(std::max(1, o.staging_threads));
+  std::size_t c = total / (workers * 4);
+  c -= c % (64 << 10);
+  return std::clamp(c, least, most);
+}
 
 transfer_options current_transfer_options() {
   options_state& s = options();
@@ -248,59 +406,86 @@ bool use_staging(std::size_t n) {
   return o.staging_threshold_bytes > 0 && n >= static_cast<std::size_t>(o.staging_threshold_bytes);
 }
 
-namespace {
-
-// Runs `per_chunk(slot, event, recorded, offset, len)` over the chunks of an
-// n-byte copy on the pool, one staged copy at a time; returns false (having
-// done nothing) when no pinned staging memory can be had.
-template <class PerChunk>
-bool staged(CUcontext ctx, std::size_t n, PerChunk per_chunk) {
-  const transfer_options o = current_transfer_options();
-  const std::size_t chunk = static_cast<std::size_t>(o.staging_chunk_bytes);
-  pipeline& p = the_pipeline();
-  std::lock_guard lock(p.mutex);
-  job j(n, chunk);
-  const int workers = workers_for(o, j.chunks);
-  if (!p.ensure_slots(static_cast<std::size_t>(workers) * 2, chunk)) return false;
-  run_job(ctx, j, workers, [&](void* slot, CUevent ev, char& recorded, std::size_t i) {
-    const std::size_t offset = i * chunk;
-    per_chunk(slot, ev, recorded, offset, std::min(chunk, n - offset));
-  });
-  return true;
-}
-
-}  // namespace
-
-void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
+void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
-  const auto* from = static_cast<const unsigned char*>(src);
-  const bool done = staged(ctx, n, [&](void* slot, CUevent ev, char& recorded, std::size_t offset, std::size_t len) {
-    if (recorded) check(d.cuEventSynchronize(ev), "cuEventSynchronize");  // the slot's last DMA is done
-    std::memcpy(slot, from + offset, len);
-    check(d.cuMemcpyHtoDAsync(dst + offset, slot, len, s), "cuMemcpyHtoDAsync");
-    check(d.cuEventRecord(ev, s), "cuEventRecord");
-    recorded = 1;
+  const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
+    int turn = 0;
+    std::size_t i = 0;
+    while (j.take(i)) {
+      const int k = turn;
+      turn ^= 1;
+      if (*ws.recorded[k]) check(d.cuEventSynchronize(ws.event[k]), "cuEventSynchronize");  // the slot's last DMA is done
+      auto* slot = static_cast<unsigned char*>(ws.slot[k]);
+      const chunk_range& c = pl.chunks[i];
+      for (std::size_t g = c.first; g < c.end; ++g) {
+        const segment& seg = pl.segments[g];
+        if (seg.src != nullptr) std::memcpy(slot + seg.slot_offset, seg.src, seg.size);
+        else std::memset(slot + seg.slot_offset, 0, seg.size);
+      }
+      for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
+        check(d.cuMemcpyHtoDAsync(device, slot + offset, n, s), "cuMemcpyHtoDAsync");
+      });
+      check(d.cuEventRecord(ws.event[k], s), "cuEventRecord");
+      *ws.recorded[k] = 1;
+    }
   });
   if (!done) {  // no pinned memory for staging: let the driver copy
-    check(d.cuMemcpyHtoDAsync(dst, src, n, s), "cuMemcpyHtoDAsync");
+    for (const staged_piece& piece : pieces) {
+      if (piece.size > 0) check(d.cuMemcpyHtoDAsync(piece.device, piece.host_src, piece.size, s), "cuMemcpyHtoDAsync");
+    }
     check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
   }
+}
+
+void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
+  const driver_table& d = driver();
+  const bool done = staged(ctx, pieces, true, [&](worker_slots& ws, job& j, const plan& pl) {
+    // Double-buffered: the DMA of a worker's next chunk runs while it
+    // copies the previous one out of the other slot.
+    auto drain = [&](int k, std::size_t i) {
+      check(d.cuEventSynchronize(ws.event[k]), "cuEventSynchronize");
+      const auto* slot = static_cast<const unsigned char*>(ws.slot[k]);
+      const chunk_range& c = pl.chunks[i];
+      for (std::size_t g = c.first; g < c.end; ++g) {
+        const segment& seg = pl.segments[g];
+        if (seg.dst != nullptr) std::memcpy(seg.dst, slot + seg.slot_offset, seg.size);
+      }
+    };
+    int turn = 0;
+    int pending_slot = -1;
+    std::size_t pending = 0;
+    std::size_t i = 0;
+    while (j.take(i)) {
+      const int k = turn;
+      turn ^= 1;
+      auto* slot = static_cast<unsigned char*>(ws.slot[k]);
+      for_each_run(pl, pl.chunks[i], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
+        check(d.cuMemcpyDtoHAsync(slot + offset, device, n, s), "cuMemcpyDtoHAsync");
+      });
+      check(d.cuEventRecord(ws.event[k], s), "cuEventRecord");
+      *ws.recorded[k] = 1;
+      if (pending_slot >= 0) drain(pending_slot, pending);
+      pending_slot = k;
+      pending = i;
+    }
+    if (pending_slot >= 0 && !j.failed.load()) drain(pending_slot, pending);
+  });
+  if (!done) {
+    for (const staged_piece& piece : pieces) {
+      if (piece.size > 0) check(d.cuMemcpyDtoHAsync(piece.host_dst, piece.device, piece.size, s), "cuMemcpyDtoHAsync");
+    }
+    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+  }
+}
+
+void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
+  const staged_piece piece{static_cast<const unsigned char*>(src), nullptr, dst, n, false};
+  staged_host_to_device(ctx, std::span<const staged_piece>(&piece, 1), s);
 }
 
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s) {
-  const driver_table& d = driver();
-  auto* to = static_cast<unsigned char*>(dst);
-  const bool done = staged(ctx, n, [&](void* slot, CUevent ev, char& recorded, std::size_t offset, std::size_t len) {
-    check(d.cuMemcpyDtoHAsync(slot, src + offset, len, s), "cuMemcpyDtoHAsync");
-    check(d.cuEventRecord(ev, s), "cuEventRecord");
-    recorded = 1;
-    check(d.cuEventSynchronize(ev), "cuEventSynchronize");
-    std::memcpy(to + offset, slot, len);
-  });
-  if (!done) {
-    check(d.cuMemcpyDtoHAsync(dst, src, n, s), "cuMemcpyDtoHAsync");
-    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
-  }
+  const staged_piece piece{nullptr, static_cast<unsigned char*>(dst), src, n, false};
+  staged_device_to_host(ctx, std::span<const staged_piece>(&piece, 1), s);
 }
 
 }  // namespace detail

@@ -10,6 +10,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <span>
 
 #include "cuarrow/copy.hpp"
 
@@ -27,14 +28,37 @@ bool is_page_locked(const void* p);
 /// pipeline (large enough, pipeline enabled).
 bool use_staging(std::size_t n);
 
-/// Pageable host `src` -> device `dst`, queued on `s` (in context `ctx`,
-/// which must be current).  Returns once every byte of `src` has been read
-/// (the source may then be reused); the device writes complete in the order
-/// of `s`.
+/// One piece of a staged copy: `size` bytes between pageable host memory at
+/// `host` and device memory at `device`.  With `merge_with_previous`, the
+/// device bytes between the previous piece's end and this piece's start (a
+/// gap the caller knows to be small and inside one allocation) travel in the
+/// same DMA: written as zeros to the device (host to device), read and
+/// dropped (device to host).  Pieces are staged in the order given.
+struct staged_piece {
+  const unsigned char* host_src = nullptr;  // host to device
+  unsigned char* host_dst = nullptr;        // device to host
+  CUdeviceptr device = 0;
+  std::size_t size = 0;
+  bool merge_with_previous = false;
+};
+
+/// Pageable host -> device for every piece, queued on `s` (in context
+/// `ctx`, which must be current) as ONE pipelined job: the pieces are packed
+/// into the pipeline's chunks, so many small buffers move as fast as one
+/// large one.  Returns once every source byte has been read and the staged
+/// DMAs are done (the sources may then be reused).
+void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 
-/// Device `src` -> pageable host `dst` after the work queued on `s`.
-/// Returns once `dst` holds the data.
+/// Device -> pageable host for every piece, after the work queued on `s`.
+/// Returns once every destination holds its data.
+void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s);
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s);
+
+/// The chunk size a staged job of `total` bytes uses: small enough that
+/// every worker gets several chunks (the pipeline fills and drains
+/// quickly), at most the configured staging_chunk_bytes, at least 1 MiB
+/// (or the configured size, if smaller).
+std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total);
 
 }  // namespace cuarrow::detail

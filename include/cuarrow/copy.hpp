@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/export.hpp"
@@ -37,12 +38,16 @@ struct transfer_options {
   /// pipeline; smaller ones go to the driver directly.  0 disables the
   /// pipeline.  Environment: CUARROW_STAGING_THRESHOLD.
   std::int64_t staging_threshold_bytes = 4 << 20;
-  /// Bytes per chunk (and per pinned staging buffer).  Environment:
-  /// CUARROW_STAGING_CHUNK.
-  std::int64_t staging_chunk_bytes = 8 << 20;
+  /// The largest chunk (and the size of each pinned staging buffer).  A
+  /// copy uses smaller chunks where that gives every thread several (at
+  /// least 1 MiB each), and its first (to the device) or last (to the host)
+  /// chunks are smaller still, so that the pipeline fills and drains
+  /// quickly.  Environment: CUARROW_STAGING_CHUNK.
+  std::int64_t staging_chunk_bytes = 4 << 20;
   /// Host threads that copy chunks (the caller's thread is one of them).
+  /// The default is 12, or the machine's hardware threads if fewer.
   /// Environment: CUARROW_STAGING_THREADS.
-  int staging_threads = 8;
+  int staging_threads = 12;
   /// Most pinned memory the result pool (try_allocate_pinned_pooled) holds,
   /// cached and in use.  Environment: CUARROW_PINNED_POOL_LIMIT.
   std::int64_t pinned_pool_limit_bytes = 4ll << 30;
@@ -62,6 +67,42 @@ CUARROW_EXPORT void copy_async(const buffer& dst, std::int64_t dst_offset, const
                                std::int64_t src_offset, std::int64_t size, stream_view s);
 CUARROW_EXPORT void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src,
                          std::int64_t src_offset, std::int64_t size, stream_view s = {});
+
+/// One piece of a batched copy: `size` bytes from src[src_offset..] to
+/// dst[dst_offset..].
+struct copy_piece {
+  buffer dst;
+  std::int64_t dst_offset = 0;
+  buffer src;
+  std::int64_t src_offset = 0;
+  std::int64_t size = 0;
+};
+
+struct batch_copy_options {
+  /// The bytes of a destination buffer that lie between two pieces of the
+  /// batch (up to 256 bytes apart) may be overwritten, so that neighbouring
+  /// pieces travel in one DMA.  For destinations the caller owns and lays
+  /// out itself, such as one allocation holding every buffer of an Arrow
+  /// array (the gaps are alignment padding; they are written as zeros or
+  /// with the source's bytes between the pieces).
+  bool destination_gaps_writable = false;
+};
+
+/// Many copies as one operation on `s`.  Every piece is checked (as
+/// copy_async checks it) before anything is queued; destinations must not
+/// overlap (invalid_argument).  Pieces from or to ordinary pageable host
+/// memory travel together through the staging pipeline when their total
+/// reaches staging_threshold_bytes (many small buffers then move as fast as
+/// one large one); other pieces are queued directly, neighbours merged into
+/// one DMA where both sides are contiguous in the same allocations.  The
+/// buffers are kept alive until `s` has passed the last copy, by one host
+/// function for the whole batch.  Staged pieces are complete when
+/// copy_batch_async returns (the pipeline waits for its own DMAs).
+CUARROW_EXPORT void copy_batch_async(std::span<const copy_piece> pieces, stream_view s,
+                                     const batch_copy_options& options = {});
+/// copy_batch_async, then one synchronization of `s`.
+CUARROW_EXPORT void copy_batch(std::span<const copy_piece> pieces, stream_view s = {},
+                               const batch_copy_options& options = {});
 
 /// Host memory at `src` (ordinary or pinned) into a buffer.
 CUARROW_EXPORT void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src,

@@ -317,6 +317,20 @@ def _dlpack_export(
 # ---------------------------------------------------------------------------
 
 
+def _host_array(type_: pa.DataType, host: Any) -> pa.Array:
+    """A pyarrow Array of a host ArrayData (its buffers stay owned by it)."""
+    _, array_capsule = _lib.export_array(host)
+    # pyarrow's own type description: cuarrow's model keeps a dictionary's
+    # value type without its field, so an extension value type would be lost.
+    return pa.Array._import_from_c_capsule(type_.__arrow_c_schema__(), array_capsule)
+
+
+def _host_batch(schema: pa.Schema, host: Any) -> pa.RecordBatch:
+    """A pyarrow RecordBatch of a host BatchData."""
+    _, array_capsule = _lib.export_batch(host)
+    return pa.RecordBatch._import_from_c_capsule(schema.__arrow_c_schema__(), array_capsule)
+
+
 class DeviceBitmap:
     """A bit-packed bitmap in device memory: a validity bitmap (bit set =
     valid) or a boolean array's values.
@@ -655,11 +669,7 @@ class DeviceArray(_DeviceData):
         released when pyarrow frees the array).  Synchronous; with `stream`,
         the copies run on that stream after the work already queued there."""
         handle, device = _stream_arg(stream)
-        host = _lib.array_to_host(self._data, handle, device)
-        _, array_capsule = _lib.export_array(host)
-        # pyarrow's own type description: cuarrow's model keeps a dictionary's
-        # value type without its field, so an extension value type would be lost.
-        return pa.Array._import_from_c_capsule(self.type.__arrow_c_schema__(), array_capsule)
+        return _host_array(self.type, _lib.array_to_host(self._data, handle, device))
 
     def to_pylist(self) -> list:
         """``to_host().to_pylist()``."""
@@ -881,8 +891,13 @@ class DeviceChunkedArray(_DeviceData):
         return self.slice(index, 1).to_host()[0]
 
     def to_host(self, *, stream: Any = None) -> pa.ChunkedArray:
-        """A ``pyarrow.ChunkedArray`` in host memory (one batched copy per chunk)."""
-        return pa.chunked_array([c.to_host(stream=stream) for c in self._chunks], type=self._type)
+        """A ``pyarrow.ChunkedArray`` in host memory: one batched copy and one
+        synchronization for all the chunks."""
+        if not self._chunks:
+            return pa.chunked_array([], type=self._type)
+        handle, device = _stream_arg(stream)
+        hosts = _lib.arrays_to_host([c._data for c in self._chunks], handle, device)
+        return pa.chunked_array([_host_array(self._type, h) for h in hosts], type=self._type)
 
     def to_pylist(self) -> list:
         return self.to_host().to_pylist()
@@ -1036,9 +1051,7 @@ class DeviceRecordBatch(_DeviceData):
     def to_host(self, *, stream: Any = None) -> pa.RecordBatch:
         """A ``pyarrow.RecordBatch`` in host memory (one batched copy for all columns)."""
         handle, device = _stream_arg(stream)
-        host = _lib.batch_to_host(self._data, handle, device)
-        _, array_capsule = _lib.export_batch(host)
-        return pa.RecordBatch._import_from_c_capsule(self.schema.__arrow_c_schema__(), array_capsule)
+        return _host_batch(self.schema, _lib.batch_to_host(self._data, handle, device))
 
     def to_pylist(self) -> list:
         return self.to_host().to_pylist()
@@ -1168,8 +1181,11 @@ class DeviceTable(_DeviceData):
         return self.column(key)
 
     def to_host(self, *, stream: Any = None) -> pa.Table:
-        """A ``pyarrow.Table`` in host memory (one batched copy per batch)."""
-        return pa.Table.from_batches([b.to_host(stream=stream) for b in self._batches], schema=self._schema)
+        """A ``pyarrow.Table`` in host memory: one batched copy and one
+        synchronization for all the batches."""
+        handle, device = _stream_arg(stream)
+        hosts = _lib.batches_to_host([b._data for b in self._batches], handle, device) if self._batches else []
+        return pa.Table.from_batches([_host_batch(self._schema, h) for h in hosts], schema=self._schema)
 
     def to_pylist(self) -> list:
         return self.to_host().to_pylist()

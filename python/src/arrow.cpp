@@ -837,28 +837,32 @@ void bind_arrow(nb::module_& m) {
         ca::array_transfer_options o{level_of(validation)};
         const cuarrow::stream_view s = make_stream(stream, device);
         const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+        std::vector<ca::array_data> data;
+        data.reserve(src.size());
+        for (const ArrayData& a : src) data.push_back(a.data);
+        std::vector<ca::array_data> moved = ca::to_device(data, ctx, s, o);
         std::vector<ArrayData> out;
         out.reserve(src.size());
-        for (ArrayData& a : src) out.push_back(ArrayData{a.field, ca::to_device_async(a.data, ctx, s, o), where});
-        cuarrow::scoped_context guard(ctx);
-        s.synchronize();
+        for (std::size_t i = 0; i < src.size(); ++i) out.push_back(ArrayData{src[i].field, std::move(moved[i]), where});
         return out;
       },
       nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("validation") = 0,
       release_gil(),
-      "Copies of the arrays on the context's device: every transfer queued on `stream`, which is synchronized once "
-      "at the end.");
+      "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
+      "synchronized once at the end.");
   m.def(
       "batches_to_device",
       [](std::vector<BatchData> src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
         ca::array_transfer_options o{level_of(validation)};
         const cuarrow::stream_view s = make_stream(stream, device);
         const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+        std::vector<ca::record_batch> batches;
+        batches.reserve(src.size());
+        for (const BatchData& b : src) batches.push_back(b.batch);
+        std::vector<ca::record_batch> moved = ca::to_device(batches, ctx, s, o);
         std::vector<BatchData> out;
         out.reserve(src.size());
-        for (BatchData& b : src) out.push_back(BatchData{ca::to_device_async(b.batch, ctx, s, o), where});
-        cuarrow::scoped_context guard(ctx);
-        s.synchronize();
+        for (auto& b : moved) out.push_back(BatchData{std::move(b), where});
         return out;
       },
       nb::arg("batches"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1,
@@ -879,6 +883,35 @@ void bind_arrow(nb::module_& m) {
       },
       nb::arg("batch"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
       "The record batch in host memory; complete on return.");
+
+  m.def(
+      "arrays_to_host",
+      [](const std::vector<ArrayData>& src, std::uintptr_t stream, int device) {
+        std::vector<ca::array_data> data;
+        data.reserve(src.size());
+        for (const ArrayData& a : src) data.push_back(a.data);
+        std::vector<ca::array_data> moved = ca::to_host(data, make_stream(stream, device), {ca::validation_level::none});
+        std::vector<ArrayData> out;
+        out.reserve(src.size());
+        for (std::size_t i = 0; i < src.size(); ++i) out.push_back(ArrayData{src[i].field, std::move(moved[i]), ca::placement{}});
+        return out;
+      },
+      nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      "The arrays (chunks of one device) in host memory: one batched copy and one synchronization for all.");
+  m.def(
+      "batches_to_host",
+      [](const std::vector<BatchData>& src, std::uintptr_t stream, int device) {
+        std::vector<ca::record_batch> batches;
+        batches.reserve(src.size());
+        for (const BatchData& b : src) batches.push_back(b.batch);
+        std::vector<ca::record_batch> moved = ca::to_host(batches, make_stream(stream, device), {ca::validation_level::none});
+        std::vector<BatchData> out;
+        out.reserve(src.size());
+        for (auto& b : moved) out.push_back(BatchData{std::move(b), ca::placement{}});
+        return out;
+      },
+      nb::arg("batches"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      "The record batches (of one device) in host memory: one batched copy and one synchronization for all.");
 
   // ---- export ---------------------------------------------------------------------------
   m.def(

@@ -125,32 +125,48 @@ class planner {
   std::int64_t total_ = 0;
 };
 
-std::vector<array_data> copy_trees_async(const std::vector<const array_data*>& srcs, const std::vector<std::string>& paths,
-                                         destination_kind kind, const context* ctx, stream_view s,
-                                         const probe_cache& cache) {
-  planner p(cache);
-  std::vector<array_data> out(srcs.size());  // sized before planning: items point into it
-  for (std::size_t i = 0; i < srcs.size(); ++i) p.plan(*srcs[i], out[i], paths[i]);
-  if (p.total() == 0) return out;
-
-  buffer whole;
+buffer allocate_arena(destination_kind kind, const context* ctx, std::int64_t bytes, stream_view s) {
   switch (kind) {
-    case destination_kind::device: whole = allocate_device(*ctx, p.total(), s); break;
-    case destination_kind::pinned: whole = allocate_pinned(*ctx, p.total()); break;
+    case destination_kind::device: return allocate_device(*ctx, bytes, s);
+    case destination_kind::pinned: return allocate_pinned(*ctx, bytes);
     case destination_kind::host: {
       // Pinned memory from the core's result pool when it has room: the
-      // DMA engine writes it directly (pageable memory would be staged, one
-      // blocking copy per large buffer).
+      // DMA engine writes it directly (pageable memory goes through the
+      // staging pipeline).
       std::optional<buffer> pinned;
-      if (ctx != nullptr) pinned = try_allocate_pinned_pooled(*ctx, p.total());
-      whole = pinned ? *pinned : allocate_host(p.total());
-      break;
+      if (ctx != nullptr) pinned = try_allocate_pinned_pooled(*ctx, bytes);
+      return pinned ? *pinned : allocate_host(bytes);
     }
   }
-  for (const copy_item& it : p.items()) {
-    copy_async(whole, it.dst_offset, *it.src, it.src_offset, it.size, s);
-    *it.dst = whole.slice(it.dst_offset, it.size);
+  throw invalid_argument("unknown destination kind");
+}
+
+// Copies of the trees, group by group: each group (the columns of one
+// batch, or one array) gets ONE allocation, and every buffer of every group
+// is a piece of ONE batched copy on `s`.
+std::vector<std::vector<array_data>> copy_groups_async(const std::vector<std::vector<const array_data*>>& groups,
+                                                       const std::vector<std::vector<std::string>>& paths,
+                                                       destination_kind kind, const context* ctx, stream_view s,
+                                                       const probe_cache& cache) {
+  std::vector<std::vector<array_data>> out(groups.size());
+  std::vector<copy_piece> pieces;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    planner p(cache);
+    out[g].resize(groups[g].size());  // sized before planning: items point into it
+    for (std::size_t i = 0; i < groups[g].size(); ++i) p.plan(*groups[g][i], out[g][i], paths[g][i]);
+    if (p.total() == 0) continue;
+    buffer whole = allocate_arena(kind, ctx, p.total(), s);
+    for (const copy_item& it : p.items()) {
+      pieces.push_back(copy_piece{whole, it.dst_offset, *it.src, it.src_offset, it.size});
+      *it.dst = whole.slice(it.dst_offset, it.size);
+    }
   }
+  // Pageable sources move through the staging pipeline together,
+  // neighbours share a DMA across an arena's alignment padding, and one
+  // host function keeps the sources alive.
+  batch_copy_options batch;
+  batch.destination_gaps_writable = true;  // the gaps are the arenas' padding
+  copy_batch_async(pieces, s, batch);
   return out;
 }
 
@@ -158,7 +174,7 @@ std::vector<array_data> copy_trees_async(const std::vector<const array_data*>& s
 
 array_data copy_tree_async(const array_data& src, destination_kind kind, const context* ctx, stream_view s,
                            const probe_cache& cache) {
-  return std::move(copy_trees_async({&src}, {"array"}, kind, ctx, s, cache)[0]);
+  return std::move(copy_groups_async({{&src}}, {{"array"}}, kind, ctx, s, cache)[0][0]);
 }
 
 }  // namespace detail
@@ -170,43 +186,166 @@ stream_view copy_stream(const placement& where, stream_view s) {
   return where.type == device_type::cuda ? detail::stream_for_device(s, where.device_id) : s;
 }
 
-struct batch_roots {
+// The trees of several arrays or batches: one group per array or batch
+// (each gets its own allocation), every tree a validation root.
+struct tree_groups {
   std::vector<detail::validation_root> roots;
-  std::vector<const array_data*> arrays;
-  std::vector<std::string> paths;
+  std::vector<std::vector<const array_data*>> groups;
+  std::vector<std::vector<std::string>> paths;
 };
 
-batch_roots roots_of(const record_batch& b) {
-  batch_roots r;
-  r.roots = detail::batch_roots(b);
-  for (const detail::validation_root& root : r.roots) {
-    r.arrays.push_back(root.array);
-    r.paths.push_back(root.path);
+tree_groups groups_of(std::span<const array_data> arrays) {
+  tree_groups t;
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    std::string path = arrays.size() == 1 ? "array" : "array " + std::to_string(i);
+    t.roots.push_back({&arrays[i], path});
+    t.groups.push_back({&arrays[i]});
+    t.paths.push_back({std::move(path)});
   }
-  return r;
+  return t;
 }
 
-placement common_placement(const std::vector<const array_data*>& arrays) {
-  placement found;
-  bool any = false;
-  for (const array_data* a : arrays) {
-    placement p = placement_of(*a);
-    if (p.type == device_type::cpu) continue;
-    if (any && !(p == found)) {
-      throw invalid_data("record batch", "columns live on different devices; move each column separately");
+tree_groups groups_of(std::span<const record_batch> batches) {
+  tree_groups t;
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    std::vector<detail::validation_root> roots;
+    try {
+      roots = detail::batch_roots(batches[b]);
+    } catch (const invalid_data& e) {
+      if (batches.size() == 1) throw;
+      throw invalid_data("batch " + std::to_string(b) + ": " + e.path(), e.reason());
     }
-    found = p;
-    any = true;
+    t.groups.emplace_back();
+    t.paths.emplace_back();
+    for (detail::validation_root& root : roots) {
+      if (batches.size() > 1) root.path = "batch " + std::to_string(b) + ": " + root.path;
+      t.groups.back().push_back(root.array);
+      t.paths.back().push_back(root.path);
+      t.roots.push_back(std::move(root));
+    }
   }
-  return found;
+  return t;
+}
+
+std::vector<std::vector<array_data>> groups_to_device_async(const tree_groups& t, const context& ctx, stream_view s,
+                                                            const array_transfer_options& options) {
+  detail::probe_cache cache;
+  detail::validate_roots(t.roots, options.validation, false, s, cache);
+  return detail::copy_groups_async(t.groups, t.paths, detail::destination_kind::device, &ctx, s, cache);
+}
+
+// The trees in host memory: those in ordinary memory as they are, those in
+// host-accessible device memory (pinned, managed) as they are after `s` is
+// synchronized, the others copied in one batch with one synchronization.
+std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream_view s,
+                                                    const array_transfer_options& options) {
+  detail::probe_cache cache;
+  detail::validate_roots(t.roots, options.validation, false, s, cache);
+  std::vector<std::vector<array_data>> out(t.groups.size());
+  tree_groups copied;
+  std::vector<std::pair<std::size_t, std::size_t>> where_from;  // (group, index) of each copied tree
+  std::vector<std::size_t> copied_group_of;                     // group in `copied` -> group in `t`
+  std::optional<int> mapped_device;                             // pinned or managed trees: wait for s
+  placement common;
+  bool any = false;
+  for (std::size_t g = 0; g < t.groups.size(); ++g) {
+    out[g].resize(t.groups[g].size());
+    bool opened = false;
+    for (std::size_t i = 0; i < t.groups[g].size(); ++i) {
+      const array_data& a = *t.groups[g][i];
+      const placement p = placement_of(a);
+      if (p.type == device_type::cpu || is_host_accessible(p.type)) {
+        out[g][i] = a;
+        if (p.type != device_type::cpu) mapped_device = p.device_id;
+        continue;
+      }
+      if (any && !(p == common)) {
+        throw invalid_data(t.paths[g][i], "lives on " + std::string(to_string(p.type)) + ":" +
+                                              std::to_string(p.device_id) + ", other data on " +
+                                              to_string(common.type) + ":" + std::to_string(common.device_id) +
+                                              "; move the data of each device separately");
+      }
+      common = p;
+      any = true;
+      if (!opened) {
+        copied.groups.emplace_back();
+        copied.paths.emplace_back();
+        copied_group_of.push_back(g);
+        opened = true;
+      }
+      copied.groups.back().push_back(&a);
+      copied.paths.back().push_back(t.paths[g][i]);
+      where_from.emplace_back(g, i);
+    }
+  }
+  if (any) {
+    const stream_view cs = copy_stream(common, s);
+    const context ctx = context::get(common.device_id);
+    std::vector<std::vector<array_data>> moved =
+        detail::copy_groups_async(copied.groups, copied.paths, detail::destination_kind::host, &ctx, cs, cache);
+    detail::synchronize(cs, common.device_id);
+    std::size_t k = 0;
+    for (auto& group : moved) {
+      for (auto& a : group) {
+        const auto [g, i] = where_from[k++];
+        out[g][i] = std::move(a);
+      }
+    }
+  }
+  if (mapped_device) detail::synchronize(s, *mapped_device);
+  return out;
+}
+
+record_batch with_columns(const record_batch& src, std::vector<array_data> columns) {
+  record_batch out;
+  out.schema = src.schema;
+  out.num_rows = src.num_rows;
+  out.columns = std::move(columns);
+  return out;
+}
+
+std::vector<array_data> firsts(std::vector<std::vector<array_data>> groups) {
+  std::vector<array_data> out;
+  out.reserve(groups.size());
+  for (auto& g : groups) out.push_back(std::move(g[0]));
+  return out;
+}
+
+std::vector<record_batch> as_batches(std::span<const record_batch> src, std::vector<std::vector<array_data>> groups) {
+  std::vector<record_batch> out;
+  out.reserve(src.size());
+  for (std::size_t b = 0; b < src.size(); ++b) out.push_back(with_columns(src[b], std::move(groups[b])));
+  return out;
 }
 
 }  // namespace
 
+std::vector<array_data> to_device_async(std::span<const array_data> src, const context& ctx, stream_view s,
+                                        const array_transfer_options& options) {
+  return firsts(groups_to_device_async(groups_of(src), ctx, s, options));
+}
+
+std::vector<array_data> to_device(std::span<const array_data> src, const context& ctx, stream_view s,
+                                  const array_transfer_options& options) {
+  std::vector<array_data> out = to_device_async(src, ctx, s, options);
+  detail::synchronize(s, ctx.device_number());
+  return out;
+}
+
+std::vector<record_batch> to_device_async(std::span<const record_batch> src, const context& ctx, stream_view s,
+                                          const array_transfer_options& options) {
+  return as_batches(src, groups_to_device_async(groups_of(src), ctx, s, options));
+}
+
+std::vector<record_batch> to_device(std::span<const record_batch> src, const context& ctx, stream_view s,
+                                    const array_transfer_options& options) {
+  std::vector<record_batch> out = to_device_async(src, ctx, s, options);
+  detail::synchronize(s, ctx.device_number());
+  return out;
+}
+
 array_data to_device_async(const array_data& src, const context& ctx, stream_view s, const array_transfer_options& options) {
-  detail::probe_cache cache;
-  detail::validate_roots({{&src, "array"}}, options.validation, false, s, cache);
-  return detail::copy_tree_async(src, detail::destination_kind::device, &ctx, s, cache);
+  return std::move(to_device_async(std::span<const array_data>(&src, 1), ctx, s, options)[0]);
 }
 
 array_data to_device(const array_data& src, const context& ctx, stream_view s, const array_transfer_options& options) {
@@ -217,14 +356,7 @@ array_data to_device(const array_data& src, const context& ctx, stream_view s, c
 
 record_batch to_device_async(const record_batch& src, const context& ctx, stream_view s,
                              const array_transfer_options& options) {
-  batch_roots r = roots_of(src);
-  detail::probe_cache cache;
-  detail::validate_roots(r.roots, options.validation, false, s, cache);
-  record_batch out;
-  out.schema = src.schema;
-  out.num_rows = src.num_rows;
-  out.columns = detail::copy_trees_async(r.arrays, r.paths, detail::destination_kind::device, &ctx, s, cache);
-  return out;
+  return std::move(to_device_async(std::span<const record_batch>(&src, 1), ctx, s, options)[0]);
 }
 
 record_batch to_device(const record_batch& src, const context& ctx, stream_view s, const array_transfer_options& options) {
@@ -233,54 +365,21 @@ record_batch to_device(const record_batch& src, const context& ctx, stream_view 
   return out;
 }
 
+std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {
+  return firsts(groups_to_host(groups_of(src), s, options));
+}
+
+std::vector<record_batch> to_host(std::span<const record_batch> src, stream_view s,
+                                  const array_transfer_options& options) {
+  return as_batches(src, groups_to_host(groups_of(src), s, options));
+}
+
 array_data to_host(const array_data& src, stream_view s, const array_transfer_options& options) {
-  detail::probe_cache cache;
-  detail::validate_roots({{&src, "array"}}, options.validation, false, s, cache);
-  const placement where = placement_of(src);
-  if (where.type == device_type::cpu) return src;
-  if (is_host_accessible(where.type)) {
-    detail::synchronize(s, where.device_id);
-    return src;
-  }
-  const stream_view cs = copy_stream(where, s);
-  const context ctx = context::get(where.device_id);
-  array_data out = detail::copy_tree_async(src, detail::destination_kind::host, &ctx, cs, cache);
-  detail::synchronize(cs, where.device_id);
-  return out;
+  return std::move(to_host(std::span<const array_data>(&src, 1), s, options)[0]);
 }
 
 record_batch to_host(const record_batch& src, stream_view s, const array_transfer_options& options) {
-  batch_roots r = roots_of(src);
-  detail::probe_cache cache;
-  detail::validate_roots(r.roots, options.validation, false, s, cache);
-  // Columns in host-accessible memory stay as they are; the others are
-  // copied in one batch.
-  batch_roots copied;
-  std::vector<std::size_t> copied_index;
-  std::optional<int> mapped_device;  // pinned or managed columns: wait for s
-  for (std::size_t i = 0; i < r.arrays.size(); ++i) {
-    const placement p = placement_of(*r.arrays[i]);
-    if (p.type == device_type::cpu) continue;
-    if (is_host_accessible(p.type)) {
-      mapped_device = p.device_id;
-      continue;
-    }
-    copied.arrays.push_back(r.arrays[i]);
-    copied.paths.push_back(r.paths[i]);
-    copied_index.push_back(i);
-  }
-  record_batch out = src;
-  if (!copied.arrays.empty()) {
-    const placement where = common_placement(copied.arrays);
-    const stream_view cs = copy_stream(where, s);
-    const context ctx = context::get(where.device_id);
-    std::vector<array_data> columns = detail::copy_trees_async(copied.arrays, copied.paths,
-                                                               detail::destination_kind::host, &ctx, cs, cache);
-    detail::synchronize(cs, where.device_id);
-    for (std::size_t k = 0; k < columns.size(); ++k) out.columns[copied_index[k]] = std::move(columns[k]);
-  }
-  if (mapped_device) detail::synchronize(s, *mapped_device);
-  return out;
+  return std::move(to_host(std::span<const record_batch>(&src, 1), s, options)[0]);
 }
 
 array_data to_pinned(const array_data& src, const context& ctx, stream_view s, const array_transfer_options& options) {

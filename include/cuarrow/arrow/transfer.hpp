@@ -7,14 +7,18 @@
 //   2. ONE allocation holds every destination buffer (64-byte aligned slices
 //      of it; the memory is freed when the last slice goes);
 //   3. every buffer of the tree (children, dictionaries, variadic buffers)
-//      is queued with copy_async on `s`;
+//      is one piece of ONE batched copy (copy_batch_async) on `s`: sources
+//      in ordinary pageable host memory travel together through the core's
+//      staging pipeline once they add up to staging_threshold_bytes (a
+//      thousand 1 MiB columns move like one 1 GiB buffer), neighbours in
+//      the same allocations share a DMA, and one host function keeps the
+//      sources alive;
 //   4. the synchronous forms synchronize `s` once at the end; the _async
-//      forms return at once and the result is valid in the order of `s`.
-// Nothing synchronizes per buffer.  (One exception belongs to the core's
-// copy policy: a buffer of 4 MiB or more in ordinary pageable host memory is
-// moved to the device through the core's staging pipeline, which returns
-// once the source has been read.  Pinned sources are copied directly.)
-//
+//      forms return at once and the result is valid in the order of `s`
+//      (staged pieces are complete when they return: the pipeline waits
+//      for its own DMAs, so pageable sources may be reused at once).
+// Nothing synchronizes per buffer.
+
 // Sliced arrays copy only what they reference where the layout allows it:
 // fixed-width values, offsets, views, type ids and validity bitmaps are cut
 // to [offset, offset + length) (the new offset keeps the bit position within
@@ -28,6 +32,9 @@
 // caller drops them (copy_async's guarantee).  The null count is carried
 // over unchanged.  Thread-safe; each call uses only its arguments.
 #pragma once
+
+#include <span>
+#include <vector>
 
 #include "cuarrow/arrow/array.hpp"
 #include "cuarrow/arrow/validate.hpp"
@@ -67,6 +74,26 @@ CUARROW_EXPORT array_data to_host(const array_data& src, stream_view s = {},
                                   const array_transfer_options& options = {});
 CUARROW_EXPORT record_batch to_host(const record_batch& src, stream_view s = {},
                                     const array_transfer_options& options = {});
+
+/// Many arrays (the chunks of a chunked array) or record batches (the
+/// batches of a table) at once: one validation, every buffer of all of them
+/// in ONE batched copy, one synchronization for the synchronous forms (each
+/// array or batch still gets an allocation of its own).  Errors name the
+/// array or batch ("batch 3: column \"x\" ...").
+CUARROW_EXPORT std::vector<array_data> to_device_async(std::span<const array_data> src, const context& ctx,
+                                                       stream_view s, const array_transfer_options& options = {});
+CUARROW_EXPORT std::vector<array_data> to_device(std::span<const array_data> src, const context& ctx,
+                                                 stream_view s = {}, const array_transfer_options& options = {});
+CUARROW_EXPORT std::vector<record_batch> to_device_async(std::span<const record_batch> src, const context& ctx,
+                                                         stream_view s, const array_transfer_options& options = {});
+CUARROW_EXPORT std::vector<record_batch> to_device(std::span<const record_batch> src, const context& ctx,
+                                                   stream_view s = {}, const array_transfer_options& options = {});
+/// to_host of each, with one batched copy and one synchronization for all.
+/// Data to be copied must live on one device (invalid_data otherwise).
+CUARROW_EXPORT std::vector<array_data> to_host(std::span<const array_data> src, stream_view s = {},
+                                               const array_transfer_options& options = {});
+CUARROW_EXPORT std::vector<record_batch> to_host(std::span<const record_batch> src, stream_view s = {},
+                                                 const array_transfer_options& options = {});
 
 /// A copy of `src` in pinned host memory of `ctx` (device type cuda_host),
 /// complete on return.

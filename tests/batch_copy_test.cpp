@@ -1,0 +1,249 @@
+// Batched copies (copy_batch / copy_batch_async): every kind of piece in one
+// batch, all-or-nothing checks, the staged gather and scatter of many small
+// pageable pieces, gaps that must stay untouched, and buffers kept alive.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace cuarrow_test;
+
+namespace {
+
+// Small chunks and threshold, so that a few hundred KiB exercise the
+// pipeline's chunk boundaries, its ramp and several workers.
+class BatchCopy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = cuarrow::get_transfer_options();
+    cuarrow::transfer_options o = saved_;
+    o.staging_threshold_bytes = 64 << 10;
+    o.staging_chunk_bytes = 64 << 10;
+    o.staging_threads = 3;
+    cuarrow::set_transfer_options(o);
+    faults_ = emu().async_fault_count ? emu().async_fault_count() : 0;
+  }
+  void TearDown() override {
+    cuarrow::set_transfer_options(saved_);
+    if (emu().async_fault_count) {
+      EXPECT_EQ(emu().async_fault_count(), faults_);
+    }
+  }
+  cuarrow::transfer_options saved_;
+  std::size_t faults_ = 0;
+};
+
+cuarrow::buffer host_copy(const std::vector<std::uint8_t>& v) {
+  cuarrow::buffer b = cuarrow::allocate_host(static_cast<std::int64_t>(v.size()));
+  std::memcpy(b.mutable_host_data(), v.data(), v.size());
+  return b;
+}
+
+// Pieces of odd sizes at odd offsets, with gaps of 0..300 bytes between
+// them; returns the pieces' (offset, size) and the total span.
+struct layout {
+  std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
+  std::int64_t span = 0;
+};
+
+layout odd_layout(int count, unsigned seed) {
+  layout l;
+  std::int64_t at = 3;
+  unsigned x = seed;
+  for (int i = 0; i < count; ++i) {
+    x = x * 1103515245u + 12345u;
+    const std::int64_t size = 1 + static_cast<std::int64_t>((x >> 8) % 9000);
+    const std::int64_t gap = static_cast<std::int64_t>((x >> 20) % 301);
+    l.pieces.emplace_back(at, size);
+    at += size + gap;
+  }
+  l.span = at + 7;
+  return l;
+}
+
+}  // namespace
+
+TEST_F(BatchCopy, EveryKindOfPieceInOneBatch) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  const std::int64_t n = 5000;
+  auto a = pattern(n, 1), b = pattern(n, 2), c = pattern(n, 3);
+  cuarrow::buffer pageable = host_copy(a);
+  cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, n);
+  std::memcpy(pinned.mutable_host_data(), b.data(), n);
+  cuarrow::buffer dev_c = cuarrow::copy_to_device(ctx, c.data(), n);
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, 3 * n, s);
+  cuarrow::buffer back = cuarrow::allocate_host(3 * n);
+  cuarrow::buffer host_to_host = cuarrow::allocate_host(n);
+  std::vector<cuarrow::copy_piece> up = {
+      {dev, 0, pageable, 0, n},       // pageable host -> device
+      {dev, n, pinned, 0, n},         // pinned host -> device
+      {dev, 2 * n, dev_c, 0, n},      // device -> device
+      {host_to_host, 0, pageable, 0, n},  // host -> host
+  };
+  cuarrow::copy_batch(up, s);
+  std::vector<cuarrow::copy_piece> down = {{back, 0, dev, 0, 3 * n}};
+  cuarrow::copy_batch(down, s);
+  EXPECT_EQ(0, std::memcmp(back.host_data(), a.data(), n));
+  EXPECT_EQ(0, std::memcmp(back.host_data() + n, b.data(), n));
+  EXPECT_EQ(0, std::memcmp(back.host_data() + 2 * n, c.data(), n));
+  EXPECT_EQ(0, std::memcmp(host_to_host.host_data(), a.data(), n));
+}
+
+TEST_F(BatchCopy, ABadPieceRefusesTheWholeBatchAndSaysWhich) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 256;
+  auto a = pattern(n, 4);
+  cuarrow::buffer src = host_copy(a);
+  cuarrow::buffer dst = cuarrow::allocate_host(2 * n);
+  std::memset(dst.mutable_host_data(), 0x5a, 2 * n);
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, n);
+  std::vector<cuarrow::copy_piece> pieces = {{dst, 0, src, 0, n}, {dev, 0, src, 0, n}, {dst, n, dev, 1, n}};
+  try {
+    cuarrow::copy_batch(pieces);
+    FAIL() << "an overrunning piece was accepted";
+  } catch (const cuarrow::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("piece 2 of the batch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("overruns the source buffer"), std::string::npos) << e.what();
+  }
+  // Nothing was copied, not even the good pieces before the bad one.
+  for (std::int64_t i = 0; i < 2 * n; ++i) ASSERT_EQ(static_cast<unsigned>(dst.host_data()[i]), 0x5au);
+
+  std::vector<cuarrow::copy_piece> read_only = {{dst.as_read_only(), 0, src, 0, n}};
+  EXPECT_THROW(cuarrow::copy_batch(read_only), cuarrow::read_only);
+  std::vector<cuarrow::copy_piece> negative = {{dst, 0, src, 0, -1}};
+  EXPECT_THROW(cuarrow::copy_batch(negative), cuarrow::out_of_range);
+}
+
+TEST_F(BatchCopy, OverlappingDestinationsAreRefused) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::buffer src = host_copy(pattern(100, 5));
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, 100);
+  std::vector<cuarrow::copy_piece> pieces = {{dev, 0, src, 0, 60}, {dev, 50, src, 0, 50}};
+  try {
+    cuarrow::copy_batch(pieces);
+    FAIL() << "overlapping destinations were accepted";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("overlapping"), std::string::npos) << e.what();
+  }
+  // Touching is not overlapping; slices of one buffer are compared by address.
+  std::vector<cuarrow::copy_piece> touching = {{dev.slice(0, 50), 0, src, 0, 50}, {dev, 50, src, 50, 50}};
+  EXPECT_NO_THROW(cuarrow::copy_batch(touching));
+}
+
+TEST_F(BatchCopy, ManyPageablePiecesAreStagedTogetherAndGapsStayUntouched) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const layout l = odd_layout(300, 7);
+  auto fill = pattern(static_cast<std::size_t>(l.span), 99);
+  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, fill.data(), l.span);
+  // One pageable source per piece, as the buffers of an Arrow table are.
+  std::vector<cuarrow::buffer> sources;
+  std::vector<cuarrow::copy_piece> pieces;
+  std::vector<std::uint8_t> expected = fill;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < l.pieces.size(); ++i) {
+    auto [offset, size] = l.pieces[i];
+    auto data = pattern(static_cast<std::size_t>(size), static_cast<unsigned>(i + 1000));
+    sources.push_back(host_copy(data));
+    pieces.push_back({dev, offset, sources.back(), 0, size});
+    std::memcpy(expected.data() + offset, data.data(), static_cast<std::size_t>(size));
+    total += size;
+  }
+  ASSERT_GT(total, 1 << 20);  // several chunks of 64 KiB
+  ctx.reset_transfer_stats();
+  cuarrow::copy_batch(pieces);
+  EXPECT_EQ(ctx.transfer_stats().staged_bytes, total);
+  EXPECT_EQ(ctx.transfer_stats().host_to_device_bytes, total);
+  EXPECT_EQ(to_vector(dev), expected) << "pieces land where asked, gaps keep their bytes";
+}
+
+TEST_F(BatchCopy, WritableGapsLetNeighboursShareADma) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const layout l = odd_layout(200, 8);
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, l.span);
+  cuarrow::buffer whole_src = host_copy(pattern(static_cast<std::size_t>(l.span), 55));
+  std::vector<cuarrow::copy_piece> pieces;
+  for (auto [offset, size] : l.pieces) pieces.push_back({dev, offset, whole_src, offset, size});
+  cuarrow::batch_copy_options o;
+  o.destination_gaps_writable = true;
+  for (std::int64_t threshold : {std::int64_t{64} << 10, std::int64_t{0}}) {  // staged, then direct
+    cuarrow::transfer_options t = cuarrow::get_transfer_options();
+    t.staging_threshold_bytes = threshold;
+    cuarrow::set_transfer_options(t);
+    cuarrow::fill_async(dev, 0, l.span, 0, cuarrow::stream_view{});
+    ctx.synchronize();
+    cuarrow::copy_batch(pieces, {}, o);
+    const std::vector<std::uint8_t> got = to_vector(dev);
+    const std::uint8_t* want = reinterpret_cast<const std::uint8_t*>(whole_src.host_data());
+    for (auto [offset, size] : l.pieces) {
+      ASSERT_EQ(0, std::memcmp(got.data() + offset, want + offset, static_cast<std::size_t>(size)))
+          << "threshold " << threshold << ", piece at " << offset;
+    }
+  }
+}
+
+TEST_F(BatchCopy, DeviceToScatteredPageableDestinations) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const layout l = odd_layout(250, 9);
+  auto data = pattern(static_cast<std::size_t>(l.span), 77);
+  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, data.data(), l.span);
+  cuarrow::buffer host = cuarrow::allocate_host(l.span);
+  std::memset(host.mutable_host_data(), 0xee, static_cast<std::size_t>(l.span));
+  std::vector<cuarrow::copy_piece> pieces;
+  std::vector<std::uint8_t> expected(static_cast<std::size_t>(l.span), 0xee);
+  for (auto [offset, size] : l.pieces) {
+    pieces.push_back({host, offset, dev, offset, size});
+    std::memcpy(expected.data() + offset, data.data() + offset, static_cast<std::size_t>(size));
+  }
+  ctx.reset_transfer_stats();
+  cuarrow::copy_batch(pieces);
+  EXPECT_GT(ctx.transfer_stats().staged_bytes, 0);
+  EXPECT_EQ(0, std::memcmp(host.host_data(), expected.data(), expected.size()))
+      << "every piece arrived, host bytes between pieces untouched";
+}
+
+TEST_F(BatchCopy, AsyncBatchKeepsItsBuffersAlive) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  const std::int64_t n = 4096;
+  auto a = pattern(n, 10);
+  const std::int64_t base = ctx.bytes_allocated();
+  cuarrow::buffer out = cuarrow::allocate_pinned(ctx, 2 * n);
+  {
+    scoped_op_delay delay(20000);
+    {
+      cuarrow::buffer dev1 = cuarrow::copy_to_device(ctx, a.data(), n);
+      cuarrow::buffer dev2 = cuarrow::copy_to_device(ctx, a.data(), n);
+      std::vector<cuarrow::copy_piece> pieces = {{out, 0, dev1, 0, n}, {out, n, dev2, 0, n}};
+      cuarrow::copy_batch_async(pieces, s);
+    }  // the device buffers are dropped while the copies are queued
+    EXPECT_GE(ctx.bytes_allocated(), base + 2 * n);
+    s.synchronize();
+  }
+  EXPECT_EQ(0, std::memcmp(out.host_data(), a.data(), n));
+  EXPECT_EQ(0, std::memcmp(out.host_data() + n, a.data(), n));
+  ctx.synchronize();
+  cuarrow::copy_batch({}, s);  // an empty batch collects the deferred releases too
+  EXPECT_EQ(ctx.bytes_allocated(), base);
+}
+
+TEST_F(BatchCopy, AStreamOfAnotherDeviceIsRefusedNamingThePiece) {
+  CUARROW_REQUIRE_DEVICES(2);
+  cuarrow::context c0 = cuarrow::context::get(0);
+  cuarrow::context c1 = cuarrow::context::get(1);
+  cuarrow::stream s1(c1);
+  cuarrow::buffer src = host_copy(pattern(64, 11));
+  cuarrow::buffer d0 = cuarrow::allocate_device(c0, 64);
+  cuarrow::buffer d1 = cuarrow::allocate_device(c1, 64);
+  std::vector<cuarrow::copy_piece> pieces = {{d1, 0, src, 0, 64}, {d0, 0, src, 0, 64}};
+  try {
+    cuarrow::copy_batch(pieces, s1);
+    FAIL() << "a stream of device 1 was accepted for device 0's memory";
+  } catch (const cuarrow::device_mismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("piece 1 of the batch"), std::string::npos) << e.what();
+  }
+  // Pieces on two devices with the default stream: each on its own device.
+  cuarrow::copy_batch(pieces);
+  EXPECT_EQ(to_vector(d0), to_vector(d1));
+}
