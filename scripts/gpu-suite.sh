@@ -24,6 +24,10 @@ if [ "$mode" = prepare ]; then
   command -v nvcc >/dev/null && cuda_tests=ON
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_BUILD_CUDA_TESTS=$cuda_tests >/dev/null
   cmake --build build/gpu -j "$(nproc)"
+  # Only what runs there travels, without debug sections: the device tool
+  # carries at most 64 MiB with the checkout.
+  rm -f build/gpu/bin/cuarrow_emulation_test
+  strip --strip-debug build/gpu/bin/* build/gpu/lib/*.so.* 2>/dev/null || true
   echo "built build/gpu; now run: scripts/gpu-suite.sh run   (on the GPU machine, carrying build/gpu)"
   exit 0
 fi

@@ -40,6 +40,9 @@ void validate(const transfer_options& o) {
   if (o.staging_threads < 1 || o.staging_threads > 256) {
     throw invalid_argument("staging_threads must be between 1 and 256");
   }
+  if (o.staging_threads_to_device < 1 || o.staging_threads_to_device > 256) {
+    throw invalid_argument("staging_threads_to_device must be between 1 and 256");
+  }
 }
 
 struct options_state {
@@ -51,8 +54,13 @@ struct options_state {
     // Never more threads than the machine has (the default is tuned on a
     // 16-core host; a 2-core CI machine gets 2).
     const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-    if (hardware > 0) options.staging_threads = std::clamp(hardware, 1, options.staging_threads);
+    if (hardware > 0) {
+      options.staging_threads = std::clamp(hardware, 1, options.staging_threads);
+      options.staging_threads_to_device = std::clamp(hardware, 1, options.staging_threads_to_device);
+    }
     options.staging_threads = static_cast<int>(env_int("CUARROW_STAGING_THREADS", options.staging_threads));
+    options.staging_threads_to_device =
+        static_cast<int>(env_int("CUARROW_STAGING_THREADS_TO_DEVICE", options.staging_threads_to_device));
     options.pinned_pool_limit_bytes = env_int("CUARROW_PINNED_POOL_LIMIT", options.pinned_pool_limit_bytes);
     try {
       validate(options);
@@ -190,10 +198,10 @@ struct plan {
   std::vector<chunk_range> chunks;
 };
 
-// Chunk capacities for `total` bytes: the first (to device) or the last (to
-// host) round of chunks, one per worker, are a quarter of `chunk`, the next
-// round half, so that the DMA engine starts (or the last host copies end)
-// soon after the call starts (or the last DMA ends).
+// Chunk capacities for `total` bytes.  With `ramp`, the first (or, with
+// `ramp_at_end`, the last) round of chunks, one per worker, is a quarter of
+// `chunk` and the next round half, so that the DMA engine starts soon after
+// the call starts (or the last host copies end soon after the last DMA).
 std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int workers, bool ramp, bool ramp_at_end) {
   std::vector<std::size_t> caps;
   std::size_t sum = 0;
@@ -357,20 +365,25 @@ bool ramp_enabled() {
 // pool, one staged job at a time; returns false (having done nothing) when
 // no pinned staging memory can be had.
 template <class Loop>
-bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool ramp_at_end, Loop loop) {
+bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device, Loop loop) {
   const transfer_options o = current_transfer_options();
   const std::size_t total = total_bytes(pieces);
   if (total == 0) return true;
-  const std::size_t chunk = chunk_bytes_for(o, total);
-  const int max_workers = std::max(1, o.staging_threads);
+  const int max_workers = std::max(1, to_device ? o.staging_threads_to_device : o.staging_threads);
+  const std::size_t chunk = chunk_bytes_for(o, total, max_workers);
+  const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
-  if (!p.ensure_slots(static_cast<std::size_t>(max_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes))) {
+  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes))) {
     return false;
   }
   const std::size_t estimate = (total + chunk - 1) / chunk;
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
-  const plan pl = make_plan(pieces, capacities(total, chunk, workers, ramp_enabled(), ramp_at_end));
+  // The smaller last chunks pay off device to host (the last host copies end
+  // soon after the last DMA); smaller first chunks did not pay host to
+  // device on the H200 (more chunks, more driver calls).
+  const bool ramp = !to_device && ramp_enabled();
+  const plan pl = make_plan(pieces, capacities(total, chunk, workers, ramp, true));
   job j(pl.chunks.size());
   run_job(ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
           [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); });
@@ -379,10 +392,10 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool ramp_at_en
 
 }  // namespace
 
-std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total) {
+std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total, int threads) {
   const std::size_t most = static_cast<std::size_t>(o.staging_chunk_bytes);
   const std::size_t least = std::min<std::size_t>(most, 1 << 20);
-  const std::size_t workers = static_cast<std::size_t>(std::max(1, o.staging_threads));
+  const std::size_t workers = static_cast<std::size_t>(std::max(1, threads));
   std::size_t c = total / (workers * 4);
   c -= c % (64 << 10);
   return std::clamp(c, least, most);
@@ -408,7 +421,7 @@ bool use_staging(std::size_t n) {
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
-  const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
+  const bool done = staged(ctx, pieces, true, [&](worker_slots& ws, job& j, const plan& pl) {
     int turn = 0;
     std::size_t i = 0;
     while (j.take(i)) {
@@ -439,7 +452,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
 
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
-  const bool done = staged(ctx, pieces, true, [&](worker_slots& ws, job& j, const plan& pl) {
+  const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
     // Double-buffered: the DMA of a worker's next chunk runs while it
     // copies the previous one out of the other slot.
     auto drain = [&](int k, std::size_t i) {

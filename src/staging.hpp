@@ -55,10 +55,10 @@ void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std:
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s);
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s);
 
-/// The chunk size a staged job of `total` bytes uses: small enough that
-/// every worker gets several chunks (the pipeline fills and drains
-/// quickly), at most the configured staging_chunk_bytes, at least 1 MiB
-/// (or the configured size, if smaller).
-std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total);
+/// The chunk size a staged job of `total` bytes on `threads` threads uses:
+/// small enough that every thread gets several chunks (the pipeline fills
+/// and drains quickly), at most the configured staging_chunk_bytes, at least
+/// 1 MiB (or the configured size, if smaller).
+std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total, int threads);
 
 }  // namespace cuarrow::detail

@@ -21,6 +21,7 @@ class BatchCopy : public ::testing::Test {
     o.staging_threshold_bytes = 64 << 10;
     o.staging_chunk_bytes = 64 << 10;
     o.staging_threads = 3;
+    o.staging_threads_to_device = 2;
     cuarrow::set_transfer_options(o);
     faults_ = emu().async_fault_count ? emu().async_fault_count() : 0;
   }

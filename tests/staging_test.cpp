@@ -19,6 +19,7 @@ class Staging : public ::testing::Test {
     o.staging_threshold_bytes = 64 << 10;
     o.staging_chunk_bytes = 64 << 10;
     o.staging_threads = 3;
+    o.staging_threads_to_device = 3;
     cuarrow::set_transfer_options(o);
     faults_ = emu().async_fault_count ? emu().async_fault_count() : 0;
   }
@@ -121,6 +122,9 @@ TEST(TransferOptions, AreValidated) {
   EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
   bad = o;
   bad.staging_threads = 0;
+  EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
+  bad = o;
+  bad.staging_threads_to_device = 257;
   EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
   bad = o;
   bad.staging_threshold_bytes = -1;

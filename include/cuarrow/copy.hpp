@@ -44,10 +44,18 @@ struct transfer_options {
   /// chunks are smaller still, so that the pipeline fills and drains
   /// quickly.  Environment: CUARROW_STAGING_CHUNK.
   std::int64_t staging_chunk_bytes = 4 << 20;
-  /// Host threads that copy chunks (the caller's thread is one of them).
-  /// The default is 12, or the machine's hardware threads if fewer.
-  /// Environment: CUARROW_STAGING_THREADS.
+  /// Host threads that copy chunks out of the staging buffers (device to
+  /// host; the caller's thread is one of them).  The default is 12, or the
+  /// machine's hardware threads if fewer.  Environment:
+  /// CUARROW_STAGING_THREADS.
   int staging_threads = 12;
+  /// Host threads that copy chunks into the staging buffers (host to
+  /// device).  Fewer than the other way: these copies compete with the DMA
+  /// engine for host memory bandwidth, and on the H200 machine 8 threads
+  /// moved 64 MiB faster than 12 or 16 (bench/staging_sweep.py).  The
+  /// default is 8, or the machine's hardware threads if fewer.
+  /// Environment: CUARROW_STAGING_THREADS_TO_DEVICE.
+  int staging_threads_to_device = 8;
   /// Most pinned memory the result pool (try_allocate_pinned_pooled) holds,
   /// cached and in use.  Environment: CUARROW_PINNED_POOL_LIMIT.
   std::int64_t pinned_pool_limit_bytes = 4ll << 30;
@@ -58,7 +66,7 @@ struct transfer_options {
 CUARROW_EXPORT transfer_options get_transfer_options();
 /// Change the options for later copies (thread-safe; copies in progress
 /// finish with the options they started with).  Throws invalid_argument for
-/// values out of range (chunk < 64 KiB, threads < 1 or > 256).
+/// values out of range (chunk < 64 KiB, either thread count < 1 or > 256).
 CUARROW_EXPORT void set_transfer_options(const transfer_options& options);
 
 /// Copy `size` bytes from src[src_offset..] to dst[dst_offset..], whatever

@@ -325,8 +325,9 @@ def _as_context(context: Any) -> "Context":
 def transfer_options() -> Dict[str, int]:
     """The options of host<->device transfers in force: ``staging_threshold_bytes``
     (copies from or to ordinary memory at least this large go through the
-    pinned staging pipeline; 0 disables it), ``staging_chunk_bytes``,
-    ``staging_threads`` and ``pinned_pool_limit_bytes`` (the most pinned
+    pinned staging pipeline; 0 disables it), ``staging_chunk_bytes`` (the
+    largest chunk), ``staging_threads`` (device to host),
+    ``staging_threads_to_device`` and ``pinned_pool_limit_bytes`` (the most pinned
     memory the pool for ``copy_to_host()`` results holds)."""
     return dict(_lib.get_transfer_options())
 

@@ -16,7 +16,9 @@ from cuarrow import cuda
 def small_chunks():
     """Staging with 64 KiB chunks, so small arrays cross many chunk boundaries."""
     saved = cuda.transfer_options()
-    cuda.set_transfer_options(staging_threshold_bytes=64 << 10, staging_chunk_bytes=64 << 10, staging_threads=3)
+    cuda.set_transfer_options(
+        staging_threshold_bytes=64 << 10, staging_chunk_bytes=64 << 10, staging_threads=3, staging_threads_to_device=2
+    )
     yield
     cuda.set_transfer_options(**saved)
 
@@ -73,6 +75,8 @@ def test_transfer_options_are_checked():
         cuda.set_transfer_options(chunk=1)
     with pytest.raises(ValueError):
         cuda.set_transfer_options(staging_chunk_bytes=10)
+    with pytest.raises(ValueError, match="staging_threads_to_device"):
+        cuda.set_transfer_options(staging_threads_to_device=0)
     assert cuda.transfer_options()["staging_chunk_bytes"] >= 64 << 10
 
 

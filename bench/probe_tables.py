@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Where the time of a wide-table transfer goes: cuarrow's steps taken apart.
+
+A diagnostic beside bench/bench.py: for a table of N columns of M bytes
+(default 1000 x 1 MiB, the benchmark's wide table), the median time of the
+whole ``to_device(table)`` / ``to_host()`` and of their steps (import of the
+pyarrow data, the batched copy alone, export back to pyarrow), beside one
+buffer of the same bytes::
+
+    PYTHONPATH=<installed cuarrow> python3 bench/probe_tables.py [--columns 1000] [--column-bytes 1M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+
+def median_ms(fn, reps: int) -> float:
+    fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return statistics.median(samples) / 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--columns", type=int, default=1000)
+    ap.add_argument("--column-bytes", default="1M")
+    ap.add_argument("--reps", type=int, default=15)
+    args = ap.parse_args()
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    cb = args.column_bytes.upper()
+    column_bytes = int(cb[:-1]) * units[cb[-1]] if cb[-1] in units else int(cb)
+
+    from cuarrow import _cuarrow as lib
+    from cuarrow import cuda
+    from cuarrow._arrays import _host_batch
+
+    ctx = cuda.Context(0)
+    rows = column_bytes // 8
+    table = pa.table({f"c{i}": np.full(rows, i, dtype=np.float64) for i in range(args.columns)})
+    batch = table.to_batches()[0]
+    total = args.columns * column_bytes
+    one = np.ones(total, dtype=np.uint8)
+    gb = total / 1e9
+
+    def report(name: str, ms: float) -> None:
+        print(f"{name:<55} {ms:8.2f} ms  {gb / (ms / 1e3):6.1f} GB/s", flush=True)
+
+    print(f"{args.columns} columns x {column_bytes} bytes; options {cuda.transfer_options()}")
+    report("one buffer: buffer_from_data", median_ms(lambda: ctx.buffer_from_data(one), args.reps))
+    dev_one = ctx.buffer_from_data(one)
+    report("one buffer: copy_to_host()", median_ms(lambda: dev_one.copy_to_host(), args.reps))
+    report("to_device(table)", median_ms(lambda: cuda.to_device(table), args.reps))
+    imported = lib.import_batch(*batch.__arrow_c_array__())
+    report("  import of the pyarrow batch (C data interface)",
+           median_ms(lambda: lib.import_batch(*batch.__arrow_c_array__()), args.reps))
+    report("  batches_to_device alone (the batched copy, as to_device calls it)",
+           median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps))
+    for threads in (6, 12):
+        saved = cuda.transfer_options()
+        cuda.set_transfer_options(staging_threads_to_device=threads)
+        report(f"  batches_to_device alone, {threads} threads",
+               median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps))
+        cuda.set_transfer_options(**saved)
+    d = cuda.to_device(table)
+    report("DeviceTable.to_host()", median_ms(lambda: d.to_host(), args.reps))
+    data = d._batches[0]._data
+    report("  batches_to_host alone (the batched copy)", median_ms(lambda: lib.batches_to_host([data], 0, -1), args.reps))
+    host = lib.batches_to_host([data], 0, -1)[0]
+    report("  export to pyarrow of the host batch", median_ms(lambda: _host_batch(table.schema, host), args.reps))
+    assert d.to_host().equals(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
