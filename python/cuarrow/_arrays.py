@@ -319,7 +319,7 @@ def _dlpack_export(
 
 def _host_array(type_: pa.DataType, host: Any) -> pa.Array:
     """A pyarrow Array of a host ArrayData (its buffers stay owned by it)."""
-    _, array_capsule = _lib.export_array(host)
+    array_capsule = _lib.export_array_only(host)
     # pyarrow's own type description: cuarrow's model keeps a dictionary's
     # value type without its field, so an extension value type would be lost.
     return pa.Array._import_from_c_capsule(type_.__arrow_c_schema__(), array_capsule)
@@ -327,7 +327,7 @@ def _host_array(type_: pa.DataType, host: Any) -> pa.Array:
 
 def _host_batch(schema: pa.Schema, host: Any) -> pa.RecordBatch:
     """A pyarrow RecordBatch of a host BatchData."""
-    _, array_capsule = _lib.export_batch(host)
+    array_capsule = _lib.export_batch_only(host)
     return pa.RecordBatch._import_from_c_capsule(schema.__arrow_c_schema__(), array_capsule)
 
 

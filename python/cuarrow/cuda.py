@@ -479,6 +479,13 @@ class Context:
         object supporting the buffer protocol (bytes, NumPy arrays,
         pyarrow.Buffer, HostBuffer ...).  `size` -1 means up to the end.
         """
+        if offset == 0 and size == -1 and stream is None and not isinstance(data, CudaBuffer):
+            # The common case in one call (a 4-byte copy costs mostly calls);
+            # anything unusual takes the checked path below for its message.
+            try:
+                return CudaBuffer._wrap(_lib.buffer_from_host(self._ctx, data))
+            except (TypeError, BufferError):
+                pass
         offset = _index(offset, "offset")
         size = _length_arg(size, "size")
         if isinstance(data, CudaBuffer):
@@ -768,6 +775,14 @@ class CudaBuffer(_lib.Buffer):
         work already queued there) and the stream is synchronized before
         returning.
         """
+        if buf is not None and position == 0 and nbytes == -1 and stream is None and not isinstance(buf, CudaBuffer):
+            # The common case in one call; anything unusual (read-only or
+            # non-contiguous memory ...) takes the checked path for its message.
+            try:
+                _lib.copy_into_host(buf, self)
+                return buf
+            except (TypeError, BufferError):
+                pass
         size = self.size
         position = _index(position, "position")
         nbytes = _length_arg(nbytes, "nbytes")

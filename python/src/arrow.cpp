@@ -926,6 +926,27 @@ void bind_arrow(nb::module_& m) {
       "(\"arrow_schema\", \"arrow_array\") capsules of a host array; the array keeps its buffers alive until "
       "released.");
   m.def(
+      "export_array_only",
+      [](const ArrayData& a) {
+        return make_capsule<ArrowArray>([&](ArrowArray* out) {
+          nb::gil_scoped_release r;
+          ca::export_array(exportable(a.data, actual_or(a.data, ca::placement{}), cuarrow::stream_view()), out);
+        });
+      },
+      nb::arg("array"),
+      "The \"arrow_array\" capsule of a host array, for a consumer that has the type already (no schema is "
+      "exported: for wide batches that is most of the cost).");
+  m.def(
+      "export_batch_only",
+      [](const BatchData& b) {
+        return make_capsule<ArrowArray>([&](ArrowArray* out) {
+          nb::gil_scoped_release r;
+          const ca::array_data root = b.batch.to_struct();
+          ca::export_array(exportable(root, actual_or(root, ca::placement{}), cuarrow::stream_view()), out);
+        });
+      },
+      nb::arg("batch"), "The \"arrow_array\" capsule of a host record batch (no schema).");
+  m.def(
       "export_batch",
       [](const BatchData& b) {
         nb::object array =

@@ -7,6 +7,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -155,6 +156,30 @@ void bind_buffer(nb::module_& m) {
       },
       nb::arg("context"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
       "Device memory (uninitialized) from the context's memory resource.");
+  m.def(
+      "buffer_from_host",
+      [](const cuarrow::context& ctx, nb::handle src) {
+        host_view v(src, false);
+        const void* data = v.data();
+        const std::int64_t n = v.size();
+        nb::gil_scoped_release r;
+        return make(cuarrow::copy_to_device(ctx, data, n), false);
+      },
+      nb::arg("context"), nb::arg("src"),
+      "A new device buffer holding a copy of a whole host object (buffer protocol, contiguous); synchronous. "
+      "One call for buffer_from_data's common case: what a small copy costs is mostly calls.");
+  m.def(
+      "copy_into_host",
+      [](nb::handle dst, const Buffer& src) {
+        host_view v(dst, true);
+        void* data = v.data();
+        const std::int64_t n = std::min(v.size(), src.buf.size());
+        nb::gil_scoped_release r;
+        cuarrow::copy_to_host(data, src.buf, 0, n);
+      },
+      nb::arg("dst"), nb::arg("src"),
+      "Copy as much of a buffer as fits into writable host memory (buffer protocol, contiguous); synchronous. "
+      "One call for copy_to_host(buf=...)'s common case.");
   m.def(
       "allocate_pinned",
       [](const cuarrow::context& ctx, std::int64_t size) { return make(cuarrow::allocate_pinned(ctx, size), true); },
