@@ -450,9 +450,15 @@ class Context:
 
     # -- buffers ------------------------------------------------------------
     def new_buffer(self, nbytes: int) -> "CudaBuffer":
-        """Return new device buffer of `nbytes` bytes (contents uninitialized)."""
+        """Return new device buffer of `nbytes` bytes (contents uninitialized).
+
+        The memory comes from ``cuMemAlloc``, as in pyarrow, so that it can be
+        shared with other processes (``export_for_ipc``); the buffers that
+        copies make (``buffer_from_data``, ``to_device`` ...) come from the
+        device's faster stream-ordered pool, which CUDA IPC cannot export.
+        """
         nbytes = _index(nbytes, "nbytes")
-        return CudaBuffer._wrap(_lib.allocate_device(self._ctx, nbytes))
+        return CudaBuffer._wrap(_lib.allocate_device(self._ctx, nbytes, plain=True))
 
     def foreign_buffer(self, address: int, size: int, base: Any = None) -> "CudaBuffer":
         """A device buffer viewing memory someone else owns.
