@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "child_process.hpp"
 #include "test_support.hpp"
 
 namespace cuarrow_test {
@@ -24,6 +25,7 @@ const emulation_api& emu() {
     a.stream_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_stream_count"));
     a.event_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_event_count"));
     a.async_fault_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_async_fault_count"));
+    a.ipc_mapping_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_ipc_mapping_count"));
     a.set_op_delay_us = reinterpret_cast<void (*)(unsigned)>(sym("cuarrow_emu_set_op_delay_us"));
     return a;
   }();
@@ -46,6 +48,10 @@ std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b) {
 }  // namespace cuarrow_test
 
 int main(int argc, char** argv) {
+  // A child process of a test (tests/child_process.hpp): run its mode only.
+  bool child = false;
+  int child_rc = cuarrow_test::run_child_mode_if_asked(argc, argv, &child);
+  if (child) return child_rc;
   ::testing::InitGoogleTest(&argc, argv);
   // --env=NAME=VALUE: set before the driver is loaded (the emulation reads
   // its configuration once, at cuInit).

@@ -26,6 +26,7 @@ struct emulation_api {
   size_t (*stream_count)() = nullptr;
   size_t (*event_count)() = nullptr;
   size_t (*async_fault_count)() = nullptr;
+  size_t (*ipc_mapping_count)() = nullptr;  // IPC handles opened and not closed, this process
   void (*set_op_delay_us)(unsigned) = nullptr;
   bool available() const { return primary_ctx_retain_count != nullptr; }
 };

@@ -451,9 +451,15 @@ class Context:
 
     # -- buffers ------------------------------------------------------------
     def new_buffer(self, nbytes: int) -> "CudaBuffer":
-        """Return new device buffer of `nbytes` bytes (contents uninitialized)."""
+        """Return new device buffer of `nbytes` bytes (contents uninitialized).
+
+        The memory comes from ``cuMemAlloc``, as in pyarrow, so that it can be
+        shared with other processes (``export_for_ipc``); the buffers that
+        copies make (``buffer_from_data``, ``to_device`` ...) come from the
+        device's faster stream-ordered pool, which CUDA IPC cannot export.
+        """
         nbytes = _index(nbytes, "nbytes")
-        return CudaBuffer._wrap(_lib.allocate_device(self._ctx, nbytes))
+        return CudaBuffer._wrap(_lib.allocate_device(self._ctx, nbytes, plain=True))
 
     def foreign_buffer(self, address: int, size: int, base: Any = None) -> "CudaBuffer":
         """A device buffer viewing memory someone else owns.
@@ -559,10 +565,22 @@ class Context:
             capsule = obj.__dlpack__(stream=1)
         return CudaBuffer._wrap(_lib.from_dlpack(capsule, self._ctx))
 
-    # -- IPC (not in this release) --------------------------------------------
-    def open_ipc_buffer(self, ipc_handle: Any) -> "CudaBuffer":
-        """Not implemented yet: CUDA IPC comes in a later cuarrow release."""
-        raise NotImplementedError(_IPC_MESSAGE)
+    # -- IPC ------------------------------------------------------------------
+    def open_ipc_buffer(self, ipc_handle: "IpcMemHandle") -> "CudaBuffer":
+        """Open device memory another process exported with ``export_for_ipc``.
+
+        The buffer is memory of this context's device (whatever device the
+        exporter used), of exactly the exported range (slices keep their
+        offset), mutable; the mapping is closed when the last buffer and
+        slice using it is gone, and opening the same handle again shares it.
+        A handle of an empty buffer gives an empty buffer.  Opening a handle
+        in the process that exported it raises ``ArrowInvalid`` (IPC handles
+        are for other processes); a handle whose exporter has exited, or
+        that is not a CUDA IPC handle, raises ``CudaError``.
+        """
+        if not isinstance(ipc_handle, IpcMemHandle):
+            raise TypeError("expected IpcMemHandle instance, got %s" % (type(ipc_handle).__name__,))
+        return CudaBuffer._wrap(_lib.open_ipc(self._ctx, ipc_handle._handle))
 
     # -- misc ---------------------------------------------------------------
     def __eq__(self, other: Any) -> bool:
@@ -626,12 +644,6 @@ def _slice_bounds(key: slice, length: int) -> Tuple[int, int]:
         raise IndexError("only slices with step 1 supported")
     start, stop, _ = key.indices(length)
     return start, max(stop - start, 0)
-
-
-_IPC_MESSAGE = (
-    "CUDA IPC between processes (export_for_ipc, open_ipc_buffer, IpcMemHandle) is not implemented in this "
-    "cuarrow release"
-)
 
 
 class CudaBuffer(_lib.Buffer):
@@ -901,9 +913,23 @@ class CudaBuffer(_lib.Buffer):
     def __reduce__(self) -> Any:
         raise TypeError("a CudaBuffer cannot be pickled (it holds device memory); pickle buf.copy_to_host() instead")
 
-    def export_for_ipc(self) -> Any:
-        """Not implemented yet: CUDA IPC comes in a later cuarrow release."""
-        raise NotImplementedError(_IPC_MESSAGE)
+    def export_for_ipc(self) -> "IpcMemHandle":
+        """Expose this device buffer to other processes: a handle to send
+        (``handle.serialize()``) to a process that opens it with
+        ``Context.open_ipc_buffer(IpcMemHandle.from_buffer(data))``.
+
+        The handle carries the buffer's offset in its allocation, so slices
+        round-trip (pyarrow loses the offset).  The memory must come from
+        ``cuMemAlloc``: ``Context.new_buffer`` (or a foreign cuMemAlloc
+        allocation); buffers made by copies (``buffer_from_data``,
+        ``to_device``) are stream-ordered pool memory, which CUDA IPC cannot
+        export (``ArrowInvalid`` saying so: copy them into a ``new_buffer``
+        with ``copy_from_device``).  The handle keeps the memory allocated in
+        this process while it lives; keep it (or the buffer) until the other
+        processes are done.  Finish writing the buffer before sending the
+        handle (cuarrow's copies are synchronous unless given a stream).
+        """
+        return IpcMemHandle._wrap(_lib.export_ipc(self))
 
     # -- interop protocols ------------------------------------------------------
     @property
@@ -1419,19 +1445,94 @@ class BufferWriter(io.RawIOBase):
 
 
 # ---------------------------------------------------------------------------
-# IPC: handles between processes (not in this release), messages
+# IPC: memory handles between processes, Arrow IPC messages
 # ---------------------------------------------------------------------------
 
 
 class IpcMemHandle:
-    """Not implemented yet: CUDA IPC comes in a later cuarrow release."""
+    """A CUDA IPC handle of device memory, made by ``CudaBuffer.export_for_ipc``
+    or read by ``IpcMemHandle.from_buffer``.
+
+    It names the allocation (the driver's handle), the buffer's ``offset`` in
+    it, its ``size`` and the exporter's ``device_number``.  A handle made by
+    ``export_for_ipc`` keeps the exported memory allocated while it lives; one
+    read from bytes keeps nothing alive.  Pickling sends the serialized bytes.
+    """
+
+    __slots__ = ("_handle", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(_IPC_MESSAGE)
+        raise TypeError(
+            "Do not call IpcMemHandle's constructor directly, use `CudaBuffer.export_for_ipc` or "
+            "`IpcMemHandle.from_buffer` instead."
+        )
+
+    @classmethod
+    def _wrap(cls, raw: Any) -> "IpcMemHandle":
+        obj = object.__new__(cls)
+        obj._handle = raw
+        return obj
 
     @staticmethod
     def from_buffer(opaque_handle: Any) -> "IpcMemHandle":
-        raise NotImplementedError(_IPC_MESSAGE)
+        """Read a serialized handle from host bytes (a ``pyarrow.Buffer``,
+        ``bytes`` or any buffer-protocol object): cuarrow's format
+        (``serialize()``) or pyarrow.cuda's (72 bytes, 8 for an empty buffer;
+        offset 0).  Malformed bytes raise ``ArrowInvalid`` saying what is
+        wrong; only the given bytes are read."""
+        if isinstance(opaque_handle, CudaBuffer):
+            raise TypeError(
+                "IpcMemHandle.from_buffer needs the serialized handle in host memory, but this CudaBuffer is device "
+                "memory; copy it to the host first (copy_to_host())"
+            )
+        try:
+            with memoryview(opaque_handle) as view:
+                data = view.tobytes()
+        except TypeError:
+            raise TypeError(
+                "IpcMemHandle.from_buffer needs the serialized handle as bytes-like host memory (pyarrow.Buffer, "
+                f"bytes, bytearray ...), not {type(opaque_handle).__name__}"
+            ) from None
+        return IpcMemHandle._wrap(_lib.IpcMemoryHandle.deserialize(data))
+
+    def serialize(self, pool: Optional[pa.MemoryPool] = None) -> pa.Buffer:
+        """The handle as a ``pyarrow.Buffer`` of host bytes (from `pool` if
+        given), to send to another process."""
+        data = self._handle.serialize()
+        if pool is None:
+            return pa.py_buffer(data)
+        out = pa.allocate_buffer(len(data), memory_pool=pool)
+        with memoryview(out) as view, view.cast("B") as target:
+            target[:] = data
+        return out
+
+    @property
+    def size(self) -> int:
+        """Size of the exported buffer in bytes."""
+        return self._handle.size
+
+    @property
+    def offset(self) -> int:
+        """Offset of the exported buffer in its allocation (0 for pyarrow-format handles)."""
+        return self._handle.offset
+
+    @property
+    def device_number(self) -> int:
+        """The exporter's device; -1 when unknown (pyarrow-format handles)."""
+        return self._handle.device_id
+
+    def __reduce__(self) -> Any:
+        return (_ipc_handle_from_bytes, (self._handle.serialize(),))
+
+    def __repr__(self) -> str:
+        return (
+            f"<cuarrow.cuda.IpcMemHandle size={self.size} offset={self.offset} device_number={self.device_number}>"
+        )
+
+
+def _ipc_handle_from_bytes(data: bytes) -> IpcMemHandle:
+    """Unpickles an IpcMemHandle."""
+    return IpcMemHandle.from_buffer(data)
 
 
 def _check_context(ctx: Any) -> Context:

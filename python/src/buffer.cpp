@@ -151,11 +151,18 @@ void bind_buffer(nb::module_& m) {
   // ---- allocation and wrapping ---------------------------------------------
   m.def(
       "allocate_device",
-      [](const cuarrow::context& ctx, std::int64_t size, std::uintptr_t stream, int device) {
-        return make(cuarrow::allocate_device(ctx, size, make_stream(stream, device)), false);
+      [](const cuarrow::context& ctx, std::int64_t size, std::uintptr_t stream, int device, bool plain) {
+        // One stateless cuMemAlloc resource for all contexts (never destroyed:
+        // buffers may be freed after static destructors ran).
+        static const auto* cu_mem_alloc =
+            new std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>());
+        return make(cuarrow::allocate_device(ctx, size, make_stream(stream, device), plain ? *cu_mem_alloc : nullptr),
+                    false);
       },
-      nb::arg("context"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
-      "Device memory (uninitialized) from the context's memory resource.");
+      nb::arg("context"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("plain") = false,
+      release_gil(),
+      "Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc "
+      "(plain_device_resource): memory CUDA IPC can export, which pool memory is not.");
   m.def(
       "buffer_from_host",
       [](const cuarrow::context& ctx, nb::handle src) {

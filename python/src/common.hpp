@@ -68,5 +68,6 @@ void bind_context(nb::module_& m);
 void bind_buffer(nb::module_& m);
 void bind_dlpack(nb::module_& m);
 void bind_arrow(nb::module_& m);
+void bind_ipc(nb::module_& m);
 
 }  // namespace cuarrow_py

@@ -18,4 +18,5 @@ NB_MODULE(_cuarrow, m) {
   cuarrow_py::bind_buffer(m);
   cuarrow_py::bind_dlpack(m);
   cuarrow_py::bind_arrow(m);
+  cuarrow_py::bind_ipc(m);
 }

@@ -1,6 +1,6 @@
 """What pyarrow's own CUDA tests check (python/pyarrow/tests/test_cuda.py),
 against cuarrow.cuda: sizes 0, 1 and 1000, every documented error message,
-views vs copies, parent links, base kept alive.  IPC is not in this release."""
+views vs copies, parent links, base kept alive.  test_IPC is in test_ipc.py."""
 
 import sys
 

@@ -1,5 +1,6 @@
 // Tests only a real GPU can answer: memory allocated by another library
-// (through the real driver, behind cuarrow's back), real asynchrony, and
+// (through the real driver, behind cuarrow's back), real asynchrony, CUDA
+// IPC between processes, and
 // figures the emulation would fake (printed, not asserted: speed is the
 // benchmark's business).  Run by scripts/gpu-suite.sh on the GPU machine; on
 // a machine without a GPU every test skips, saying so.
@@ -14,7 +15,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <random>
+#include <string>
 #include <vector>
+
+#include "../child_process.hpp"
 
 namespace {
 
@@ -159,7 +164,149 @@ TEST(Gpu, DefaultPoolIsUsedAndCachesMemory) {
   std::printf("[figure] allocate + free 1 MiB from the pool on a stream: %.2f us per pair\n", us);
 }
 
+// ---------------------------------------------------------------------------
+// CUDA IPC with the real driver: cuMemAlloc memory across processes (the
+// binary runs itself again as the importer), and what the driver says about
+// stream-ordered pool memory.
+
+namespace {
+
+std::vector<std::uint8_t> bytes_of(std::size_t n, unsigned seed) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& x : v) x = static_cast<std::uint8_t>(rng());
+  return v;
+}
+
+std::vector<std::uint8_t> read_back(const cuarrow::buffer& b) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(b.size()));
+  cuarrow::copy_to_host(v.data(), b, 0, b.size());
+  return v;
+}
+
+const char* result_name(int r) {
+  raw_driver raw;
+  auto name = raw.get<PFN_cuGetErrorName_v6000>("cuGetErrorName");
+  const char* s = nullptr;
+  if (name == nullptr || name(static_cast<CUresult>(r), &s) != CUDA_SUCCESS || s == nullptr) return "?";
+  return s;
+}
+
+// Exports a slice at a non-zero offset of a cuMemAlloc allocation; a child
+// opens it on `device` twice, checks it and writes it over.
+void ipc_exchange(int device) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  auto plain = std::make_shared<cuarrow::plain_device_resource>();
+  const std::int64_t total = (16 << 20) + 333, offset = (1 << 20) + 17, length = 1 << 20;
+  cuarrow::buffer whole = cuarrow::allocate_device(ctx, total, {}, plain);
+  auto background = bytes_of(static_cast<std::size_t>(total), 7);
+  cuarrow::copy_from_host(whole, 0, background.data(), total);
+  cuarrow::buffer slice = whole.slice(offset, length);
+  auto inside = bytes_of(static_cast<std::size_t>(length), 40);
+  cuarrow::copy_from_host(slice, 0, inside.data(), length);
+  cuarrow::ipc_memory_handle h = cuarrow::export_ipc(slice);
+  ASSERT_EQ(h.offset(), offset);
+  ASSERT_EQ(h.size(), length);
+  auto t0 = std::chrono::steady_clock::now();
+  cuarrow_test::child_result r =
+      cuarrow_test::run_self("gpu_ipc_open", {cuarrow_test::to_hex(h.serialize()), std::to_string(device), "40"});
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << "exit " << r.code << " signal " << r.signal << "\n" << r.output;
+  std::printf("[figure] IPC: a child process opened a 1 MiB slice on GPU %d and wrote it over: %.0f ms in all\n",
+              device, s * 1e3);
+  EXPECT_EQ(read_back(slice), bytes_of(static_cast<std::size_t>(length), 41));
+  auto expected = background;
+  auto next = bytes_of(static_cast<std::size_t>(length), 41);
+  std::copy(next.begin(), next.end(), expected.begin() + offset);
+  EXPECT_TRUE(read_back(whole) == expected) << "bytes outside the slice changed";
+}
+
+}  // namespace
+
+CUARROW_CHILD_MODE(gpu_ipc_open) {
+  CHILD_CHECK(argc == 3);
+  auto h = cuarrow::ipc_memory_handle::deserialize(cuarrow_test::from_hex(argv[0]));
+  const int device = std::atoi(argv[1]);
+  const unsigned seed = static_cast<unsigned>(std::atoi(argv[2]));
+  cuarrow::context ctx = cuarrow::context::get(device);
+  cuarrow::buffer a = cuarrow::open_ipc(ctx, h);
+  cuarrow::buffer b = cuarrow::open_ipc(ctx, h);  // the driver would once answer CUDA_ERROR_ALREADY_MAPPED
+  CHILD_CHECK(a.address() == b.address());
+  CHILD_CHECK(a.device_id() == device && a.size() == h.size());
+  CHILD_CHECK(read_back(a) == bytes_of(static_cast<std::size_t>(a.size()), seed));
+  auto next = bytes_of(static_cast<std::size_t>(a.size()), seed + 1);
+  cuarrow::copy_from_host(b, 0, next.data(), b.size());
+  ctx.synchronize();
+  std::printf("CHILD OK\n");
+  return 0;
+}
+
+TEST(Gpu, IpcSliceOfCuMemAllocOpensInAnotherProcess) {
+  REQUIRE_GPU();
+  ipc_exchange(0);
+}
+
+TEST(Gpu, IpcHandleOfGpu0OpensOnGpu1OfAnotherProcess) {
+  REQUIRE_GPU();
+  if (cuarrow::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << cuarrow::device_count();
+  ipc_exchange(1);
+}
+
+TEST(Gpu, IpcExportOfPoolMemoryIsATypedError) {
+  REQUIRE_GPU();
+  cuarrow::context ctx = cuarrow::context::get(0);
+  ASSERT_EQ(ctx.memory_resource()->name(), "cuda_async_pool");
+  cuarrow::buffer pooled = cuarrow::allocate_device(ctx, 1 << 20);
+  ctx.synchronize();
+  try {
+    (void)cuarrow::export_ipc(pooled);
+    ADD_FAILURE() << "pool memory was exported";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("stream-ordered pool"), std::string::npos) << e.what();
+  }
+  // What the driver itself says, for the record (cuarrow refuses before asking).
+  raw_driver raw;
+  auto get_handle = raw.get<PFN_cuIpcGetMemHandle_v4010>("cuIpcGetMemHandle");
+  auto attribute = raw.get<PFN_cuPointerGetAttribute_v4000>("cuPointerGetAttribute");
+  ASSERT_TRUE(get_handle && attribute);
+  cuarrow::scoped_context guard(ctx);
+  CUipcMemHandle h{};
+  CUresult r = get_handle(&h, static_cast<CUdeviceptr>(pooled.address()));
+  unsigned int capable_pool = 7, capable_plain = 7;
+  attribute(&capable_pool, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, static_cast<CUdeviceptr>(pooled.address()));
+  cuarrow::buffer plain = cuarrow::allocate_device(ctx, 1 << 20, {}, std::make_shared<cuarrow::plain_device_resource>());
+  attribute(&capable_plain, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, static_cast<CUdeviceptr>(plain.address()));
+  std::printf("[figure] IPC: cuIpcGetMemHandle on pool memory answers %s (%d); IS_LEGACY_CUDA_IPC_CAPABLE: pool %u, "
+              "cuMemAlloc %u\n",
+              result_name(r), static_cast<int>(r), capable_pool, capable_plain);
+  EXPECT_NE(r, CUDA_SUCCESS);
+  EXPECT_NO_THROW((void)cuarrow::export_ipc(plain));
+}
+
+TEST(Gpu, IpcOpenInTheExportingProcessIsAClearError) {
+  REQUIRE_GPU();
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::buffer b = cuarrow::allocate_device(ctx, 4096, {}, std::make_shared<cuarrow::plain_device_resource>());
+  cuarrow::ipc_memory_handle h = cuarrow::export_ipc(b);
+  // A pyarrow-format handle does not say who exported it: the driver answers.
+  std::vector<std::byte> wire(72);
+  std::int64_t size = 4096;
+  std::memcpy(wire.data(), &size, 8);
+  std::memcpy(wire.data() + 8, h.driver_handle().data(), 64);
+  try {
+    (void)cuarrow::open_ipc(ctx, cuarrow::ipc_memory_handle::deserialize(wire));
+    ADD_FAILURE() << "the driver opened a handle in the process that exported it";
+  } catch (const cuarrow::cuda_error& e) {
+    std::printf("[figure] IPC: opening a handle in its own process: the driver answers %s\n", e.name().c_str());
+    EXPECT_NE(std::string(e.what()).find("IPC handles are for other processes"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)cuarrow::open_ipc(ctx, h), cuarrow::invalid_argument);  // cuarrow's own format knows
+}
+
 int main(int argc, char** argv) {
+  bool child = false;
+  int child_rc = cuarrow_test::run_child_mode_if_asked(argc, argv, &child);
+  if (child) return child_rc;
   ::testing::InitGoogleTest(&argc, argv);
   if (have_gpu()) {
     auto p = cuarrow::get_device_properties(0);

@@ -1,0 +1,54 @@
+// CUDA IPC: cuarrow._cuarrow.IpcMemoryHandle, export_ipc, open_ipc.
+// (cuarrow.cuda.IpcMemHandle, pyarrow's name and behaviour, wraps these.)
+#include <nanobind/stl/string.h>
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "common.hpp"
+
+namespace cuarrow_py {
+namespace {
+using release_gil = nb::call_guard<nb::gil_scoped_release>;
+}  // namespace
+
+void bind_ipc(nb::module_& m) {
+  nb::class_<cuarrow::ipc_memory_handle>(
+      m, "IpcMemoryHandle",
+      "A CUDA IPC handle of device memory: the driver's handle of the allocation, the buffer's offset in it, its "
+      "size and the exporter's device (cuarrow::ipc_memory_handle).  One made by export_ipc keeps the exported "
+      "memory alive.")
+      .def_prop_ro("size", &cuarrow::ipc_memory_handle::size)
+      .def_prop_ro("offset", &cuarrow::ipc_memory_handle::offset)
+      .def_prop_ro("device_id", &cuarrow::ipc_memory_handle::device_id)
+      .def_prop_ro("exported_by_this_process", &cuarrow::ipc_memory_handle::exported_by_this_process)
+      .def(
+          "serialize",
+          [](const cuarrow::ipc_memory_handle& h) {
+            std::vector<std::byte> v = h.serialize();
+            return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+          },
+          "The handle as bytes (cuarrow's wire format, version 1).")
+      .def("describe", &cuarrow::ipc_memory_handle::describe)
+      .def_static(
+          "deserialize",
+          [](nb::bytes data) {
+            return cuarrow::ipc_memory_handle::deserialize(
+                std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.c_str()), data.size()));
+          },
+          nb::arg("data"), "Read serialize()'s bytes or pyarrow.cuda's format (72 bytes, 8 for an empty buffer).");
+
+  m.def(
+      "export_ipc", [](const Buffer& b) { return cuarrow::export_ipc(b.buf); }, nb::arg("buffer"), release_gil(),
+      "An IPC handle of device memory (cuMemAlloc memory only) for other processes.");
+  m.def(
+      "open_ipc",
+      [](const cuarrow::context& ctx, const cuarrow::ipc_memory_handle& h) {
+        return Buffer{cuarrow::open_ipc(ctx, h), false};
+      },
+      nb::arg("context"), nb::arg("handle"), release_gil(),
+      "Open a handle another process exported, as device memory of `context`'s device.");
+}
+
+}  // namespace cuarrow_py

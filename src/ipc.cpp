@@ -1,0 +1,447 @@
+// CUDA IPC: export_ipc, open_ipc and the wire format of ipc_memory_handle
+// (docs/ipc.md).
+#include "cuarrow/ipc.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "context_state.hpp"
+#include "cuarrow/error.hpp"
+#include "driver_table.hpp"
+
+namespace cuarrow {
+namespace {
+
+// ---- wire format, version 1 (little-endian) ---------------------------------
+//   0   8  magic "CUARIPC\0"
+//   8   2  version (1)
+//  10   2  reserved, 0
+//  12   4  exporter's device ordinal (int32; -1 unknown)
+//  16   8  offset of the buffer in the exported allocation (int64)
+//  24   8  size of the buffer (int64)
+//  32   8  random id of the exporting process (uint64; 0 unknown)
+//  40  64  the driver's CUipcMemHandle of the allocation
+// 104   8  FNV-1a 64 of bytes [0, 104)
+// pyarrow.cuda's format: int64 size (native endian), then, if the size is
+// not 0, the 64-byte CUipcMemHandle: 72 bytes (8 for an empty buffer).
+constexpr char kMagic[8] = {'C', 'U', 'A', 'R', 'I', 'P', 'C', '\0'};
+constexpr std::size_t kVersionAt = 8, kReservedAt = 10, kDeviceAt = 12, kOffsetAt = 16, kSizeAt = 24,
+                      kExporterAt = 32, kHandleAt = 40, kChecksumAt = 104;
+static_assert(kChecksumAt + 8 == ipc_memory_handle::serialized_size);
+static_assert(kHandleAt + ipc_memory_handle::driver_handle_size == kChecksumAt);
+static_assert(sizeof(CUipcMemHandle) == ipc_memory_handle::driver_handle_size);
+constexpr std::size_t kPyarrowSize = 8 + ipc_memory_handle::driver_handle_size;
+
+std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= static_cast<std::uint8_t>(p[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <class T>
+void put_le(std::byte* at, T value) {
+  auto u = static_cast<std::make_unsigned_t<T>>(value);
+  for (std::size_t i = 0; i < sizeof(T); ++i) at[i] = static_cast<std::byte>((u >> (8 * i)) & 0xff);
+}
+
+template <class T>
+T get_le(const std::byte* at) {
+  std::make_unsigned_t<T> u = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    u |= static_cast<std::make_unsigned_t<T>>(static_cast<std::uint8_t>(at[i])) << (8 * i);
+  }
+  return static_cast<T>(u);
+}
+
+[[noreturn]] void malformed(std::size_t n, const std::string& why) {
+  throw invalid_argument("cannot read an IPC memory handle from " + std::to_string(n) + " bytes: " + why);
+}
+
+// A random id of this process, written into the handles it exports, so that
+// opening one here is recognised (pids repeat across PID namespaces; this
+// does not in practice).
+std::uint64_t process_id_token() {
+  static const std::uint64_t token = [] {
+    std::random_device rd;
+    std::uint64_t t = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    t ^= static_cast<std::uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull;
+    t ^= static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return t == 0 ? 1 : t;
+  }();
+  return token;
+}
+
+std::string hex_address(std::uintptr_t a) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
+  return b;
+}
+
+// ---- mappings opened in this process ------------------------------------------
+//
+// One mapping per (context, driver handle), shared by every buffer opened
+// from it: the real driver refused repeated opens in one context
+// (CUDA_ERROR_ALREADY_MAPPED) before it reference-counted them, so cuarrow
+// opens once and counts itself.
+
+using driver_handle_bytes = std::array<std::byte, ipc_memory_handle::driver_handle_size>;
+
+struct mapping_key {
+  CUcontext ctx;
+  driver_handle_bytes handle;
+  friend bool operator<(const mapping_key& a, const mapping_key& b) {
+    if (a.ctx != b.ctx) return std::less<CUcontext>()(a.ctx, b.ctx);
+    return std::memcmp(a.handle.data(), b.handle.data(), a.handle.size()) < 0;
+  }
+};
+
+struct ipc_mapping;
+
+struct mapping_registry {
+  std::mutex mutex;
+  std::condition_variable closed;  // an entry was erased
+  std::map<mapping_key, std::weak_ptr<ipc_mapping>> mappings;
+};
+
+mapping_registry& registry() {
+  static auto* r = new mapping_registry;  // never destroyed: mappings may outlive main()
+  return *r;
+}
+
+struct ipc_mapping {
+  ipc_mapping(context c, mapping_key k, CUdeviceptr b, std::int64_t n, int dev, std::uint64_t exp)
+      : ctx(std::move(c)), key(k), base(b), range(n), exporter_device(dev), exporter(exp) {}
+  ipc_mapping(const ipc_mapping&) = delete;
+  ipc_mapping& operator=(const ipc_mapping&) = delete;
+
+  context ctx;
+  mapping_key key;
+  CUdeviceptr base;      // the exported allocation, mapped here
+  std::int64_t range;    // its size
+  int exporter_device;   // from the handle that opened it (-1 unknown)
+  std::uint64_t exporter;
+
+  ~ipc_mapping() {
+    mapping_registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    // Closed under the lock, so that no one opens the handle again in this
+    // context until the driver has closed it.
+    if (!detail::shutting_down()) {
+      try {
+        scoped_context guard(ctx);
+        CUresult res = detail::driver().cuIpcCloseMemHandle(base);
+        if (res != CUDA_SUCCESS) detail::warn_result(res, "cuIpcCloseMemHandle");
+      } catch (const std::exception& e) {
+        detail::warn(std::string("closing an IPC mapping: ") + e.what());
+      }
+    }
+    auto it = r.mappings.find(key);
+    if (it != r.mappings.end() && it->second.expired()) r.mappings.erase(it);
+    r.closed.notify_all();
+  }
+};
+
+CUipcMemHandle to_driver(const driver_handle_bytes& bytes) {
+  CUipcMemHandle h{};
+  std::memcpy(h.reserved, bytes.data(), bytes.size());
+  return h;
+}
+
+// The mapping (of this process) that holds `address`, if any.
+std::shared_ptr<ipc_mapping> mapping_containing(CUcontext ctx, std::uintptr_t address) {
+  mapping_registry& r = registry();
+  // The live mappings are collected under the lock and looked at after it:
+  // a mapping whose last other holder goes meanwhile is destroyed here, and
+  // its destructor takes the lock.
+  std::vector<std::shared_ptr<ipc_mapping>> live;
+  {
+    std::lock_guard lock(r.mutex);
+    for (auto& [key, weak] : r.mappings) {
+      if (key.ctx != ctx) continue;
+      if (auto m = weak.lock()) live.push_back(std::move(m));
+    }
+  }
+  for (auto& m : live) {
+    if (address >= m->base && address - m->base < static_cast<std::uintptr_t>(m->range)) return m;
+  }
+  return nullptr;
+}
+
+[[noreturn]] void rethrow_with_hint(const cuda_error& e, const std::string& hint) {
+  throw cuda_error(e.code(), e.name(), e.operation(), std::string(e.what()) + "; " + hint);
+}
+
+}  // namespace
+
+// ---- ipc_memory_handle --------------------------------------------------------------
+
+ipc_memory_handle::ipc_memory_handle(fields f)
+    : driver_handle_(f.driver_handle),
+      offset_(f.offset),
+      size_(f.size),
+      device_id_(f.device_id),
+      exporter_(f.exporter),
+      keep_alive_(std::move(f.keep_alive)) {}
+
+bool ipc_memory_handle::exported_by_this_process() const noexcept {
+  return exporter_ != 0 && exporter_ == process_id_token();
+}
+
+std::vector<std::byte> ipc_memory_handle::serialize() const {
+  std::vector<std::byte> out(serialized_size);
+  std::byte* p = out.data();
+  std::memcpy(p, kMagic, sizeof kMagic);
+  put_le<std::uint16_t>(p + kVersionAt, wire_version);
+  put_le<std::uint16_t>(p + kReservedAt, 0);
+  put_le<std::int32_t>(p + kDeviceAt, device_id_);
+  put_le<std::int64_t>(p + kOffsetAt, offset_);
+  put_le<std::int64_t>(p + kSizeAt, size_);
+  put_le<std::uint64_t>(p + kExporterAt, exporter_);
+  std::memcpy(p + kHandleAt, driver_handle_.data(), driver_handle_.size());
+  put_le<std::uint64_t>(p + kChecksumAt, fnv1a(p, kChecksumAt));
+  return out;
+}
+
+ipc_memory_handle ipc_memory_handle::deserialize(std::span<const std::byte> bytes) {
+  const std::size_t n = bytes.size();
+  const std::byte* p = bytes.data();
+  fields f;
+  if (n >= sizeof kMagic && std::memcmp(p, kMagic, sizeof kMagic) == 0) {
+    if (n < kVersionAt + 2) malformed(n, "a cuarrow IPC handle is cut short before its version");
+    const auto version = get_le<std::uint16_t>(p + kVersionAt);
+    if (version != wire_version) {
+      malformed(n, "unsupported cuarrow IPC handle version " + std::to_string(version) + " (this cuarrow reads version " +
+                       std::to_string(wire_version) + ")");
+    }
+    if (n != serialized_size) {
+      malformed(n, "a cuarrow IPC handle of version 1 is " + std::to_string(serialized_size) + " bytes long" +
+                       (n < serialized_size ? " (it was cut short)" : " (extra bytes follow it)"));
+    }
+    if (get_le<std::uint64_t>(p + kChecksumAt) != fnv1a(p, kChecksumAt)) {
+      malformed(n, "the checksum does not match: the handle was damaged on its way");
+    }
+    if (get_le<std::uint16_t>(p + kReservedAt) != 0) malformed(n, "reserved field is not 0");
+    f.device_id = get_le<std::int32_t>(p + kDeviceAt);
+    f.offset = get_le<std::int64_t>(p + kOffsetAt);
+    f.size = get_le<std::int64_t>(p + kSizeAt);
+    f.exporter = get_le<std::uint64_t>(p + kExporterAt);
+    std::memcpy(f.driver_handle.data(), p + kHandleAt, f.driver_handle.size());
+    if (f.device_id < -1) malformed(n, "negative device ordinal " + std::to_string(f.device_id));
+    if (f.offset < 0) malformed(n, "negative offset " + std::to_string(f.offset));
+  } else {
+    // pyarrow.cuda: int64 size in native byte order, then the driver handle.
+    if (n != 8 && n != kPyarrowSize) {
+      malformed(n, "expected a cuarrow IPC handle (" + std::to_string(serialized_size) +
+                       " bytes, starting with \"CUARIPC\") or a pyarrow.cuda one (72 bytes, or 8 for an empty buffer)");
+    }
+    std::int64_t size = 0;
+    std::memcpy(&size, p, sizeof size);
+    if (size > 0 && n != kPyarrowSize) {
+      malformed(n, "a pyarrow.cuda IPC handle of a " + std::to_string(size) + "-byte buffer is " +
+                       std::to_string(kPyarrowSize) + " bytes long (it was cut short)");
+    }
+    f.size = size;
+    if (size > 0) std::memcpy(f.driver_handle.data(), p + 8, f.driver_handle.size());
+  }
+  if (f.size < 0) malformed(n, "negative size " + std::to_string(f.size));
+  if (f.offset > std::numeric_limits<std::int64_t>::max() - f.size) {
+    malformed(n, "offset " + std::to_string(f.offset) + " + size " + std::to_string(f.size) + " overflows");
+  }
+  if (f.size == 0) {
+    f.offset = 0;
+    f.driver_handle = {};
+  }
+  return ipc_memory_handle(std::move(f));
+}
+
+std::string ipc_memory_handle::describe() const {
+  return "cuarrow.ipc_memory_handle(size=" + std::to_string(size_) + ", offset=" + std::to_string(offset_) +
+         ", device=" + (device_id_ >= 0 ? std::to_string(device_id_) : std::string("unknown")) + ")";
+}
+
+// ---- export ----------------------------------------------------------------------------
+
+ipc_memory_handle export_ipc(const buffer& b) {
+  switch (b.type()) {
+    case device_type::cuda: break;
+    case device_type::cpu:
+      throw invalid_argument(
+          "export_ipc: this buffer holds ordinary host memory (cpu); CUDA IPC shares device memory only. Share host "
+          "memory with the operating system's shared memory, or copy it into a device buffer first");
+    case device_type::cuda_host:
+      throw invalid_argument(
+          "export_ipc: this buffer holds pinned host memory (cuda_host); CUDA IPC shares device memory only (cuMemAlloc). "
+          "Share host memory with the operating system's shared memory, or copy it into a device buffer first");
+    case device_type::cuda_managed:
+      throw invalid_argument(
+          "export_ipc: this buffer holds managed memory (cuda_managed), which legacy CUDA IPC cannot share; copy it into "
+          "a device buffer allocated with cuMemAlloc (plain_device_resource) first");
+  }
+  ipc_memory_handle::fields f;
+  f.device_id = b.device_id();
+  f.exporter = process_id_token();
+  if (b.size() == 0) return ipc_memory_handle(std::move(f));
+  if (!b.get_context()) throw invalid_argument("export_ipc: this device buffer has no context");
+  const context& ctx = *b.get_context();
+  const detail::driver_table& d = detail::driver();
+  scoped_context guard(ctx);
+
+  // Memory this process opened from a handle: hand on the original handle
+  // (the allocation is still the exporter's), at this buffer's offset.
+  if (auto m = mapping_containing(ctx.handle(), b.address())) {
+    const std::int64_t offset = static_cast<std::int64_t>(b.address() - m->base);
+    if (b.size() > m->range - offset) {
+      throw invalid_argument("export_ipc: this buffer of " + std::to_string(b.size()) + " bytes at offset " +
+                             std::to_string(offset) + " runs past the IPC mapping it lies in (" +
+                             std::to_string(m->range) + " bytes)");
+    }
+    f.driver_handle = m->key.handle;
+    f.offset = offset;
+    f.size = b.size();
+    f.device_id = m->exporter_device;
+    f.exporter = m->exporter;
+    f.keep_alive = b.owner();
+    return ipc_memory_handle(std::move(f));
+  }
+
+  // Stream-ordered pool memory cannot be exported with legacy IPC (the
+  // driver answers CUDA_ERROR_INVALID_VALUE): say so, and what to do.
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+  CUmemoryPool pool = nullptr;
+  unsigned int capable = 0;  // a boolean; zeroed 4 bytes read right whether the driver writes 1 or 4
+  void* values[] = {&pool, &capable};
+  const bool known =
+      d.cuPointerGetAttributes(2, attrs, values, static_cast<CUdeviceptr>(b.address())) == CUDA_SUCCESS;
+  if (known && pool != nullptr) {
+    throw invalid_argument(
+        "export_ipc: this buffer is memory of a stream-ordered pool (cuMemAllocAsync; cuarrow's default memory "
+        "resource is the pool cuda_async_pool), which legacy CUDA IPC cannot export (the driver refuses it with "
+        "CUDA_ERROR_INVALID_VALUE). Allocate the memory to share with cuMemAlloc, e.g. allocate_device(ctx, n, {}, "
+        "std::make_shared<plain_device_resource>()) (in Python: Context.new_buffer(n)), copy the data into it "
+        "(copy / copy_from_device), and export that buffer");
+  }
+
+  CUdeviceptr base = 0;
+  size_t range = 0;
+  detail::check(d.cuMemGetAddressRange(&base, &range, static_cast<CUdeviceptr>(b.address())),
+                "cuMemGetAddressRange");
+  const std::uintptr_t start = static_cast<std::uintptr_t>(base);
+  if (b.address() < start || b.address() - start > range ||
+      static_cast<std::uint64_t>(b.size()) > range - (b.address() - start)) {
+    throw invalid_argument("export_ipc: this buffer (" + b.describe() + ") is not inside one device allocation (" +
+                           hex_address(start) + ", " + std::to_string(range) + " bytes), so no handle can describe it");
+  }
+  CUipcMemHandle h{};
+  CUresult r = d.cuIpcGetMemHandle(&h, base);
+  if (r != CUDA_SUCCESS) {
+    if (known && capable == 0) {
+      throw invalid_argument(
+          "export_ipc: this memory cannot be shared with legacy CUDA IPC (cuIpcGetMemHandle answered " +
+          detail::describe_result(r) +
+          "; the driver reports it is not IPC-capable): only cuMemAlloc memory can, not memory from pools, virtual "
+          "memory management (cuMemCreate) or other allocators. Copy it into a buffer allocated with "
+          "plain_device_resource (in Python: Context.new_buffer) and export that");
+    }
+    detail::throw_cuda_error(r, "cuIpcGetMemHandle");
+  }
+  std::memcpy(f.driver_handle.data(), h.reserved, f.driver_handle.size());
+  f.offset = static_cast<std::int64_t>(b.address() - start);
+  f.size = b.size();
+  f.keep_alive = b.owner();
+  return ipc_memory_handle(std::move(f));
+}
+
+// ---- open -------------------------------------------------------------------------------
+
+buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
+  buffer::fields f;
+  f.type = device_type::cuda;
+  f.device_id = ctx.device_number();
+  f.ctx = ctx;
+  f.size = handle.size();
+  if (handle.size() < 0 || handle.offset() < 0) {
+    throw invalid_argument("open_ipc: " + handle.describe() + " has a negative size or offset");
+  }
+  if (handle.size() == 0) return buffer(std::move(f));
+  if (handle.exported_by_this_process()) {
+    throw invalid_argument(
+        "open_ipc: this handle was exported by this very process, and CUDA refuses to open it here: IPC handles are "
+        "for other processes. Use the exported buffer itself (or a slice of it) in this process");
+  }
+  detail::collect_deferred_releases();
+  const detail::driver_table& d = detail::driver();
+  const mapping_key key{ctx.handle(), handle.driver_handle()};
+
+  std::shared_ptr<ipc_mapping> m;  // declared before the lock: destroyed, if need be, after it is released
+  {
+    mapping_registry& r = registry();
+    std::unique_lock lock(r.mutex);
+    for (;;) {
+      auto it = r.mappings.find(key);
+      if (it == r.mappings.end()) break;
+      if ((m = it->second.lock())) break;
+      r.closed.wait(lock);  // its last buffer is going: wait until the driver closed it
+    }
+    if (!m) {
+      scoped_context guard(ctx);
+      CUdeviceptr mapped = 0;
+      CUresult res = d.cuIpcOpenMemHandle(&mapped, to_driver(handle.driver_handle()), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (res != CUDA_SUCCESS) {
+        try {
+          detail::throw_cuda_error(res, "cuIpcOpenMemHandle");
+        } catch (const cuda_error& e) {
+          if (res == CUDA_ERROR_INVALID_CONTEXT) {
+            rethrow_with_hint(e,
+                              "the driver answers this when the handle was exported by this same process (IPC handles "
+                              "are for other processes: use the exported buffer itself), or when no context is usable");
+          }
+          rethrow_with_hint(e,
+                            "the exporting process may have exited or freed the memory, the handle may not be a CUDA "
+                            "IPC handle, or it was exported by this process (IPC handles are for other processes)");
+        }
+      }
+      CUdeviceptr base = 0;
+      size_t range = 0;
+      res = d.cuMemGetAddressRange(&base, &range, mapped);
+      if (res != CUDA_SUCCESS || base != mapped) {
+        // Not expected: the driver maps the whole allocation.
+        if (res == CUDA_SUCCESS) range = 0;
+        d.cuIpcCloseMemHandle(mapped);
+        if (res != CUDA_SUCCESS) detail::throw_cuda_error(res, "cuMemGetAddressRange");
+        throw error("open_ipc: the driver mapped the allocation at " + hex_address(mapped) +
+                    ", which is not the start of its address range");
+      }
+      try {
+        m = std::make_shared<ipc_mapping>(ctx, key, mapped, static_cast<std::int64_t>(range), handle.device_id(),
+                                          handle.exporter_token());
+        r.mappings[key] = m;
+      } catch (...) {
+        if (!m) d.cuIpcCloseMemHandle(mapped);
+        lock.unlock();
+        throw;
+      }
+    }
+  }
+  if (handle.offset() > m->range || handle.size() > m->range - handle.offset()) {
+    throw invalid_argument("open_ipc: " + handle.describe() + " runs past the exported allocation of " +
+                           std::to_string(m->range) + " bytes: the handle is damaged or forged");
+  }
+  f.address = static_cast<std::uintptr_t>(m->base) + static_cast<std::uintptr_t>(handle.offset());
+  f.owner = std::move(m);
+  return buffer(std::move(f));
+}
+
+}  // namespace cuarrow
