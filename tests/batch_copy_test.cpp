@@ -13,27 +13,7 @@ namespace {
 
 // Small chunks and threshold, so that a few hundred KiB exercise the
 // pipeline's chunk boundaries, its ramp and several workers.
-class BatchCopy : public ::testing::Test {
- protected:
-  void SetUp() override {
-    saved_ = cuarrow::get_transfer_options();
-    cuarrow::transfer_options o = saved_;
-    o.staging_threshold_bytes = 64 << 10;
-    o.staging_chunk_bytes = 64 << 10;
-    o.staging_threads = 3;
-    o.staging_threads_to_device = 2;
-    cuarrow::set_transfer_options(o);
-    faults_ = emu().async_fault_count ? emu().async_fault_count() : 0;
-  }
-  void TearDown() override {
-    cuarrow::set_transfer_options(saved_);
-    if (emu().async_fault_count) {
-      EXPECT_EQ(emu().async_fault_count(), faults_);
-    }
-  }
-  cuarrow::transfer_options saved_;
-  std::size_t faults_ = 0;
-};
+class BatchCopy : public small_staging_test {};
 
 cuarrow::buffer host_copy(const std::vector<std::uint8_t>& v) {
   cuarrow::buffer b = cuarrow::allocate_host(static_cast<std::int64_t>(v.size()));

@@ -11,27 +11,7 @@ using namespace cuarrow_test;
 
 namespace {
 // Small chunks so that the boundaries are exercised with small copies.
-class Staging : public ::testing::Test {
- protected:
-  void SetUp() override {
-    saved_ = cuarrow::get_transfer_options();
-    cuarrow::transfer_options o;
-    o.staging_threshold_bytes = 64 << 10;
-    o.staging_chunk_bytes = 64 << 10;
-    o.staging_threads = 3;
-    o.staging_threads_to_device = 3;
-    cuarrow::set_transfer_options(o);
-    faults_ = emu().async_fault_count ? emu().async_fault_count() : 0;
-  }
-  void TearDown() override {
-    cuarrow::set_transfer_options(saved_);
-    if (emu().async_fault_count) {
-      EXPECT_EQ(emu().async_fault_count(), faults_);
-    }
-  }
-  cuarrow::transfer_options saved_;
-  std::size_t faults_ = 0;
-};
+class Staging : public small_staging_test {};
 }  // namespace
 
 TEST_F(Staging, RoundTripsAtChunkBoundariesAndOddAlignments) {

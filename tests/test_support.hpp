@@ -60,4 +60,30 @@ class scoped_op_delay {
 std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed);
 std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b);
 
+// A fixture with the staging pipeline on small chunks (64 KiB chunks and
+// threshold, 3 threads device to host, 2 to the device), so that small
+// copies cross many chunk boundaries and several workers; it restores the
+// options and checks that no asynchronous fault happened meanwhile.
+class small_staging_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = cuarrow::get_transfer_options();
+    cuarrow::transfer_options o = saved_;
+    o.staging_threshold_bytes = 64 << 10;
+    o.staging_chunk_bytes = 64 << 10;
+    o.staging_threads = 3;
+    o.staging_threads_to_device = 2;
+    cuarrow::set_transfer_options(o);
+    faults_ = emu().async_fault_count ? emu().async_fault_count() : 0;
+  }
+  void TearDown() override {
+    cuarrow::set_transfer_options(saved_);
+    if (emu().async_fault_count) {
+      EXPECT_EQ(emu().async_fault_count(), faults_);
+    }
+  }
+  cuarrow::transfer_options saved_;
+  std::size_t faults_ = 0;
+};
+
 }  // namespace cuarrow_test
