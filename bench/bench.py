@@ -1374,7 +1374,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta = {
         "date_utc": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": " ".join([Path(sys.executable).name] + sys.argv),
-        "git_commit": git_commit(repo) or os.environ.get("CUARROW_COMMIT"),
+        # The caller's word first: the GPU machine's copy of the tree may carry a stale .git.
+        "git_commit": os.environ.get("CUARROW_COMMIT") or git_commit(repo),
         "emulated": emulated,
         "driver": cuda.driver_info(),
         "machine": machine_info(ctx),
