@@ -1,7 +1,6 @@
 // Every copy cuarrow makes goes through this file (include/cuarrow/copy.hpp
 // states the rules).  The strategy for each pair of memory kinds is chosen in
-// enqueue(); a later change can route pageable host memory through a pinned
-// staging pipeline here without touching callers.
+// one place, run_batch_group(): a single copy is a batch of one piece.
 #include "cuarrow/copy.hpp"
 
 #include <algorithm>
@@ -162,141 +161,7 @@ void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
   }
 }
 
-// Queue the copy; with `wait`, synchronize the stream before returning.
-// Without, the buffers (null for raw host pointers) are kept alive until the
-// stream passes the copy.
-void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_view s, bool wait,
-             const buffer* dst_buffer, const buffer* src_buffer) {
-  detail::collect_deferred_releases();
-  const context* ctx = issuing_context(dst, src, s);
-  if (n == 0) return;
-
-  if (!dst.on_device() && !src.on_device() && dst.type != device_type::cuda_managed &&
-      src.type != device_type::cuda_managed) {
-    // Host to host: earlier work on the stream may still write either side.
-    wait_before_host_access(ctx, s);
-    std::memmove(reinterpret_cast<void*>(dst.address), reinterpret_cast<const void*>(src.address),
-                 static_cast<std::size_t>(n));
-    return;
-  }
-
-  const detail::driver_table& d = detail::driver();
-  scoped_context guard(*ctx);
-  // Counted in the issuing context, whichever way the copy ends.
-  detail::context_state& stats = *ctx->state();
-  const bool to_device = dst.on_device() || dst.type == device_type::cuda_managed;
-  const bool from_device = src.on_device() || src.type == device_type::cuda_managed;
-  auto& bytes_counter = to_device ? (from_device ? stats.d2d_bytes : stats.h2d_bytes) : stats.d2h_bytes;
-  auto& ns_counter = to_device ? (from_device ? stats.d2d_ns : stats.h2d_ns) : stats.d2h_ns;
-  const auto started = std::chrono::steady_clock::now();
-  struct count_on_exit {
-    std::atomic<std::int64_t>& bytes;
-    std::atomic<std::int64_t>& ns;
-    std::atomic<std::int64_t>& copies;
-    std::int64_t n;
-    bool timed;
-    std::chrono::steady_clock::time_point t0;
-    ~count_on_exit() {
-      if (std::uncaught_exceptions() > 0) return;
-      bytes.fetch_add(n);
-      copies.fetch_add(1);
-      if (timed) {
-        ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-      }
-    }
-  };
-  count_on_exit counter{bytes_counter, ns_counter, stats.copies, n, wait, started};
-  order_after_allocation(dst_buffer, s);
-  order_after_allocation(src_buffer, s);
-  const auto dptr = static_cast<CUdeviceptr>(dst.address);
-  const auto sptr = static_cast<CUdeviceptr>(src.address);
-  const auto bytes = static_cast<size_t>(n);
-  CUstream h = s.handle();
-  if (dst.type == device_type::cuda_managed || src.type == device_type::cuda_managed) {
-    detail::check(d.cuMemcpyAsync(dptr, sptr, bytes, h), "cuMemcpyAsync");
-  } else if (dst.on_device() && src.on_device()) {
-    if (dst.device == src.device) {
-      detail::check(d.cuMemcpyDtoDAsync(dptr, sptr, bytes, h), "cuMemcpyDtoDAsync");
-    } else {
-      // Direct peer copy where the hardware allows it (enabled once per pair);
-      // otherwise the driver stages it through host memory.
-      dst.ctx->enable_peer_access(*src.ctx);
-      src.ctx->enable_peer_access(*dst.ctx);
-      detail::check(d.cuMemcpyPeerAsync(dptr, dst.ctx->handle(), sptr, src.ctx->handle(), bytes, h),
-                    "cuMemcpyPeerAsync");
-    }
-  } else if (dst.on_device()) {
-    const void* host = reinterpret_cast<const void*>(src.address);
-    if (src.type == device_type::cpu && detail::use_staging(bytes) && !detail::is_page_locked(host)) {
-      // Returns with the data on the device: nothing left to wait for or keep alive.
-      detail::staged_host_to_device(ctx->handle(), dptr, host, bytes, h);
-      stats.staged_bytes.fetch_add(n);
-      counter.timed = true;
-      return;
-    }
-    detail::check(d.cuMemcpyHtoDAsync(dptr, host, bytes, h), "cuMemcpyHtoDAsync");
-  } else {
-    void* host = reinterpret_cast<void*>(dst.address);
-    if (dst.type == device_type::cpu && detail::use_staging(bytes) && !detail::is_page_locked(host)) {
-      detail::staged_device_to_host(ctx->handle(), host, sptr, bytes, h);
-      stats.staged_bytes.fetch_add(n);
-      counter.timed = true;
-      return;
-    }
-    detail::check(d.cuMemcpyDtoHAsync(host, sptr, bytes, h), "cuMemcpyDtoHAsync");
-  }
-
-  if (wait) {
-    synchronize_issued(s);
-    return;
-  }
-  if (dst_buffer == nullptr && src_buffer == nullptr) return;
-  std::vector<buffer> keep;
-  if (dst_buffer != nullptr) keep.push_back(*dst_buffer);
-  if (src_buffer != nullptr) keep.push_back(*src_buffer);
-  keep_alive_until_passed(std::move(keep), h);
-}
-
-}  // namespace
-
-void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset,
-                std::int64_t size, stream_view s) {
-  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
-  endpoint from = checked_side(src, src_offset, size, "source", false);
-  enqueue(to, from, size, s, false, &dst, &src);
-}
-
-void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset, std::int64_t size,
-          stream_view s) {
-  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
-  endpoint from = checked_side(src, src_offset, size, "source", false);
-  enqueue(to, from, size, s, true, &dst, &src);
-}
-
-void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size,
-                          stream_view s) {
-  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
-  enqueue(to, raw_host(src, size, "source"), size, s, false, &dst, nullptr);
-}
-
-void copy_from_host(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size, stream_view s) {
-  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
-  enqueue(to, raw_host(src, size, "source"), size, s, true, &dst, nullptr);
-}
-
-void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size, stream_view s) {
-  endpoint from = checked_side(src, src_offset, size, "source", false);
-  enqueue(raw_host(dst, size, "destination"), from, size, s, false, &src, nullptr);
-}
-
-void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size, stream_view s) {
-  endpoint from = checked_side(src, src_offset, size, "source", false);
-  enqueue(raw_host(dst, size, "destination"), from, size, s, true, nullptr, &src);
-}
-
-// ---- batched copies ---------------------------------------------------------------------
-
-namespace {
+// ---- the strategy for each pair of memory kinds ---------------------------------------
 
 constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_gaps_writable
 
@@ -304,8 +169,8 @@ struct planned_piece {
   endpoint dst;
   endpoint src;
   std::int64_t size = 0;
-  const copy_piece* piece = nullptr;
-  const context* ctx = nullptr;  // issuing context; null for ordinary host memory on both sides
+  const copy_piece* piece = nullptr;  // its buffers (empty for a raw host pointer): owners, ordering, keep-alive
+  const context* ctx = nullptr;       // issuing context; null for ordinary host memory on both sides
 };
 
 const void* owner_of(const buffer& b) noexcept { return b.owner().get(); }
@@ -418,7 +283,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     order(p->piece->dst);
     order(p->piece->src);
   }
-  std::int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0, staged_bytes = 0;
+  std::int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;
   auto add = [](const std::vector<planned_piece*>& v, std::int64_t& total) {
     for (const planned_piece* p : v) total += p->size;
   };
@@ -475,7 +340,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   add(h2d_staged, h2d_bytes);
   add(d2h, d2h_bytes);
   add(d2h_staged, d2h_bytes);
-  staged_bytes = h2d_pageable * !h2d_staged.empty() + d2h_pageable * !d2h_staged.empty();
+  const std::int64_t staged_bytes = (h2d_staged.empty() ? 0 : h2d_pageable) + (d2h_staged.empty() ? 0 : d2h_pageable);
 
   if (wait) {
     synchronize_issued(s);
@@ -578,7 +443,56 @@ void run_batch(std::span<const copy_piece> pieces, stream_view s, bool wait, con
   for (std::size_t g = 0; g < groups.size(); ++g) run_batch_group(groups[g], contexts[g], s, wait, options);
 }
 
+// One copy: a batch of one piece.  `dst_buffer` / `src_buffer` are null for
+// raw host pointers (nothing to keep alive or order after).
+void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_view s, bool wait,
+             const buffer* dst_buffer, const buffer* src_buffer) {
+  detail::collect_deferred_releases();
+  const context* ctx = issuing_context(dst, src, s);
+  if (n == 0) return;
+  const copy_piece piece{dst_buffer != nullptr ? *dst_buffer : buffer(), 0,
+                         src_buffer != nullptr ? *src_buffer : buffer(), 0, n};
+  planned_piece p{dst, src, n, &piece, ctx};
+  std::vector<planned_piece*> items{&p};
+  run_batch_group(items, ctx, s, wait, {});
+}
+
 }  // namespace
+
+void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset,
+                std::int64_t size, stream_view s) {
+  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
+  endpoint from = checked_side(src, src_offset, size, "source", false);
+  enqueue(to, from, size, s, false, &dst, &src);
+}
+
+void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset, std::int64_t size,
+          stream_view s) {
+  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
+  endpoint from = checked_side(src, src_offset, size, "source", false);
+  enqueue(to, from, size, s, true, &dst, &src);
+}
+
+void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size,
+                          stream_view s) {
+  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
+  enqueue(to, raw_host(src, size, "source"), size, s, false, &dst, nullptr);
+}
+
+void copy_from_host(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size, stream_view s) {
+  endpoint to = checked_side(dst, dst_offset, size, "destination", true);
+  enqueue(to, raw_host(src, size, "source"), size, s, true, &dst, nullptr);
+}
+
+void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size, stream_view s) {
+  endpoint from = checked_side(src, src_offset, size, "source", false);
+  enqueue(raw_host(dst, size, "destination"), from, size, s, false, nullptr, &src);
+}
+
+void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size, stream_view s) {
+  endpoint from = checked_side(src, src_offset, size, "source", false);
+  enqueue(raw_host(dst, size, "destination"), from, size, s, true, nullptr, &src);
+}
 
 void copy_batch_async(std::span<const copy_piece> pieces, stream_view s, const batch_copy_options& options) {
   run_batch(pieces, s, false, options);

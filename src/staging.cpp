@@ -198,11 +198,11 @@ struct plan {
   std::vector<chunk_range> chunks;
 };
 
-// Chunk capacities for `total` bytes.  With `ramp`, the first (or, with
-// `ramp_at_end`, the last) round of chunks, one per worker, is a quarter of
-// `chunk` and the next round half, so that the DMA engine starts soon after
-// the call starts (or the last host copies end soon after the last DMA).
-std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int workers, bool ramp, bool ramp_at_end) {
+// Chunk capacities for `total` bytes.  With `ramp`, the last round of
+// chunks, one per worker, is a quarter of `chunk` and the round before it
+// half, so that the last host copies end soon after the last DMA (device to
+// host; smaller first chunks did not pay host to device on the H200).
+std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int workers, bool ramp) {
   std::vector<std::size_t> caps;
   std::size_t sum = 0;
   const std::size_t w = static_cast<std::size_t>(workers);
@@ -216,7 +216,7 @@ std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int wo
     caps.push_back(c);
     sum += c;
   }
-  if (ramp_at_end) std::reverse(caps.begin(), caps.end());
+  std::reverse(caps.begin(), caps.end());  // the small ones last
   return caps;
 }
 
@@ -379,11 +379,7 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   }
   const std::size_t estimate = (total + chunk - 1) / chunk;
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
-  // The smaller last chunks pay off device to host (the last host copies end
-  // soon after the last DMA); smaller first chunks did not pay host to
-  // device on the H200 (more chunks, more driver calls).
-  const bool ramp = !to_device && ramp_enabled();
-  const plan pl = make_plan(pieces, capacities(total, chunk, workers, ramp, true));
+  const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()));
   job j(pl.chunks.size());
   run_job(ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
           [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); });

@@ -267,6 +267,14 @@ void export_device(const ca::array_data& array, const ca::placement& declared, c
   }
 }
 
+// The "arrow_array" capsule of a host array (a batch as its struct array).
+nb::object host_array_capsule(const ca::array_data& a) {
+  return make_capsule<ArrowArray>([&](ArrowArray* out) {
+    nb::gil_scoped_release r;
+    ca::export_array(exportable(a, actual_or(a, ca::placement{}), cuarrow::stream_view()), out);
+  });
+}
+
 nb::object schema_capsule_of_field(const ca::field& f) {
   return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_field(f, s); });
 }
@@ -916,45 +924,21 @@ void bind_arrow(nb::module_& m) {
   // ---- export ---------------------------------------------------------------------------
   m.def(
       "export_array",
-      [](const ArrayData& a) {
-        nb::object array = make_capsule<ArrowArray>([&](ArrowArray* out) {
-          ca::export_array(exportable(a.data, actual_or(a.data, ca::placement{}), cuarrow::stream_view()), out);
-        });
-        return nb::make_tuple(schema_capsule_of_field(a.field), array);
-      },
+      [](const ArrayData& a) { return nb::make_tuple(schema_capsule_of_field(a.field), host_array_capsule(a.data)); },
       nb::arg("array"),
       "(\"arrow_schema\", \"arrow_array\") capsules of a host array; the array keeps its buffers alive until "
       "released.");
   m.def(
-      "export_array_only",
-      [](const ArrayData& a) {
-        return make_capsule<ArrowArray>([&](ArrowArray* out) {
-          nb::gil_scoped_release r;
-          ca::export_array(exportable(a.data, actual_or(a.data, ca::placement{}), cuarrow::stream_view()), out);
-        });
-      },
-      nb::arg("array"),
+      "export_array_only", [](const ArrayData& a) { return host_array_capsule(a.data); }, nb::arg("array"),
       "The \"arrow_array\" capsule of a host array, for a consumer that has the type already (no schema is "
       "exported: for wide batches that is most of the cost).");
   m.def(
-      "export_batch_only",
-      [](const BatchData& b) {
-        return make_capsule<ArrowArray>([&](ArrowArray* out) {
-          nb::gil_scoped_release r;
-          const ca::array_data root = b.batch.to_struct();
-          ca::export_array(exportable(root, actual_or(root, ca::placement{}), cuarrow::stream_view()), out);
-        });
-      },
+      "export_batch_only", [](const BatchData& b) { return host_array_capsule(b.batch.to_struct()); },
       nb::arg("batch"), "The \"arrow_array\" capsule of a host record batch (no schema).");
   m.def(
       "export_batch",
       [](const BatchData& b) {
-        nb::object array =
-            make_capsule<ArrowArray>([&](ArrowArray* out) {
-              const ca::array_data root = b.batch.to_struct();
-              ca::export_array(exportable(root, actual_or(root, ca::placement{}), cuarrow::stream_view()), out);
-            });
-        return nb::make_tuple(schema_capsule_of_schema(b.batch.schema), array);
+        return nb::make_tuple(schema_capsule_of_schema(b.batch.schema), host_array_capsule(b.batch.to_struct()));
       },
       nb::arg("batch"), "Capsules of a host record batch.");
   m.def(
