@@ -1,4 +1,6 @@
 // ArrowSchema export and import (c_data.hpp states the ownership rules).
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -102,27 +104,57 @@ void fill_schema(const std::string& name, const data_type& type, bool nullable, 
 
 // ---- import ---------------------------------------------------------------------------
 
+// Decodes ArrowSchema::metadata: an int32 pair count, then for each pair an
+// int32 key length, the key bytes, an int32 value length, the value bytes
+// (native endianness, no terminator).
+//
+// The blob carries no total length, so it cannot be bounds-checked; what can
+// be checked is, as in Arrow C++:
+//  - a negative count or length is refused (invalid_data naming the entry);
+//  - nothing is allocated in proportion to the claimed count: the result
+//    grows as entries are read, so claiming 2^31 pairs costs nothing up front;
+//  - offsets are computed as integers and refused before they could run past
+//    the largest object the address space allows (PTRDIFF_MAX bytes) or wrap.
+// A producer whose count or lengths claim more bytes than its blob holds
+// still makes this read past the end of the blob: that is undefined and
+// cannot be detected without a length the format does not carry.
 key_value_metadata decode_metadata(const char* md, const std::string& path) {
   key_value_metadata out;
   if (md == nullptr) return out;
-  auto read_int32 = [&](const char*& p) {
-    std::int32_t v;
-    std::memcpy(&v, p, 4);
-    p += 4;
-    return v;
+  constexpr auto max_blob = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  constexpr std::size_t no_pair = std::numeric_limits<std::size_t>::max();
+  std::size_t pos = 0;  // offset of the next unread byte
+  // Names a part of the blob in messages, built only when one is thrown.
+  auto part_name = [](const char* part, std::size_t pair) {
+    return pair == no_pair ? std::string(part) : std::string(part) + " of pair " + std::to_string(pair);
   };
-  const char* p = md;
-  const std::int32_t n = read_int32(p);
-  if (n < 0) throw invalid_data(path, "metadata has a negative number of entries (" + std::to_string(n) + ")");
-  for (std::int32_t i = 0; i < n; ++i) {
-    const std::int32_t kl = read_int32(p);
-    if (kl < 0) throw invalid_data(path, "metadata key " + std::to_string(i) + " has negative length");
-    std::string key(p, static_cast<std::size_t>(kl));
-    p += kl;
-    const std::int32_t vl = read_int32(p);
-    if (vl < 0) throw invalid_data(path, "metadata value " + std::to_string(i) + " has negative length");
-    std::string value(p, static_cast<std::size_t>(vl));
-    p += vl;
+  // The next `n` bytes, refused if they would end beyond any possible blob.
+  auto take = [&](std::size_t n, const char* part, std::size_t pair) {
+    if (n > max_blob - pos) {
+      throw invalid_data(path, "metadata " + part_name(part, pair) + " at byte " + std::to_string(pos) + " (" +
+                                   std::to_string(n) + " bytes) would end past the largest possible buffer");
+    }
+    const char* p = md + pos;
+    pos += n;
+    return p;
+  };
+  auto read_length = [&](const char* part, std::size_t pair) {
+    const std::size_t at = pos;
+    std::int32_t v;
+    std::memcpy(&v, take(4, part, pair), 4);
+    if (v < 0) {
+      throw invalid_data(path, "metadata " + part_name(part, pair) + " is negative (" + std::to_string(v) +
+                                   ") at byte " + std::to_string(at));
+    }
+    return static_cast<std::size_t>(v);
+  };
+  const std::size_t n = read_length("pair count", no_pair);
+  out.reserve(std::min<std::size_t>(n, 64));  // a sane bound; further entries grow the vector
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t kl = read_length("key length", i);
+    std::string key(take(kl, "key", i), kl);
+    const std::size_t vl = read_length("value length", i);
+    std::string value(take(vl, "value", i), vl);
     out.emplace_back(std::move(key), std::move(value));
   }
   return out;

@@ -1,7 +1,10 @@
 // Types, format strings and ArrowSchema export/import.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 
 #include "arrow_test_util.hpp"
 
@@ -284,6 +287,107 @@ TEST(ArrowSchemaImport, ReleasedAndMalformedSchemasAreRefused) {
   bad->n_children = 0;
   EXPECT_THROW(import_field(bad.get()), invalid_data);
   EXPECT_TRUE(bad.is_released());
+}
+
+// An ArrowSchema::metadata blob built by hand: counts and lengths may lie.
+struct metadata_blob {
+  std::string bytes;
+  metadata_blob& i32(std::int32_t v) {
+    char b[4];
+    std::memcpy(b, &v, 4);
+    bytes.append(b, 4);
+    return *this;
+  }
+  metadata_blob& raw(const std::string& b) {
+    bytes += b;
+    return *this;
+  }
+  metadata_blob& pair(const std::string& k, const std::string& v) {
+    i32(static_cast<std::int32_t>(k.size())).bytes += k;
+    i32(static_cast<std::int32_t>(v.size())).bytes += v;
+    return *this;
+  }
+};
+
+// The reason read_field gives for refusing field "m" carrying `blob`, or ""
+// when it accepts it.  Every blob used here ends where the decoder stops, so
+// nothing is read past its end (the tests run under AddressSanitizer).
+std::string metadata_refusal(const metadata_blob& blob) {
+  owned_schema c;
+  export_field(field("m", int32()), c.get());
+  c->metadata = blob.bytes.data();
+  std::string reason;
+  try {
+    read_field(*c.get());
+  } catch (const invalid_data& e) {
+    EXPECT_EQ(e.path(), "field \"m\"");
+    reason = e.reason();
+  }
+  c->metadata = nullptr;
+  return reason;
+}
+
+TEST(ArrowSchemaImport, NegativeMetadataCountsAndLengthsAreRefused) {
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(-1)), "metadata pair count is negative (-1) at byte 0");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(std::numeric_limits<std::int32_t>::min())),
+            "metadata pair count is negative (-2147483648) at byte 0");
+  // Pair 0 is "k" = "v" (bytes 4..13); pair 1's key length sits at byte 14.
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(2).pair("k", "v").i32(-3)),
+            "metadata key length of pair 1 is negative (-3) at byte 14");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(1).i32(1).raw("k").i32(-1)),
+            "metadata value length of pair 0 is negative (-1) at byte 9");
+}
+
+TEST(ArrowSchemaImport, HugeMetadataCountIsNotAllocatedUpFront) {
+  // INT32_MAX pairs claimed, one real, then a negative length that stops the
+  // decoder before it leaves the blob.  Reserving the claimed count (2^31
+  // pairs of strings, over 100 GiB) would throw bad_alloc or abort here.
+  const auto huge = std::numeric_limits<std::int32_t>::max();
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(huge).pair("key", "value").i32(-1)),
+            "metadata key length of pair 1 is negative (-1) at byte 20");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(huge).pair("key", "value").i32(0).i32(-7)),
+            "metadata value length of pair 1 is negative (-7) at byte 24");
+
+  // Schema-level metadata goes through the same checks, and import still
+  // releases what it refuses.
+  schema s;
+  s.fields = {field("a", int32())};
+  owned_schema c;
+  export_schema(s, c.get());
+  const metadata_blob bad = metadata_blob().i32(huge).i32(-2);
+  c->metadata = bad.bytes.data();
+  try {
+    import_schema(c.get());
+    FAIL();
+  } catch (const invalid_data& e) {
+    EXPECT_EQ(e.path(), "schema");
+    EXPECT_EQ(e.reason(), "metadata key length of pair 0 is negative (-2) at byte 4");
+  }
+  EXPECT_TRUE(c.is_released());
+}
+
+TEST(ArrowSchemaImport, WellFormedMetadataBlobsAreRead) {
+  // Empty keys and values, embedded NUL bytes and a zero count are all valid.
+  const std::string nul("a\0b", 3);
+  const key_value_metadata md = {{"k", "v"}, {"", "empty key"}, {"empty value", ""}, {nul, nul}};
+  metadata_blob blob;
+  blob.i32(4);
+  for (const auto& [k, v] : md) blob.pair(k, v);
+
+  owned_schema c;
+  export_field(field("m", int32(), true, md), c.get());
+  ASSERT_NE(c->metadata, nullptr);
+  EXPECT_EQ(std::string(c->metadata, blob.bytes.size()), blob.bytes);  // export writes the same bytes
+  EXPECT_EQ(read_field(*c.get()).metadata, md);
+
+  const char* exported = c->metadata;
+  c->metadata = blob.bytes.data();
+  EXPECT_EQ(read_field(*c.get()).metadata, md);
+  const metadata_blob none = metadata_blob().i32(0);
+  c->metadata = none.bytes.data();
+  EXPECT_TRUE(read_field(*c.get()).metadata.empty());
+  c->metadata = exported;
+  EXPECT_EQ(import_field(c.get()), field("m", int32(), true, md));
 }
 
 TEST(ArrowSchemaImport, RecordBatchSchemaMustBeAStruct) {
