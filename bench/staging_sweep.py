@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -57,14 +58,62 @@ def host_memcpy_gbps(nbytes: int, threads: int) -> float:
     return nbytes / timed(run, 5, 0.3) / 1e9
 
 
+def run_variants(args) -> int:
+    """The sweep once per variant and round, in fresh processes (the knobs
+    are read once per process); one combined sweep.txt / sweep.json."""
+    import subprocess
+    import tempfile
+
+    variants = []
+    for item in args.variants.split(","):
+        name, _, knobs = item.partition("=")
+        variants.append((name, dict(kv.split("=", 1) for kv in knobs.split())))
+    skip = {"--variants", "--rounds", "--out"}
+    cleaned, drop = [], False
+    for a in sys.argv[1:]:
+        if drop:
+            drop = False
+            continue
+        if a in skip:
+            drop = True
+            continue
+        if a.split("=", 1)[0] in skip:
+            continue
+        cleaned.append(a)
+    passthrough = cleaned
+    lines, rows = [], []
+    for r in range(args.rounds):
+        for name, knobs in variants:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CUARROW_STAGING")}
+            env.update(knobs)
+            with tempfile.TemporaryDirectory() as tmp:
+                subprocess.run([sys.executable, __file__, *passthrough, "--out", tmp], env=env, check=True)
+                lines.append(f"## variant {name} (round {r + 1})")
+                lines.extend((Path(tmp) / "sweep.txt").read_text().splitlines())
+                for row in json.loads((Path(tmp) / "sweep.json").read_text()):
+                    rows.append(dict(row, variant=name, round=r + 1))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(rows, indent=1))
+    (out / "sweep.txt").write_text("\n".join(lines) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results/sweep")
     ap.add_argument("--sizes", default="64,1024", help="MiB, comma-separated")
     ap.add_argument("--chunks", default="1,2,4,8,16", help="chunk sizes in MiB")
     ap.add_argument("--threads", default="2,4,8,12,16")
+    ap.add_argument("--no-memcpy", action="store_true", help="skip the host memcpy line")
     ap.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls per case")
+    ap.add_argument("--variants", default="",
+                    help="comma-separated NAME=KNOBS runs of this sweep, each in a fresh process with the knobs "
+                         "(e.g. 'base=,wc=CUARROW_STAGING_WC=1 CUARROW_STAGING_NT=3'); --rounds times over")
+    ap.add_argument("--rounds", type=int, default=1, help="with --variants: repeat the whole list (drift shows)")
     args = ap.parse_args()
+    if args.variants:
+        return run_variants(args)
 
     from cuarrow import cuda
 
@@ -84,15 +133,18 @@ def main() -> int:
         print(text, flush=True)
         lines.append(text)
 
-    say(f"# staging sweep  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    say("host memcpy, GB/s by threads (1 GiB):  " + "  ".join(
-        f"{t}: {host_memcpy_gbps(1 << 30, t):.1f}" for t in sorted(set([1] + threads))))
+    knobs = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("CUARROW_STAGING"))
+    say(f"# staging sweep  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {knobs or '(no CUARROW_STAGING_* knobs)'}")
+    if not args.no_memcpy:
+        say("host memcpy, GB/s by threads (1 GiB):  " + "  ".join(
+            f"{t}: {host_memcpy_gbps(1 << 30, t):.1f}" for t in sorted(set([1] + threads))))
     say(f"{'size':>6} {'chunk':>6} {'thr':>4} {'h2d alloc':>10} {'h2d into':>10} {'d2h into':>10}")
     try:
         for n in sizes:
             for c in chunks:
                 for t in threads:
-                    cuda.set_transfer_options(staging_chunk_bytes=c, staging_threads=t, staging_threshold_bytes=4 * MiB)
+                    cuda.set_transfer_options(staging_chunk_bytes=c, staging_threads=t, staging_threads_to_device=t,
+                                             staging_threshold_bytes=4 * MiB)
                     h2d_alloc = n / timed(lambda: ctx.buffer_from_data(src[:n]), 5, args.budget) / 1e9
                     h2d_into = n / timed(lambda: dev.copy_from_host(src[:n]), 5, args.budget) / 1e9
                     d2h_into = n / timed(lambda: dev.copy_to_host(0, n, buf=dst[:n]), 5, args.budget) / 1e9

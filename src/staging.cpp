@@ -13,6 +13,11 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define CUARROW_STREAMING_STORES 1
+#endif
+
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
 
@@ -142,29 +147,88 @@ class worker_pool {
   bool stopping_ = false;
 };
 
+// Tuning knobs for bench/staging_sweep.py, read once:
+//   CUARROW_STAGING_WC=1  the slots of copies to the device are write-combined
+//                         memory (not snooped by the DMA engine; never read by
+//                         the host);
+//   CUARROW_STAGING_NT=N  host copies use non-temporal (streaming) stores:
+//                         bit 0 into the slots (to device), bit 1 out of them
+//                         into the caller's memory (to host).
+bool write_combined_to_device() {
+  static const bool on = env_int("CUARROW_STAGING_WC", 0) != 0;
+  return on;
+}
+
+bool streaming_stores(bool to_device) {
+  static const std::int64_t bits = env_int("CUARROW_STAGING_NT", 0);
+  return (bits & (to_device ? 1 : 2)) != 0;
+}
+
+// memcpy with non-temporal stores where the CPU has them: the destination's
+// cache lines are neither read first nor kept (the copy is larger than the
+// caches would keep anyway), which halves the host memory traffic of the
+// write side.  Fenced, so that a DMA queued afterwards sees every byte.
+void copy_bytes(unsigned char* dst, const unsigned char* src, std::size_t n, bool streaming) {
+#ifdef CUARROW_STREAMING_STORES
+  if (streaming && n >= 4096) {
+    const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16;
+    std::memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    const std::size_t blocks = n / 64;
+    for (std::size_t b = 0; b < blocks; ++b, dst += 64, src += 64) {
+      const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+      const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+      const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst), x0);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), x1);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), x2);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), x3);
+    }
+    _mm_sfence();
+    std::memcpy(dst, src, n % 64);
+    return;
+  }
+#else
+  (void)streaming;
+#endif
+  std::memcpy(dst, src, n);
+}
+
 // Pinned staging buffers, two per worker, kept for the process's life (the
-// memory is portable: usable from every context).
+// memory is portable: usable from every context).  Copies to the device
+// get slots of their own when those are write-combined (the host must
+// never read them); otherwise both directions share one set.
 struct pipeline {
   std::mutex mutex;  // one staged copy at a time; concurrent callers queue
   worker_pool pool;
-  std::vector<void*> slots;
-  std::size_t slot_bytes = 0;
+  struct slot_set {
+    std::vector<void*> slots;
+    std::size_t slot_bytes = 0;
+  } sets[2];  // [0]: both directions (or to host); [1]: write-combined, to device
 
-  // Called with `mutex` held and a context current.  Returns false when
-  // pinned memory cannot be had (the caller then copies directly).
-  bool ensure_slots(std::size_t count, std::size_t bytes) {
+  slot_set& set_for(bool to_device) { return sets[to_device && write_combined_to_device() ? 1 : 0]; }
+
+  // Called with `mutex` held and a context current.  Returns the slots, or
+  // null when pinned memory cannot be had (the caller then copies directly).
+  const std::vector<void*>* ensure_slots(bool to_device, std::size_t count, std::size_t bytes) {
     const driver_table& d = driver();
-    if (slot_bytes != bytes) {
-      for (void* p : slots) d.cuMemFreeHost(p);
-      slots.clear();
-      slot_bytes = bytes;
+    slot_set& set = set_for(to_device);
+    const unsigned flags =
+        CU_MEMHOSTALLOC_PORTABLE | (&set == &sets[1] ? CU_MEMHOSTALLOC_WRITECOMBINED : 0u);
+    if (set.slot_bytes != bytes) {
+      for (void* p : set.slots) d.cuMemFreeHost(p);
+      set.slots.clear();
+      set.slot_bytes = bytes;
     }
-    while (slots.size() < count) {
+    while (set.slots.size() < count) {
       void* p = nullptr;
-      if (d.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) return false;
-      slots.push_back(p);
+      if (d.cuMemHostAlloc(&p, bytes, flags) != CUDA_SUCCESS) return nullptr;
+      set.slots.push_back(p);
     }
-    return true;
+    return &set.slots;
   }
 };
 
@@ -307,7 +371,7 @@ struct worker_slots {
 // Waits for every recorded event before returning (the slots are then free
 // for the next job); throws the first failure.
 template <class Loop>
-void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
+void run_job(CUcontext ctx, const std::vector<void*>& slots, job& j, int workers, Loop loop) {
   pipeline& p = the_pipeline();
   const driver_table& d = driver();
   std::vector<CUevent> events(static_cast<std::size_t>(workers) * 2, nullptr);
@@ -325,7 +389,7 @@ void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
         return;
       }
       const std::size_t a = static_cast<std::size_t>(w) * 2;
-      worker_slots ws{{p.slots[a], p.slots[a + 1]}, {events[a], events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
+      worker_slots ws{{slots[a], slots[a + 1]}, {events[a], events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
       try {
         loop(ws, j);
       } catch (...) {
@@ -374,14 +438,14 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
-  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes))) {
-    return false;
-  }
+  const std::vector<void*>* slots =
+      p.ensure_slots(to_device, static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes));
+  if (slots == nullptr) return false;
   const std::size_t estimate = (total + chunk - 1) / chunk;
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
   const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()));
   job j(pl.chunks.size());
-  run_job(ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
+  run_job(ctx, *slots, j, std::min(workers, static_cast<int>(pl.chunks.size())),
           [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); });
   return true;
 }
@@ -417,6 +481,7 @@ bool use_staging(std::size_t n) {
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
+  const bool streaming = streaming_stores(true);
   const bool done = staged(ctx, pieces, true, [&](worker_slots& ws, job& j, const plan& pl) {
     int turn = 0;
     std::size_t i = 0;
@@ -428,7 +493,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
       const chunk_range& c = pl.chunks[i];
       for (std::size_t g = c.first; g < c.end; ++g) {
         const segment& seg = pl.segments[g];
-        if (seg.src != nullptr) std::memcpy(slot + seg.slot_offset, seg.src, seg.size);
+        if (seg.src != nullptr) copy_bytes(slot + seg.slot_offset, seg.src, seg.size, streaming);
         else std::memset(slot + seg.slot_offset, 0, seg.size);
       }
       for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
@@ -448,6 +513,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
 
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
+  const bool streaming = streaming_stores(false);
   const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
     // Double-buffered: the DMA of a worker's next chunk runs while it
     // copies the previous one out of the other slot.
@@ -457,7 +523,7 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
       const chunk_range& c = pl.chunks[i];
       for (std::size_t g = c.first; g < c.end; ++g) {
         const segment& seg = pl.segments[g];
-        if (seg.dst != nullptr) std::memcpy(seg.dst, slot + seg.slot_offset, seg.size);
+        if (seg.dst != nullptr) copy_bytes(seg.dst, slot + seg.slot_offset, seg.size, streaming);
       }
     };
     int turn = 0;
