@@ -1,6 +1,7 @@
 // ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
 // ownership rules).
 #include <cstring>
+#include <span>
 #include <memory>
 #include <string>
 
@@ -104,25 +105,70 @@ void release_array(ArrowArray* a) {
   a->private_data = nullptr;
 }
 
+// Where a node of an exported tree is, rendered only for an error message
+// (a batch of a thousand columns would otherwise build a thousand strings).
+struct tree_path {
+  const tree_path* parent = nullptr;
+  const std::vector<field>* parent_fields = nullptr;  // the parent's children (their names); null for the root
+  std::size_t index = 0;
+  bool dictionary = false;
+  const char* root = "array";
+
+  std::string render() const {
+    if (parent == nullptr) return root;
+    const std::string up = parent->render();
+    if (dictionary) return detail::dictionary_path(up);
+    std::string s = up + " \u2192 child " + std::to_string(index);  // as detail::child_path writes it
+    if (parent_fields != nullptr && index < parent_fields->size()) s += " (\"" + (*parent_fields)[index].name + "\")";
+    return s;
+  }
+};
+
+std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const tree_path& path);
+
+// Exports `children` (described by `fields`) into `p`'s child storage.
+void fill_children(std::span<const array_data> children, const std::vector<field>& fields, array_private& p,
+                   const tree_path& path) {
+  p.child_storage.resize(children.size());
+  for (ArrowArray& c : p.child_storage) c.release = nullptr;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const tree_path cp{&path, &fields, i, false, ""};
+    ArrowArray& c = p.child_storage[i];
+    std::unique_ptr<array_private> cpriv = fill_array(children[i], &c, cp);
+    c.private_data = cpriv.release();
+    c.release = release_array;
+  }
+  p.child_pointers.reserve(children.size());
+  for (ArrowArray& c : p.child_storage) p.child_pointers.push_back(&c);
+}
+
+void set_children(const array_private& p, ArrowArray* out) {
+  out->n_children = static_cast<std::int64_t>(p.child_pointers.size());
+  out->children = p.child_pointers.empty() ? nullptr : const_cast<ArrowArray**>(p.child_pointers.data());
+}
+
 // Fills `out` completely, or throws leaving it untouched.
-std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const std::string& path) {
+std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const tree_path& path) {
   const type_layout l = layout_of(a.type);
   const std::size_t fixed = l.buffers.size();
   if (l.variadic ? a.buffers.size() < fixed : a.buffers.size() != fixed) {
-    throw invalid_data(path, std::to_string(a.buffers.size()) + " buffers for type " + a.type.to_string() +
-                                 " (expected " + (l.variadic ? "at least " : "") + std::to_string(fixed) + ")");
+    throw invalid_data(path.render(), std::to_string(a.buffers.size()) + " buffers for type " + a.type.to_string() +
+                                          " (expected " + (l.variadic ? "at least " : "") + std::to_string(fixed) +
+                                          ")");
   }
   if (a.children.size() != a.type.children.size()) {
-    throw invalid_data(path, std::to_string(a.children.size()) + " children for type " + a.type.to_string() +
-                                 " (expected " + std::to_string(a.type.children.size()) + ")");
+    throw invalid_data(path.render(), std::to_string(a.children.size()) + " children for type " +
+                                          a.type.to_string() + " (expected " +
+                                          std::to_string(a.type.children.size()) + ")");
   }
   if ((a.type.id == type_id::dictionary) != static_cast<bool>(a.dictionary)) {
-    throw invalid_data(path, a.dictionary ? "a " + a.type.to_string() + " array must not have a dictionary"
-                                          : std::string("dictionary array without a dictionary"));
+    throw invalid_data(path.render(), a.dictionary ? "a " + a.type.to_string() + " array must not have a dictionary"
+                                                   : std::string("dictionary array without a dictionary"));
   }
 
   auto p = std::make_unique<array_private>();
   p->keep = a.buffers;
+  p->pointers.reserve(a.buffers.size() + (l.variadic ? 1 : 0));
   for (const buffer& b : a.buffers) {
     p->pointers.push_back(b.size() > 0 ? reinterpret_cast<const void*>(b.address()) : nullptr);
   }
@@ -131,20 +177,12 @@ std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, 
     p->pointers.push_back(p->variadic_sizes.empty() ? nullptr : p->variadic_sizes.data());
   }
 
-  p->child_storage.resize(a.children.size());
-  for (ArrowArray& c : p->child_storage) c.release = nullptr;
-  for (std::size_t i = 0; i < a.children.size(); ++i) {
-    const std::string cp = detail::child_path(path, i, a.type);
-    ArrowArray& c = p->child_storage[i];
-    std::unique_ptr<array_private> cpriv = fill_array(a.children[i], &c, cp);
-    c.private_data = cpriv.release();
-    c.release = release_array;
-  }
-  for (ArrowArray& c : p->child_storage) p->child_pointers.push_back(&c);
+  fill_children(a.children, a.type.children, *p, path);
   if (a.dictionary) {
     auto d = std::make_unique<ArrowArray>();
     d->release = nullptr;
-    std::unique_ptr<array_private> dpriv = fill_array(*a.dictionary, d.get(), detail::dictionary_path(path));
+    const tree_path dp{&path, nullptr, 0, true, ""};
+    std::unique_ptr<array_private> dpriv = fill_array(*a.dictionary, d.get(), dp);
     d->private_data = dpriv.release();
     d->release = release_array;
     p->dictionary = std::move(d);
@@ -154,18 +192,43 @@ std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, 
   out->null_count = a.null_count;
   out->offset = a.offset;
   out->n_buffers = a.type.id == type_id::null ? 0 : static_cast<std::int64_t>(p->pointers.size());
-  out->n_children = static_cast<std::int64_t>(p->child_pointers.size());
+  set_children(*p, out);
   out->buffers = p->pointers.empty() || a.type.id == type_id::null ? nullptr : p->pointers.data();
-  out->children = p->child_pointers.empty() ? nullptr : p->child_pointers.data();
   out->dictionary = p->dictionary.get();
   out->release = nullptr;  // set by the caller together with private_data
   out->private_data = nullptr;
   return p;
 }
 
+// A record batch as the struct array the C Data Interface carries, built
+// from its columns in place (record_batch::to_struct would copy them and
+// the schema's fields first).
+void fill_batch_root(const record_batch& batch, ArrowArray* out) {
+  if (batch.columns.size() != batch.schema.fields.size()) {
+    throw invalid_data("record batch", std::to_string(batch.columns.size()) + " columns for " +
+                                           std::to_string(batch.schema.fields.size()) + " fields");
+  }
+  const tree_path root{nullptr, nullptr, 0, false, "record batch"};
+  auto p = std::make_unique<array_private>();
+  p->keep.emplace_back();
+  p->pointers.push_back(nullptr);  // no validity bitmap: a batch has no null rows
+  fill_children(batch.columns, batch.schema.fields, *p, root);
+  ArrowArray tmp{};
+  tmp.length = batch.num_rows;
+  tmp.null_count = 0;
+  tmp.offset = 0;
+  tmp.n_buffers = 1;
+  tmp.buffers = p->pointers.data();
+  set_children(*p, &tmp);
+  tmp.dictionary = nullptr;
+  tmp.private_data = p.release();
+  tmp.release = release_array;
+  *out = tmp;
+}
+
 void fill_root(const array_data& a, ArrowArray* out, std::unique_ptr<exported_event> sync) {
   ArrowArray tmp{};
-  std::unique_ptr<array_private> p = fill_array(a, &tmp, "array");
+  std::unique_ptr<array_private> p = fill_array(a, &tmp, tree_path{});
   p->sync = std::move(sync);
   tmp.private_data = p.release();
   tmp.release = release_array;
@@ -205,9 +268,18 @@ void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_sch
 
 void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema) {
   if (out == nullptr) throw invalid_argument("export_record_batch: null output ArrowArray");
+  for (const array_data& column : batch.columns) {
+    const placement where = placement_of(column);
+    if (where.type == device_type::cuda) {
+      throw host_access_error("export_record_batch: the batch is in device memory of device " +
+                              std::to_string(where.device_id) +
+                              "; the C Data Interface carries host memory only (use export_device_record_batch, "
+                              "or to_host first)");
+    }
+  }
   owned_schema schema;
   if (out_schema != nullptr) export_schema(batch.schema, schema.get());
-  export_array(batch.to_struct(), out, nullptr);
+  fill_batch_root(batch, out);
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
     schema->release = nullptr;

@@ -3,7 +3,10 @@
 // the stream, synchronize at most once at the end.
 #include "cuarrow/arrow/transfer.hpp"
 
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "arrow_internal.hpp"
 #include "cuarrow/copy.hpp"
@@ -236,15 +239,15 @@ std::vector<std::vector<array_data>> groups_to_device_async(const tree_groups& t
 
 // The trees in host memory: those in ordinary memory as they are, those in
 // host-accessible device memory (pinned, managed) as they are after `s` is
-// synchronized, the others copied in one batch with one synchronization.
-std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream_view s,
-                                                    const array_transfer_options& options) {
+// synchronized, the others copied in one batch; the returned function
+// waits for all of it (one synchronization per stream involved).
+std::pair<std::vector<std::vector<array_data>>, std::function<void()>> groups_to_host_async(
+    const tree_groups& t, stream_view s, const array_transfer_options& options) {
   detail::probe_cache cache;
   detail::validate_roots(t.roots, options.validation, false, s, cache);
   std::vector<std::vector<array_data>> out(t.groups.size());
   tree_groups copied;
   std::vector<std::pair<std::size_t, std::size_t>> where_from;  // (group, index) of each copied tree
-  std::vector<std::size_t> copied_group_of;                     // group in `copied` -> group in `t`
   std::optional<int> mapped_device;                             // pinned or managed trees: wait for s
   placement common;
   bool any = false;
@@ -270,7 +273,6 @@ std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream
       if (!opened) {
         copied.groups.emplace_back();
         copied.paths.emplace_back();
-        copied_group_of.push_back(g);
         opened = true;
       }
       copied.groups.back().push_back(&a);
@@ -278,12 +280,13 @@ std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream
       where_from.emplace_back(g, i);
     }
   }
+  std::optional<std::pair<stream_view, int>> copy_wait;
   if (any) {
     const stream_view cs = copy_stream(common, s);
     const context ctx = context::get(common.device_id);
     std::vector<std::vector<array_data>> moved =
         detail::copy_groups_async(copied.groups, copied.paths, detail::destination_kind::host, &ctx, cs, cache);
-    detail::synchronize(cs, common.device_id);
+    copy_wait.emplace(cs, common.device_id);
     std::size_t k = 0;
     for (auto& group : moved) {
       for (auto& a : group) {
@@ -292,8 +295,18 @@ std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream
       }
     }
   }
-  if (mapped_device) detail::synchronize(s, *mapped_device);
-  return out;
+  std::function<void()> wait = [copy_wait, s, mapped_device] {
+    if (copy_wait) detail::synchronize(copy_wait->first, copy_wait->second);
+    if (mapped_device) detail::synchronize(s, *mapped_device);
+  };
+  return {std::move(out), std::move(wait)};
+}
+
+std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream_view s,
+                                                    const array_transfer_options& options) {
+  auto [out, wait] = groups_to_host_async(t, s, options);
+  wait();
+  return std::move(out);
 }
 
 record_batch with_columns(const record_batch& src, std::vector<array_data> columns) {
@@ -372,6 +385,18 @@ std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, 
 std::vector<record_batch> to_host(std::span<const record_batch> src, stream_view s,
                                   const array_transfer_options& options) {
   return as_batches(src, groups_to_host(groups_of(src), s, options));
+}
+
+host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src, stream_view s,
+                                                     const array_transfer_options& options) {
+  auto [groups, wait] = groups_to_host_async(groups_of(src), s, options);
+  return {firsts(std::move(groups)), std::move(wait)};
+}
+
+host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_batch> src, stream_view s,
+                                                       const array_transfer_options& options) {
+  auto [groups, wait] = groups_to_host_async(groups_of(src), s, options);
+  return {as_batches(src, std::move(groups)), std::move(wait)};
 }
 
 array_data to_host(const array_data& src, stream_view s, const array_transfer_options& options) {

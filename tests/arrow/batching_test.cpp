@@ -201,6 +201,51 @@ TEST(ArrowBatching, ManyBatchesAreOneBatchedCopyEachWay) {
   }
 }
 
+// to_host_async queues the batched copy and returns: its structure is final
+// at once, nothing synchronizes until wait(), which synchronizes once.
+TEST(ArrowBatching, ToHostAsyncSynchronizesOnlyInWait) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  std::vector<record_batch> batches(3, wide_batch());
+  std::vector<record_batch> d = to_device(batches, ctx, s);
+  g_reset();
+  host_transfer<std::vector<record_batch>> t = to_host_async(d, s, {validation_level::none});
+  calls c = now();
+  EXPECT_EQ(c.syncs, 0u) << "to_host_async must not wait for the copies";
+  EXPECT_EQ(c.dtoh, 3u) << "one DMA per batch, queued";
+  ASSERT_EQ(t.data().size(), 3u);
+  for (std::size_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(t.data()[b].num_rows, batches[b].num_rows);
+    for (const array_data& column : t.data()[b].columns) {
+      if (non_empty_buffers(column) == 0) continue;  // a null column lives nowhere
+      EXPECT_EQ(placement_of(column).type, cuarrow::device_type::cuda_host)
+          << "the result lands in pinned memory from the pool";
+    }
+  }
+  t.wait();
+  EXPECT_EQ(now().syncs, 1u);
+  t.wait();
+  EXPECT_EQ(now().syncs, 1u) << "a second wait() returns at once";
+  std::vector<record_batch> h = std::move(t).get();
+  for (std::size_t b = 0; b < h.size(); ++b) EXPECT_TRUE(same_values(batches[b], h[b])) << "batch " << b;
+
+  // Arrays too; dropped without waiting, the memory stays alive until the
+  // copies have run (the keep-alive of copy_batch_async) and nothing leaks.
+  std::vector<array_data> chunks;
+  for (auto& [name, a] : sample_arrays()) {
+    if (name == "int64" || name == "utf8") chunks.push_back(a);
+  }
+  std::vector<array_data> dc = to_device(chunks, ctx, s);
+  {
+    host_transfer<std::vector<array_data>> dropped = to_host_async(dc, s);
+  }
+  host_transfer<std::vector<array_data>> ta = to_host_async(dc, s);
+  std::vector<array_data> hc = std::move(ta).get();
+  ASSERT_EQ(hc.size(), chunks.size());
+  for (std::size_t i = 0; i < hc.size(); ++i) EXPECT_TRUE(same_values(chunks[i], hc[i]));
+  s.synchronize();
+}
+
 TEST(ArrowBatching, ValidationOfADeviceArrayReadsOnlyOffsets) {
   cuarrow::context ctx = cuarrow::context::get(0);
   array_data deep;

@@ -80,6 +80,40 @@ TEST(ArrowCData, DeviceArraysCannotBeExportedAsHostArrays) {
   EXPECT_TRUE(arr.is_released());
 }
 
+TEST(ArrowCData, RecordBatchExportChecksItsColumns) {
+  record_batch b;
+  for (const char* name : {"int32", "utf8", "int64"}) {
+    b.schema.fields.push_back(field(std::string("col_") + name, sample(name).type));
+    b.columns.push_back(sample(name).slice(0, 3));
+  }
+  b.num_rows = 3;
+  // A batch in device memory is a host_access_error, nothing exported.
+  record_batch d = to_device(b, cuarrow::context::get(0));
+  owned_array arr;
+  EXPECT_THROW(export_record_batch(d, arr.get()), cuarrow::host_access_error);
+  EXPECT_TRUE(arr.is_released());
+  // A column that does not fit its type is named by its field.
+  record_batch bad = b;
+  bad.columns[1].buffers.clear();
+  const std::string msg = message_of([&] { export_record_batch(bad, arr.get()); });
+  EXPECT_NE(msg.find("record batch \u2192 child 1 (\"" + b.schema.fields[1].name + "\")"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("buffers for type"), std::string::npos) << msg;
+  EXPECT_TRUE(arr.is_released());
+  // More columns than fields.
+  record_batch extra = b;
+  extra.columns.push_back(b.columns[0]);
+  EXPECT_NE(message_of([&] { export_record_batch(extra, arr.get()); }).find("4 columns for 3 fields"), std::string::npos);
+  // The export shares the columns' buffers (no copy) and outlives the batch.
+  {
+    record_batch temp = b;
+    export_record_batch(temp, arr.get());
+  }
+  EXPECT_EQ(arr->n_children, 3);
+  EXPECT_EQ(arr->length, b.num_rows);
+  record_batch back = import_record_batch(arr.get(), b.schema, {validation_level::full});
+  EXPECT_TRUE(same_values(b, back));
+}
+
 TEST(ArrowCData, ChildrenCanBeMovedOut) {
   array_data s = sample("struct");
   owned_array arr;

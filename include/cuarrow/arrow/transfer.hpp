@@ -33,7 +33,9 @@
 // over unchanged.  Thread-safe; each call uses only its arguments.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
@@ -94,6 +96,51 @@ CUARROW_EXPORT std::vector<array_data> to_host(std::span<const array_data> src, 
                                                const array_transfer_options& options = {});
 CUARROW_EXPORT std::vector<record_batch> to_host(std::span<const record_batch> src, stream_view s = {},
                                                  const array_transfer_options& options = {});
+
+/// Host copies in flight (to_host_async).  The data's structure (types,
+/// lengths, buffers and their addresses) is final at once, so it can be
+/// wrapped or exported while the DMA runs; its BYTES may be read only after
+/// wait().  Dropping the object without waiting is safe: the source and
+/// destination memory stay alive until the copies have run (copy_async's
+/// guarantee), and nothing leaks.
+template <class T>
+class host_transfer {
+ public:
+  host_transfer(T data, std::function<void()> wait) : data_(std::move(data)), wait_(std::move(wait)) {}
+  host_transfer(host_transfer&&) noexcept = default;
+  host_transfer& operator=(host_transfer&&) noexcept = default;
+
+  /// The data, whose bytes are valid once wait() has returned.
+  const T& data() const noexcept { return data_; }
+  /// Waits for the copies (one synchronization; later calls return at
+  /// once).  Throws cuda_error if the stream failed.
+  void wait() {
+    if (!wait_) return;
+    std::function<void()> w = std::move(wait_);
+    wait_ = nullptr;
+    w();
+  }
+  /// wait(), then the data itself.
+  T get() && {
+    wait();
+    return std::move(data_);
+  }
+
+ private:
+  T data_;
+  std::function<void()> wait_;
+};
+
+/// to_host of each, returning as soon as the copies are queued (after the
+/// one validation; staged copies into ordinary memory, used when the
+/// result pool is full, are complete on return).  Use it to build what
+/// refers to the data (a pyarrow table, an export) while the DMA runs.
+CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src,
+                                                                    stream_view s = {},
+                                                                    const array_transfer_options& options = {});
+CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_batch> src,
+                                                                      stream_view s = {},
+                                                                      const array_transfer_options& options = {});
 
 /// A copy of `src` in pinned host memory of `ctx` (device type cuda_host),
 /// complete on return.
