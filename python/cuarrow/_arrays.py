@@ -319,16 +319,44 @@ def _dlpack_export(
 
 def _host_array(type_: pa.DataType, host: Any) -> pa.Array:
     """A pyarrow Array of a host ArrayData (its buffers stay owned by it)."""
-    array_capsule = _lib.export_array_only(host)
-    # pyarrow's own type description: cuarrow's model keeps a dictionary's
-    # value type without its field, so an extension value type would be lost.
-    return pa.Array._import_from_c_capsule(type_.__arrow_c_schema__(), array_capsule)
+    return _import_array(type_, _lib.export_array_only(host))
 
 
 def _host_batch(schema: pa.Schema, host: Any) -> pa.RecordBatch:
     """A pyarrow RecordBatch of a host BatchData."""
-    array_capsule = _lib.export_batch_only(host)
-    return pa.RecordBatch._import_from_c_capsule(schema.__arrow_c_schema__(), array_capsule)
+    return _import_batch(schema, _lib.export_batch_only(host))
+
+
+# pyarrow's own type and schema objects describe the data: cuarrow's model
+# keeps a dictionary's value type without its field (an extension value type
+# would be lost), and importing against the schema object skips exporting
+# and parsing a schema per call (most of the cost for wide batches) and makes
+# the batches' schema the very object Table.from_batches compares with.
+def _import_array(type_: pa.DataType, capsule: Any) -> pa.Array:
+    return pa.Array._import_from_c(_lib.capsule_address(capsule), type_)
+
+
+def _import_batch(schema: pa.Schema, capsule: Any) -> pa.RecordBatch:
+    return pa.RecordBatch._import_from_c(_lib.capsule_address(capsule), schema)
+
+
+def _arrays_to_host(type_: pa.DataType, datas: list, stream: Any) -> list:
+    """pyarrow Arrays of device ArrayDatas: one batched copy; the arrays are
+    built while it runs and handed over once it is done."""
+    handle, device = _stream_arg(stream)
+    transfer, capsules = _lib.arrays_to_host_begin(datas, handle, device)
+    arrays = [_import_array(type_, c) for c in capsules]
+    transfer.wait()
+    return arrays
+
+
+def _batches_to_host(schema: pa.Schema, datas: list, stream: Any) -> list:
+    """pyarrow RecordBatches of device BatchDatas, as _arrays_to_host."""
+    handle, device = _stream_arg(stream)
+    transfer, capsules = _lib.batches_to_host_begin(datas, handle, device)
+    batches = [_import_batch(schema, c) for c in capsules]
+    transfer.wait()
+    return batches
 
 
 class DeviceBitmap:
@@ -668,8 +696,7 @@ class DeviceArray(_DeviceData):
         copy; pinned memory from cuarrow's result pool when it has room,
         released when pyarrow frees the array).  Synchronous; with `stream`,
         the copies run on that stream after the work already queued there."""
-        handle, device = _stream_arg(stream)
-        return _host_array(self.type, _lib.array_to_host(self._data, handle, device))
+        return _arrays_to_host(self.type, [self._data], stream)[0]
 
     def to_pylist(self) -> list:
         """``to_host().to_pylist()``."""
@@ -895,9 +922,7 @@ class DeviceChunkedArray(_DeviceData):
         synchronization for all the chunks."""
         if not self._chunks:
             return pa.chunked_array([], type=self._type)
-        handle, device = _stream_arg(stream)
-        hosts = _lib.arrays_to_host([c._data for c in self._chunks], handle, device)
-        return pa.chunked_array([_host_array(self._type, h) for h in hosts], type=self._type)
+        return pa.chunked_array(_arrays_to_host(self._type, [c._data for c in self._chunks], stream), type=self._type)
 
     def to_pylist(self) -> list:
         return self.to_host().to_pylist()
@@ -1050,8 +1075,7 @@ class DeviceRecordBatch(_DeviceData):
 
     def to_host(self, *, stream: Any = None) -> pa.RecordBatch:
         """A ``pyarrow.RecordBatch`` in host memory (one batched copy for all columns)."""
-        handle, device = _stream_arg(stream)
-        return _host_batch(self.schema, _lib.batch_to_host(self._data, handle, device))
+        return _batches_to_host(self.schema, [self._data], stream)[0]
 
     def to_pylist(self) -> list:
         return self.to_host().to_pylist()
@@ -1183,9 +1207,8 @@ class DeviceTable(_DeviceData):
     def to_host(self, *, stream: Any = None) -> pa.Table:
         """A ``pyarrow.Table`` in host memory: one batched copy and one
         synchronization for all the batches."""
-        handle, device = _stream_arg(stream)
-        hosts = _lib.batches_to_host([b._data for b in self._batches], handle, device) if self._batches else []
-        return pa.Table.from_batches([_host_batch(self._schema, h) for h in hosts], schema=self._schema)
+        batches = _batches_to_host(self._schema, [b._data for b in self._batches], stream) if self._batches else []
+        return pa.Table.from_batches(batches, schema=self._schema)
 
     def to_pylist(self) -> list:
         return self.to_host().to_pylist()

@@ -30,10 +30,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -273,6 +276,89 @@ nb::object host_array_capsule(const ca::array_data& a) {
     nb::gil_scoped_release r;
     ca::export_array(exportable(a, actual_or(a, ca::placement{}), cuarrow::stream_view()), out);
   });
+}
+
+// The "arrow_array" capsule of a host record batch, exported from its
+// columns in place (a batch with an empty offsets buffer to fill goes
+// through its struct array, as host_array_capsule does).
+nb::object host_batch_capsule(const ca::record_batch& b) {
+  bool patch = false;
+  for (const ca::array_data& c : b.columns) patch = patch || needs_offsets_patch(c);
+  if (patch) return host_array_capsule(b.to_struct());
+  return make_capsule<ArrowArray>([&](ArrowArray* out) {
+    nb::gil_scoped_release r;
+    ca::export_record_batch(b, out);
+  });
+}
+
+// Whether pyarrow can import an array of this type before its bytes have
+// landed.  Arrow C++'s C Data importer reads the LAST OFFSET of binary and
+// string arrays (the data buffer's size is not in the struct), so those, and
+// every type not known to be safe, are imported only after the copy is done.
+// Fixed-width values, lists' offsets and struct children are not read.
+bool importable_in_flight(const ca::data_type& t) {
+  switch (t.id) {
+    case ca::type_id::binary:
+    case ca::type_id::large_binary:
+    case ca::type_id::utf8:
+    case ca::type_id::large_utf8:
+    case ca::type_id::binary_view:
+    case ca::type_id::utf8_view:
+    case ca::type_id::list_view:
+    case ca::type_id::large_list_view:
+    case ca::type_id::sparse_union:
+    case ca::type_id::dense_union:
+    case ca::type_id::run_end_encoded: return false;
+    case ca::type_id::dictionary: return t.value_type != nullptr && importable_in_flight(*t.value_type);
+    default:
+      for (const ca::field& c : t.children) {
+        if (!importable_in_flight(c.type)) return false;
+      }
+      return true;
+  }
+}
+
+// Host copies in flight (cuarrow::arrow::to_host_async), for Python: the
+// host data is exported while the DMA runs, and wait() is called before the
+// result is handed to anyone.  Dropped unwaited, the memory still stays
+// alive until the copies have run.
+struct HostTransfer {
+  std::function<void()> wait_fn;
+  void wait() {
+    if (!wait_fn) return;
+    std::function<void()> w = std::move(wait_fn);
+    wait_fn = nullptr;
+    w();
+  }
+};
+
+// The items of a sequence of bound objects, borrowed (a copy of a wide
+// batch copies its schema and every column).
+template <class T>
+std::vector<const T*> borrowed(nb::handle seq, const char* what) {
+  std::vector<const T*> out;
+  for (nb::handle h : nb::iter(seq)) {
+    if (!nb::isinstance<T>(h)) {
+      throw nb::type_error((std::string(what) + ": expected " + nb::type_name(nb::type<T>()).c_str() + ", got " +
+                            nb::type_name(h.type()).c_str())
+                               .c_str());
+    }
+    out.push_back(&nb::cast<const T&>(h));
+  }
+  return out;
+}
+
+// to_host_async of the borrowed items, with the items copied only when
+// there are several (the core takes a span of values).
+template <class T, class Get>
+auto to_host_begin(const std::vector<const T*>& items, Get get, cuarrow::stream_view s) {
+  using value = std::remove_cvref_t<decltype(get(*items[0]))>;
+  const ca::array_transfer_options none{ca::validation_level::none};
+  if (items.size() == 1) return ca::to_host_async(std::span<const value>(&get(*items[0]), 1), s, none);
+  std::vector<value> copies;
+  copies.reserve(items.size());
+  for (const T* t : items) copies.push_back(get(*t));
+  return ca::to_host_async(std::span<const value>(copies), s, none);
 }
 
 nb::object schema_capsule_of_field(const ca::field& f) {
@@ -906,6 +992,66 @@ void bind_arrow(nb::module_& m) {
       },
       nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
       "The arrays (chunks of one device) in host memory: one batched copy and one synchronization for all.");
+  nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
+      .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
+  m.def(
+      "batches_to_host_begin",
+      [](nb::handle src, std::uintptr_t stream, int device) {
+        const std::vector<const BatchData*> items = borrowed<BatchData>(src, "batches_to_host_begin");
+        nb::list capsules;
+        if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
+        std::optional<ca::host_transfer<std::vector<ca::record_batch>>> t;
+        {
+          nb::gil_scoped_release r;
+          t.emplace(to_host_begin(items, [](const BatchData& b) -> const ca::record_batch& { return b.batch; },
+                                  make_stream(stream, device)));
+        }
+        auto shared = std::make_shared<ca::host_transfer<std::vector<ca::record_batch>>>(std::move(*t));
+        bool early = true;
+        for (const ca::field& f : items[0]->batch.schema.fields) early = early && importable_in_flight(f.type);
+        if (!early) {
+          nb::gil_scoped_release r;
+          shared->wait();
+        }
+        for (const ca::record_batch& b : shared->data()) capsules.append(host_batch_capsule(b));
+        return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
+      },
+      nb::arg("batches"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
+      "batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types "
+      "pyarrow's importer reads (binary and string offsets, ...) have been waited for already.");
+  m.def(
+      "arrays_to_host_begin",
+      [](nb::handle src, std::uintptr_t stream, int device) {
+        const std::vector<const ArrayData*> items = borrowed<ArrayData>(src, "arrays_to_host_begin");
+        nb::list capsules;
+        if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
+        std::optional<ca::host_transfer<std::vector<ca::array_data>>> t;
+        {
+          nb::gil_scoped_release r;
+          t.emplace(to_host_begin(items, [](const ArrayData& a) -> const ca::array_data& { return a.data; },
+                                  make_stream(stream, device)));
+        }
+        auto shared = std::make_shared<ca::host_transfer<std::vector<ca::array_data>>>(std::move(*t));
+        bool early = true;
+        for (const ArrayData* a : items) early = early && importable_in_flight(a->data.type);
+        if (!early) {
+          nb::gil_scoped_release r;
+          shared->wait();
+        }
+        for (const ca::array_data& a : shared->data()) capsules.append(host_array_capsule(a));
+        return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
+      },
+      nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
+      "copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for "
+      "types pyarrow's importer reads).");
+  m.def(
+      "capsule_address",
+      [](nb::handle capsule) { return reinterpret_cast<std::uintptr_t>(capsule_struct<ArrowArray>(capsule, "capsule")); },
+      nb::arg("capsule"),
+      "The address of the unreleased ArrowArray in an \"arrow_array\" capsule (for pyarrow's _import_from_c, which "
+      "takes the schema as a pyarrow object; the capsule must outlive the import).");
   m.def(
       "batches_to_host",
       [](const std::vector<BatchData>& src, std::uintptr_t stream, int device) {
@@ -933,7 +1079,7 @@ void bind_arrow(nb::module_& m) {
       "The \"arrow_array\" capsule of a host array, for a consumer that has the type already (no schema is "
       "exported: for wide batches that is most of the cost).");
   m.def(
-      "export_batch_only", [](const BatchData& b) { return host_array_capsule(b.batch.to_struct()); },
+      "export_batch_only", [](const BatchData& b) { return host_batch_capsule(b.batch); },
       nb::arg("batch"), "The \"arrow_array\" capsule of a host record batch (no schema).");
   m.def(
       "export_batch",

@@ -116,3 +116,62 @@ def test_to_host_of_a_table_spends_no_pinned_memory_when_the_pool_is_off(small_c
         assert ctx.transfer_stats()["staged_bytes"] == 30 * 3000 * 8
     finally:
         cuda.set_transfer_options(**saved)
+
+
+def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning():
+    """DeviceTable.to_host() exports the host data while the DMA runs (one
+    batched copy, queued) and waits once before returning: the result is
+    whole, its batches carry the table's own schema object, and a transfer
+    dropped without waiting leaves nothing dangling."""
+    from cuarrow import _cuarrow as lib
+
+    ctx = cuda.Context(0)
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("s", pa.string())], metadata={"k": "v"})
+    table = pa.Table.from_batches(
+        [pa.record_batch([pa.array(np.arange(5000) + 7 * b), pa.array([f"x{i}" for i in range(5000)])], schema=schema)
+         for b in range(3)])
+    d = cuda.to_device(table)
+    back = d.to_host()
+    assert back.equals(table)
+    assert back.schema.metadata == {b"k": b"v"}
+    assert all(batch.schema is back.schema or batch.schema.equals(schema) for batch in back.to_batches())
+
+    # The binding's steps: capsules describe the data at once; bytes after wait().
+    transfer, capsules = lib.batches_to_host_begin([b._data for b in d._batches], 0, -1)
+    assert len(capsules) == 3
+    batches = [pa.RecordBatch._import_from_c(lib.capsule_address(c), schema) for c in capsules]
+    transfer.wait()
+    transfer.wait()  # a second wait returns at once
+    assert pa.Table.from_batches(batches, schema=schema).equals(table)
+    with pytest.raises(ValueError, match="already consumed"):
+        lib.capsule_address(capsules[0])  # pyarrow moved the struct out
+    with pytest.raises(TypeError, match="PyCapsule"):
+        lib.capsule_address(object())
+    with pytest.raises(TypeError, match="BatchData"):
+        lib.batches_to_host_begin([object()], 0, -1)
+
+    # Dropped unwaited: the memory stays alive until the copies have run.
+    before = cuda.pinned_pool_stats()["in_use_bytes"]
+    transfer, capsules = lib.batches_to_host_begin([b._data for b in d._batches], 0, -1)
+    del transfer, capsules
+    gc.collect()
+    ctx.synchronize()
+    assert d.to_host().equals(table)
+    gc.collect()
+    assert cuda.pinned_pool_stats()["in_use_bytes"] == before
+
+    # Strings: pyarrow's importer reads their last offsets, so these are
+    # imported only once the copy is done (the emulation's copies run on a
+    # thread of their own: importing early would read offsets mid-copy).
+    words = pa.table({"w": pa.array([f"word {i}" * (i % 7) for i in range(200_000)]),
+                      "n": np.arange(200_000)})
+    dw = cuda.to_device(words)
+    for _ in range(3):
+        assert dw.to_host().equals(words)
+        assert dw.column("w").to_host().equals(words.column("w"))
+
+    # Chunked arrays and single arrays take the same path.
+    chunked = pa.chunked_array([np.arange(10), np.arange(3)])
+    assert cuda.to_device(chunked).to_host().equals(chunked)
+    assert d.column("s").to_host().equals(table.column("s"))
+    assert d._batches[1].to_host().equals(table.to_batches()[1])
