@@ -109,7 +109,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls per case")
     ap.add_argument("--variants", default="",
                     help="comma-separated NAME=KNOBS runs of this sweep, each in a fresh process with the knobs "
-                         "(e.g. 'base=,wc=CUARROW_STAGING_WC=1 CUARROW_STAGING_NT=3'); --rounds times over")
+                         "(e.g. 'base=,nt=CUARROW_STAGING_STREAMING_LIMIT=1G CUARROW_STAGING_NT=2'); --rounds times over")
     ap.add_argument("--rounds", type=int, default=1, help="with --variants: repeat the whole list (drift shows)")
     args = ap.parse_args()
     if args.variants:

@@ -41,6 +41,9 @@ std::int64_t env_int(const char* name, std::int64_t fallback) {
 void validate(const transfer_options& o) {
   if (o.staging_threshold_bytes < 0) throw invalid_argument("staging_threshold_bytes must be >= 0");
   if (o.pinned_pool_limit_bytes < 0) throw invalid_argument("pinned_pool_limit_bytes must be >= 0");
+  if (o.staging_streaming_store_limit_bytes < 0) {
+    throw invalid_argument("staging_streaming_store_limit_bytes must be >= 0");
+  }
   if (o.staging_chunk_bytes < (64 << 10)) throw invalid_argument("staging_chunk_bytes must be at least 64 KiB");
   if (o.staging_threads < 1 || o.staging_threads > 256) {
     throw invalid_argument("staging_threads must be between 1 and 256");
@@ -67,6 +70,8 @@ struct options_state {
     options.staging_threads_to_device =
         static_cast<int>(env_int("CUARROW_STAGING_THREADS_TO_DEVICE", options.staging_threads_to_device));
     options.pinned_pool_limit_bytes = env_int("CUARROW_PINNED_POOL_LIMIT", options.pinned_pool_limit_bytes);
+    options.staging_streaming_store_limit_bytes =
+        env_int("CUARROW_STAGING_STREAMING_LIMIT", options.staging_streaming_store_limit_bytes);
     try {
       validate(options);
     } catch (const error& e) {
@@ -147,21 +152,14 @@ class worker_pool {
   bool stopping_ = false;
 };
 
-// Tuning knobs for bench/staging_sweep.py, read once:
-//   CUARROW_STAGING_WC=1  the slots of copies to the device are write-combined
-//                         memory (not snooped by the DMA engine; never read by
-//                         the host);
-//   CUARROW_STAGING_NT=N  host copies use non-temporal (streaming) stores:
-//                         bit 0 into the slots (to device), bit 1 out of them
-//                         into the caller's memory (to host).
-bool write_combined_to_device() {
-  static const bool on = env_int("CUARROW_STAGING_WC", 0) != 0;
+// Non-temporal stores out of the slots into the caller's memory (device to
+// host): a tuning knob for bench/staging_sweep.py, read once
+// (CUARROW_STAGING_NT=2).  They did not pay on the H200 machine with the
+// default 12 threads; copies to the device use them up to
+// transfer_options::staging_streaming_store_limit_bytes.
+bool streaming_stores_to_host() {
+  static const bool on = (env_int("CUARROW_STAGING_NT", 0) & 2) != 0;
   return on;
-}
-
-bool streaming_stores(bool to_device) {
-  static const std::int64_t bits = env_int("CUARROW_STAGING_NT", 0);
-  return (bits & (to_device ? 1 : 2)) != 0;
 }
 
 // memcpy with non-temporal stores where the CPU has them: the destination's
@@ -198,37 +196,28 @@ void copy_bytes(unsigned char* dst, const unsigned char* src, std::size_t n, boo
 }
 
 // Pinned staging buffers, two per worker, kept for the process's life (the
-// memory is portable: usable from every context).  Copies to the device
-// get slots of their own when those are write-combined (the host must
-// never read them); otherwise both directions share one set.
+// memory is portable: usable from every context).
 struct pipeline {
   std::mutex mutex;  // one staged copy at a time; concurrent callers queue
   worker_pool pool;
-  struct slot_set {
-    std::vector<void*> slots;
-    std::size_t slot_bytes = 0;
-  } sets[2];  // [0]: both directions (or to host); [1]: write-combined, to device
+  std::vector<void*> slots;
+  std::size_t slot_bytes = 0;
 
-  slot_set& set_for(bool to_device) { return sets[to_device && write_combined_to_device() ? 1 : 0]; }
-
-  // Called with `mutex` held and a context current.  Returns the slots, or
-  // null when pinned memory cannot be had (the caller then copies directly).
-  const std::vector<void*>* ensure_slots(bool to_device, std::size_t count, std::size_t bytes) {
+  // Called with `mutex` held and a context current.  Returns false when
+  // pinned memory cannot be had (the caller then copies directly).
+  bool ensure_slots(std::size_t count, std::size_t bytes) {
     const driver_table& d = driver();
-    slot_set& set = set_for(to_device);
-    const unsigned flags =
-        CU_MEMHOSTALLOC_PORTABLE | (&set == &sets[1] ? CU_MEMHOSTALLOC_WRITECOMBINED : 0u);
-    if (set.slot_bytes != bytes) {
-      for (void* p : set.slots) d.cuMemFreeHost(p);
-      set.slots.clear();
-      set.slot_bytes = bytes;
+    if (slot_bytes != bytes) {
+      for (void* p : slots) d.cuMemFreeHost(p);
+      slots.clear();
+      slot_bytes = bytes;
     }
-    while (set.slots.size() < count) {
+    while (slots.size() < count) {
       void* p = nullptr;
-      if (d.cuMemHostAlloc(&p, bytes, flags) != CUDA_SUCCESS) return nullptr;
-      set.slots.push_back(p);
+      if (d.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) return false;
+      slots.push_back(p);
     }
-    return &set.slots;
+    return true;
   }
 };
 
@@ -371,7 +360,7 @@ struct worker_slots {
 // Waits for every recorded event before returning (the slots are then free
 // for the next job); throws the first failure.
 template <class Loop>
-void run_job(CUcontext ctx, const std::vector<void*>& slots, job& j, int workers, Loop loop) {
+void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
   pipeline& p = the_pipeline();
   const driver_table& d = driver();
   std::vector<CUevent> events(static_cast<std::size_t>(workers) * 2, nullptr);
@@ -389,7 +378,7 @@ void run_job(CUcontext ctx, const std::vector<void*>& slots, job& j, int workers
         return;
       }
       const std::size_t a = static_cast<std::size_t>(w) * 2;
-      worker_slots ws{{slots[a], slots[a + 1]}, {events[a], events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
+      worker_slots ws{{p.slots[a], p.slots[a + 1]}, {events[a], events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
       try {
         loop(ws, j);
       } catch (...) {
@@ -438,14 +427,14 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
-  const std::vector<void*>* slots =
-      p.ensure_slots(to_device, static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes));
-  if (slots == nullptr) return false;
+  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes))) {
+    return false;
+  }
   const std::size_t estimate = (total + chunk - 1) / chunk;
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
   const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()));
   job j(pl.chunks.size());
-  run_job(ctx, *slots, j, std::min(workers, static_cast<int>(pl.chunks.size())),
+  run_job(ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
           [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); });
   return true;
 }
@@ -481,7 +470,9 @@ bool use_staging(std::size_t n) {
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
-  const bool streaming = streaming_stores(true);
+  const std::size_t total = total_bytes(pieces);
+  const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
+  const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
   const bool done = staged(ctx, pieces, true, [&](worker_slots& ws, job& j, const plan& pl) {
     int turn = 0;
     std::size_t i = 0;
@@ -513,7 +504,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
 
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();
-  const bool streaming = streaming_stores(false);
+  const bool streaming = streaming_stores_to_host();
   const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
     // Double-buffered: the DMA of a worker's next chunk runs while it
     // copies the previous one out of the other slot.

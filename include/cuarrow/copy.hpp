@@ -40,9 +40,9 @@ struct transfer_options {
   std::int64_t staging_threshold_bytes = 4 << 20;
   /// The largest chunk (and the size of each pinned staging buffer).  A
   /// copy uses smaller chunks where that gives every thread several (at
-  /// least 1 MiB each), and its first (to the device) or last (to the host)
-  /// chunks are smaller still, so that the pipeline fills and drains
-  /// quickly.  Environment: CUARROW_STAGING_CHUNK.
+  /// least 1 MiB each), and the last chunks of a copy to the host are
+  /// smaller still, so that the pipeline drains quickly.  Environment:
+  /// CUARROW_STAGING_CHUNK.
   std::int64_t staging_chunk_bytes = 4 << 20;
   /// Host threads that copy chunks out of the staging buffers (device to
   /// host; the caller's thread is one of them).  The default is 12, or the
@@ -56,6 +56,13 @@ struct transfer_options {
   /// default is 8, or the machine's hardware threads if fewer.
   /// Environment: CUARROW_STAGING_THREADS_TO_DEVICE.
   int staging_threads_to_device = 8;
+  /// Copies to the device of at most this many bytes fill the staging
+  /// buffers with non-temporal (streaming) stores, which skip reading each
+  /// cache line before writing it: on the H200 machine they moved 32-128 MiB
+  /// 5-30% faster and 512 MiB-1 GiB 15-20% slower (bench/staging_sweep.py,
+  /// bench/results/2026-12-02-1632-h200-sweep).  0: never.  Environment:
+  /// CUARROW_STAGING_STREAMING_LIMIT.
+  std::int64_t staging_streaming_store_limit_bytes = 128 << 20;
   /// Most pinned memory the result pool (try_allocate_pinned_pooled) holds,
   /// cached and in use.  Environment: CUARROW_PINNED_POOL_LIMIT.
   std::int64_t pinned_pool_limit_bytes = 4ll << 30;

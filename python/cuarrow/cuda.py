@@ -327,8 +327,10 @@ def transfer_options() -> Dict[str, int]:
     (copies from or to ordinary memory at least this large go through the
     pinned staging pipeline; 0 disables it), ``staging_chunk_bytes`` (the
     largest chunk), ``staging_threads`` (device to host),
-    ``staging_threads_to_device`` and ``pinned_pool_limit_bytes`` (the most pinned
-    memory the pool for ``copy_to_host()`` results holds)."""
+    ``staging_threads_to_device``, ``pinned_pool_limit_bytes`` (the most pinned
+    memory the pool for ``copy_to_host()`` results holds) and
+    ``staging_streaming_store_limit_bytes`` (copies to the device up to this
+    size fill the staging buffers with non-temporal stores; 0: never)."""
     return dict(_lib.get_transfer_options())
 
 

@@ -74,22 +74,26 @@ void bind_context(nb::module_& m) {
         d["staging_threads"] = o.staging_threads;
         d["staging_threads_to_device"] = o.staging_threads_to_device;
         d["pinned_pool_limit_bytes"] = o.pinned_pool_limit_bytes;
+        d["staging_streaming_store_limit_bytes"] = o.staging_streaming_store_limit_bytes;
         return d;
       },
       "The transfer options in force.");
   m.def(
       "set_transfer_options",
-      [](std::int64_t threshold, std::int64_t chunk, int threads, int threads_to_device, std::int64_t pool_limit) {
+      [](std::int64_t threshold, std::int64_t chunk, int threads, int threads_to_device, std::int64_t pool_limit,
+         std::int64_t streaming_limit) {
         cuarrow::transfer_options o;
         o.staging_threshold_bytes = threshold;
         o.staging_chunk_bytes = chunk;
         o.staging_threads = threads;
         o.staging_threads_to_device = threads_to_device;
         o.pinned_pool_limit_bytes = pool_limit;
+        o.staging_streaming_store_limit_bytes = streaming_limit;
         cuarrow::set_transfer_options(o);
       },
       nb::arg("staging_threshold_bytes"), nb::arg("staging_chunk_bytes"), nb::arg("staging_threads"),
-      nb::arg("staging_threads_to_device"), nb::arg("pinned_pool_limit_bytes"), "Change the transfer options for later copies.");
+      nb::arg("staging_threads_to_device"), nb::arg("pinned_pool_limit_bytes"),
+      nb::arg("staging_streaming_store_limit_bytes"), "Change the transfer options for later copies.");
 
   // ---- contexts -----------------------------------------------------------
   nb::class_<cuarrow::context>(m, "Context", "A CUDA context (a device's primary context unless wrapped).")

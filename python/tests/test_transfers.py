@@ -77,6 +77,9 @@ def test_transfer_options_are_checked():
         cuda.set_transfer_options(staging_chunk_bytes=10)
     with pytest.raises(ValueError, match="staging_threads_to_device"):
         cuda.set_transfer_options(staging_threads_to_device=0)
+    with pytest.raises(ValueError, match="staging_streaming_store_limit_bytes"):
+        cuda.set_transfer_options(staging_streaming_store_limit_bytes=-1)
+    assert cuda.transfer_options()["staging_streaming_store_limit_bytes"] == 128 << 20
     assert cuda.transfer_options()["staging_chunk_bytes"] >= 64 << 10
 
 
