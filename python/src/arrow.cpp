@@ -348,17 +348,28 @@ std::vector<const T*> borrowed(nb::handle seq, const char* what) {
   return out;
 }
 
-// to_host_async of the borrowed items, with the items copied only when
-// there are several (the core takes a span of values).
-template <class T, class Get>
-auto to_host_begin(const std::vector<const T*>& items, Get get, cuarrow::stream_view s) {
+// Calls fn(span) over the borrowed items' values (`get` picks the value of
+// an item), copying them only when there are several (the core takes a span
+// of values).
+template <class T, class Get, class Fn>
+auto with_values(const std::vector<const T*>& items, Get get, Fn fn) {
   using value = std::remove_cvref_t<decltype(get(*items[0]))>;
-  const ca::array_transfer_options none{ca::validation_level::none};
-  if (items.size() == 1) return ca::to_host_async(std::span<const value>(&get(*items[0]), 1), s, none);
+  if (items.size() == 1) return fn(std::span<const value>(&get(*items[0]), 1));
   std::vector<value> copies;
   copies.reserve(items.size());
   for (const T* t : items) copies.push_back(get(*t));
-  return ca::to_host_async(std::span<const value>(copies), s, none);
+  return fn(std::span<const value>(copies));
+}
+
+const ca::array_data& data_of(const ArrayData& a) { return a.data; }
+const ca::record_batch& batch_of(const BatchData& b) { return b.batch; }
+
+// to_host_async of the borrowed items.
+template <class T, class Get>
+auto to_host_begin(const std::vector<const T*>& items, Get get, cuarrow::stream_view s) {
+  return with_values(items, get, [&](auto values) {
+    return ca::to_host_async(values, s, ca::array_transfer_options{ca::validation_level::none});
+  });
 }
 
 nb::object schema_capsule_of_field(const ca::field& f) {
@@ -927,40 +938,45 @@ void bind_arrow(nb::module_& m) {
   // ---- transfers ----------------------------------------------------------------------
   m.def(
       "arrays_to_device",
-      [](std::vector<ArrayData> src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
-        ca::array_transfer_options o{level_of(validation)};
-        const cuarrow::stream_view s = make_stream(stream, device);
-        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
-        std::vector<ca::array_data> data;
-        data.reserve(src.size());
-        for (const ArrayData& a : src) data.push_back(a.data);
-        std::vector<ca::array_data> moved = ca::to_device(data, ctx, s, o);
+      [](nb::handle src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+        const std::vector<const ArrayData*> items = borrowed<ArrayData>(src, "arrays_to_device");
         std::vector<ArrayData> out;
-        out.reserve(src.size());
-        for (std::size_t i = 0; i < src.size(); ++i) out.push_back(ArrayData{src[i].field, std::move(moved[i]), where});
+        if (items.empty()) return out;
+        ca::array_transfer_options o{level_of(validation)};
+        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+        std::vector<ca::array_data> moved;
+        {
+          nb::gil_scoped_release r;
+          const cuarrow::stream_view s = make_stream(stream, device);
+          moved = with_values(items, data_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
+        }
+        out.reserve(items.size());
+        for (std::size_t i = 0; i < items.size(); ++i) out.push_back(ArrayData{items[i]->field, std::move(moved[i]), where});
         return out;
       },
       nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("validation") = 0,
-      release_gil(),
       "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
       "synchronized once at the end.");
   m.def(
       "batches_to_device",
-      [](std::vector<BatchData> src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
-        ca::array_transfer_options o{level_of(validation)};
-        const cuarrow::stream_view s = make_stream(stream, device);
-        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
-        std::vector<ca::record_batch> batches;
-        batches.reserve(src.size());
-        for (const BatchData& b : src) batches.push_back(b.batch);
-        std::vector<ca::record_batch> moved = ca::to_device(batches, ctx, s, o);
+      [](nb::handle src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+        const std::vector<const BatchData*> items = borrowed<BatchData>(src, "batches_to_device");
         std::vector<BatchData> out;
-        out.reserve(src.size());
+        if (items.empty()) return out;
+        ca::array_transfer_options o{level_of(validation)};
+        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+        std::vector<ca::record_batch> moved;
+        {
+          nb::gil_scoped_release r;
+          const cuarrow::stream_view s = make_stream(stream, device);
+          moved = with_values(items, batch_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
+        }
+        out.reserve(moved.size());
         for (auto& b : moved) out.push_back(BatchData{std::move(b), where});
         return out;
       },
       nb::arg("batches"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1,
-      nb::arg("validation") = 0, release_gil(), "Record batches on the context's device, as arrays_to_device.");
+      nb::arg("validation") = 0, "Record batches on the context's device, as arrays_to_device.");
   m.def(
       "array_to_host",
       [](const ArrayData& a, std::uintptr_t stream, int device) {
@@ -1003,8 +1019,7 @@ void bind_arrow(nb::module_& m) {
         std::optional<ca::host_transfer<std::vector<ca::record_batch>>> t;
         {
           nb::gil_scoped_release r;
-          t.emplace(to_host_begin(items, [](const BatchData& b) -> const ca::record_batch& { return b.batch; },
-                                  make_stream(stream, device)));
+          t.emplace(to_host_begin(items, batch_of, make_stream(stream, device)));
         }
         auto shared = std::make_shared<ca::host_transfer<std::vector<ca::record_batch>>>(std::move(*t));
         bool early = true;
@@ -1029,8 +1044,7 @@ void bind_arrow(nb::module_& m) {
         std::optional<ca::host_transfer<std::vector<ca::array_data>>> t;
         {
           nb::gil_scoped_release r;
-          t.emplace(to_host_begin(items, [](const ArrayData& a) -> const ca::array_data& { return a.data; },
-                                  make_stream(stream, device)));
+          t.emplace(to_host_begin(items, data_of, make_stream(stream, device)));
         }
         auto shared = std::make_shared<ca::host_transfer<std::vector<ca::array_data>>>(std::move(*t));
         bool early = true;
