@@ -240,6 +240,17 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
 void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, stream_view s, bool wait,
                      const batch_copy_options& options) {
   std::vector<planned_piece*> host_only, managed, d2d, peer, h2d, d2h, h2d_staged, d2h_staged;
+  // Ordinary host memory that might be pageable: below the staging
+  // threshold it goes to the driver directly whatever it is, so the driver
+  // is asked (one cuPointerGetAttribute a piece) only when the pipeline may
+  // take it: a small copy costs one driver call less.
+  std::int64_t h2d_host = 0, d2h_host = 0;
+  for (const planned_piece* p : items) {
+    if (p->dst.on_device() && p->src.type == device_type::cpu) h2d_host += p->size;
+    if (p->src.on_device() && p->dst.type == device_type::cpu) d2h_host += p->size;
+  }
+  const bool ask_h2d = detail::use_staging(static_cast<std::size_t>(h2d_host));
+  const bool ask_d2h = detail::use_staging(static_cast<std::size_t>(d2h_host));
   for (planned_piece* p : items) {
     const bool dst_managed = p->dst.type == device_type::cuda_managed;
     const bool src_managed = p->src.type == device_type::cuda_managed;
@@ -247,11 +258,11 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     else if (dst_managed || src_managed) managed.push_back(p);
     else if (p->dst.on_device() && p->src.on_device()) (p->dst.device == p->src.device ? d2d : peer).push_back(p);
     else if (p->dst.on_device()) {
-      const bool pageable = p->src.type == device_type::cpu &&
+      const bool pageable = ask_h2d && p->src.type == device_type::cpu &&
                             !detail::is_page_locked(reinterpret_cast<const void*>(p->src.address));
       (pageable ? h2d_staged : h2d).push_back(p);
     } else {
-      const bool pageable = p->dst.type == device_type::cpu &&
+      const bool pageable = ask_d2h && p->dst.type == device_type::cpu &&
                             !detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
       (pageable ? d2h_staged : d2h).push_back(p);
     }

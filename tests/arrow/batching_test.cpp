@@ -246,6 +246,31 @@ TEST(ArrowBatching, ToHostAsyncSynchronizesOnlyInWait) {
   s.synchronize();
 }
 
+// Below the staging threshold ordinary memory goes to the driver directly,
+// pinned or not: a small copy does not ask the driver what its host side is.
+TEST(ArrowBatching, SmallHostCopiesDoNotQueryPointerAttributes) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  std::int32_t value = 7;
+  std::int32_t back = 0;
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, 4);
+  g_reset();
+  cuarrow::copy_from_host(dev, 0, &value, 4);
+  cuarrow::copy_to_host(&back, dev, 0, 4);
+  EXPECT_EQ(back, 7);
+  EXPECT_EQ(g_count("cuPointerGetAttribute"), 0u);
+  EXPECT_EQ(now().htod, 1u);
+  EXPECT_EQ(now().dtoh, 1u);
+  // At the threshold the driver is asked, once per piece.
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  cuarrow::transfer_options o = saved;
+  o.staging_threshold_bytes = 4;
+  cuarrow::set_transfer_options(o);
+  g_reset();
+  cuarrow::copy_from_host(dev, 0, &value, 4);
+  EXPECT_EQ(g_count("cuPointerGetAttribute"), 1u);
+  cuarrow::set_transfer_options(saved);
+}
+
 TEST(ArrowBatching, ValidationOfADeviceArrayReadsOnlyOffsets) {
   cuarrow::context ctx = cuarrow::context::get(0);
   array_data deep;

@@ -5,7 +5,7 @@
 // CUARROW_SHIM_TARGET ("emulated": the host emulation beside this library;
 // a path; unset: libcuda.so.1), forwards every entry point to it, and counts
 // the calls that matter for batching: synchronizations, copies,
-// allocations, event records and waits.  The counts are read through
+// allocations, event records and waits, pointer-attribute queries.  The counts are read through
 // cuarrow_shim_count(name); they are exact on the emulation and on a GPU.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -33,6 +33,7 @@ enum counter : int {
   k_host_alloc,
   k_event_record,
   k_wait_event,
+  k_pointer_attribute,
   k_count
 };
 
@@ -105,13 +106,14 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuMemHostAlloc, 2020, k_host_alloc),
     SHIM_ENTRY(cuEventRecord, 2000, k_event_record),
     SHIM_ENTRY(cuStreamWaitEvent, 3020, k_wait_event),
+    SHIM_ENTRY(cuPointerGetAttribute, 4000, k_pointer_attribute),
 };
 
 const char* const k_names[k_count] = {"cuStreamSynchronize", "cuCtxSynchronize",  "cuEventSynchronize",
                                       "cuMemcpyHtoDAsync",   "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
                                       "cuMemcpyAsync",       "cuMemcpyPeerAsync", "cuMemAllocAsync",
                                       "cuMemAlloc",          "cuMemHostAlloc",    "cuEventRecord",
-                                      "cuStreamWaitEvent"};
+                                      "cuStreamWaitEvent",   "cuPointerGetAttribute"};
 
 }  // namespace
 
