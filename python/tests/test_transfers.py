@@ -183,3 +183,19 @@ def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning
     assert cuda.to_device(chunked).to_host().equals(chunked)
     assert d.column("s").to_host().equals(table.column("s"))
     assert d._batches[1].to_host().equals(table.to_batches()[1])
+
+
+def test_streams_parse_their_schema_once_and_refuse_a_non_struct_as_batches():
+    from cuarrow import _cuarrow as lib
+
+    table = pa.table({f"c{i}": np.arange(3) * i for i in range(50)}, metadata={"k": "v"})
+    is_batches, schema_capsule, items = lib.read_stream(table.__arrow_c_stream__(), 2)
+    assert is_batches and len(items) == 1
+    assert pa.Schema._import_from_c_capsule(schema_capsule).equals(table.schema, check_metadata=True)
+    d = cuda.to_device(table)
+    assert d.schema.equals(table.schema, check_metadata=True)
+    assert d.to_host().equals(table)
+    is_batches, _, items = lib.read_stream(pa.chunked_array([[1, 2], [3]]).__arrow_c_stream__(), 0)
+    assert not is_batches and len(items) == 2
+    with pytest.raises(pa.ArrowInvalid, match="needs a struct schema, got int64"):
+        lib.read_stream(pa.chunked_array([[1, 2]]).__arrow_c_stream__(), 2)
