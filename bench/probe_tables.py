@@ -83,6 +83,22 @@ def main() -> int:
     dev_one = ctx.buffer_from_data(one)
     report("one buffer: copy_to_host()", median_ms(lambda: dev_one.copy_to_host(), args.reps))
     report("to_device(table)", median_ms(lambda: cuda.to_device(table), args.reps))
+    report("  read_stream of the table (the import to_device makes)",
+           median_ms(lambda: lib.read_stream(table.__arrow_c_stream__(), 2), args.reps))
+    held = []
+    report("  to_device(table), results kept (no free in the timing)",
+           median_ms(lambda: held.append(cuda.to_device(table)), min(args.reps, 8)))
+
+    def drop() -> None:
+        held.pop()
+
+    report("  dropping one device table", median_ms(drop, min(args.reps, 8) - 1))
+    held.clear()
+    import gc
+
+    gc.disable()
+    report("  to_device(table), Python's gc off", median_ms(lambda: cuda.to_device(table), args.reps))
+    gc.enable()
     imported = lib.import_batch(*batch.__arrow_c_array__())
     report("  import of the pyarrow batch (C data interface)",
            median_ms(lambda: lib.import_batch(*batch.__arrow_c_array__()), args.reps))
