@@ -554,6 +554,31 @@ stream_result read_stream_impl(Stream* in, const char* what, int mode, Next&& ne
 
 }  // namespace
 
+// (HostTransfer, [capsule]) of the borrowed items copied to the host by one
+// to_host_async: the capsules are made while the DMA runs unless
+// `importable(items)` says pyarrow's importer would read the bytes, in
+// which case the copy is waited for first.
+template <class T, class Get, class Importable, class Capsule>
+nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Importable importable, Capsule capsule_of,
+                        cuarrow::stream_view s) {
+  const std::vector<const T*> items = borrowed<T>(src, what);
+  nb::list capsules;
+  if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
+  using transfer = decltype(to_host_begin(items, get, s));
+  std::optional<transfer> t;
+  {
+    nb::gil_scoped_release r;
+    t.emplace(to_host_begin(items, get, s));
+  }
+  auto shared = std::make_shared<transfer>(std::move(*t));
+  if (!importable(items)) {
+    nb::gil_scoped_release r;
+    shared->wait();
+  }
+  for (const auto& item : shared->data()) capsules.append(capsule_of(item));
+  return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
+}
+
 void bind_arrow(nb::module_& m) {
   // ---- handles ----------------------------------------------------------------------
   nb::class_<ArrayData>(m, "ArrayData",
@@ -1018,23 +1043,14 @@ void bind_arrow(nb::module_& m) {
   m.def(
       "batches_to_host_begin",
       [](nb::handle src, std::uintptr_t stream, int device) {
-        const std::vector<const BatchData*> items = borrowed<BatchData>(src, "batches_to_host_begin");
-        nb::list capsules;
-        if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
-        std::optional<ca::host_transfer<std::vector<ca::record_batch>>> t;
-        {
-          nb::gil_scoped_release r;
-          t.emplace(to_host_begin(items, batch_of, make_stream(stream, device)));
-        }
-        auto shared = std::make_shared<ca::host_transfer<std::vector<ca::record_batch>>>(std::move(*t));
-        bool early = true;
-        for (const ca::field& f : items[0]->batch.schema.fields) early = early && importable_in_flight(f.type);
-        if (!early) {
-          nb::gil_scoped_release r;
-          shared->wait();
-        }
-        for (const ca::record_batch& b : shared->data()) capsules.append(host_batch_capsule(b));
-        return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
+        return begin_to_host<BatchData>(
+            src, "batches_to_host_begin", batch_of,
+            [](const std::vector<const BatchData*>& items) {
+              bool early = true;
+              for (const ca::field& f : items[0]->batch.schema.fields) early = early && importable_in_flight(f.type);
+              return early;
+            },
+            host_batch_capsule, make_stream(stream, device));
       },
       nb::arg("batches"), nb::arg("stream") = 0, nb::arg("device") = -1,
       "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
@@ -1043,23 +1059,14 @@ void bind_arrow(nb::module_& m) {
   m.def(
       "arrays_to_host_begin",
       [](nb::handle src, std::uintptr_t stream, int device) {
-        const std::vector<const ArrayData*> items = borrowed<ArrayData>(src, "arrays_to_host_begin");
-        nb::list capsules;
-        if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
-        std::optional<ca::host_transfer<std::vector<ca::array_data>>> t;
-        {
-          nb::gil_scoped_release r;
-          t.emplace(to_host_begin(items, data_of, make_stream(stream, device)));
-        }
-        auto shared = std::make_shared<ca::host_transfer<std::vector<ca::array_data>>>(std::move(*t));
-        bool early = true;
-        for (const ArrayData* a : items) early = early && importable_in_flight(a->data.type);
-        if (!early) {
-          nb::gil_scoped_release r;
-          shared->wait();
-        }
-        for (const ca::array_data& a : shared->data()) capsules.append(host_array_capsule(a));
-        return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
+        return begin_to_host<ArrayData>(
+            src, "arrays_to_host_begin", data_of,
+            [](const std::vector<const ArrayData*>& items) {
+              bool early = true;
+              for (const ArrayData* a : items) early = early && importable_in_flight(a->data.type);
+              return early;
+            },
+            host_array_capsule, make_stream(stream, device));
       },
       nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1,
       "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
