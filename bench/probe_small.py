@@ -20,15 +20,21 @@ from pathlib import Path
 import numpy as np
 
 
-def median_us(fn, reps: int = 3000) -> float:
-    for _ in range(200):
+def median_ns(fn, reps: int, warmups: int) -> float:
+    """The median time of `reps` calls of `fn`, each timed on its own, after
+    `warmups` untimed ones (bench/probe_tables.py uses it too)."""
+    for _ in range(warmups):
         fn()
     samples = []
     for _ in range(reps):
         t0 = time.perf_counter_ns()
         fn()
         samples.append(time.perf_counter_ns() - t0)
-    return statistics.median(samples) / 1e3
+    return statistics.median(samples)
+
+
+def median_us(fn, reps: int = 3000) -> float:
+    return median_ns(fn, reps, 200) / 1e3
 
 
 def main() -> int:

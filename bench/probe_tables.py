@@ -4,8 +4,8 @@
 A diagnostic beside bench/bench.py: for a table of N columns of M bytes
 (default 1000 x 1 MiB, the benchmark's wide table), the median time of the
 whole ``to_device(table)`` / ``to_host()`` and of their steps (import of the
-pyarrow data, the batched copy alone, export back to pyarrow), beside one
-buffer of the same bytes::
+pyarrow data, the batched copy alone, the import back into pyarrow), beside
+one buffer of the same bytes::
 
     PYTHONPATH=<installed cuarrow> python3 bench/probe_tables.py [--columns 1000] [--column-bytes 1M]
 """
@@ -13,34 +13,24 @@ buffer of the same bytes::
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from probe_small import median_ns  # bench/ is the script's folder, first on sys.path
+
 
 def median_ms(fn, reps: int) -> float:
-    fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - t0)
-    return statistics.median(samples) / 1e6
+    return median_ns(fn, reps, 1) / 1e6
 
 
-def threaded_copy(table: pa.Table, threads: int) -> None:
-    """Every column's bytes copied into one destination by `threads` threads
+def threaded_copy(table: pa.Table, out: np.ndarray, threads: int) -> None:
+    """Every column's bytes copied into a row of `out` by `threads` threads
     (NumPy copies release the GIL), as the staging workers read them."""
     views = [np.frombuffer(c.chunks[0].buffers()[1], dtype=np.uint8) for c in table.columns]
-    dst = threaded_copy.__dict__.setdefault("dst", {})
-    out = dst.get(len(views))
-    if out is None:
-        out = dst[len(views)] = np.empty((len(views), views[0].size), dtype=np.uint8)
 
     def work(k: int) -> None:
         for i in range(k, len(views), threads):
@@ -65,7 +55,6 @@ def main() -> int:
 
     from cuarrow import _cuarrow as lib
     from cuarrow import cuda
-    from cuarrow._arrays import _host_batch
 
     ctx = cuda.Context(0)
     rows = column_bytes // 8
@@ -118,8 +107,11 @@ def main() -> int:
     per = rows
     sliced = pa.table({f"c{i}": big[i * per:(i + 1) * per] for i in range(args.columns)})
     report("to_device(table), columns cut from one large array", median_ms(lambda: cuda.to_device(sliced), args.reps))
-    report("  host memcpy of the columns, 8 threads", median_ms(lambda: threaded_copy(table, 8), args.reps))
-    report("  host memcpy of the cut columns, 8 threads", median_ms(lambda: threaded_copy(sliced, 8), args.reps))
+    rows_out = np.empty((args.columns, column_bytes), dtype=np.uint8)
+    report("  host memcpy of the columns, 8 threads", median_ms(lambda: threaded_copy(table, rows_out, 8), args.reps))
+    report("  host memcpy of the cut columns, 8 threads",
+           median_ms(lambda: threaded_copy(sliced, rows_out, 8), args.reps))
+    del rows_out
     try:
         thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
     except OSError:
@@ -128,9 +120,18 @@ def main() -> int:
     d = cuda.to_device(table)
     report("DeviceTable.to_host()", median_ms(lambda: d.to_host(), args.reps))
     data = d._batches[0]._data
-    report("  batches_to_host alone (the batched copy)", median_ms(lambda: lib.batches_to_host([data], 0, -1), args.reps))
-    host = lib.batches_to_host([data], 0, -1)[0]
-    report("  export to pyarrow of the host batch", median_ms(lambda: _host_batch(table.schema, host), args.reps))
+
+    def copy_only() -> None:  # the batched copy and the capsules, waited for
+        transfer, _ = lib.batches_to_host_begin([data], 0, -1)
+        transfer.wait()
+
+    def copy_then_import() -> None:  # the same, with pyarrow's import after the wait (nothing overlapped)
+        transfer, capsules = lib.batches_to_host_begin([data], 0, -1)
+        transfer.wait()
+        [pa.RecordBatch._import_from_c(lib.capsule_address(c), table.schema) for c in capsules]
+
+    report("  batches_to_host_begin + wait (the batched copy)", median_ms(copy_only, args.reps))
+    report("  the same, then pyarrow's import (not overlapped)", median_ms(copy_then_import, args.reps))
     assert d.to_host().equals(table)
     return 0
 

@@ -317,16 +317,6 @@ def _dlpack_export(
 # ---------------------------------------------------------------------------
 
 
-def _host_array(type_: pa.DataType, host: Any) -> pa.Array:
-    """A pyarrow Array of a host ArrayData (its buffers stay owned by it)."""
-    return _import_array(type_, _lib.export_array_only(host))
-
-
-def _host_batch(schema: pa.Schema, host: Any) -> pa.RecordBatch:
-    """A pyarrow RecordBatch of a host BatchData."""
-    return _import_batch(schema, _lib.export_batch_only(host))
-
-
 # pyarrow's own type and schema objects describe the data: cuarrow's model
 # keeps a dictionary's value type without its field (an extension value type
 # would be lost), and importing against the schema object skips exporting

@@ -1007,37 +1007,6 @@ void bind_arrow(nb::module_& m) {
       },
       nb::arg("batches"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1,
       nb::arg("validation") = 0, "Record batches on the context's device, as arrays_to_device.");
-  m.def(
-      "array_to_host",
-      [](const ArrayData& a, std::uintptr_t stream, int device) {
-        return ArrayData{a.field, ca::to_host(a.data, make_stream(stream, device), {ca::validation_level::none}),
-                         ca::placement{}};
-      },
-      nb::arg("array"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
-      "The array in host memory (pinned memory from the result pool when it has room); complete on return.");
-  m.def(
-      "batch_to_host",
-      [](const BatchData& b, std::uintptr_t stream, int device) {
-        return BatchData{ca::to_host(b.batch, make_stream(stream, device), {ca::validation_level::none}),
-                         ca::placement{}};
-      },
-      nb::arg("batch"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
-      "The record batch in host memory; complete on return.");
-
-  m.def(
-      "arrays_to_host",
-      [](const std::vector<ArrayData>& src, std::uintptr_t stream, int device) {
-        std::vector<ca::array_data> data;
-        data.reserve(src.size());
-        for (const ArrayData& a : src) data.push_back(a.data);
-        std::vector<ca::array_data> moved = ca::to_host(data, make_stream(stream, device), {ca::validation_level::none});
-        std::vector<ArrayData> out;
-        out.reserve(src.size());
-        for (std::size_t i = 0; i < src.size(); ++i) out.push_back(ArrayData{src[i].field, std::move(moved[i]), ca::placement{}});
-        return out;
-      },
-      nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
-      "The arrays (chunks of one device) in host memory: one batched copy and one synchronization for all.");
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
   m.def(
@@ -1078,21 +1047,6 @@ void bind_arrow(nb::module_& m) {
       nb::arg("capsule"),
       "The address of the unreleased ArrowArray in an \"arrow_array\" capsule (for pyarrow's _import_from_c, which "
       "takes the schema as a pyarrow object; the capsule must outlive the import).");
-  m.def(
-      "batches_to_host",
-      [](const std::vector<BatchData>& src, std::uintptr_t stream, int device) {
-        std::vector<ca::record_batch> batches;
-        batches.reserve(src.size());
-        for (const BatchData& b : src) batches.push_back(b.batch);
-        std::vector<ca::record_batch> moved = ca::to_host(batches, make_stream(stream, device), {ca::validation_level::none});
-        std::vector<BatchData> out;
-        out.reserve(src.size());
-        for (auto& b : moved) out.push_back(BatchData{std::move(b), ca::placement{}});
-        return out;
-      },
-      nb::arg("batches"), nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
-      "The record batches (of one device) in host memory: one batched copy and one synchronization for all.");
-
   // ---- export ---------------------------------------------------------------------------
   m.def(
       "export_array",
@@ -1100,13 +1054,6 @@ void bind_arrow(nb::module_& m) {
       nb::arg("array"),
       "(\"arrow_schema\", \"arrow_array\") capsules of a host array; the array keeps its buffers alive until "
       "released.");
-  m.def(
-      "export_array_only", [](const ArrayData& a) { return host_array_capsule(a.data); }, nb::arg("array"),
-      "The \"arrow_array\" capsule of a host array, for a consumer that has the type already (no schema is "
-      "exported: for wide batches that is most of the cost).");
-  m.def(
-      "export_batch_only", [](const BatchData& b) { return host_batch_capsule(b.batch); },
-      nb::arg("batch"), "The \"arrow_array\" capsule of a host record batch (no schema).");
   m.def(
       "export_batch",
       [](const BatchData& b) {

@@ -20,10 +20,15 @@ namespace cuarrow::arrow::detail {
 
 inline std::string column_path(const std::string& name) { return "column \"" + name + "\""; }
 
-inline std::string child_path(const std::string& parent, std::size_t i, const data_type& parent_type) {
+// `fields`: the parent's children, which name the child.
+inline std::string child_path(const std::string& parent, std::size_t i, const std::vector<field>& fields) {
   std::string s = parent + " \u2192 child " + std::to_string(i);
-  if (i < parent_type.children.size()) s += " (\"" + parent_type.children[i].name + "\")";
+  if (i < fields.size()) s += " (\"" + fields[i].name + "\")";
   return s;
+}
+
+inline std::string child_path(const std::string& parent, std::size_t i, const data_type& parent_type) {
+  return child_path(parent, i, parent_type.children);
 }
 
 inline std::string dictionary_path(const std::string& parent) { return parent + " \u2192 dictionary"; }

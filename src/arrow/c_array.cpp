@@ -1,8 +1,8 @@
 // ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
 // ownership rules).
 #include <cstring>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "arrow_internal.hpp"
@@ -109,7 +109,7 @@ void release_array(ArrowArray* a) {
 // (a batch of a thousand columns would otherwise build a thousand strings).
 struct tree_path {
   const tree_path* parent = nullptr;
-  const std::vector<field>* parent_fields = nullptr;  // the parent's children (their names); null for the root
+  const std::vector<field>* parent_fields = nullptr;  // the parent's children (their names); null for a root or dictionary
   std::size_t index = 0;
   bool dictionary = false;
   const char* root = "array";
@@ -117,10 +117,7 @@ struct tree_path {
   std::string render() const {
     if (parent == nullptr) return root;
     const std::string up = parent->render();
-    if (dictionary) return detail::dictionary_path(up);
-    std::string s = up + " \u2192 child " + std::to_string(index);  // as detail::child_path writes it
-    if (parent_fields != nullptr && index < parent_fields->size()) s += " (\"" + (*parent_fields)[index].name + "\")";
-    return s;
+    return dictionary ? detail::dictionary_path(up) : detail::child_path(up, index, *parent_fields);
   }
 };
 

@@ -302,13 +302,6 @@ std::pair<std::vector<std::vector<array_data>>, std::function<void()>> groups_to
   return {std::move(out), std::move(wait)};
 }
 
-std::vector<std::vector<array_data>> groups_to_host(const tree_groups& t, stream_view s,
-                                                    const array_transfer_options& options) {
-  auto [out, wait] = groups_to_host_async(t, s, options);
-  wait();
-  return std::move(out);
-}
-
 record_batch with_columns(const record_batch& src, std::vector<array_data> columns) {
   record_batch out;
   out.schema = src.schema;
@@ -378,15 +371,6 @@ record_batch to_device(const record_batch& src, const context& ctx, stream_view 
   return out;
 }
 
-std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {
-  return firsts(groups_to_host(groups_of(src), s, options));
-}
-
-std::vector<record_batch> to_host(std::span<const record_batch> src, stream_view s,
-                                  const array_transfer_options& options) {
-  return as_batches(src, groups_to_host(groups_of(src), s, options));
-}
-
 host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src, stream_view s,
                                                      const array_transfer_options& options) {
   auto [groups, wait] = groups_to_host_async(groups_of(src), s, options);
@@ -397,6 +381,15 @@ host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_ba
                                                        const array_transfer_options& options) {
   auto [groups, wait] = groups_to_host_async(groups_of(src), s, options);
   return {as_batches(src, std::move(groups)), std::move(wait)};
+}
+
+std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {
+  return to_host_async(src, s, options).get();
+}
+
+std::vector<record_batch> to_host(std::span<const record_batch> src, stream_view s,
+                                  const array_transfer_options& options) {
+  return to_host_async(src, s, options).get();
 }
 
 array_data to_host(const array_data& src, stream_view s, const array_transfer_options& options) {
