@@ -240,32 +240,37 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
 void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, stream_view s, bool wait,
                      const batch_copy_options& options) {
   std::vector<planned_piece*> host_only, managed, d2d, peer, h2d, d2h, h2d_staged, d2h_staged;
-  // Ordinary host memory that might be pageable: below the staging
-  // threshold it goes to the driver directly whatever it is, so the driver
-  // is asked (one cuPointerGetAttribute a piece) only when the pipeline may
-  // take it: a small copy costs one driver call less.
+  // Ordinary host memory that might be pageable.  Below the staging
+  // threshold a copy goes to the driver directly whatever its memory is, so
+  // the driver is asked whether it is pinned (one cuPointerGetAttribute)
+  // only when the pipeline may take it: a small copy costs one driver call
+  // less.  Inside a batch that stages, a piece smaller than the threshold
+  // is staged without asking: pinned or not, it moves with the batch's
+  // chunks at least as fast as in a DMA of its own (small DMAs fall short
+  // of the link), and a batch of a thousand columns makes a thousand driver
+  // calls less.  Only pieces large enough to be staged on their own are
+  // asked, so that large pinned memory still goes straight to the DMA.
+  const std::int64_t threshold = detail::current_transfer_options().staging_threshold_bytes;
+  auto stages = [threshold](std::int64_t n) { return threshold > 0 && n >= threshold; };
   std::int64_t h2d_host = 0, d2h_host = 0;
   for (const planned_piece* p : items) {
     if (p->dst.on_device() && p->src.type == device_type::cpu) h2d_host += p->size;
     if (p->src.on_device() && p->dst.type == device_type::cpu) d2h_host += p->size;
   }
-  const bool ask_h2d = detail::use_staging(static_cast<std::size_t>(h2d_host));
-  const bool ask_d2h = detail::use_staging(static_cast<std::size_t>(d2h_host));
+  const bool ask_h2d = stages(h2d_host);
+  const bool ask_d2h = stages(d2h_host);
+  auto pageable = [&](const planned_piece* p, const endpoint& host) {
+    return host.type == device_type::cpu &&
+           (!stages(p->size) || !detail::is_page_locked(reinterpret_cast<const void*>(host.address)));
+  };
   for (planned_piece* p : items) {
     const bool dst_managed = p->dst.type == device_type::cuda_managed;
     const bool src_managed = p->src.type == device_type::cuda_managed;
     if (!p->dst.on_device() && !p->src.on_device() && !dst_managed && !src_managed) host_only.push_back(p);
     else if (dst_managed || src_managed) managed.push_back(p);
     else if (p->dst.on_device() && p->src.on_device()) (p->dst.device == p->src.device ? d2d : peer).push_back(p);
-    else if (p->dst.on_device()) {
-      const bool pageable = ask_h2d && p->src.type == device_type::cpu &&
-                            !detail::is_page_locked(reinterpret_cast<const void*>(p->src.address));
-      (pageable ? h2d_staged : h2d).push_back(p);
-    } else {
-      const bool pageable = ask_d2h && p->dst.type == device_type::cpu &&
-                            !detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
-      (pageable ? d2h_staged : d2h).push_back(p);
-    }
+    else if (p->dst.on_device()) (ask_h2d && pageable(p, p->src) ? h2d_staged : h2d).push_back(p);
+    else (ask_d2h && pageable(p, p->dst) ? d2h_staged : d2h).push_back(p);
   }
   if (!host_only.empty()) {
     // Earlier work on the stream may still write either side.
@@ -302,11 +307,11 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   std::int64_t h2d_pageable = 0, d2h_pageable = 0;
   add(h2d_staged, h2d_pageable);
   add(d2h_staged, d2h_pageable);
-  if (!detail::use_staging(static_cast<std::size_t>(h2d_pageable))) {
+  if (!stages(h2d_pageable)) {
     h2d.insert(h2d.end(), h2d_staged.begin(), h2d_staged.end());
     h2d_staged.clear();
   }
-  if (!detail::use_staging(static_cast<std::size_t>(d2h_pageable))) {
+  if (!stages(d2h_pageable)) {
     d2h.insert(d2h.end(), d2h_staged.begin(), d2h_staged.end());
     d2h_staged.clear();
   }

@@ -463,10 +463,6 @@ bool is_page_locked(const void* p) {
   return r == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
 }
 
-bool use_staging(std::size_t n) {
-  const transfer_options o = current_transfer_options();
-  return o.staging_threshold_bytes > 0 && n >= static_cast<std::size_t>(o.staging_threshold_bytes);
-}
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const driver_table& d = driver();

@@ -24,10 +24,6 @@ transfer_options current_transfer_options();
 /// or registered), which DMA reads directly.
 bool is_page_locked(const void* p);
 
-/// Whether a copy of `n` bytes from or to pageable memory goes through the
-/// pipeline (large enough, pipeline enabled).
-bool use_staging(std::size_t n);
-
 /// One piece of a staged copy: `size` bytes between pageable host memory at
 /// `host` and device memory at `device`.  With `merge_with_previous`, the
 /// device bytes between the previous piece's end and this piece's start (a

@@ -139,6 +139,50 @@ TEST_F(BatchCopy, ManyPageablePiecesAreStagedTogetherAndGapsStayUntouched) {
   EXPECT_EQ(to_vector(dev), expected) << "pieces land where asked, gaps keep their bytes";
 }
 
+// Pinned memory seen as ordinary host memory (a pyarrow table built on a
+// HostBuffer, say): pieces too small to be staged on their own travel with
+// the batch's staged chunks without a driver call each; a piece large enough
+// to be staged alone is asked about and, pinned, goes straight to the DMA.
+TEST_F(BatchCopy, SmallPinnedPiecesTravelWithTheStagedBatchLargeOnesGoDirect) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t threshold = cuarrow::get_transfer_options().staging_threshold_bytes;
+  const std::int64_t small = 5000, count = 40, large = threshold + 123;
+  ASSERT_GE(small * count, threshold);  // the batch's host bytes are enough to stage
+  cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, small * count + large);
+  auto data = pattern(static_cast<std::size_t>(small * count + large), 31);
+  std::memcpy(pinned.mutable_host_data(), data.data(), data.size());
+  // Plain host views of the pinned memory: type cpu, as a foreign buffer is.
+  cuarrow::buffer as_host = cuarrow::wrap_host(pinned.host_data(), pinned.size(), nullptr);
+  ASSERT_EQ(as_host.type(), cuarrow::device_type::cpu);
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, small * count + large + 64 * count);
+  std::vector<cuarrow::copy_piece> pieces;
+  for (std::int64_t i = 0; i < count; ++i) pieces.push_back({dev, i * (small + 64), as_host, i * small, small});
+  const std::int64_t large_at = count * (small + 64);
+  pieces.push_back({dev, large_at, as_host, count * small, large});
+  ctx.reset_transfer_stats();
+  cuarrow::copy_batch(pieces);
+  EXPECT_EQ(ctx.transfer_stats().staged_bytes, small * count) << "the small pieces staged, the large one direct";
+  EXPECT_EQ(ctx.transfer_stats().host_to_device_bytes, small * count + large);
+  const std::vector<std::uint8_t> got = to_vector(dev);
+  for (std::int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(0, std::memcmp(got.data() + i * (small + 64), data.data() + i * small, static_cast<std::size_t>(small)))
+        << "piece " << i;
+  }
+  EXPECT_EQ(0, std::memcmp(got.data() + large_at, data.data() + count * small, static_cast<std::size_t>(large)));
+
+  // The same both ways: device to pinned destinations seen as host memory.
+  cuarrow::buffer back_pinned = cuarrow::allocate_pinned(ctx, small * count + large);
+  std::memset(back_pinned.mutable_host_data(), 0, static_cast<std::size_t>(back_pinned.size()));
+  cuarrow::buffer back = cuarrow::wrap_host(back_pinned.host_data(), back_pinned.size(), nullptr);
+  std::vector<cuarrow::copy_piece> down;
+  for (std::int64_t i = 0; i < count; ++i) down.push_back({back, i * small, dev, i * (small + 64), small});
+  down.push_back({back, count * small, dev, large_at, large});
+  ctx.reset_transfer_stats();
+  cuarrow::copy_batch(down);
+  EXPECT_EQ(ctx.transfer_stats().staged_bytes, small * count);
+  EXPECT_EQ(0, std::memcmp(back_pinned.host_data(), data.data(), data.size()));
+}
+
 TEST_F(BatchCopy, WritableGapsLetNeighboursShareADma) {
   cuarrow::context ctx = cuarrow::context::get(0);
   const layout l = odd_layout(200, 8);

@@ -69,7 +69,10 @@ TEST_F(Staging, PinnedMemoryIsCopiedDirectly) {
   cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, n);
   std::memcpy(pinned.mutable_host_data(), src.data(), n);
   // Pinned memory reached as a plain host pointer: detected as page-locked.
+  ctx.reset_transfer_stats();
   cuarrow::buffer dev = cuarrow::copy_to_device(ctx, pinned.host_data(), n);
+  EXPECT_EQ(ctx.transfer_stats().staged_bytes, 0) << "pinned memory goes straight to the DMA";
+  EXPECT_EQ(ctx.transfer_stats().host_to_device_bytes, n);
   std::vector<std::uint8_t> back(n);
   cuarrow::copy_to_host(back.data(), dev, 0, n);
   EXPECT_EQ(back, src);
