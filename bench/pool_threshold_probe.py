@@ -26,9 +26,47 @@ def pool_figures(d, pool) -> str:
     return ", ".join(out)
 
 
+def watch_cases(bench, d, pool) -> None:
+    """Wrap bench.measure: cuarrow cases of 64 MiB or more report the pool's
+    reserved memory around each of their calls."""
+    attr = d.CUmemPool_attribute.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+
+    def reserved() -> int:
+        return int(d.cuMemPoolGetAttribute(pool, attr)[1])
+
+    measure = bench.measure
+
+    def watched(case, timing):
+        if case.impl != "cuarrow" or case.nbytes < 64 * bench.MiB:
+            return measure(case, timing)
+        fn = case.fn
+        around = []
+
+        def wrapped():
+            before = reserved()
+            result = fn()
+            around.append((before, reserved()))
+            return result
+
+        case.fn = wrapped
+        try:
+            return measure(case, timing)
+        finally:
+            case.fn = fn
+            grew = sum(1 for b, a in around if a > b)
+            shrank = sum(1 for b, a in around if a < b)
+            lo = min(min(x) for x in around) / 2**30
+            hi = max(max(x) for x in around) / 2**30
+            print(f"pool during {case.group} {case.size_label} cuarrow {case.label}: {len(around)} calls, "
+                  f"grew in {grew}, shrank in {shrank}; reserved {lo:.2f}-{hi:.2f} GiB", flush=True)
+
+    bench.measure = watched
+
+
 def main() -> int:
     argv = sys.argv[1:]
     keep_all = "--keep-all" in argv
+    watch = "--watch" in argv
     bench_args = argv[argv.index("--") + 1:] if "--" in argv else []
     from cuda.bindings import driver as d
 
@@ -42,6 +80,8 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench
 
+    if watch:
+        watch_cases(bench, d, pool)
     rc = bench.main(bench_args)
     print(f"pool after: {pool_figures(d, pool)}", flush=True)
     return rc
