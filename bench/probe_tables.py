@@ -93,6 +93,32 @@ def main() -> int:
            median_ms(lambda: lib.import_batch(*batch.__arrow_c_array__()), args.reps))
     report("  batches_to_device alone (the batched copy, as to_device calls it)",
            median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps))
+    # Inside the copy module: the seconds the context counts for the batched
+    # copy (from its first driver call to the end of the staged job); the
+    # rest of batches_to_device is planning, allocation and the binding.
+    inside = []
+
+    def counted() -> None:
+        ctx.reset_transfer_stats()
+        lib.batches_to_device([imported], ctx._ctx, 0, -1)
+        inside.append(ctx.transfer_stats()["host_to_device_seconds"])
+
+    median_ms(counted, args.reps)
+    if sorted(inside)[len(inside) // 2] > 0:
+        report("    of which inside the copy module (the context's count)", sorted(inside)[len(inside) // 2] * 1e3)
+    else:
+        print("    (the copy was not staged: the context counts no time for asynchronous direct copies)")
+    try:  # what asking the driver whether each column is pinned costs (the copy asked before 2026-12-02 20:40)
+        from cuda.bindings import driver as drv
+
+        addresses = [c.chunks[0].buffers()[1].address for c in table.columns]
+        attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        ask = median_ms(lambda: [drv.cuPointerGetAttribute(attr, a) for a in addresses], args.reps)
+        floor = median_ms(lambda: [(attr, a) for a in addresses], args.reps)
+        report(f"  cuPointerGetAttribute on each column (cuda.bindings, {floor:.2f} ms Python floor taken off)",
+               ask - floor)
+    except Exception as e:  # noqa: BLE001 - cuda.bindings is optional
+        print(f"  (no cuda.bindings for the pointer-query figure: {e})")
     for threads in (6, 12):
         saved = cuda.transfer_options()
         cuda.set_transfer_options(staging_threads_to_device=threads)
