@@ -31,8 +31,11 @@ namespace cuarrow {
 /// How copies between ordinary (pageable) host memory and the device are
 /// made.  Large copies go through a pipeline: a pool of host threads copies
 /// chunks into or out of pinned staging buffers while the DMA engine moves
-/// other chunks.  Pinned (cuda_host or registered) memory is always copied
-/// directly.
+/// other chunks.  Pinned (cuda_host or registered) memory is copied
+/// directly, with one exception: inside a batch whose pageable pieces are
+/// staged, a piece of ordinary host memory smaller than the staging
+/// threshold is staged with them without asking the driver whether it is
+/// pinned (it moves as fast in the batch's chunks as in a DMA of its own).
 struct transfer_options {
   /// Copies of at least this many bytes from or to pageable memory use the
   /// pipeline; smaller ones go to the driver directly.  0 disables the

@@ -1049,18 +1049,6 @@ void bind_arrow(nb::module_& m) {
       "takes the schema as a pyarrow object; the capsule must outlive the import).");
   // ---- export ---------------------------------------------------------------------------
   m.def(
-      "export_array",
-      [](const ArrayData& a) { return nb::make_tuple(schema_capsule_of_field(a.field), host_array_capsule(a.data)); },
-      nb::arg("array"),
-      "(\"arrow_schema\", \"arrow_array\") capsules of a host array; the array keeps its buffers alive until "
-      "released.");
-  m.def(
-      "export_batch",
-      [](const BatchData& b) {
-        return nb::make_tuple(schema_capsule_of_schema(b.batch.schema), host_array_capsule(b.batch.to_struct()));
-      },
-      nb::arg("batch"), "Capsules of a host record batch.");
-  m.def(
       "export_device_array",
       [](const ArrayData& a, std::uintptr_t stream, int device) {
         nb::object schema = schema_capsule_of_field(a.field);
