@@ -227,7 +227,9 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
     if (i > 0) {
       const planned_piece* q = items[i - 1];
       const std::uintptr_t end = device_address(q) + static_cast<std::uintptr_t>(q->size);
-      const bool allowed = to_device ? gaps_writable : true;  // reading a source gap is harmless
+      // Reading a source gap is harmless; writing a destination gap needs
+      // the caller's leave, unless there is no gap.
+      const bool allowed = !to_device || gaps_writable || device_address(p) == end;
       sp.merge_with_previous = allowed && device_owner(p) != nullptr && device_owner(p) == device_owner(q) &&
                                device_address(p) >= end && device_address(p) - end <= kMergeGap;
     }
@@ -236,10 +238,74 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
   return out;
 }
 
+// How many DMAs issue_runs would make of `items` (sorted here by destination).
+std::size_t direct_runs(std::vector<planned_piece*>& items, bool gaps_writable) {
+  std::sort(items.begin(), items.end(),
+            [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; });
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i == 0 || !extends_run(*items[i - 1], *items[i], gaps_writable)) ++runs;
+  }
+  return runs;
+}
+
+// Small pieces of ordinary host memory bound for the device, together below
+// the staging threshold: copied into one pinned block from the result pool,
+// laid out as their destinations are (neighbours in one allocation keep the
+// gap between them, zeroed, so that they share a DMA), then one DMA per run
+// of neighbours.  The driver would stage each piece on its own, a copy and
+// a wait each.  Returns the block, which must stay alive until the stream
+// has passed the DMAs (nothing waits for them here); nullopt, having done
+// nothing, when the pool has no room.
+std::optional<buffer> gather_to_device(std::vector<planned_piece*>& items, const context& ctx, bool gaps_writable,
+                                       CUstream h) {
+  const std::vector<detail::staged_piece> pieces = staged_pieces(items, true, gaps_writable);
+  struct placed {
+    std::size_t offset;  // in the block
+    bool starts_run;
+  };
+  std::vector<placed> at(pieces.size());
+  std::size_t used = 0;
+  std::size_t run_offset = 0;
+  CUdeviceptr run_start = 0;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const bool starts = i == 0 || !pieces[i].merge_with_previous;
+    if (starts) {
+      run_offset = (used + 63) / 64 * 64;
+      run_start = pieces[i].device;
+    }
+    at[i] = placed{run_offset + static_cast<std::size_t>(pieces[i].device - run_start), starts};
+    used = at[i].offset + pieces[i].size;
+  }
+  std::optional<buffer> block = try_allocate_pinned_pooled(ctx, static_cast<std::int64_t>(used));
+  if (!block) return std::nullopt;
+  auto* base = reinterpret_cast<unsigned char*>(block->address());
+  std::size_t end = 0;  // of the previous piece in the block
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (!at[i].starts_run) std::memset(base + end, 0, at[i].offset - end);  // the gap the DMA writes
+    std::memcpy(base + at[i].offset, pieces[i].host_src, pieces[i].size);
+    end = at[i].offset + pieces[i].size;
+  }
+  const detail::driver_table& d = detail::driver();
+  for (std::size_t i = 0; i < pieces.size();) {
+    std::size_t k = i + 1;
+    while (k < pieces.size() && !at[k].starts_run) ++k;
+    const std::size_t n = at[k - 1].offset + pieces[k - 1].size - at[i].offset;
+    const CUresult r = d.cuMemcpyHtoDAsync(pieces[i].device, base + at[i].offset, n, h);
+    if (r != CUDA_SUCCESS) {
+      d.cuStreamSynchronize(h);  // the DMAs already queued read the block, which goes back to the pool now
+      detail::check(r, "cuMemcpyHtoDAsync");
+    }
+    i = k;
+  }
+  return block;
+}
+
 // One context's share of a batch.
 void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, stream_view s, bool wait,
                      const batch_copy_options& options) {
   std::vector<planned_piece*> host_only, managed, d2d, peer, h2d, d2h, h2d_staged, d2h_staged;
+  std::vector<planned_piece*> h2d_small;  // ordinary memory to the device, the batch below the threshold
   // Ordinary host memory that might be pageable.  Below the staging
   // threshold a copy goes to the driver directly whatever its memory is, so
   // the driver is asked whether it is pinned (one cuPointerGetAttribute)
@@ -269,7 +335,11 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     if (!p->dst.on_device() && !p->src.on_device() && !dst_managed && !src_managed) host_only.push_back(p);
     else if (dst_managed || src_managed) managed.push_back(p);
     else if (p->dst.on_device() && p->src.on_device()) (p->dst.device == p->src.device ? d2d : peer).push_back(p);
-    else if (p->dst.on_device()) (ask_h2d && pageable(p, p->src) ? h2d_staged : h2d).push_back(p);
+    else if (p->dst.on_device()) {
+      if (p->src.type != device_type::cpu) h2d.push_back(p);
+      else if (!ask_h2d) h2d_small.push_back(p);
+      else (pageable(p, p->src) ? h2d_staged : h2d).push_back(p);
+    }
     else (ask_d2h && pageable(p, p->dst) ? d2h_staged : d2h).push_back(p);
   }
   if (!host_only.empty()) {
@@ -308,15 +378,28 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   add(h2d_staged, h2d_pageable);
   add(d2h_staged, d2h_pageable);
   if (!stages(h2d_pageable)) {
-    h2d.insert(h2d.end(), h2d_staged.begin(), h2d_staged.end());
+    h2d_small.insert(h2d_small.end(), h2d_staged.begin(), h2d_staged.end());
     h2d_staged.clear();
   }
+  const bool gaps = options.destination_gaps_writable;
+  // Several small pieces that would each be a DMA of their own are
+  // gathered into one pinned block instead (gather_to_device).
+  std::vector<planned_piece*> h2d_gathered;
+  if (h2d_small.size() >= 2 && direct_runs(h2d_small, gaps) >= 2) h2d_gathered.swap(h2d_small);
+  h2d.insert(h2d.end(), h2d_small.begin(), h2d_small.end());
   if (!stages(d2h_pageable)) {
     d2h.insert(d2h.end(), d2h_staged.begin(), d2h_staged.end());
     d2h_staged.clear();
   }
   CUstream h = s.handle();
-  const bool gaps = options.destination_gaps_writable;
+  if (!h2d_staged.empty() || !h2d_gathered.empty()) {
+    // Host code is about to read the sources: earlier work on the stream
+    // may still write them (a copy into pinned memory, a kernel through a
+    // mapped pointer), so it must be over first, as the driver makes sure
+    // before it stages pageable memory itself.  Before this batch's own
+    // copies are queued, so that the wait does not include them.
+    synchronize_issued(s);
+  }
   // Direct copies first: their DMAs run while the pipeline copies on the host.
   issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
     detail::check(d.cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h), "cuMemcpyAsync");
@@ -341,6 +424,16 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     detail::check(d.cuMemcpyDtoHAsync(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h),
                   "cuMemcpyDtoHAsync");
   });
+  std::optional<buffer> gather_block;
+  if (!h2d_gathered.empty()) {
+    gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
+    if (!gather_block) {  // the pinned pool is at its limit: one DMA a run, the driver staging each
+      issue_runs(h2d_gathered, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+        detail::check(d.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h),
+                      "cuMemcpyHtoDAsync");
+      });
+    }
+  }
   if (!h2d_staged.empty()) {
     const auto pieces = staged_pieces(h2d_staged, true, gaps);
     detail::staged_host_to_device(ctx->handle(), pieces, h);
@@ -353,6 +446,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   add(d2d, d2d_bytes);
   add(peer, d2d_bytes);
   add(h2d, h2d_bytes);
+  add(h2d_gathered, h2d_bytes);
   add(h2d_staged, h2d_bytes);
   add(d2h, d2h_bytes);
   add(d2h_staged, d2h_bytes);
@@ -360,9 +454,11 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
 
   if (wait) {
     synchronize_issued(s);
-  } else if (!(h2d.empty() && d2h.empty() && d2d.empty() && peer.empty() && managed.empty())) {
-    // One host function keeps every buffer alive until the stream passes the batch.
+  } else if (!(h2d.empty() && h2d_gathered.empty() && d2h.empty() && d2d.empty() && peer.empty() && managed.empty())) {
+    // One host function keeps every buffer alive until the stream passes
+    // the batch, the gathered pieces' pinned block with them.
     std::vector<buffer> keep;
+    if (gather_block) keep.push_back(std::move(*gather_block));
     std::vector<const void*> kept;
     auto hold = [&](const buffer& b) {
       const void* key = owner_of(b);

@@ -228,6 +228,82 @@ TEST_F(BatchCopy, DeviceToScatteredPageableDestinations) {
       << "every piece arrived, host bytes between pieces untouched";
 }
 
+// Host memory the copy reads may still be written by work queued earlier on
+// the stream (here a slow copy into pinned memory, seen as ordinary host
+// memory): gathered and staged batches read it only after that work, as a
+// DMA queued behind it would.
+TEST_F(BatchCopy, HostReadsOfABatchComeAfterEarlierWorkOnTheStream) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  const std::int64_t threshold = cuarrow::get_transfer_options().staging_threshold_bytes;
+  for (const std::int64_t piece : {std::int64_t{1000}, threshold / 4}) {  // gathered, then staged (4 x 16 pieces)
+    const std::int64_t count = 16, total = piece * count;
+    auto fresh = pattern(static_cast<std::size_t>(total), static_cast<unsigned>(piece));
+    cuarrow::buffer dev_fresh = cuarrow::copy_to_device(ctx, fresh.data(), total);
+    cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, total);
+    std::memset(pinned.mutable_host_data(), 0xab, static_cast<std::size_t>(total));  // stale bytes
+    cuarrow::buffer as_host = cuarrow::wrap_host(pinned.host_data(), total, nullptr);
+    cuarrow::buffer dev = cuarrow::allocate_device(ctx, total + 64 * count);
+    std::vector<cuarrow::copy_piece> pieces;
+    for (std::int64_t i = 0; i < count; ++i) pieces.push_back({dev, i * (piece + 64), as_host, i * piece, piece});
+    {
+      scoped_op_delay delay(20000);
+      cuarrow::copy_async(pinned, 0, dev_fresh, 0, total, s);  // writes the sources, later
+      cuarrow::copy_batch_async(pieces, s);
+    }
+    s.synchronize();
+    const std::vector<std::uint8_t> got = to_vector(dev);
+    for (std::int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(0, std::memcmp(got.data() + i * (piece + 64), fresh.data() + i * piece, static_cast<std::size_t>(piece)))
+          << "pieces of " << piece << " bytes: piece " << i << " read before the earlier copy wrote it";
+    }
+  }
+}
+
+// Small pieces of ordinary memory, each its own allocation as a table's
+// columns are, gathered into one DMA per destination run: right bytes,
+// writable gaps zeroed between neighbours, other gaps untouched.
+TEST_F(BatchCopy, SmallPiecesAreGatheredIntoOneDmaPerDestinationRun) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::transfer_options t = cuarrow::get_transfer_options();
+  t.staging_threshold_bytes = 1 << 20;  // the fixture restores it
+  cuarrow::set_transfer_options(t);
+  const layout l = odd_layout(40, 21);
+  auto fill = pattern(static_cast<std::size_t>(l.span), 5);
+  ASSERT_LT(l.span, t.staging_threshold_bytes);  // the batch stays below the threshold
+  for (const bool gaps_writable : {false, true}) {
+    cuarrow::buffer dev = cuarrow::copy_to_device(ctx, fill.data(), l.span);
+    std::vector<cuarrow::buffer> sources;
+    std::vector<cuarrow::copy_piece> pieces;
+    std::vector<std::uint8_t> expected = fill;
+    for (std::size_t i = 0; i < l.pieces.size(); ++i) {
+      auto [offset, size] = l.pieces[i];
+      auto data = pattern(static_cast<std::size_t>(size), static_cast<unsigned>(i + 7));
+      sources.push_back(host_copy(data));
+      pieces.push_back({dev, offset, sources.back(), 0, size});
+      std::memcpy(expected.data() + offset, data.data(), static_cast<std::size_t>(size));
+    }
+    cuarrow::batch_copy_options o;
+    o.destination_gaps_writable = gaps_writable;
+    ctx.reset_transfer_stats();
+    cuarrow::copy_batch(pieces, {}, o);
+    EXPECT_EQ(ctx.transfer_stats().staged_bytes, 0) << "below the threshold: no pipeline";
+    const std::vector<std::uint8_t> got = to_vector(dev);
+    std::int64_t previous_end = 0;
+    for (auto [offset, size] : l.pieces) {
+      ASSERT_EQ(0, std::memcmp(got.data() + offset, expected.data() + offset, static_cast<std::size_t>(size)))
+          << "piece at " << offset;
+      for (std::int64_t k = previous_end; k < offset; ++k) {
+        // A writable gap of up to 256 bytes between neighbours travels as zeros; every other byte keeps its value.
+        const bool zeroed = gaps_writable && previous_end > 0 && offset - previous_end <= 256;
+        ASSERT_EQ(got[static_cast<std::size_t>(k)], zeroed ? 0 : expected[static_cast<std::size_t>(k)])
+            << "gap byte " << k << (gaps_writable ? " (writable gaps)" : "");
+      }
+      previous_end = offset + size;
+    }
+  }
+}
+
 TEST_F(BatchCopy, AsyncBatchKeepsItsBuffersAlive) {
   cuarrow::context ctx = cuarrow::context::get(0);
   cuarrow::stream s(ctx);

@@ -16,6 +16,11 @@
 //   stream is synchronized;
 // - the synchronous forms queue on `s` (default: the legacy default stream)
 //   and synchronize it before returning;
+// - ordinary host memory read on the host (the staging pipeline, or small
+//   pieces of a batch gathered into one pinned block and one DMA) is read
+//   only after the work already queued on `s` is done, as the driver does
+//   before staging pageable memory: such a call waits for earlier work, never
+//   for its own DMAs to a device (the pipeline's excepted, see below);
 // - a size of 0 is a no-op after the checks.
 #pragma once
 
@@ -111,7 +116,11 @@ struct batch_copy_options {
 /// overlap (invalid_argument).  Pieces from or to ordinary pageable host
 /// memory travel together through the staging pipeline when their total
 /// reaches staging_threshold_bytes (many small buffers then move as fast as
-/// one large one); other pieces are queued directly, neighbours merged into
+/// one large one).  Below it, two or more pieces from ordinary host memory
+/// to the device that would each need a DMA of their own are gathered into
+/// one pinned block (from the result pool; laid out as their destinations,
+/// so that neighbours share a DMA) that is released when `s` has passed.
+/// Other pieces are queued directly, neighbours merged into
 /// one DMA where both sides are contiguous in the same allocations.  The
 /// buffers are kept alive until `s` has passed the last copy, by one host
 /// function for the whole batch.  Staged pieces are complete when

@@ -62,11 +62,26 @@ void* target_symbol(const char* name) {
   return g_lib != nullptr ? dlsym(g_lib, name) : nullptr;
 }
 
+// Synchronizations made after a copy was queued since the last reset: a
+// transfer that only waits for earlier work before reading host memory
+// makes none.
+std::atomic<unsigned long> g_syncs_after_copy{0};
+
+bool any_copy_queued() {
+  for (int c : {k_htod, k_dtoh, k_dtod, k_memcpy, k_peer}) {
+    if (g_counts[c].load() > 0) return true;
+  }
+  return false;
+}
+
 template <int C, class F>
 struct wrap;
 template <int C, class R, class... A>
 struct wrap<C, R (*)(A...)> {
   static R CUDAAPI call(A... a) {
+    if constexpr (C == k_stream_sync || C == k_ctx_sync || C == k_event_sync) {
+      if (any_copy_queued()) g_syncs_after_copy.fetch_add(1);
+    }
     g_counts[C].fetch_add(1);
     return reinterpret_cast<R(CUDAAPI*)(A...)>(g_real[C])(a...);
   }
@@ -149,6 +164,7 @@ __attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress_v2(cons
 /// Calls of the named entry point since the last reset (~0ul for an unknown name).
 __attribute__((visibility("default"))) unsigned long cuarrow_shim_count(const char* name) {
   if (std::strcmp(name, "cuMemcpyDtoHAsync.max_bytes") == 0) return g_dtoh_max_bytes.load();
+  if (std::strcmp(name, "synchronizations.after_copy") == 0) return g_syncs_after_copy.load();
   for (int i = 0; i < k_count; ++i) {
     if (std::strcmp(name, k_names[i]) == 0) return g_counts[i].load();
   }
@@ -158,6 +174,7 @@ __attribute__((visibility("default"))) unsigned long cuarrow_shim_count(const ch
 __attribute__((visibility("default"))) void cuarrow_shim_reset(void) {
   for (auto& c : g_counts) c.store(0);
   g_dtoh_max_bytes.store(0);
+  g_syncs_after_copy.store(0);
 }
 
 }  // extern "C"
