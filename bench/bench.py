@@ -8,8 +8,8 @@ One command, one run, every figure side by side::
     python3 bench/bench.py --out DIR --sizes 4,4K,1M,64M,1G
 
 Cases: host to device and device to host from pageable and pinned memory,
-device to device, for each size; a mixed ~1 GiB ``pa.Table`` and a table of
-1000 columns of 1 MiB, to the device and back.  Every case is warmed up, then
+device to device, for each size; a mixed ~1 GiB ``pa.Table``, a table of
+1000 columns of 1 MiB and one of 1000 columns of 4 KiB, to the device and back.  Every case is warmed up, then
 called repeatedly; each call is timed on its own (``perf_counter_ns``) and
 the median, min and max are reported in GB/s (1 GB = 1e9 bytes) and in µs
 per call.  Every call has synchronous semantics: cuarrow's calls without
@@ -642,7 +642,7 @@ def table_buffers(table: pa.Table) -> List[pa.Buffer]:
 
 class TableSet:
     def __init__(self, key: str, title: str, table: pa.Table) -> None:
-        self.key = key  # "mixed" or "wide"
+        self.key = key  # "mixed", "wide" or "small" (columns)
         self.title = title
         self.table = table
         self.buffers = table_buffers(table)
@@ -901,14 +901,17 @@ def _fmt_ratio(x: Optional[float]) -> str:
 IMPL_ORDER = {"raw": 0, "cuarrow": 1, "cupy": 2, "numba": 3, "torch": 4}
 
 
+TABLE_ORDER = {"mixed": 0, "wide": 1, "small": 2}
+
+
 def display_order(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Group order, then size (tables: mixed first), then raw, cuarrow, peers."""
+    """Group order, then size (tables: mixed, wide, small columns), then raw, cuarrow, peers."""
     groups = GROUPS + TABLE_GROUPS
 
     def key(ir: Tuple[int, Dict[str, Any]]) -> Tuple:
         i, r = ir
         if r["group"] in TABLE_GROUPS:
-            return (1, 0 if r.get("table_key") == "mixed" else 1, groups.index(r["group"]),
+            return (1, TABLE_ORDER.get(r.get("table_key"), 9), groups.index(r["group"]),
                     IMPL_ORDER.get(r["impl"], 9), i)
         return (0, groups.index(r["group"]), r["nbytes"], IMPL_ORDER.get(r["impl"], 9), i)
 
@@ -1206,6 +1209,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--table-bytes", type=parse_size, help="bytes of the mixed table (default 1G; quick 64M)")
     ap.add_argument("--columns", type=int, default=1000, help="columns of the wide table (default 1000)")
     ap.add_argument("--column-bytes", type=parse_size, help="bytes per wide-table column (default 1M; quick 64K)")
+    ap.add_argument("--small-column-bytes", type=parse_size, default=4 * KiB,
+                    help="bytes per column of the table of small columns, as many as the wide table's (default "
+                         "4K; 0: none)")
     ap.add_argument("--budget", type=float, help="seconds of timed calls per case (default 0.5; quick 0.1)")
     ap.add_argument("--min-reps", type=int, help="minimum timed calls per case (default 5; quick 3)")
     ap.add_argument("--max-reps", type=int, default=1000, help="maximum timed calls per case (default 1000)")
@@ -1256,6 +1262,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         tables.append(TableSet("mixed", "mixed table", build_mixed_table(table_bytes)))
         tables.append(TableSet("wide", f"{args.columns} cols × {fmt_size(column_bytes)}",
                                build_wide_table(args.columns, column_bytes)))
+        if args.small_column_bytes:
+            tables.append(TableSet("small", f"{args.columns} cols × {fmt_size(args.small_column_bytes)}",
+                                   build_wide_table(args.columns, args.small_column_bytes)))
         for ts in tables:
             log(f"  {ts.title}: {ts.table.num_rows} rows, {ts.table.num_columns} columns, {len(ts.buffers)} buffers, "
                 f"{fmt_size(ts.nbytes)} ({ts.nbytes} bytes)  [{time.time() - t0:.1f} s]")
