@@ -789,6 +789,10 @@ class CudaBuffer(_lib.Buffer):
         work already queued there) and the stream is synchronized before
         returning.
         """
+        if buf is None and position == 0 and nbytes == -1 and memory_pool is None and not resizable and stream is None:
+            # The whole buffer into the pinned result pool, in one call (what
+            # a small copy costs is mostly calls); -1: to the end.
+            return pa.py_buffer(_lib.copy_to_new_host(self, 0, -1, 0, -1))
         if buf is not None and position == 0 and nbytes == -1 and stream is None and not isinstance(buf, CudaBuffer):
             # The common case in one call; anything unusual (read-only or
             # non-contiguous memory ...) takes the checked path for its message.
