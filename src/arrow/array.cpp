@@ -79,6 +79,10 @@ array_data record_batch::to_struct() const {
 }
 
 record_batch record_batch::from_struct(const array_data& array, key_value_metadata metadata) {
+  return from_struct(array_data(array), std::move(metadata));
+}
+
+record_batch record_batch::from_struct(array_data&& array, key_value_metadata metadata) {
   if (array.type.id != type_id::struct_) {
     throw invalid_data("record batch", "a record batch travels as a struct array, not " + array.type.to_string());
   }
@@ -95,11 +99,13 @@ record_batch record_batch::from_struct(const array_data& array, key_value_metada
     throw invalid_data("record batch", std::to_string(array.children.size()) + " columns for " +
                                            std::to_string(array.type.children.size()) + " fields");
   }
+  // The fields and columns move over: a batch of a thousand columns is not
+  // copied on its way in.
   record_batch b;
-  b.schema.fields = array.type.children;
+  b.schema.fields = std::move(array.type.children);
   b.schema.metadata = std::move(metadata);
   b.num_rows = array.length;
-  b.columns = array.children;
+  b.columns = std::move(array.children);
   for (std::size_t i = 0; i < b.columns.size(); ++i) {
     const std::int64_t need = array.offset + array.length;
     if (b.columns[i].length < need) {

@@ -626,12 +626,14 @@ record_batch import_batch(const std::shared_ptr<imported_struct>& owner, device_
   array_data root;
   imp.build(&owner->array, struct_(schema.fields), "record batch", root, 0, true);
   imp.resolve(s);
-  record_batch batch = record_batch::from_struct(root, schema.metadata);
-  std::vector<detail::validation_root> roots;
-  for (std::size_t i = 0; i < batch.columns.size(); ++i) {
-    roots.push_back({&batch.columns[i], detail::column_path(schema.fields[i].name)});
+  record_batch batch = record_batch::from_struct(std::move(root), schema.metadata);
+  if (options.validation != validation_level::none) {
+    std::vector<detail::validation_root> roots;
+    for (std::size_t i = 0; i < batch.columns.size(); ++i) {
+      roots.push_back({&batch.columns[i], detail::column_path(schema.fields[i].name)});
+    }
+    detail::validate_roots(roots, options.validation, false, s, imp.cache());
   }
-  detail::validate_roots(roots, options.validation, false, s, imp.cache());
   return batch;
 }
 

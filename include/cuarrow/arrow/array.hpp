@@ -108,6 +108,9 @@ struct CUARROW_EXPORT record_batch {
   /// Throws invalid_data when `array` is not a struct array without nulls
   /// at offset 0 whose children all have `length` elements.
   static record_batch from_struct(const array_data& array, key_value_metadata metadata = {});
+  /// The same, taking the columns and fields over from `array` (left valid
+  /// but unspecified).
+  static record_batch from_struct(array_data&& array, key_value_metadata metadata = {});
 };
 
 // ---- comparison -----------------------------------------------------------
