@@ -250,55 +250,22 @@ std::size_t direct_runs(std::vector<planned_piece*>& items, bool gaps_writable) 
 }
 
 // Small pieces of ordinary host memory bound for the device, together below
-// the staging threshold: copied into one pinned block from the result pool,
-// laid out as their destinations are (neighbours in one allocation keep the
-// gap between them, zeroed, so that they share a DMA), then one DMA per run
-// of neighbours.  The driver would stage each piece on its own, a copy and
-// a wait each.  Returns the block, which must stay alive until the stream
-// has passed the DMAs (nothing waits for them here); nullopt, having done
-// nothing, when the pool has no room.
+// the staging threshold: gathered into one block from the pinned result
+// pool and one DMA per run of neighbours (detail::gathered_host_to_device),
+// where the driver would stage each piece on its own, a copy and a wait
+// each.  Returns the block, which must stay alive until the stream has
+// passed the DMAs; nullopt, having done nothing, when the pool has no room.
 std::optional<buffer> gather_to_device(std::vector<planned_piece*>& items, const context& ctx, bool gaps_writable,
                                        CUstream h) {
-  const std::vector<detail::staged_piece> pieces = staged_pieces(items, true, gaps_writable);
-  struct placed {
-    std::size_t offset;  // in the block
-    bool starts_run;
-  };
-  std::vector<placed> at(pieces.size());
-  std::size_t used = 0;
-  std::size_t run_offset = 0;
-  CUdeviceptr run_start = 0;
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const bool starts = i == 0 || !pieces[i].merge_with_previous;
-    if (starts) {
-      run_offset = (used + 63) / 64 * 64;
-      run_start = pieces[i].device;
-    }
-    at[i] = placed{run_offset + static_cast<std::size_t>(pieces[i].device - run_start), starts};
-    used = at[i].offset + pieces[i].size;
-  }
-  std::optional<buffer> block = try_allocate_pinned_pooled(ctx, static_cast<std::int64_t>(used));
-  if (!block) return std::nullopt;
-  auto* base = reinterpret_cast<unsigned char*>(block->address());
-  std::size_t end = 0;  // of the previous piece in the block
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    if (!at[i].starts_run) std::memset(base + end, 0, at[i].offset - end);  // the gap the DMA writes
-    std::memcpy(base + at[i].offset, pieces[i].host_src, pieces[i].size);
-    end = at[i].offset + pieces[i].size;
-  }
-  const detail::driver_table& d = detail::driver();
-  for (std::size_t i = 0; i < pieces.size();) {
-    std::size_t k = i + 1;
-    while (k < pieces.size() && !at[k].starts_run) ++k;
-    const std::size_t n = at[k - 1].offset + pieces[k - 1].size - at[i].offset;
-    const CUresult r = d.cuMemcpyHtoDAsync(pieces[i].device, base + at[i].offset, n, h);
-    if (r != CUDA_SUCCESS) {
-      d.cuStreamSynchronize(h);  // the DMAs already queued read the block, which goes back to the pool now
-      detail::check(r, "cuMemcpyHtoDAsync");
-    }
-    i = k;
-  }
-  return block;
+  std::optional<buffer> block;
+  const bool done = detail::gathered_host_to_device(
+      staged_pieces(items, true, gaps_writable),
+      [&](std::size_t bytes) -> unsigned char* {
+        block = try_allocate_pinned_pooled(ctx, static_cast<std::int64_t>(bytes));
+        return block ? reinterpret_cast<unsigned char*>(block->address()) : nullptr;
+      },
+      h);
+  return done ? block : std::nullopt;
 }
 
 // One context's share of a batch.
@@ -400,6 +367,14 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // copies are queued, so that the wait does not include them.
     synchronize_issued(s);
   }
+  std::optional<buffer> gather_block;
+  if (!h2d_gathered.empty()) {
+    gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
+    if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
+      h2d.insert(h2d.end(), h2d_gathered.begin(), h2d_gathered.end());
+      h2d_gathered.clear();
+    }
+  }
   // Direct copies first: their DMAs run while the pipeline copies on the host.
   issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
     detail::check(d.cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h), "cuMemcpyAsync");
@@ -424,16 +399,6 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     detail::check(d.cuMemcpyDtoHAsync(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h),
                   "cuMemcpyDtoHAsync");
   });
-  std::optional<buffer> gather_block;
-  if (!h2d_gathered.empty()) {
-    gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
-    if (!gather_block) {  // the pinned pool is at its limit: one DMA a run, the driver staging each
-      issue_runs(h2d_gathered, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-        detail::check(d.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h),
-                      "cuMemcpyHtoDAsync");
-      });
-    }
-  }
   if (!h2d_staged.empty()) {
     const auto pieces = staged_pieces(h2d_staged, true, gaps);
     detail::staged_host_to_device(ctx->handle(), pieces, h);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -327,6 +328,15 @@ void for_each_run(const plan& p, const chunk_range& c, Dma dma) {
   }
 }
 
+// Copies chunk `c`'s segments into `slot` (gaps as zeros).
+void fill_slot(const plan& p, const chunk_range& c, unsigned char* slot, bool streaming) {
+  for (std::size_t g = c.first; g < c.end; ++g) {
+    const segment& seg = p.segments[g];
+    if (seg.src != nullptr) copy_bytes(slot + seg.slot_offset, seg.src, seg.size, streaming);
+    else std::memset(slot + seg.slot_offset, 0, seg.size);
+  }
+}
+
 // One staged job on the pool: the chunks are taken by the workers in turn.
 struct job {
   explicit job(std::size_t n) : chunks(n) {}
@@ -478,11 +488,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
       if (*ws.recorded[k]) check(d.cuEventSynchronize(ws.event[k]), "cuEventSynchronize");  // the slot's last DMA is done
       auto* slot = static_cast<unsigned char*>(ws.slot[k]);
       const chunk_range& c = pl.chunks[i];
-      for (std::size_t g = c.first; g < c.end; ++g) {
-        const segment& seg = pl.segments[g];
-        if (seg.src != nullptr) copy_bytes(slot + seg.slot_offset, seg.src, seg.size, streaming);
-        else std::memset(slot + seg.slot_offset, 0, seg.size);
-      }
+      fill_slot(pl, c, slot, streaming);
       for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
         check(d.cuMemcpyHtoDAsync(device, slot + offset, n, s), "cuMemcpyHtoDAsync");
       });
@@ -496,6 +502,26 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
     }
     check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
   }
+}
+
+bool gathered_host_to_device(std::span<const staged_piece> pieces,
+                             const std::function<unsigned char*(std::size_t)>& block_for, CUstream s) {
+  // One chunk as large as the pieces and their merged gaps: the block.
+  const plan pl = make_plan(pieces, {std::numeric_limits<std::size_t>::max()});
+  if (pl.chunks.empty()) return true;
+  const segment& last = pl.segments.back();
+  unsigned char* block = block_for(last.slot_offset + last.size);
+  if (block == nullptr) return false;
+  fill_slot(pl, pl.chunks[0], block, false);
+  const driver_table& d = driver();
+  for_each_run(pl, pl.chunks[0], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
+    const CUresult r = d.cuMemcpyHtoDAsync(device, block + offset, n, s);
+    if (r != CUDA_SUCCESS) {
+      d.cuStreamSynchronize(s);  // the DMAs already queued read the block, which the caller drops now
+      check(r, "cuMemcpyHtoDAsync");
+    }
+  });
+  return true;
 }
 
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {

@@ -10,6 +10,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <functional>
 #include <span>
 
 #include "cuarrow/copy.hpp"
@@ -45,6 +46,15 @@ struct staged_piece {
 /// DMAs are done (the sources may then be reused).
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
+
+/// Host -> device for every piece, through ONE pinned block instead of the
+/// pipeline: the pieces (and the zeroed gaps of merged neighbours) are
+/// copied into the block got from `block_for(bytes)`, then one DMA per run
+/// of neighbours is queued on `s`; nothing waits for it, so the block must
+/// stay alive until `s` has passed.  Returns false, having done nothing,
+/// when `block_for` gives null.  For small batches (below the threshold).
+bool gathered_host_to_device(std::span<const staged_piece> pieces,
+                             const std::function<unsigned char*(std::size_t)>& block_for, CUstream s);
 
 /// Device -> pageable host for every piece, after the work queued on `s`.
 /// Returns once every destination holds its data.

@@ -304,6 +304,31 @@ TEST_F(BatchCopy, SmallPiecesAreGatheredIntoOneDmaPerDestinationRun) {
   }
 }
 
+// With the pinned result pool at its limit there is no block to gather
+// into: the small pieces go to the driver one by one, and arrive all the same.
+TEST_F(BatchCopy, SmallPiecesStillArriveWhenThePinnedPoolIsFull) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::transfer_options t = cuarrow::get_transfer_options();
+  t.staging_threshold_bytes = 1 << 20;
+  t.pinned_pool_limit_bytes = 0;  // the fixture restores both
+  cuarrow::set_transfer_options(t);
+  cuarrow::trim_pinned_pool();  // no cached block to reuse either
+  ASSERT_FALSE(cuarrow::try_allocate_pinned_pooled(ctx, 4096).has_value());
+  const std::int64_t piece = 3000, count = 12;
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, piece * count);
+  std::vector<cuarrow::buffer> sources;
+  std::vector<cuarrow::copy_piece> pieces;
+  std::vector<std::uint8_t> expected;
+  for (std::int64_t i = 0; i < count; ++i) {
+    auto data = pattern(static_cast<std::size_t>(piece), static_cast<unsigned>(i + 300));
+    sources.push_back(host_copy(data));
+    pieces.push_back({dev, i * piece, sources.back(), 0, piece});
+    expected.insert(expected.end(), data.begin(), data.end());
+  }
+  cuarrow::copy_batch(pieces);
+  EXPECT_EQ(to_vector(dev), expected);
+}
+
 TEST_F(BatchCopy, AsyncBatchKeepsItsBuffersAlive) {
   cuarrow::context ctx = cuarrow::context::get(0);
   cuarrow::stream s(ctx);
