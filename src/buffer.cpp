@@ -10,6 +10,7 @@
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
 #include "driver_table.hpp"
+#include "page_locked.hpp"
 
 namespace cuarrow {
 namespace {
@@ -50,6 +51,8 @@ struct device_allocation {
   }
 };
 
+// Pinned memory cuarrow mapped and registered (page_locked.hpp): it stays
+// readable by host code even if the context goes away first.
 struct pinned_allocation {
   pinned_allocation(context c, void* d, std::int64_t n) : ctx(std::move(c)), data(d), size(n) {}
   pinned_allocation(const pinned_allocation&) = delete;
@@ -59,11 +62,22 @@ struct pinned_allocation {
   void* data;
   std::int64_t size;
 
-  ~pinned_allocation() {
-    if (detail::shutting_down()) return;
-    CUresult r = detail::driver().cuMemFreeHost(data);
-    if (r != CUDA_SUCCESS) detail::warn_result(r, ("cuMemFreeHost(" + std::to_string(size) + " bytes)").c_str());
-  }
+  ~pinned_allocation() { detail::free_page_locked(data, static_cast<std::size_t>(size), ctx.handle()); }
+};
+
+// Caller-owned memory registered by register_host: unregistered before the
+// caller's owner is released.
+struct host_registration {
+  host_registration(context c, void* d, std::shared_ptr<const void> o)
+      : ctx(std::move(c)), data(d), owner(std::move(o)) {}
+  host_registration(const host_registration&) = delete;
+  host_registration& operator=(const host_registration&) = delete;
+
+  context ctx;
+  void* data;
+  std::shared_ptr<const void> owner;
+
+  ~host_registration() { detail::unregister_page_locked(data, ctx.handle()); }
 };
 
 void check_size(std::int64_t size, const char* what) {
@@ -92,7 +106,8 @@ buffer::buffer(fields f)
       owner_(std::move(f.owner)),
       parent_(std::move(f.parent)),
       free_stream_(f.free_stream),
-      stream_ordered_(f.stream_ordered) {}
+      stream_ordered_(f.stream_ordered),
+      owner_is_allocation_(f.owner_is_allocation && owner_ != nullptr) {}
 
 buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
   if (offset < 0 || offset > size_) {
@@ -113,7 +128,8 @@ buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
            owner_,
            std::make_shared<const buffer>(*this),
            free_stream_,
-           stream_ordered_};
+           stream_ordered_,
+           owner_is_allocation_};
   return buffer(std::move(f));
 }
 
@@ -193,6 +209,7 @@ buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
   f.address = address;
   f.owner = std::move(owner);
   f.stream_ordered = true;
+  f.owner_is_allocation = true;
   return buffer(std::move(f));
 }
 
@@ -205,12 +222,43 @@ buffer allocate_pinned(const context& ctx, std::int64_t size) {
   f.size = size;
   if (size == 0) return buffer(std::move(f));
   scoped_context guard(ctx);
-  void* p = nullptr;
-  detail::check_alloc(
-      detail::driver().cuMemHostAlloc(&p, static_cast<size_t>(size), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-      "cuMemHostAlloc", size);
+  void* p = detail::allocate_page_locked(static_cast<std::size_t>(size), /*mapped=*/true);
   f.address = reinterpret_cast<std::uintptr_t>(p);
-  f.owner = std::make_shared<pinned_allocation>(ctx, p, size);
+  try {
+    f.owner = std::make_shared<pinned_allocation>(ctx, p, size);
+  } catch (...) {
+    detail::free_page_locked(p, static_cast<std::size_t>(size), ctx.handle());
+    throw;
+  }
+  f.owner_is_allocation = true;
+  return buffer(std::move(f));
+}
+
+buffer register_host(const context& ctx, void* data, std::int64_t size, std::shared_ptr<const void> owner,
+                     bool is_mutable) {
+  check_size(size, "register_host");
+  if (data == nullptr && size > 0) throw invalid_argument("register_host: null pointer with a non-zero size");
+  buffer::fields f;
+  f.type = device_type::cuda_host;
+  f.device_id = ctx.device_number();
+  f.ctx = ctx;
+  f.size = size;
+  f.address = reinterpret_cast<std::uintptr_t>(data);
+  f.is_mutable = is_mutable;
+  if (size == 0) {
+    f.owner = std::move(owner);
+    return buffer(std::move(f));
+  }
+  {
+    scoped_context guard(ctx);
+    detail::register_page_locked(data, static_cast<std::size_t>(size), /*mapped=*/true);
+  }
+  try {
+    f.owner = std::make_shared<host_registration>(ctx, data, std::move(owner));
+  } catch (...) {
+    detail::unregister_page_locked(data, ctx.handle());
+    throw;
+  }
   return buffer(std::move(f));
 }
 
@@ -224,6 +272,7 @@ buffer allocate_host(std::int64_t size) {
   if (p == nullptr) throw std::bad_alloc();
   f.address = reinterpret_cast<std::uintptr_t>(p);
   f.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  f.owner_is_allocation = true;
   return buffer(std::move(f));
 }
 

@@ -174,6 +174,10 @@ struct planned_piece {
 };
 
 const void* owner_of(const buffer& b) noexcept { return b.owner().get(); }
+// Neighbours share a DMA only inside one allocation (buffer::allocation):
+// buffers of one imported struct share an owner but not an allocation, and
+// a DMA that spans two allocations fails (or reads bytes of neither).
+const void* allocation_of(const buffer& b) noexcept { return b.allocation(); }
 
 // May `next` travel in the same DMA as the run ending with `last`?  Both
 // sides contiguous (or the same small gap on both sides), inside the same
@@ -184,10 +188,10 @@ bool extends_run(const planned_piece& last, const planned_piece& next, bool gaps
   if (next.dst.address < dst_end || next.src.address < src_end) return false;
   const std::uintptr_t gap = next.dst.address - dst_end;
   if (next.src.address - src_end != gap || gap > kMergeGap || (gap > 0 && !gaps_writable)) return false;
-  const void* dst_owner = owner_of(last.piece->dst);
-  const void* src_owner = owner_of(last.piece->src);
-  return dst_owner != nullptr && src_owner != nullptr && dst_owner == owner_of(next.piece->dst) &&
-         src_owner == owner_of(next.piece->src);
+  const void* dst_allocation = allocation_of(last.piece->dst);
+  const void* src_allocation = allocation_of(last.piece->src);
+  return dst_allocation != nullptr && src_allocation != nullptr && dst_allocation == allocation_of(next.piece->dst) &&
+         src_allocation == allocation_of(next.piece->src);
 }
 
 // Issues `dma(dst, src, bytes)` once per run of `items` (sorted here by
@@ -212,7 +216,9 @@ void issue_runs(std::vector<planned_piece*>& items, bool gaps_writable, Dma dma)
 // merged where allowed (`device_of` picks the device side).
 std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& items, bool to_device, bool gaps_writable) {
   auto device_address = [&](const planned_piece* p) { return to_device ? p->dst.address : p->src.address; };
-  auto device_owner = [&](const planned_piece* p) { return owner_of(to_device ? p->piece->dst : p->piece->src); };
+  auto device_allocation = [&](const planned_piece* p) {
+    return allocation_of(to_device ? p->piece->dst : p->piece->src);
+  };
   std::sort(items.begin(), items.end(),
             [&](const planned_piece* a, const planned_piece* b) { return device_address(a) < device_address(b); });
   std::vector<detail::staged_piece> out;
@@ -230,7 +236,7 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
       // Reading a source gap is harmless; writing a destination gap needs
       // the caller's leave, unless there is no gap.
       const bool allowed = !to_device || gaps_writable || device_address(p) == end;
-      sp.merge_with_previous = allowed && device_owner(p) != nullptr && device_owner(p) == device_owner(q) &&
+      sp.merge_with_previous = allowed && device_allocation(p) != nullptr && device_allocation(p) == device_allocation(q) &&
                                device_address(p) >= end && device_address(p) - end <= kMergeGap;
     }
     out.push_back(sp);

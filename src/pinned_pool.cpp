@@ -14,6 +14,7 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
+#include "page_locked.hpp"
 #include "staging.hpp"
 
 namespace cuarrow {
@@ -36,10 +37,9 @@ struct pool_state {
   // Free cached blocks (largest first) until `bytes` more fit under `limit`.
   // Called with the mutex held.
   void make_room(std::int64_t bytes, std::int64_t limit) {
-    const detail::driver_table& d = detail::driver();
     for (auto it = cached.rbegin(); it != cached.rend() && held + bytes > limit; ++it) {
       while (!it->second.empty() && held + bytes > limit) {
-        d.cuMemFreeHost(it->second.back());
+        detail::free_page_locked(it->second.back(), it->first, nullptr);
         it->second.pop_back();
         held -= static_cast<std::int64_t>(it->first);
       }
@@ -84,7 +84,11 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
       if (s.in_use + static_cast<std::int64_t>(cls) > limit) return std::nullopt;
       scoped_context guard(ctx);
       s.make_room(static_cast<std::int64_t>(cls), limit);
-      if (detail::driver().cuMemHostAlloc(&p, cls, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) return std::nullopt;
+      try {
+        p = detail::allocate_page_locked(cls, /*mapped=*/false);
+      } catch (const std::exception&) {
+        return std::nullopt;  // no pinned memory to be had: the caller copies into ordinary memory
+      }
       s.held += static_cast<std::int64_t>(cls);
     }
     s.in_use += static_cast<std::int64_t>(cls);
@@ -96,6 +100,7 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
   f.size = size;
   f.address = reinterpret_cast<std::uintptr_t>(p);
   f.owner = std::make_shared<pooled_block>(p, cls);
+  f.owner_is_allocation = true;
   return buffer(std::move(f));
 }
 

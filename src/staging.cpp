@@ -21,6 +21,7 @@
 
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
+#include "page_locked.hpp"
 
 namespace cuarrow {
 namespace detail {
@@ -207,16 +208,17 @@ struct pipeline {
   // Called with `mutex` held and a context current.  Returns false when
   // pinned memory cannot be had (the caller then copies directly).
   bool ensure_slots(std::size_t count, std::size_t bytes) {
-    const driver_table& d = driver();
     if (slot_bytes != bytes) {
-      for (void* p : slots) d.cuMemFreeHost(p);
+      for (void* p : slots) free_page_locked(p, slot_bytes, nullptr);
       slots.clear();
       slot_bytes = bytes;
     }
     while (slots.size() < count) {
-      void* p = nullptr;
-      if (d.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) return false;
-      slots.push_back(p);
+      try {
+        slots.push_back(allocate_page_locked(bytes, /*mapped=*/false));
+      } catch (const std::exception&) {
+        return false;
+      }
     }
     return true;
   }

@@ -22,6 +22,7 @@ const emulation_api& emu() {
     a.device_allocation_count = reinterpret_cast<size_t (*)(int)>(sym("cuarrow_emu_device_allocation_count"));
     a.device_bytes_in_use = reinterpret_cast<size_t (*)(int)>(sym("cuarrow_emu_device_bytes_in_use"));
     a.host_allocation_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_host_allocation_count"));
+    a.host_registration_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_host_registration_count"));
     a.stream_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_stream_count"));
     a.event_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_event_count"));
     a.async_fault_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_async_fault_count"));

@@ -23,6 +23,7 @@ struct emulation_api {
   size_t (*device_allocation_count)(int) = nullptr;
   size_t (*device_bytes_in_use)(int) = nullptr;
   size_t (*host_allocation_count)() = nullptr;
+  size_t (*host_registration_count)() = nullptr;  // cuMemHostRegister ranges (how cuarrow pins)
   size_t (*stream_count)() = nullptr;
   size_t (*event_count)() = nullptr;
   size_t (*async_fault_count)() = nullptr;

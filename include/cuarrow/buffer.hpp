@@ -93,6 +93,15 @@ class CUARROW_EXPORT buffer {
   /// The object keeping the memory alive (an allocation, a foreign owner).
   const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
 
+  /// The identity of the one allocation this memory lies in, when cuarrow
+  /// made that allocation (allocate_device, allocate_pinned, the pinned
+  /// result pool, allocate_host, and slices of those); null for memory
+  /// wrapped from elsewhere (wrap_device, wrap_host, imported C structs),
+  /// whose buffers may share an owner while being separate allocations.
+  /// Copies merge neighbouring pieces into one DMA only within one
+  /// allocation: a DMA must not span two.
+  const void* allocation() const noexcept { return owner_is_allocation_ ? owner_.get() : nullptr; }
+
   /// "cuarrow.buffer(address=0x7f.., size=16, device=cuda:0, mutable)".
   /// Never reads the memory.
   std::string describe() const;
@@ -109,6 +118,8 @@ class CUARROW_EXPORT buffer {
     std::shared_ptr<const buffer> parent;
     stream_view free_stream;
     bool stream_ordered = false;
+    /// `owner` is the one allocation the memory lies in (see allocation()).
+    bool owner_is_allocation = false;
   };
   explicit buffer(fields f);
 
@@ -123,6 +134,7 @@ class CUARROW_EXPORT buffer {
   std::shared_ptr<const buffer> parent_;
   stream_view free_stream_;
   bool stream_ordered_ = false;
+  bool owner_is_allocation_ = false;
 };
 
 /// Device memory of `size` bytes from the context's memory resource (or
@@ -136,9 +148,25 @@ class CUARROW_EXPORT buffer {
 CUARROW_EXPORT buffer allocate_device(const context& ctx, std::int64_t size, stream_view s = {},
                                       std::shared_ptr<device_memory_resource> resource = nullptr);
 
-/// Pinned (page-locked) host memory, portable to all contexts and mapped for
-/// device access (cuMemHostAlloc).  Type cuda_host, device id of `ctx`.
+/// Pinned (page-locked) host memory, zeroed, portable to all contexts and
+/// mapped for device access.  Type cuda_host, device id of `ctx`.  cuarrow
+/// maps the memory itself and registers it with the driver
+/// (cuMemHostRegister), so it stays valid for host code even if the context
+/// is destroyed under cuarrow (another component's extra primary-context
+/// release, cudaDeviceReset): only the pinning ends.  Throws out_of_memory
+/// when the driver cannot pin that much, cuda_error, invalid_argument.
 CUARROW_EXPORT buffer allocate_pinned(const context& ctx, std::int64_t size);
+
+/// Pins (page-locks) `size` bytes of ordinary host memory at `data` that the
+/// caller owns, for the lifetime of the returned buffer (type cuda_host,
+/// mapped for device access, portable to all contexts): copies from and to
+/// it then run at the link's speed, without staging.  The registration ends
+/// (cuMemHostUnregister) when the last handle goes, before `owner` is
+/// released.  Throws invalid_argument (null data with a size, negative
+/// size), cuda_error (e.g. CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED when
+/// the range overlaps a registered one), out_of_memory.
+CUARROW_EXPORT buffer register_host(const context& ctx, void* data, std::int64_t size,
+                                    std::shared_ptr<const void> owner, bool is_mutable = true);
 
 /// Pinned host memory from cuarrow's caching pool (type cuda_host), or
 /// nullopt when the pool is at its limit (transfer_options::
