@@ -129,11 +129,7 @@ std::int64_t compute_null_count(const array_data& a) {
   if (a.null_count >= 0) return a.null_count;
   if (a.buffers.empty() || a.buffers[0].size() == 0) return 0;
   const auto* bits = reinterpret_cast<const std::uint8_t*>(a.buffers[0].host_data());
-  std::int64_t nulls = 0;
-  for (std::int64_t i = 0; i < a.length; ++i) {
-    if (!detail::get_bit(bits, a.offset + i)) ++nulls;
-  }
-  return nulls;
+  return a.length - detail::count_set_bits(bits, a.offset, a.length);
 }
 
 // ---- equality ------------------------------------------------------------------------------

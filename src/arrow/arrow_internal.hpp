@@ -79,6 +79,23 @@ inline std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
   return r;
 }
 
+// Set bits among `n` bits of `bits` from bit `offset` (a byte at a time
+// where it can).
+inline std::int64_t count_set_bits(const std::uint8_t* bits, std::int64_t offset, std::int64_t n) {
+  std::int64_t set = 0;
+  std::int64_t i = offset;
+  const std::int64_t end = offset + n;
+  for (; i < end && (i & 7) != 0; ++i) set += get_bit(bits, i);
+  for (; i + 64 <= end; i += 64) {
+    std::uint64_t word;
+    std::memcpy(&word, bits + (i >> 3), 8);
+    set += __builtin_popcountll(word);
+  }
+  for (; i + 8 <= end; i += 8) set += __builtin_popcount(bits[i >> 3]);
+  for (; i < end; ++i) set += get_bit(bits, i);
+  return set;
+}
+
 // Bytes of a bitmap covering `bits` bits.
 inline std::int64_t bitmap_bytes(std::int64_t bits) { return bits / 8 + (bits % 8 != 0 ? 1 : 0); }
 
@@ -131,6 +148,14 @@ struct validation_root {
 // shape (one column per field, of its type and of num_rows rows).  Throws
 // invalid_data naming the column.
 std::vector<validation_root> batch_roots(const record_batch& batch);
+
+// The check to_host makes of its results before it hands them to host
+// code: on top of the cheap checks, every value a host reader indexes with
+// (offsets, list view ranges, union type ids and offsets, view lengths and
+// buffer indexes, dictionary indices, run ends, map entries and keys
+// without nulls), read in place.  The trees must be host-accessible and
+// ready.  Throws invalid_data naming the path and the element.
+void check_host_readable(const std::vector<validation_root>& roots);
 
 // Validate several trees (the columns of a batch) with the reads cached in
 // `cache`: a cheap validation of device memory fetches at most once for all

@@ -239,27 +239,40 @@ std::vector<std::vector<array_data>> groups_to_device_async(const tree_groups& t
 
 // The trees in host memory: those in ordinary memory as they are, those in
 // host-accessible device memory (pinned, managed) as they are after `s` is
-// synchronized, the others copied in one batch; the returned function
-// waits for all of it (one synchronization per stream involved).
-std::pair<std::vector<std::vector<array_data>>, std::function<void()>> groups_to_host_async(
-    const tree_groups& t, stream_view s, const array_transfer_options& options) {
+// synchronized, the others copied in one batch.  Returns them with the
+// paths of the trees host code is yet to read and a function that waits for
+// all of it (one synchronization per stream involved).
+struct host_groups {
+  std::vector<std::vector<array_data>> trees;
+  std::vector<std::vector<std::string>> checked_paths;  // per tree: its path, or empty when not to be checked
+  std::function<void()> wait;
+};
+
+host_groups groups_to_host_async(const tree_groups& t, stream_view s, const array_transfer_options& options) {
   detail::probe_cache cache;
   detail::validate_roots(t.roots, options.validation, false, s, cache);
-  std::vector<std::vector<array_data>> out(t.groups.size());
+  host_groups h;
+  h.trees.resize(t.groups.size());
+  h.checked_paths.resize(t.groups.size());
   tree_groups copied;
   std::vector<std::pair<std::size_t, std::size_t>> where_from;  // (group, index) of each copied tree
   std::optional<int> mapped_device;                             // pinned or managed trees: wait for s
   placement common;
   bool any = false;
+  const bool check = options.validation != validation_level::none;
   for (std::size_t g = 0; g < t.groups.size(); ++g) {
-    out[g].resize(t.groups[g].size());
+    h.trees[g].resize(t.groups[g].size());
+    h.checked_paths[g].resize(t.groups[g].size());
     bool opened = false;
     for (std::size_t i = 0; i < t.groups[g].size(); ++i) {
       const array_data& a = *t.groups[g][i];
       const placement p = placement_of(a);
       if (p.type == device_type::cpu || is_host_accessible(p.type)) {
-        out[g][i] = a;
-        if (p.type != device_type::cpu) mapped_device = p.device_id;
+        h.trees[g][i] = a;
+        if (p.type != device_type::cpu) {
+          mapped_device = p.device_id;
+          if (check) h.checked_paths[g][i] = t.paths[g][i];
+        }
         continue;
       }
       if (any && !(p == common)) {
@@ -278,6 +291,7 @@ std::pair<std::vector<std::vector<array_data>>, std::function<void()>> groups_to
       copied.groups.back().push_back(&a);
       copied.paths.back().push_back(t.paths[g][i]);
       where_from.emplace_back(g, i);
+      if (check) h.checked_paths[g][i] = t.paths[g][i];
     }
   }
   std::optional<std::pair<stream_view, int>> copy_wait;
@@ -291,15 +305,24 @@ std::pair<std::vector<std::vector<array_data>>, std::function<void()>> groups_to
     for (auto& group : moved) {
       for (auto& a : group) {
         const auto [g, i] = where_from[k++];
-        out[g][i] = std::move(a);
+        h.trees[g][i] = std::move(a);
       }
     }
   }
-  std::function<void()> wait = [copy_wait, s, mapped_device] {
+  h.wait = [copy_wait, s, mapped_device] {
     if (copy_wait) detail::synchronize(copy_wait->first, copy_wait->second);
     if (mapped_device) detail::synchronize(s, *mapped_device);
   };
-  return {std::move(out), std::move(wait)};
+  return h;
+}
+
+// What to_host checks before host code reads its results (transfer.hpp).
+void check_readable(const std::vector<const array_data*>& trees, const std::vector<const std::string*>& paths) {
+  std::vector<detail::validation_root> roots;
+  for (std::size_t i = 0; i < trees.size(); ++i) {
+    if (!paths[i]->empty()) roots.push_back({trees[i], *paths[i]});
+  }
+  if (!roots.empty()) detail::check_host_readable(roots);
 }
 
 record_batch with_columns(const record_batch& src, std::vector<array_data> columns) {
@@ -373,14 +396,39 @@ record_batch to_device(const record_batch& src, const context& ctx, stream_view 
 
 host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src, stream_view s,
                                                      const array_transfer_options& options) {
-  auto [groups, wait] = groups_to_host_async(groups_of(src), s, options);
-  return {firsts(std::move(groups)), std::move(wait)};
+  host_groups h = groups_to_host_async(groups_of(src), s, options);
+  std::vector<std::string> paths;
+  for (auto& g : h.checked_paths) paths.push_back(std::move(g[0]));
+  std::function<void()> wait = std::move(h.wait);
+  return {firsts(std::move(h.trees)), [wait, paths](const std::vector<array_data>& arrays) {
+            wait();
+            std::vector<const array_data*> trees;
+            std::vector<const std::string*> names;
+            for (std::size_t i = 0; i < arrays.size(); ++i) {
+              trees.push_back(&arrays[i]);
+              names.push_back(&paths[i]);
+            }
+            check_readable(trees, names);
+          }};
 }
 
 host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_batch> src, stream_view s,
                                                        const array_transfer_options& options) {
-  auto [groups, wait] = groups_to_host_async(groups_of(src), s, options);
-  return {as_batches(src, std::move(groups)), std::move(wait)};
+  host_groups h = groups_to_host_async(groups_of(src), s, options);
+  std::vector<std::vector<std::string>> paths = std::move(h.checked_paths);
+  std::function<void()> wait = std::move(h.wait);
+  return {as_batches(src, std::move(h.trees)), [wait, paths](const std::vector<record_batch>& batches) {
+            wait();
+            std::vector<const array_data*> trees;
+            std::vector<const std::string*> names;
+            for (std::size_t b = 0; b < batches.size(); ++b) {
+              for (std::size_t i = 0; i < batches[b].columns.size(); ++i) {
+                trees.push_back(&batches[b].columns[i]);
+                names.push_back(&paths[b][i]);
+              }
+            }
+            check_readable(trees, names);
+          }};
 }
 
 std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {

@@ -4,7 +4,16 @@
 // batched read (the first pass queues the reads it needs, the second checks).
 #include "cuarrow/arrow/validate.hpp"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <functional>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "arrow_internal.hpp"
 #include "cuarrow/error.hpp"
@@ -62,18 +71,175 @@ bool valid_utf8(const std::uint8_t* p, std::int64_t n) {
   return true;
 }
 
+// ---- value scans ------------------------------------------------------------------------
+//
+// The checks that read every value are scans over element ranges: each
+// returns the first problem of its range as a message ("element 17: ..."),
+// so that a large array is scanned in chunks on several threads and the
+// first problem in array order is reported, whatever thread found it.
+
+using scan_fn = std::function<std::optional<std::string>(std::int64_t begin, std::int64_t end)>;
+
+struct scan_task {
+  std::string path;
+  std::int64_t count = 0;  // elements
+  scan_fn run;
+};
+
+template <class T>
+const T* typed(const buffer& b) {
+  return reinterpret_cast<const T*>(b.host_data());
+}
+
+// Element i of the validity bitmap of `a` (true without a bitmap).
+struct validity_view {
+  const std::uint8_t* bits = nullptr;
+  std::int64_t offset = 0;
+  bool valid(std::int64_t i) const { return bits == nullptr || get_bit(bits, offset + i); }
+};
+
+validity_view validity_of(const array_data& a) {
+  if (a.buffers.empty() || a.buffers[0].size() == 0 || !layout_of(a.type).has_validity) return {};
+  return {reinterpret_cast<const std::uint8_t*>(a.buffers[0].host_data()), a.offset};
+}
+
+// Offsets [offset .. offset + length] non-decreasing (the first and last
+// were checked against the limit by the cheap pass).  Chunk [b, e) checks
+// the pairs (i, i + 1) for i in [b, e), so chunks overlap by one offset.
+template <class O>
+scan_fn offsets_scan(const O* o, std::int64_t offset) {
+  return [o, offset](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+    const O* p = o + offset;
+    for (std::int64_t i = b; i < e; ++i) {
+      if (p[i + 1] < p[i]) {
+        return "offsets decrease at element " + num(i) + ": " + num(static_cast<std::int64_t>(p[i])) + " then " +
+               num(static_cast<std::int64_t>(p[i + 1]));
+      }
+    }
+    return std::nullopt;
+  };
+}
+
+template <class O>
+scan_fn list_view_scan(const O* offs, const O* sizes, std::int64_t offset, validity_view v, std::int64_t limit) {
+  return [=](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+    for (std::int64_t i = b; i < e; ++i) {
+      const std::int64_t off = offs[offset + i];
+      const std::int64_t size = sizes[offset + i];
+      if ((off < 0 || size < 0 || off > limit || size > limit - off) && v.valid(i)) {
+        return "element " + num(i) + ": list view [" + num(off) + ", +" + num(size) + ") is outside the child of " +
+               num(limit) + " values";
+      }
+    }
+    return std::nullopt;
+  };
+}
+
+template <class I>
+scan_fn dictionary_scan(const I* idx, std::int64_t offset, validity_view v, std::int64_t n) {
+  return [=](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+    for (std::int64_t i = b; i < e; ++i) {
+      const auto x = idx[offset + i];
+      // Unsigned 64-bit indices above INT64_MAX read as negative: out of range.
+      const std::int64_t k = static_cast<std::int64_t>(x);
+      if ((k < 0 || k >= n) && v.valid(i)) {
+        return "element " + num(i) + ": dictionary index " +
+               (std::is_unsigned_v<I> && k < 0 ? std::to_string(static_cast<std::uint64_t>(x)) : num(k)) +
+               " is outside the dictionary of " + num(n) + " values";
+      }
+    }
+    return std::nullopt;
+  };
+}
+
+template <class R>
+scan_fn run_ends_scan(const R* ends, std::int64_t offset) {
+  return [=](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+    std::int64_t prev = b == 0 ? 0 : static_cast<std::int64_t>(ends[offset + b - 1]);
+    for (std::int64_t i = b; i < e; ++i) {
+      const std::int64_t cur = ends[offset + i];
+      if (cur <= prev) {
+        return "run ends must be positive and strictly increasing: run end " + num(i) + " is " + num(cur) +
+               " after " + num(prev);
+      }
+      prev = cur;
+    }
+    return std::nullopt;
+  };
+}
+
+// Runs the scans, large ones in chunks on several threads; throws
+// invalid_data for the first problem in task (tree) order.
+void run_scans(std::vector<scan_task>& tasks) {
+  std::int64_t total = 0;
+  for (const scan_task& t : tasks) total += t.count;
+  struct chunk {
+    std::size_t task;
+    std::int64_t begin, end;
+  };
+  constexpr std::int64_t kParallelFrom = 1 << 20;  // elements; below, threads cost more than they save
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = std::clamp(hardware, 1, 16);
+  const std::int64_t chunk_elements =
+      std::max<std::int64_t>(1 << 18, total / std::max<std::int64_t>(1, static_cast<std::int64_t>(threads) * 4));
+  std::vector<chunk> chunks;
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    for (std::int64_t b = 0; b < tasks[t].count; b += chunk_elements) {
+      chunks.push_back({t, b, std::min(tasks[t].count, b + chunk_elements)});
+    }
+  }
+  std::vector<std::optional<std::string>> found(chunks.size());
+  auto run_chunk = [&](std::size_t c) { found[c] = tasks[chunks[c].task].run(chunks[c].begin, chunks[c].end); };
+  if (total < kParallelFrom || threads == 1 || chunks.size() == 1) {
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      run_chunk(c);
+      if (found[c]) break;
+    }
+  } else {
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      for (std::size_t c = next.fetch_add(1); c < chunks.size(); c = next.fetch_add(1)) run_chunk(c);
+    };
+    std::vector<std::thread> pool;
+    const std::size_t n = std::min(chunks.size(), static_cast<std::size_t>(threads)) - 1;
+    try {
+      for (std::size_t i = 0; i < n; ++i) pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      // No more threads to be had: the ones started and this one finish the job.
+    }
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    if (found[c]) throw invalid_data(tasks[chunks[c].task].path, *found[c]);
+  }
+}
+
+// How deep a validator goes.
+enum class depth {
+  cheap,     // structure and sizes (validation_level::cheap)
+  readable,  // cheap, plus every value a host reader indexes with (to_host's results)
+  full       // readable, plus null counts against the bitmaps (validation_level::full)
+};
+
 class validator {
  public:
-  // full: value checks too; the tree is host-accessible and ready.
-  validator(probe_cache& cache, bool full, bool utf8) : cache_(cache), full_(full), utf8_(utf8) {}
+  // Above cheap the tree is host-accessible and ready; value scans are
+  // queued and run by finish().
+  validator(probe_cache& cache, depth d, bool utf8) : cache_(cache), depth_(d), utf8_(utf8) {}
 
   void run(const array_data& a, const std::string& path) {
     check_type(a.type, path);
     check(a, path);
   }
 
+  // Runs the queued value scans (all trees given to run()).
+  void finish() { run_scans(scans_); }
+
  private:
   [[noreturn]] static void fail(const std::string& path, const std::string& why) { throw invalid_data(path, why); }
+
+  bool reads_values() const { return depth_ != depth::cheap; }
 
   // ---- the type itself ----------------------------------------------------------
   void check_type(const data_type& t, const std::string& path) {
@@ -118,7 +284,7 @@ class validator {
   // A read of element `index` (width bytes each) of buffer `i`; nullopt while
   // the value is being fetched.  The caller has checked the size.
   std::optional<std::int64_t> read(const buffer& b, std::int64_t index, int width, bool is_signed) {
-    if (full_) {
+    if (reads_values()) {
       return load_int(reinterpret_cast<const std::uint8_t*>(b.host_data()), index, width, is_signed);
     }
     return cache_.get_or_request(b, index * width, width, is_signed);
@@ -134,11 +300,6 @@ class validator {
       fail(path, std::string(to_string(role)) + " buffer too small: needs " + num(*bytes) + " bytes for " +
                      values_at(a.length, a.offset) + ", has " + num(has));
     }
-  }
-
-  bool is_valid(const array_data& a, std::int64_t i) {
-    if (a.buffers.empty() || a.buffers[0].size() == 0) return true;
-    return get_bit(host(a.buffers[0]), a.offset + i);
   }
 
   // ---- one array --------------------------------------------------------------------
@@ -247,6 +408,11 @@ class validator {
       check(*a.dictionary, dictionary_path(path));
     }
 
+    // A map's entries and keys are never null (the format says so, and
+    // Arrow C++ aborts building a map array that breaks it).  The cheap
+    // pass knows only declared null counts; reading passes count the bits.
+    if (t.id == type_id::map) check_map(a, path);
+
     // Values that sizing needs: first and last offsets, last run end.
     if (is_offset_type(t.id) && a.length > 0) {
       const int w = l.buffers[1].byte_width;
@@ -267,7 +433,28 @@ class validator {
     }
     if (t.id == type_id::run_end_encoded) check_run_ends(a, path, end);
 
-    if (full_) values(a, path, l, end);
+    if (reads_values()) values(a, path, l);
+  }
+
+  // Nulls of the whole child (what Arrow C++ counts), declared or counted.
+  std::int64_t nulls_of(const array_data& c) const {
+    if (c.null_count >= 0 || !reads_values()) return c.null_count;
+    if (c.buffers.empty() || c.buffers[0].size() == 0) return 0;
+    return c.length - count_set_bits(host(c.buffers[0]), c.offset, c.length);
+  }
+
+  void check_map(const array_data& a, const std::string& path) {
+    const array_data& entries = a.children[0];
+    const std::string entries_path = child_path(path, 0, a.type);
+    if (nulls_of(entries) > 0) {
+      fail(entries_path, "a map's entries must not be null, and " + num(nulls_of(entries)) + " are");
+    }
+    if (entries.children.size() == 2) {
+      const array_data& keys = entries.children[0];
+      if (nulls_of(keys) > 0) {
+        fail(child_path(entries_path, 0, entries.type), "a map's keys must not be null, and " + num(nulls_of(keys)) + " are");
+      }
+    }
   }
 
   void check_run_ends(const array_data& a, const std::string& path, std::int64_t end) {
@@ -288,143 +475,158 @@ class validator {
     }
   }
 
-  // ---- full: every value -----------------------------------------------------------------
-  void values(const array_data& a, const std::string& path, const type_layout& l, std::int64_t end) {
+  void scan(const std::string& path, std::int64_t count, scan_fn fn) {
+    if (count > 0) scans_.push_back(scan_task{path, count, std::move(fn)});
+  }
+
+  // ---- reading every value -----------------------------------------------------------
+  void values(const array_data& a, const std::string& path, const type_layout& l) {
     const data_type& t = a.type;
-    if (l.has_validity && a.null_count >= 0 && a.buffers[0].size() > 0) {
-      std::int64_t nulls = 0;
-      for (std::int64_t i = 0; i < a.length; ++i) nulls += is_valid(a, i) ? 0 : 1;
+    const validity_view v = validity_of(a);
+    if (depth_ == depth::full && l.has_validity && a.null_count >= 0 && a.buffers[0].size() > 0) {
+      const std::int64_t nulls = a.length - count_set_bits(host(a.buffers[0]), a.offset, a.length);
       if (nulls != a.null_count) {
         fail(path, "null count " + num(a.null_count) + " but the validity bitmap has " + num(nulls) + " nulls");
       }
     }
     if (is_offset_type(t.id) && a.length > 0) {
-      const int w = l.buffers[1].byte_width;
-      const std::uint8_t* o = host(a.buffers[1]);
-      std::int64_t prev = load_int(o, a.offset, w, true);
-      for (std::int64_t i = 1; i <= a.length; ++i) {
-        const std::int64_t cur = load_int(o, a.offset + i, w, true);
-        if (cur < prev) {
-          fail(path, "offsets decrease at element " + num(i - 1) + ": " + num(prev) + " then " + num(cur));
-        }
-        prev = cur;
+      if (l.buffers[1].byte_width == 4) {
+        scan(path, a.length, offsets_scan(typed<std::int32_t>(a.buffers[1]), a.offset));
+      } else {
+        scan(path, a.length, offsets_scan(typed<std::int64_t>(a.buffers[1]), a.offset));
       }
-      if (utf8_ && is_utf8(t.id)) {
-        const std::uint8_t* data = host(a.buffers[2]);
-        for (std::int64_t i = 0; i < a.length; ++i) {
-          if (!is_valid(a, i)) continue;
-          const std::int64_t s = load_int(o, a.offset + i, w, true), e = load_int(o, a.offset + i + 1, w, true);
-          if (e > s && !valid_utf8(data + s, e - s)) fail(path, "element " + num(i) + " is not valid UTF-8");
-        }
+      if (depth_ == depth::full && utf8_ && is_utf8(t.id)) {
+        const int w = l.buffers[1].byte_width;
+        const std::uint8_t* o = host(a.buffers[1]);
+        const std::uint8_t* data = a.buffers[2].size() > 0 ? host(a.buffers[2]) : nullptr;
+        const std::int64_t off = a.offset;
+        // After the offsets scan (tasks run in order per chunk set): an
+        // element's range is checked here before its bytes are read.
+        const std::int64_t limit = a.buffers[2].size();
+        scan(path, a.length, [=](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+          for (std::int64_t i = b; i < e; ++i) {
+            if (!v.valid(i)) continue;
+            const std::int64_t s0 = load_int(o, off + i, w, true), e0 = load_int(o, off + i + 1, w, true);
+            if (s0 < 0 || e0 < s0 || e0 > limit) return "element " + num(i) + ": offsets out of range";
+            if (e0 > s0 && !valid_utf8(data + s0, e0 - s0)) return "element " + num(i) + " is not valid UTF-8";
+          }
+          return std::nullopt;
+        });
       }
     }
     switch (t.id) {
       case type_id::list_view:
       case type_id::large_list_view: {
-        const int w = l.buffers[1].byte_width;
         const std::int64_t limit = a.children[0].length;
-        for (std::int64_t i = 0; i < a.length; ++i) {
-          if (!is_valid(a, i)) continue;
-          const std::int64_t off = load_int(host(a.buffers[1]), a.offset + i, w, true);
-          const std::int64_t size = load_int(host(a.buffers[2]), a.offset + i, w, true);
-          if (off < 0 || size < 0 || off > limit || size > limit - off) {
-            fail(path, "element " + num(i) + ": list view [" + num(off) + ", +" + num(size) +
-                           ") is outside the child of " + num(limit) + " values");
-          }
+        if (l.buffers[1].byte_width == 4) {
+          scan(path, a.length,
+               list_view_scan(typed<std::int32_t>(a.buffers[1]), typed<std::int32_t>(a.buffers[2]), a.offset, v, limit));
+        } else {
+          scan(path, a.length,
+               list_view_scan(typed<std::int64_t>(a.buffers[1]), typed<std::int64_t>(a.buffers[2]), a.offset, v, limit));
         }
         break;
       }
       case type_id::sparse_union:
       case type_id::dense_union: {
-        const std::uint8_t* ids = host(a.buffers[0]);
-        for (std::int64_t i = 0; i < a.length; ++i) {
-          const auto code = static_cast<std::int8_t>(ids[a.offset + i]);
-          std::size_t c = t.type_codes.size();
-          for (std::size_t k = 0; k < t.type_codes.size(); ++k) {
-            if (t.type_codes[k] == code) c = k;
-          }
-          if (c == t.type_codes.size()) {
-            fail(path, "element " + num(i) + ": type id " + num(code) + " is not one of the union's type codes");
-          }
-          if (t.id == type_id::dense_union) {
-            const std::int64_t off = load_int(host(a.buffers[1]), a.offset + i, 4, true);
-            if (off < 0 || off >= a.children[c].length) {
-              fail(path, "element " + num(i) + ": offset " + num(off) + " is outside child " + num(static_cast<std::int64_t>(c)) +
-                             " of " + num(a.children[c].length) + " values");
+        // type code -> child index (-1: not a code of this union)
+        std::array<std::int16_t, 256> child_of;
+        child_of.fill(-1);
+        for (std::size_t k = 0; k < t.type_codes.size(); ++k) {
+          child_of[static_cast<std::uint8_t>(t.type_codes[k])] = static_cast<std::int16_t>(k);
+        }
+        std::vector<std::int64_t> lengths;
+        for (const array_data& c : a.children) lengths.push_back(c.length);
+        const auto* ids = typed<std::int8_t>(a.buffers[0]);
+        const std::int32_t* dense = t.id == type_id::dense_union ? typed<std::int32_t>(a.buffers[1]) : nullptr;
+        const std::int64_t off = a.offset;
+        scan(path, a.length, [=](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+          for (std::int64_t i = b; i < e; ++i) {
+            const std::int8_t code = ids[off + i];
+            const std::int16_t c = child_of[static_cast<std::uint8_t>(code)];
+            if (c < 0) return "element " + num(i) + ": type id " + num(code) + " is not one of the union's type codes";
+            if (dense != nullptr) {
+              const std::int64_t o = dense[off + i];
+              if (o < 0 || o >= lengths[static_cast<std::size_t>(c)]) {
+                return "element " + num(i) + ": offset " + num(o) + " is outside child " + num(c) + " of " +
+                       num(lengths[static_cast<std::size_t>(c)]) + " values";
+              }
             }
           }
-        }
+          return std::nullopt;
+        });
         break;
       }
       case type_id::run_end_encoded: {
         const array_data& ends = a.children[0];
-        const int w = bit_width(ends.type) / 8;
-        const std::uint8_t* e = host(ends.buffers[1]);
-        std::int64_t prev = 0;
-        for (std::int64_t i = 0; i < ends.length; ++i) {
-          const std::int64_t cur = load_int(e, ends.offset + i, w, true);
-          if (cur <= prev) {
-            fail(child_path(path, 0, t), "run ends must be positive and strictly increasing: run end " + num(i) +
-                                             " is " + num(cur) + " after " + num(prev));
-          }
-          prev = cur;
+        const std::string ends_path = child_path(path, 0, t);
+        switch (bit_width(ends.type)) {
+          case 16: scan(ends_path, ends.length, run_ends_scan(typed<std::int16_t>(ends.buffers[1]), ends.offset)); break;
+          case 32: scan(ends_path, ends.length, run_ends_scan(typed<std::int32_t>(ends.buffers[1]), ends.offset)); break;
+          default: scan(ends_path, ends.length, run_ends_scan(typed<std::int64_t>(ends.buffers[1]), ends.offset)); break;
         }
         break;
       }
       case type_id::binary_view:
       case type_id::utf8_view: {
-        const std::uint8_t* v = host(a.buffers[1]);
-        const std::int64_t n_data = static_cast<std::int64_t>(a.buffers.size()) - 2;
-        for (std::int64_t i = 0; i < a.length; ++i) {
-          if (!is_valid(a, i)) continue;
-          const std::uint8_t* view = v + (a.offset + i) * 16;
-          const std::int64_t len = load_int(view, 0, 4, true);
-          if (len < 0) fail(path, "element " + num(i) + ": negative view length " + num(len));
-          const std::uint8_t* bytes = view + 4;
-          if (len > 12) {
-            const std::int64_t index = load_int(view + 8, 0, 4, true);
-            const std::int64_t off = load_int(view + 12, 0, 4, true);
-            if (index < 0 || index >= n_data) {
-              fail(path, "element " + num(i) + ": view refers to data buffer " + num(index) + " of " + num(n_data));
-            }
-            const buffer& d = a.buffers[static_cast<std::size_t>(2 + index)];
-            if (off < 0 || off > d.size() || len > d.size() - off) {
-              fail(path, "element " + num(i) + ": view [" + num(off) + ", +" + num(len) + ") overruns data buffer " +
-                             num(index) + " of " + num(d.size()) + " bytes");
-            }
-            bytes = host(d) + off;
-            if (std::memcmp(bytes, view + 4, 4) != 0) {
-              fail(path, "element " + num(i) + ": view prefix does not match its data");
-            }
-          }
-          if (utf8_ && t.id == type_id::utf8_view && !valid_utf8(bytes, len)) {
-            fail(path, "element " + num(i) + " is not valid UTF-8");
-          }
+        const std::uint8_t* views = host(a.buffers[1]);
+        std::vector<std::pair<const std::uint8_t*, std::int64_t>> data;  // each variadic buffer's bytes and size
+        for (std::size_t k = 2; k < a.buffers.size(); ++k) {
+          data.emplace_back(a.buffers[k].size() > 0 ? host(a.buffers[k]) : nullptr, a.buffers[k].size());
         }
+        const bool utf8 = depth_ == depth::full && utf8_ && t.id == type_id::utf8_view;
+        const std::int64_t off = a.offset;
+        scan(path, a.length, [=](std::int64_t b, std::int64_t e) -> std::optional<std::string> {
+          const std::int64_t n_data = static_cast<std::int64_t>(data.size());
+          for (std::int64_t i = b; i < e; ++i) {
+            if (!v.valid(i)) continue;
+            const std::uint8_t* view = views + (off + i) * 16;
+            const std::int64_t len = load_int(view, 0, 4, true);
+            if (len < 0) return "element " + num(i) + ": negative view length " + num(len);
+            const std::uint8_t* bytes = view + 4;
+            if (len > 12) {
+              const std::int64_t index = load_int(view + 8, 0, 4, true);
+              const std::int64_t o = load_int(view + 12, 0, 4, true);
+              if (index < 0 || index >= n_data) {
+                return "element " + num(i) + ": view refers to data buffer " + num(index) + " of " + num(n_data);
+              }
+              const auto& [d, size] = data[static_cast<std::size_t>(index)];
+              if (o < 0 || o > size || len > size - o) {
+                return "element " + num(i) + ": view [" + num(o) + ", +" + num(len) + ") overruns data buffer " +
+                       num(index) + " of " + num(size) + " bytes";
+              }
+              bytes = d + o;
+              if (std::memcmp(bytes, view + 4, 4) != 0) return "element " + num(i) + ": view prefix does not match its data";
+            }
+            if (utf8 && !valid_utf8(bytes, len)) return "element " + num(i) + " is not valid UTF-8";
+          }
+          return std::nullopt;
+        });
         break;
       }
       case type_id::dictionary: {
-        const int w = bit_width(t) / 8;
-        const bool s = is_signed_integer(t.index_type);
         const std::int64_t n = a.dictionary->length;
-        for (std::int64_t i = 0; i < a.length; ++i) {
-          if (!is_valid(a, i)) continue;
-          const std::int64_t idx = load_int(host(a.buffers[1]), a.offset + i, w, s);
-          if (idx < 0 || idx >= n) {
-            fail(path, "element " + num(i) + ": dictionary index " + num(idx) + " is outside the dictionary of " +
-                           num(n) + " values");
-          }
+        const buffer& idx = a.buffers[1];
+        switch (t.index_type) {
+          case type_id::int8: scan(path, a.length, dictionary_scan(typed<std::int8_t>(idx), a.offset, v, n)); break;
+          case type_id::uint8: scan(path, a.length, dictionary_scan(typed<std::uint8_t>(idx), a.offset, v, n)); break;
+          case type_id::int16: scan(path, a.length, dictionary_scan(typed<std::int16_t>(idx), a.offset, v, n)); break;
+          case type_id::uint16: scan(path, a.length, dictionary_scan(typed<std::uint16_t>(idx), a.offset, v, n)); break;
+          case type_id::int32: scan(path, a.length, dictionary_scan(typed<std::int32_t>(idx), a.offset, v, n)); break;
+          case type_id::uint32: scan(path, a.length, dictionary_scan(typed<std::uint32_t>(idx), a.offset, v, n)); break;
+          case type_id::int64: scan(path, a.length, dictionary_scan(typed<std::int64_t>(idx), a.offset, v, n)); break;
+          default: scan(path, a.length, dictionary_scan(typed<std::uint64_t>(idx), a.offset, v, n)); break;
         }
         break;
       }
       default: break;
     }
-    (void)end;
   }
 
   probe_cache& cache_;
-  bool full_;
+  depth depth_;
   bool utf8_;
+  std::vector<scan_task> scans_;
 };
 
 }  // namespace
@@ -451,10 +653,10 @@ void validate_roots(const std::vector<validation_root>& roots, validation_level 
     if (where.back().type == device_type::cuda && !device) device = where.back().device_id;
   }
 
-  for (const validation_root& r : roots) validator(cache, false, false).run(*r.array, r.path);
+  for (const validation_root& r : roots) validator(cache, depth::cheap, false).run(*r.array, r.path);
   if (cache.pending() > 0) {
     cache.fetch(device ? stream_for_device(s, *device) : s);
-    for (const validation_root& r : roots) validator(cache, false, false).run(*r.array, r.path);
+    for (const validation_root& r : roots) validator(cache, depth::cheap, false).run(*r.array, r.path);
   }
   if (level != validation_level::full) return;
 
@@ -479,10 +681,19 @@ void validate_roots(const std::vector<validation_root>& roots, validation_level 
     copies[i] = copy_tree_async(*roots[i].array, destination_kind::host, &ctx, rs, cache);
   }
   for (const auto& [v, dev] : to_sync) synchronize(v, dev);
+  validator full(cache, depth::full, check_utf8);
   for (std::size_t i = 0; i < roots.size(); ++i) {
     const array_data& a = where[i].type == device_type::cuda ? copies[i] : *roots[i].array;
-    validator(cache, true, check_utf8).run(a, roots[i].path);
+    full.run(a, roots[i].path);
   }
+  full.finish();
+}
+
+void check_host_readable(const std::vector<validation_root>& roots) {
+  probe_cache cache;  // unused: every value is read in place
+  validator v(cache, depth::readable, false);
+  for (const validation_root& r : roots) v.run(*r.array, r.path);
+  v.finish();
 }
 
 }  // namespace detail

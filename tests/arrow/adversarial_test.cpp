@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -34,7 +35,7 @@ void poison_region(const void*, std::size_t) {}
 void unpoison_region(const void*, std::size_t) {}
 #endif
 
-[[maybe_unused]] std::string message_of(const std::function<void()>& f) {
+std::string message_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const std::exception& e) {
@@ -108,6 +109,147 @@ TEST(ArrowAdversarial, HostBuffersOfOneOwnerAreNotReadBetween) {
   const array_data back = to_host(to_device(src, ctx));
   unpoison_region(base + 200, 56);
   EXPECT_TRUE(same_values(host, back));
+}
+
+// ---- what cheap validation lets through must not crash later ----------------------------
+//
+// Cheap validation (the default of to_device and of imports) checks
+// structure and sizes, not every value.  Values a host reader indexes with
+// are checked where host code is about to read them: to_host checks its
+// results before returning them (and so repr and [i], which go through it).
+
+array_data sample(const std::string& wanted) {
+  for (auto& [name, a] : sample_arrays()) {
+    if (name == wanted) return a;
+  }
+  throw std::runtime_error("no sample " + wanted);
+}
+
+// A copy of host buffer `b` whose bytes `edit` may change.
+template <class T>
+cuarrow::buffer edited(const cuarrow::buffer& b, const std::function<void(T*)>& edit) {
+  cuarrow::buffer copy = cuarrow::allocate_host(b.size());
+  std::memcpy(copy.mutable_host_data(), b.host_data(), static_cast<std::size_t>(b.size()));
+  edit(reinterpret_cast<T*>(copy.mutable_host_data()));
+  return copy;
+}
+
+// Passes cheap validation on its way to the device, and to_host refuses it
+// with invalid_data whose message contains `expected`.
+void expect_refused_on_the_way_back(const array_data& bad, const std::string& expected) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  array_data dev;
+  ASSERT_NO_THROW(dev = to_device(bad, ctx)) << "cheap validation lets it through";
+  const std::string m = message_of([&] { (void)to_host(dev); });
+  EXPECT_NE(m.find(expected), std::string::npos) << m;
+  EXPECT_THROW((void)to_host(dev), invalid_data);
+  // Full validation refuses it too, on the host and on the device.
+  validate_options full;
+  full.level = validation_level::full;
+  EXPECT_THROW(validate(bad, full), invalid_data);
+  EXPECT_THROW(validate(dev, full), invalid_data);
+  // The device array stays usable: it still moves between devices.
+  EXPECT_NO_THROW((void)to_device(dev, ctx));
+}
+
+TEST(ArrowAdversarial, StringOffsetsDecreasingInTheMiddle) {
+  array_data a = sample("utf8");  // offsets 0 1 1 1 12 15 15 18
+  a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[3] = 17; });
+  expect_refused_on_the_way_back(a, "offsets decrease at element 3: 17 then 12");
+}
+
+TEST(ArrowAdversarial, StringOffsetOutOfRangeInTheMiddle) {
+  array_data a = sample("large_utf8");
+  a.buffers[1] = edited<std::int64_t>(a.buffers[1], [](std::int64_t* o) { o[2] = 1 << 20; });
+  expect_refused_on_the_way_back(a, "offsets decrease at element 2: 1048576 then 1");
+}
+
+// A slice's data buffer is cut at its last offset on the way back: an
+// offset inside the slice beyond that cut would point past the copied
+// data, where even pyarrow's validate() does not look.
+TEST(ArrowAdversarial, SliceOffsetsNeverRunPastTheCopiedData) {
+  array_data a = sample("utf8");
+  a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[5] = 17; });  // 15 -> 17 > 15 (o[6])
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const array_data dev = to_device(a, ctx);
+  const std::string m = message_of([&] { (void)to_host(dev.slice(4, 2)); });  // offsets 12 17 15: cut at 15
+  EXPECT_NE(m.find("offsets decrease at element 1: 17 then 15"), std::string::npos) << m;
+  // A slice that does not reach the bad offset comes back.
+  EXPECT_TRUE(same_values(sample("utf8").slice(0, 3), dev.slice(0, 3)));
+}
+
+TEST(ArrowAdversarial, ListOffsetsDecreasingInTheMiddle) {
+  array_data a = sample("list");  // offsets 0 2 2 2 3 7 over 7 ints
+  a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[2] = 6; });
+  expect_refused_on_the_way_back(a, "offsets decrease at element 2: 6 then 2");
+}
+
+TEST(ArrowAdversarial, ListViewOutsideItsChild) {
+  array_data a = sample("list_view");  // offsets 4 0 9 1, sizes 3 2 0 5 over 7 ints
+  a.buffers[2] = edited<std::int32_t>(a.buffers[2], [](std::int32_t* s) { s[1] = 100; });
+  expect_refused_on_the_way_back(a, "element 1: list view [0, +100) is outside the child of 7 values");
+}
+
+TEST(ArrowAdversarial, UnionTypeIdThatIsNoCode) {
+  array_data a = sample("sparse_union");  // codes 5, 7
+  a.buffers[0] = edited<std::int8_t>(a.buffers[0], [](std::int8_t* ids) { ids[2] = 9; });
+  expect_refused_on_the_way_back(a, "element 2: type id 9 is not one of the union's type codes");
+}
+
+TEST(ArrowAdversarial, DenseUnionOffsetOutsideItsChild) {
+  array_data a = sample("dense_union");
+  a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[4] = 2; });  // child "s" has 2 values
+  expect_refused_on_the_way_back(a, "element 4: offset 2 is outside child 1 of 2 values");
+}
+
+TEST(ArrowAdversarial, ViewRefersToAMissingDataBuffer) {
+  array_data a = sample("utf8_view");  // element 2 is a long string in data buffer 0
+  a.buffers[1] = edited<std::uint8_t>(a.buffers[1], [](std::uint8_t* v) { v[2 * 16 + 8] = 7; });
+  expect_refused_on_the_way_back(a, "element 2: view refers to data buffer 7");
+}
+
+TEST(ArrowAdversarial, ViewLengthPastItsDataBuffer) {
+  array_data a = sample("binary_view");
+  a.buffers[1] = edited<std::uint8_t>(a.buffers[1], [](std::uint8_t* v) {
+    const std::int32_t len = 1 << 20;
+    std::memcpy(v + 2 * 16, &len, 4);
+  });
+  expect_refused_on_the_way_back(a, "element 2: view [");
+}
+
+TEST(ArrowAdversarial, DictionaryIndexOutsideTheDictionary) {
+  array_data a = sample("dictionary_int8_utf8");  // indices 0 1 _ 2 0 over 3 values
+  a.buffers[1] = edited<std::int8_t>(a.buffers[1], [](std::int8_t* i) { i[3] = 3; });
+  expect_refused_on_the_way_back(a, "element 3: dictionary index 3 is outside the dictionary of 3 values");
+}
+
+TEST(ArrowAdversarial, RunEndsThatDoNotIncrease) {
+  array_data a = sample("ree_int64");  // run ends 3 4 9
+  array_data& ends = a.children[0];
+  ends.buffers[1] = edited<std::int64_t>(ends.buffers[1], [](std::int64_t* e) { e[1] = 2; });
+  expect_refused_on_the_way_back(a, "run end 1 is 2 after 3");
+}
+
+// A map's keys and entries are never null; Arrow C++ aborts the process
+// when it builds a map array that has some (pyarrow's to_host result, repr).
+TEST(ArrowAdversarial, MapWithANullKey) {
+  array_data a = sample("map");  // entries: keys a b c a z
+  array_data& keys = a.children[0].children[0];
+  keys.buffers[0] = bitmap({true, false, true, true, true}, 0, true);
+  keys.null_count = -1;  // unknown: only counting the bits shows it
+  expect_refused_on_the_way_back(a, "a map's keys must not be null, and 1 are");
+  // A declared null count is refused by cheap validation already.
+  keys.null_count = 1;
+  const std::string m = message_of([&] { validate(a); });
+  EXPECT_NE(m.find("a map's keys must not be null"), std::string::npos) << m;
+}
+
+TEST(ArrowAdversarial, MapWithANullEntry) {
+  array_data a = sample("map");
+  array_data& entries = a.children[0];
+  entries.buffers[0] = bitmap({true, true, false, true, true}, 0, true);
+  entries.null_count = -1;
+  expect_refused_on_the_way_back(a, "a map's entries must not be null, and 1 are");
 }
 
 // ---- results outlive the context --------------------------------------------------

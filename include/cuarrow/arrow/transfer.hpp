@@ -72,6 +72,18 @@ CUARROW_EXPORT record_batch to_device(const record_batch& src, const context& ct
 /// room, else into ordinary memory (type cpu).  A source already in
 /// host-accessible memory (cpu, cuda_host, cuda_managed) is returned as is,
 /// buffers shared, after `s` is synchronized; so are such columns of a batch.
+///
+/// The result is what host code (pyarrow, equals(), the caller) reads
+/// without further checks, so unless options.validation is none, every
+/// value a host reader indexes with is checked on the host before it is
+/// returned: offsets non-decreasing within their data or child, list view
+/// ranges, union type ids and dense offsets, view lengths and buffer
+/// indexes, dictionary indices, run ends, map entries and keys without
+/// nulls.  Data that would make a reader go out of bounds throws
+/// invalid_data (naming the path and the element) instead; the source's
+/// structure is validated first, as options.validation says.  (Results in
+/// ordinary memory a source already had are the caller's own and are not
+/// checked.)
 CUARROW_EXPORT array_data to_host(const array_data& src, stream_view s = {},
                                   const array_transfer_options& options = {});
 CUARROW_EXPORT record_batch to_host(const record_batch& src, stream_view s = {},
@@ -106,19 +118,22 @@ CUARROW_EXPORT std::vector<record_batch> to_host(std::span<const record_batch> s
 template <class T>
 class host_transfer {
  public:
-  host_transfer(T data, std::function<void()> wait) : data_(std::move(data)), wait_(std::move(wait)) {}
+  /// `wait` completes the transfer of `data` (and may check it).
+  host_transfer(T data, std::function<void(const T&)> wait) : data_(std::move(data)), wait_(std::move(wait)) {}
   host_transfer(host_transfer&&) noexcept = default;
   host_transfer& operator=(host_transfer&&) noexcept = default;
 
   /// The data, whose bytes are valid once wait() has returned.
   const T& data() const noexcept { return data_; }
   /// Waits for the copies (one synchronization; later calls return at
-  /// once).  Throws cuda_error if the stream failed.
+  /// once), then checks what host readers will index with (see to_host).
+  /// Throws cuda_error if the stream failed, invalid_data if the data would
+  /// make a host reader go out of bounds (the data must then not be used).
   void wait() {
     if (!wait_) return;
-    std::function<void()> w = std::move(wait_);
+    std::function<void(const T&)> w = std::move(wait_);
     wait_ = nullptr;
-    w();
+    w(data_);
   }
   /// wait(), then the data itself.
   T get() && {
@@ -128,7 +143,7 @@ class host_transfer {
 
  private:
   T data_;
-  std::function<void()> wait_;
+  std::function<void(const T&)> wait_;
 };
 
 /// to_host of each, returning as soon as the copies are queued (after the
