@@ -72,7 +72,12 @@ bool stream_view::query() const {
 
 void stream_view::wait(const event& e) const {
   if (e.handle() == nullptr) throw invalid_argument("stream_view::wait: the event was moved from");
-  detail::check(detail::driver().cuStreamWaitEvent(handle_, e.handle(), 0), "cuStreamWaitEvent");
+  wait(e.handle());
+}
+
+void stream_view::wait(CUevent e) const {
+  if (e == nullptr) throw invalid_argument("stream_view::wait: null event");
+  detail::check(detail::driver().cuStreamWaitEvent(handle_, e, 0), "cuStreamWaitEvent");
 }
 
 stream::stream(const context& ctx, unsigned int flags) : ctx_(ctx) {

@@ -48,6 +48,11 @@ class CUARROW_EXPORT stream_view {
   bool query() const;
   /// Make later work on this stream wait for `e` (cuStreamWaitEvent).
   void wait(const event& e) const;
+  /// The same for an event cuarrow does not own (the sync event of an
+  /// imported C Device Data Interface array); it must stay valid for the
+  /// call.  A default stream acts on the current context.  Throws
+  /// invalid_argument for a null event, cuda_error.
+  void wait(CUevent e) const;
 
   friend bool operator==(stream_view a, stream_view b) noexcept { return a.handle_ == b.handle_; }
 

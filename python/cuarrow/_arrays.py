@@ -118,6 +118,15 @@ def _wrap_buffer(raw: Any) -> Optional[CudaBuffer]:
     return CudaBuffer._wrap(raw)
 
 
+def _shown(render: Callable[[], str]) -> str:
+    """What repr shows of the values: `render()`, or why they cannot be shown
+    (data that fails the host check to_host makes; repr never raises for it)."""
+    try:
+        return render()
+    except pa.ArrowInvalid as e:
+        return f"<values not shown: {e}>"
+
+
 def _one_line(host: Any, more: bool) -> str:
     """A pyarrow array's values on one line, "..." when some were left out."""
     text = host.to_string(window=max(len(host), 1), container_window=2, skip_new_lines=True)
@@ -793,8 +802,8 @@ class DeviceArray(_DeviceData):
 
     def __repr__(self) -> str:
         n = len(self)
-        head = self.slice(0, min(n, _REPR_VALUES)).to_host()
-        return f"{self._header()}\n{_one_line(head, n > _REPR_VALUES)}"
+        shown = _shown(lambda: _one_line(self.slice(0, min(n, _REPR_VALUES)).to_host(), n > _REPR_VALUES))
+        return f"{self._header()}\n{shown}"
 
     __str__ = __repr__
 
@@ -945,7 +954,7 @@ class DeviceChunkedArray(_DeviceData):
 
     def __repr__(self) -> str:
         head = self.slice(0, _REPR_VALUES)
-        shown = ",".join(_one_line(c.to_host(), False) for c in head._chunks)
+        shown = _shown(lambda: ",".join(_one_line(c.to_host(), False) for c in head._chunks))
         more = ",..." if len(self) > _REPR_VALUES else ""
         return (
             f"<cuarrow.cuda.DeviceChunkedArray type={self._type} length={len(self)} chunks={self.num_chunks} "
@@ -1111,11 +1120,11 @@ class DeviceRecordBatch(_DeviceData):
 
     def __repr__(self) -> str:
         n = len(self)
-        head = self.slice(0, _REPR_ROWS).to_host()
+        text = _shown(lambda: _table_text([self.slice(0, _REPR_ROWS).to_host()], self.schema))
         more = f"\n(first {_REPR_ROWS} of {n} rows)" if n > _REPR_ROWS else ""
         return (
             f"<cuarrow.cuda.DeviceRecordBatch num_rows={n} num_columns={self.num_columns} "
-            f"device={_device_label(self._placement())}>\n{_table_text([head], self.schema)}{more}"
+            f"device={_device_label(self._placement())}>\n{text}{more}"
         )
 
     __str__ = __repr__
@@ -1235,7 +1244,7 @@ class DeviceTable(_DeviceData):
         return (
             f"<cuarrow.cuda.DeviceTable num_rows={n} num_columns={self.num_columns} batches={len(self._batches)} "
             f"device={_device_label(self._where)}>\n"
-            f"{_table_text([b.to_host() for b in head._batches], self._schema)}{more}"
+            f"{_shown(lambda: _table_text([b.to_host() for b in head._batches], self._schema))}{more}"
         )
 
     __str__ = __repr__
@@ -1283,6 +1292,16 @@ def _stream_result(
     return DeviceChunkedArray._make([DeviceArray._wrap(a, t) for a in moved], t, where)
 
 
+def _validate_pyarrow(obj: Any) -> None:
+    try:
+        obj.validate()
+    except pa.ArrowInvalid as e:
+        raise pa.ArrowInvalid(
+            f"to_device: this pyarrow {type(obj).__name__} does not hold together ({e}); its buffers are smaller "
+            "than its lengths or offsets say, so copying it would read host memory that is not its own"
+        ) from e
+
+
 def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObject:
     """Copy Arrow data to GPU memory, keeping its Arrow type.
 
@@ -1326,7 +1345,14 @@ def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObj
         moved = _batches_to(ctx, [b._data for b in obj._batches], handle, device)
         return DeviceTable._make([DeviceRecordBatch._wrap(b, obj.schema) for b in moved], obj.schema, where)
 
-    # pyarrow's host objects, by class.
+    # pyarrow's host objects, by class.  The C Data Interface carries no
+    # buffer sizes, so cuarrow sizes buffers from lengths and offsets; pyarrow
+    # knows the real sizes: its cheap validate() (no value is read, about
+    # 0.1 us a buffer) refuses an object whose offsets or lengths were
+    # changed to point past its buffers (e.g. through a zero-copy NumPy
+    # view), which would otherwise copy stray host bytes, or crash.
+    if isinstance(obj, (pa.RecordBatch, pa.Array, pa.Table, pa.ChunkedArray)):
+        _validate_pyarrow(obj)
     if isinstance(obj, pa.RecordBatch):
         batch = _lib.import_batch(*obj.__arrow_c_array__())
         return DeviceRecordBatch._wrap(_batches_to(ctx, [batch], handle, device)[0], obj.schema)

@@ -424,7 +424,10 @@ int errno_of_current(std::string& last_error) noexcept {
   }
 }
 
+// A released stream's callbacks refuse (EINVAL) instead of reading freed
+// memory (calling them is the consumer's error).
 int stream_get_schema(ArrowDeviceArrayStream* st, ArrowSchema* out) {
+  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
   auto* p = static_cast<export_stream_state*>(st->private_data);
   try {
     if (p->is_batches) {
@@ -439,6 +442,7 @@ int stream_get_schema(ArrowDeviceArrayStream* st, ArrowSchema* out) {
 }
 
 int stream_get_next(ArrowDeviceArrayStream* st, ArrowDeviceArray* out) {
+  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
   auto* p = static_cast<export_stream_state*>(st->private_data);
   try {
     if (p->next >= p->roots.size()) {
@@ -455,6 +459,7 @@ int stream_get_next(ArrowDeviceArrayStream* st, ArrowDeviceArray* out) {
 }
 
 const char* stream_get_last_error(ArrowDeviceArrayStream* st) {
+  if (st == nullptr || st->private_data == nullptr) return "the stream was released";
   auto* p = static_cast<export_stream_state*>(st->private_data);
   return p->last_error.empty() ? nullptr : p->last_error.c_str();
 }

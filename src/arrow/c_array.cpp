@@ -1,6 +1,7 @@
 // ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
 // ownership rules).
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -9,7 +10,7 @@
 #include "c_internal.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
+#include "pointer_query.hpp"
 
 namespace cuarrow::arrow {
 
@@ -371,6 +372,7 @@ class importer {
   void build(const ArrowArray* c, const data_type& t, const std::string& path, array_data& o, int depth,
              bool columns = false) {
     auto fail = [&](const std::string& why) { throw invalid_data(path, why); };
+    path_ = path;
     if (c == nullptr) fail("null ArrowArray pointer");
     if (c->release == nullptr) fail("the ArrowArray is released (release == NULL)");
     if (depth > 64) fail("array nested more than 64 levels deep");
@@ -499,6 +501,7 @@ class importer {
       if (last > 0 && p.pointer == nullptr) {
         throw invalid_data(p.path, "data buffer is NULL but the offsets reach " + std::to_string(last) + " bytes");
       }
+      path_ = p.path;
       if (last > 0) p.array->buffers[p.index] = wrap(p.pointer, last);
     }
     for (const pending_variadic& v : variadic_) {
@@ -511,6 +514,7 @@ class importer {
           throw invalid_data(v.path, "variadic buffer " + std::to_string(k) + " is NULL but has " +
                                          std::to_string(size) + " bytes");
         }
+        path_ = v.path;
         if (size > 0) v.array->buffers[v.first + k] = wrap(v.pointers[k], size);
       }
     }
@@ -540,9 +544,12 @@ class importer {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     switch (type_) {
       case device_type::cpu: return wrap_host(p, size, owner_, false);
-      case device_type::cuda_host: return wrap_host(p, size, owner_, false, ctx_);
+      case device_type::cuda_host:
+        check_host_readable_label(address);
+        return wrap_host(p, size, owner_, false, ctx_);
       case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
       case device_type::cuda_managed: {
+        check_host_readable_label(address);
         buffer::fields f;
         f.address = address;
         f.size = size;
@@ -557,24 +564,36 @@ class importer {
     return buffer();
   }
 
+  // CUDA_HOST and CUDA_MANAGED memory is read by host code (null counts,
+  // to_host returns it as it is): before any such read, the label is held
+  // against what the driver knows of the pointer.  Device memory labelled
+  // host memory would crash the reader.  (CPU labels are trusted: the C
+  // Data Interface gives host pointers, and asking the driver about each
+  // would cost a call per buffer of every host import.)
+  void check_host_readable_label(std::uintptr_t address) const {
+    const cuarrow::detail::pointer_attributes a = cuarrow::detail::query_pointer(address);
+    if (a.is_device()) {
+      throw invalid_data(path_, std::string("the array is labelled ") +
+                                    (type_ == device_type::cuda_host ? "ARROW_DEVICE_CUDA_HOST (pinned host memory)"
+                                                                     : "ARROW_DEVICE_CUDA_MANAGED (managed memory)") +
+                                    " but the driver knows this buffer as device memory of device " +
+                                    std::to_string(a.device) +
+                                    ", which host code cannot read; the producer must label it ARROW_DEVICE_CUDA");
+    }
+  }
+
   // The variadic sizes buffer: host memory by convention (Arrow C++ exports
   // it so even for device arrays), but device memory is accepted too.
   buffer wrap_sizes(const void* p, std::int64_t size) const {
     if (type_ != device_type::cuda) return wrap(p, size);
-    unsigned int memory_type = 0;
-    CUresult r;
-    {
-      scoped_context guard(*ctx_);
-      r = cuarrow::detail::driver().cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                         reinterpret_cast<CUdeviceptr>(p));
-    }
-    if (r == CUDA_SUCCESS && memory_type == CU_MEMORYTYPE_DEVICE) return wrap(p, size);
+    if (cuarrow::detail::query_pointer(reinterpret_cast<std::uintptr_t>(p)).is_device()) return wrap(p, size);
     return wrap_host(p, size, owner_, false);
   }
 
   std::shared_ptr<const void> owner_;
   device_type type_;
   int device_id_;
+  std::string path_;  // of the node being built, for wrap()'s messages
   std::optional<context> ctx_;
   detail::probe_cache cache_;
   std::vector<pending_data> data_;
@@ -587,8 +606,8 @@ void wait_for(void* sync_event, device_type type, int device_id, stream_view s) 
   CUevent ev = *static_cast<CUevent*>(sync_event);
   if (ev == nullptr) return;
   context ctx = context::get(device_id < 0 ? 0 : device_id);
-  scoped_context guard(ctx);
-  cuarrow::detail::check(cuarrow::detail::driver().cuStreamWaitEvent(s.handle(), ev, 0), "cuStreamWaitEvent");
+  scoped_context guard(ctx);  // a default stream acts on the current context
+  s.wait(ev);
 }
 
 struct device_in {
@@ -604,9 +623,16 @@ device_in take_device(ArrowDeviceArray* in, const char* what) {
     throw invalid_data("array", "the ArrowDeviceArray is released (array.release == NULL); it was already "
                                 "imported or released");
   }
-  device_in d{take(&in->array), device_type::cpu, static_cast<int>(in->device_id), in->sync_event};
+  device_in d{take(&in->array), device_type::cpu, -1, in->sync_event};
   d.type = from_arrow_device_type(in->device_type);  // owner releases on failure
-  if (d.type == device_type::cpu) d.device_id = -1;
+  if (d.type != device_type::cpu) {
+    // An int64 in the struct; a device ordinal is a small int (2^32 + 1
+    // must not become device 1).
+    if (in->device_id < 0 || in->device_id > std::numeric_limits<int>::max()) {
+      throw invalid_data("array", "device_id " + std::to_string(in->device_id) + " is not a device ordinal");
+    }
+    d.device_id = static_cast<int>(in->device_id);
+  }
   return d;
 }
 

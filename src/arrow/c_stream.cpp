@@ -1,5 +1,6 @@
 // ArrowArrayStream / ArrowDeviceArrayStream export, import and the
 // host <-> device stream adapters.
+#include <cerrno>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,8 +26,14 @@ struct stream_private {
   std::shared_ptr<void> keep;
 };
 
+// A released stream has no private data any more: its callbacks refuse
+// (EINVAL) instead of reading freed memory, though calling them is the
+// consumer's error (the C stream interface's rules).
+constexpr const char* kReleased = "the stream was released: its callbacks may not be called any more";
+
 template <class Stream, class Out>
 int get_schema_cb(Stream* st, ArrowSchema* out) {
+  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
   auto* p = static_cast<stream_private<Out>*>(st->private_data);
   try {
     export_schema(p->schema, out);
@@ -38,6 +45,7 @@ int get_schema_cb(Stream* st, ArrowSchema* out) {
 
 template <class Stream, class Out>
 int get_next_cb(Stream* st, Out* out) {
+  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
   auto* p = static_cast<stream_private<Out>*>(st->private_data);
   try {
     if (!p->produce(out)) {
@@ -58,6 +66,7 @@ int get_next_cb(Stream* st, Out* out) {
 
 template <class Stream, class Out>
 const char* get_last_error_cb(Stream* st) {
+  if (st == nullptr || st->private_data == nullptr) return kReleased;
   auto* p = static_cast<stream_private<Out>*>(st->private_data);
   return p->last_error.empty() ? nullptr : p->last_error.c_str();
 }

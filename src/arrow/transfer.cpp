@@ -18,8 +18,6 @@ namespace {
 
 constexpr std::int64_t kAlignment = 64;
 
-std::int64_t align_up(std::int64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
-
 // Types whose offset applies only to their own buffers: their copies can
 // start at the first referenced element (rounded down to a byte of bitmap).
 bool offset_is_local(type_id id) {
@@ -106,9 +104,17 @@ class planner {
                                      " values at offset " + std::to_string(a.offset) + ", has " +
                                      std::to_string(b.size()) + " (validate the array)");
       }
-      total_ = align_up(total_);
+      // Sizes come from the producer (a last offset of INT64_MAX is a valid
+      // int64): the arena's size is summed with overflow checks.
+      const auto placed = checked_add(total_, kAlignment - 1);
+      const auto after = placed ? checked_add(*placed / kAlignment * kAlignment, stop - begin) : std::nullopt;
+      if (!after) {
+        throw invalid_data(path, std::string(to_string(spec.role)) + " buffer of " + std::to_string(stop - begin) +
+                                     " bytes makes the array too large to copy");
+      }
+      total_ = *placed / kAlignment * kAlignment;
       items_.push_back(copy_item{&b, begin, stop - begin, total_, &o.buffers[i]});
-      total_ += stop - begin;
+      total_ = *after;
     }
     o.children.resize(a.children.size());  // sized before recursing: items point into it
     for (std::size_t c = 0; c < a.children.size(); ++c) plan(a.children[c], o.children[c], child_path(path, c, a.type));

@@ -3,6 +3,7 @@
 // names the case; every one failed (or crashed) before its fix.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -250,6 +251,90 @@ TEST(ArrowAdversarial, MapWithANullEntry) {
   entries.buffers[0] = bitmap({true, true, false, true, true}, 0, true);
   entries.null_count = -1;
   expect_refused_on_the_way_back(a, "a map's entries must not be null, and 1 are");
+}
+
+// ---- structure before pointers --------------------------------------------------------
+
+// An int64 device id that does not fit an int must not wrap to another
+// device (2^32 + 1 became device 1).
+TEST(ArrowAdversarial, DeviceIdOutsideAnIntIsRefused) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (std::int64_t id : {std::int64_t{1} << 32 | 1, std::int64_t{-5}, std::int64_t{1} << 40}) {
+    SCOPED_TRACE(id);
+    owned_device_array out;
+    export_device_array(to_device(sample("int32"), ctx), cuarrow::stream_view(), out.get());
+    out->device_id = id;
+    const std::string m = message_of([&] { (void)import_device_array(out.get(), int32()); });
+    EXPECT_NE(m.find("device_id " + std::to_string(id) + " is not a device ordinal"), std::string::npos) << m;
+    EXPECT_TRUE(out.is_released()) << "the import took the struct and released it";
+  }
+}
+
+// Device memory labelled pinned host memory (CUDA_HOST) or managed memory
+// is read by host code (null counts, to_host returns it as it is): the label
+// is checked against the driver before any such read.
+TEST(ArrowAdversarial, DeviceMemoryLabelledHostMemoryIsRefused) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (ArrowDeviceType label : {ARROW_DEVICE_CUDA_HOST, ARROW_DEVICE_CUDA_MANAGED}) {
+    SCOPED_TRACE(static_cast<int>(label));
+    owned_device_array out;
+    export_device_array(to_device(sample("int32"), ctx), cuarrow::stream_view(), out.get());
+    out->device_type = label;
+    const std::string m = message_of([&] { (void)import_device_array(out.get(), int32()); });
+    EXPECT_NE(m.find("the driver knows this buffer as device memory of device 0"), std::string::npos) << m;
+  }
+  // Real pinned memory labelled CUDA_HOST imports, and reads.
+  owned_device_array pinned;
+  export_device_array(to_pinned(sample("int32"), ctx), cuarrow::stream_view(), pinned.get());
+  ASSERT_EQ(pinned->device_type, ARROW_DEVICE_CUDA_HOST);
+  EXPECT_TRUE(same_values(sample("int32"), import_device_array(pinned.get(), int32())));
+}
+
+// A large_utf8 array whose last offset is INT64_MAX: a valid int64, and the
+// data buffer's size as the C Data Interface implies it.  Summing the
+// transfer's arena overflowed (undefined behaviour, caught by UBSan).
+TEST(ArrowAdversarial, LastOffsetOfInt64MaxIsTooLargeToCopy) {
+  const std::int64_t offsets[2] = {0, std::numeric_limits<std::int64_t>::max()};
+  const char data[2] = {'a', 'b'};
+  const void* buffers[3] = {nullptr, offsets, data};
+  ArrowArray in{};
+  in.length = 1;
+  in.null_count = 0;
+  in.n_buffers = 3;
+  in.buffers = buffers;
+  in.release = [](ArrowArray* a) { a->release = nullptr; };
+  const array_data a = import_array(&in, large_utf8());
+  const std::string m = message_of([&] { (void)to_device(a, cuarrow::context::get(0)); });
+  EXPECT_NE(m.find("makes the array too large to copy"), std::string::npos) << m;
+}
+
+// Calling a stream's callbacks after its release is the consumer's error;
+// cuarrow's streams refuse (EINVAL) instead of reading freed memory.
+TEST(ArrowAdversarial, StreamCallbacksAfterReleaseAreRefused) {
+  owned_device_array_stream st;
+  record_batch b;
+  b.schema.fields = {field("x", int32())};
+  b.num_rows = 10;
+  b.columns = {sample("int32")};
+  export_device_array_stream(b.schema, [b, done = false]() mutable -> std::optional<record_batch> {
+    if (done) return std::nullopt;
+    done = true;
+    return b;
+  }, cuarrow::device_type::cpu, cuarrow::stream_view(), st.get());
+  ArrowDeviceArrayStream* raw = st.get();
+  raw->release(raw);  // as a consumer does; the callbacks stay in the struct
+  ArrowDeviceArray out{};
+  ArrowSchema schema{};
+  EXPECT_EQ(raw->get_next(raw, &out), EINVAL);
+  EXPECT_EQ(raw->get_schema(raw, &schema), EINVAL);
+  EXPECT_NE(raw->get_last_error(raw), nullptr);
+
+  owned_array_stream host;
+  export_array_stream(b.schema, []() -> std::optional<record_batch> { return std::nullopt; }, host.get());
+  ArrowArrayStream* raw_host = host.get();
+  raw_host->release(raw_host);
+  ArrowArray arr{};
+  EXPECT_EQ(raw_host->get_next(raw_host, &arr), EINVAL);
 }
 
 // ---- results outlive the context --------------------------------------------------

@@ -1,0 +1,32 @@
+// Internal: what the driver knows of an address, asked in one place.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace cuarrow::detail {
+
+/// The answer of one cuPointerGetAttributes.
+struct pointer_attributes {
+  /// The driver knows the memory: device, pinned/registered host, managed.
+  /// Ordinary (pageable) host memory and invented addresses are not known.
+  bool known = false;
+  CUmemorytype memory_type = CU_MEMORYTYPE_HOST;  // when known
+  int device = -1;                                // the device it belongs to, when known
+  bool managed = false;
+  CUmemoryPool pool = nullptr;  // the stream-ordered pool it came from, if any
+  bool legacy_ipc_capable = false;
+
+  /// Device memory host code must not read (managed memory excepted).
+  bool is_device() const noexcept { return known && memory_type == CU_MEMORYTYPE_DEVICE && !managed; }
+  /// Host memory the driver has pinned or registered (DMA reads it directly).
+  bool is_page_locked() const noexcept { return known && memory_type == CU_MEMORYTYPE_HOST && !managed; }
+};
+
+/// Asks the driver about `address` (any thread, any current context).  A
+/// failed query reads as unknown memory.  Throws driver_error when no
+/// driver can be loaded.
+pointer_attributes query_pointer(std::uintptr_t address);
+
+}  // namespace cuarrow::detail
