@@ -13,6 +13,11 @@
 #   scripts/gpu-suite.sh run --bench
 #       the same, then the transfer benchmark (bench/bench.py) with the
 #       package built there; its results go to $OUT/bench.
+#   scripts/gpu-suite.sh sanitize [gpu-sanitize.py options]
+#       builds the Python package there, then runs compute-sanitizer
+#       (memcheck with leak checking, racecheck, synccheck, initcheck) over
+#       the C++ suites, the kernel test and the Python suite, several runs
+#       at a time: $OUT/sanitize.md and $OUT/sanitize-logs.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -34,6 +39,16 @@ fi
 
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
+
+if [ "$mode" = sanitize ]; then
+  unset CUARROW_CUDA_DRIVER
+  site=/tmp/cuarrow-site
+  rm -rf "$site"
+  python3 -m pip install --no-build-isolation --no-deps --no-compile -q --target "$site" . || exit 1
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  shift
+  exec python3 scripts/gpu-sanitize.py --out "$out" "$@"
+fi
 summary="$out/summary.md"
 log="$out/gpu-suite.log"   # every step's whole output
 steps=$(mktemp -d)          # one log a step (the device tool returns few files)
