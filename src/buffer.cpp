@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "context_state.hpp"
 #include "cuarrow/error.hpp"
@@ -77,7 +79,23 @@ struct host_registration {
   void* data;
   std::shared_ptr<const void> owner;
 
-  ~host_registration() { detail::unregister_page_locked(data, ctx.handle()); }
+  ~host_registration() {
+    if (detail::unregister_page_locked(data, ctx.handle())) return;
+    // The driver still has the pages pinned: releasing the caller's owner
+    // could free or reuse memory the driver (and DMAs) may still touch, and
+    // a later registration of the same range would fail.  Keep the owner
+    // alive for good instead (reported by unregister_page_locked).
+    detail::warn("register_host: keeping the owner of " + std::to_string(reinterpret_cast<std::uintptr_t>(data)) +
+                 " alive for good: its pages could not be unregistered");
+    static auto* kept = new std::vector<std::shared_ptr<const void>>;  // never destroyed
+    static std::mutex kept_mutex;
+    try {
+      std::lock_guard lock(kept_mutex);
+      kept->push_back(std::move(owner));
+    } catch (...) {
+      new std::shared_ptr<const void>(std::move(owner));  // NOLINT: no memory to record it: leak it anyway
+    }
+  }
 };
 
 void check_size(std::int64_t size, const char* what) {

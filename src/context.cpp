@@ -280,9 +280,10 @@ scoped_context::scoped_context(const context& ctx) : scoped_context(ctx.handle()
 
 scoped_context::scoped_context(CUcontext ctx) {
   const detail::driver_table& d = detail::driver();
+  // When the current context cannot be asked, push anyway: a context pushed
+  // on top of itself is harmless, and the pop restores the stack.
   CUcontext current = nullptr;
-  detail::check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-  if (current == ctx) return;
+  if (d.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
   detail::check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
   pushed_ = ctx;
 }

@@ -161,6 +161,34 @@ void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
   }
 }
 
+// After a failure with DMAs of an operation possibly queued on `h` (a driver
+// call failed midway, or the final synchronization did): the operation's
+// buffers must outlive them, but the caller drops them as the exception
+// unwinds.  Waits for the stream (then nothing of the operation is pending),
+// else hands the buffers to a host function queued behind the DMAs; if the
+// stream cannot take that either, it is broken for good and the buffers are
+// kept for good (reported), never freed under a DMA that might still run.
+void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
+  const detail::driver_table& d = detail::driver();
+  if (d.cuStreamSynchronize(h) == CUDA_SUCCESS) return;
+  detail::keepalive* k = nullptr;
+  try {
+    k = new detail::keepalive{std::move(buffers)};
+  } catch (...) {
+    return;  // no memory left even for this: nothing better to do
+  }
+  if (d.cuLaunchHostFunc(h, detail::on_stream_passed, k) == CUDA_SUCCESS) return;
+  detail::warn("a failed copy left its stream unusable: keeping its " + std::to_string(k->buffers.size()) +
+               " buffers for good, as DMAs may still use them");
+  static auto* kept = new std::vector<detail::keepalive*>;  // never destroyed
+  static std::mutex kept_mutex;
+  try {
+    std::lock_guard lock(kept_mutex);
+    kept->push_back(k);
+  } catch (...) {
+  }
+}
+
 // ---- the strategy for each pair of memory kinds ---------------------------------------
 
 constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_gaps_writable
@@ -374,6 +402,26 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     synchronize_issued(s);
   }
   std::optional<buffer> gather_block;
+  // Every buffer of the batch (and the gathered pieces' pinned block), for
+  // the keep-alive after the last DMA or after a failure midway.
+  auto batch_buffers = [&] {
+    std::vector<buffer> keep;
+    if (gather_block) keep.push_back(*gather_block);
+    std::vector<const void*> kept;
+    auto hold = [&](const buffer& b) {
+      const void* key = owner_of(b);
+      if (key != nullptr && std::find(kept.begin(), kept.end(), key) != kept.end()) return;
+      if (key != nullptr) kept.push_back(key);
+      keep.push_back(b);
+    };
+    for (const planned_piece* p : items) {
+      hold(p->piece->dst);
+      hold(p->piece->src);
+    }
+    return keep;
+  };
+  std::int64_t staged_bytes = 0;
+  try {
   if (!h2d_gathered.empty()) {
     gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
     if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
@@ -421,27 +469,19 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   add(h2d_staged, h2d_bytes);
   add(d2h, d2h_bytes);
   add(d2h_staged, d2h_bytes);
-  const std::int64_t staged_bytes = (h2d_staged.empty() ? 0 : h2d_pageable) + (d2h_staged.empty() ? 0 : d2h_pageable);
+  staged_bytes = (h2d_staged.empty() ? 0 : h2d_pageable) + (d2h_staged.empty() ? 0 : d2h_pageable);
 
   if (wait) {
     synchronize_issued(s);
   } else if (!(h2d.empty() && h2d_gathered.empty() && d2h.empty() && d2d.empty() && peer.empty() && managed.empty())) {
     // One host function keeps every buffer alive until the stream passes
     // the batch, the gathered pieces' pinned block with them.
-    std::vector<buffer> keep;
-    if (gather_block) keep.push_back(std::move(*gather_block));
-    std::vector<const void*> kept;
-    auto hold = [&](const buffer& b) {
-      const void* key = owner_of(b);
-      if (key != nullptr && std::find(kept.begin(), kept.end(), key) != kept.end()) return;
-      if (key != nullptr) kept.push_back(key);
-      keep.push_back(b);
-    };
-    for (const planned_piece* p : items) {
-      hold(p->piece->dst);
-      hold(p->piece->src);
-    }
-    keep_alive_until_passed(std::move(keep), h);
+    keep_alive_until_passed(batch_buffers(), h);
+  }
+  } catch (...) {
+    // Some of the batch's DMAs may be queued: its buffers must outlive them.
+    settle_after_failure(batch_buffers(), h);
+    throw;
   }
   stats.h2d_bytes.fetch_add(h2d_bytes);
   stats.d2h_bytes.fetch_add(d2h_bytes);

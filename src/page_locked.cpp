@@ -20,17 +20,17 @@ bool unregister_page_locked(void* p, CUcontext ctx) noexcept {
   if (shutting_down()) return true;  // the driver is going away with the process
   const driver_table* d = driver_if_loaded();
   if (d == nullptr) return true;
-  bool pushed = false;
-  if (ctx != nullptr) {
-    // A context that cannot be made current was destroyed, and the
-    // registrations made in it went with it.
-    if (d->cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return true;
-    pushed = true;
-  }
+  // With `ctx` current if it can be made current.  If it cannot, it may have
+  // been destroyed (and the registration with it), or the push failed for
+  // another reason with the pages still pinned: the registration is
+  // portable, so ask the driver to end it anyway, and let its answer tell
+  // (never assume it is gone: unmapping pages still registered is unsafe).
+  const bool pushed = ctx != nullptr && d->cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
   const CUresult r = d->cuMemHostUnregister(p);
   if (pushed) {
     CUcontext popped = nullptr;
-    d->cuCtxPopCurrent(&popped);
+    const CUresult pr = d->cuCtxPopCurrent(&popped);
+    if (pr != CUDA_SUCCESS) warn_result(pr, "cuCtxPopCurrent");
   }
   switch (r) {
     case CUDA_SUCCESS:

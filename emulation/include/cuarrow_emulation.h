@@ -66,6 +66,37 @@ size_t cuarrow_emu_async_fault_count(void);
  * CUARROW_EMULATED_OP_DELAY_US from now on. */
 void cuarrow_emu_set_op_delay_us(unsigned int microseconds);
 
+/* Contexts pushed (cuCtxPushCurrent, or made current by the library) and not
+ * yet popped, all threads together: 0 when every push was matched. */
+size_t cuarrow_emu_context_push_count(void);
+
+/* Fault injection.  Every entry point handed out by cuGetProcAddress (and the
+ * exported cuInit) passes one check on entry: each call is counted under its
+ * entry point's name (the names of src/driver_entry_points.def; newer ABI and
+ * per-thread-stream variants count under their base name), and a call chosen
+ * by cuarrow_emu_inject_fault fails with the chosen code without doing
+ * anything else (no side effect, outputs untouched).
+ *
+ * cuarrow_emu_inject_fault(name, k, code): the k-th call (k >= 1; 1 = the
+ * next one) from now of the entry point `name`, or of any entry point when
+ * `name` is NULL, returns `code` (a CUresult).  Several faults may be armed
+ * at once; each fires once.  Returns 0, or -1 for an unknown name, k == 0 or
+ * code == CUDA_SUCCESS.  Calls refused inside a host callback
+ * (CUDA_ERROR_NOT_PERMITTED) are neither counted nor faulted.
+ *
+ * cuarrow_emu_call_count(name): calls of `name` (NULL: of all entry points)
+ * since the last cuarrow_emu_reset_call_counts; (size_t)-1 for an unknown
+ * name.  cuarrow_emu_faults_injected: faults that fired since the last
+ * cuarrow_emu_clear_faults, which also disarms the faults not yet fired.
+ * cuarrow_emu_entry_point_name(i): the i-th counted name, NULL past the end.
+ * All of these are thread safe and work before cuInit. */
+int cuarrow_emu_inject_fault(const char* name, unsigned long long k, int code);
+size_t cuarrow_emu_call_count(const char* name);
+void cuarrow_emu_reset_call_counts(void);
+size_t cuarrow_emu_faults_injected(void);
+void cuarrow_emu_clear_faults(void);
+const char* cuarrow_emu_entry_point_name(size_t i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -289,6 +289,23 @@ void reap_zombies_locked();
 void shutdown_streams();
 
 // ---------------------------------------------------------------------------
+// Fault injection and call counting (faults.cpp; control API in
+// cuarrow_emulation.h).  One index per entry point of
+// src/driver_entry_points.def (ep_<name>: pasting keeps <cuda.h>'s name
+// macros such as cuMemAlloc -> cuMemAlloc_v2 out of it).
+
+enum EntryPointId : int {
+#define CUARROW_DRIVER_ENTRY(name, version, required) ep_##name,
+#include CUARROW_EMU_ENTRY_POINTS_DEF
+#undef CUARROW_DRIVER_ENTRY
+    kEntryPointCount
+};
+
+// Counts a call of entry point `id` and answers the fault armed for it, if
+// one fires now (CUDA_SUCCESS otherwise).  Every guarded entry calls it first.
+CUresult fault_check(int id) noexcept;
+
+// ---------------------------------------------------------------------------
 // Entry points (each *_vNNNN matches PFN_<name>_vNNNN exactly; checked where
 // the cuGetProcAddress table is built).
 

@@ -177,13 +177,18 @@ inline constexpr bool kAllowedInCallback<&emu_cuGetErrorName_v6000> = true;
 template <>
 inline constexpr bool kAllowedInCallback<&emu_cuGetErrorString_v6000> = true;
 
-template <auto F>
+// It is also the one place where calls are counted and injected faults fire
+// (faults.cpp): Id names the entry point of driver_entry_points.def a
+// function belongs to (newer ABIs and _ptsz variants count as their base).
+
+template <auto F, int Id>
 struct ApiGuard;
 
-template <typename... Args, CUresult (*F)(Args...)>
-struct ApiGuard<F> {
+template <typename... Args, CUresult (*F)(Args...), int Id>
+struct ApiGuard<F, Id> {
     static CUresult call(Args... args) noexcept {
         if (!kAllowedInCallback<F> && t_in_stream_worker) return CUDA_ERROR_NOT_PERMITTED;
+        if (CUresult r = fault_check(Id)) return r;
         try {
             return F(args...);
         } catch (const std::bad_alloc&) {
@@ -247,38 +252,38 @@ struct EntryPoint {
     void* fn;
 };
 
-#define CUEMU_FN(pfn_type, fn) reinterpret_cast<void*>(static_cast<pfn_type>(&ApiGuard<&fn>::call))
+#define CUEMU_FN(pfn_type, fn, id) reinterpret_cast<void*>(static_cast<pfn_type>(&ApiGuard<&fn, id>::call))
 
 const EntryPoint kEntryPoints[] = {
 // The list cuarrow uses (static_cast: the signature must match the PFN type).
 #define CUARROW_DRIVER_ENTRY(name, version, required) \
-    {#name, version, false, CUEMU_FN(PFN_##name##_v##version, emu_##name##_v##version)},
+    {#name, version, false, CUEMU_FN(PFN_##name##_v##version, emu_##name##_v##version, ep_##name)},
 #include CUARROW_EMU_ENTRY_POINTS_DEF
 #undef CUARROW_DRIVER_ENTRY
 
     // Newer ABIs of listed symbols, returned when the caller asks for a
     // CUDA version at or above their introduction, as the real driver does.
-    {"cuCtxSynchronize", 13000, false, CUEMU_FN(PFN_cuCtxSynchronize_v13000, emu_cuCtxSynchronize_v13000)},
-    {"cuCtxGetDevice", 13000, false, CUEMU_FN(PFN_cuCtxGetDevice_v13000, emu_cuCtxGetDevice_v13000)},
-    {"cuStreamGetCtx", 12050, false, CUEMU_FN(PFN_cuStreamGetCtx_v12050, emu_cuStreamGetCtx_v12050)},
-    {"cuEventElapsedTime", 12080, false, CUEMU_FN(PFN_cuEventElapsedTime_v12080, emu_cuEventElapsedTime_v12080)},
+    {"cuCtxSynchronize", 13000, false, CUEMU_FN(PFN_cuCtxSynchronize_v13000, emu_cuCtxSynchronize_v13000, ep_cuCtxSynchronize)},
+    {"cuCtxGetDevice", 13000, false, CUEMU_FN(PFN_cuCtxGetDevice_v13000, emu_cuCtxGetDevice_v13000, ep_cuCtxGetDevice)},
+    {"cuStreamGetCtx", 12050, false, CUEMU_FN(PFN_cuStreamGetCtx_v12050, emu_cuStreamGetCtx_v12050, ep_cuStreamGetCtx)},
+    {"cuEventElapsedTime", 12080, false, CUEMU_FN(PFN_cuEventElapsedTime_v12080, emu_cuEventElapsedTime_v12080, ep_cuEventElapsedTime)},
 
     // Per-thread default stream variants (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
-    {"cuStreamSynchronize", 7000, true, CUEMU_FN(PFN_cuStreamSynchronize_v7000_ptsz, ptsz_cuStreamSynchronize)},
-    {"cuStreamQuery", 7000, true, CUEMU_FN(PFN_cuStreamQuery_v7000_ptsz, ptsz_cuStreamQuery)},
-    {"cuStreamWaitEvent", 7000, true, CUEMU_FN(PFN_cuStreamWaitEvent_v7000_ptsz, ptsz_cuStreamWaitEvent)},
-    {"cuStreamGetCtx", 9020, true, CUEMU_FN(PFN_cuStreamGetCtx_v9020_ptsz, ptsz_cuStreamGetCtx)},
-    {"cuStreamGetCtx", 12050, true, CUEMU_FN(PFN_cuStreamGetCtx_v12050_ptsz, ptsz_cuStreamGetCtx_v2)},
-    {"cuEventRecord", 7000, true, CUEMU_FN(PFN_cuEventRecord_v7000_ptsz, ptsz_cuEventRecord)},
-    {"cuLaunchHostFunc", 10000, true, CUEMU_FN(PFN_cuLaunchHostFunc_v10000_ptsz, ptsz_cuLaunchHostFunc)},
-    {"cuMemAllocAsync", 11020, true, CUEMU_FN(PFN_cuMemAllocAsync_v11020_ptsz, ptsz_cuMemAllocAsync)},
-    {"cuMemFreeAsync", 11020, true, CUEMU_FN(PFN_cuMemFreeAsync_v11020_ptsz, ptsz_cuMemFreeAsync)},
-    {"cuMemcpyAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyAsync_v7000_ptsz, ptsz_cuMemcpyAsync)},
-    {"cuMemcpyHtoDAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyHtoDAsync_v7000_ptsz, ptsz_cuMemcpyHtoDAsync)},
-    {"cuMemcpyDtoHAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyDtoHAsync_v7000_ptsz, ptsz_cuMemcpyDtoHAsync)},
-    {"cuMemcpyDtoDAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyDtoDAsync_v7000_ptsz, ptsz_cuMemcpyDtoDAsync)},
-    {"cuMemcpyPeerAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyPeerAsync_v7000_ptsz, ptsz_cuMemcpyPeerAsync)},
-    {"cuMemsetD8Async", 7000, true, CUEMU_FN(PFN_cuMemsetD8Async_v7000_ptsz, ptsz_cuMemsetD8Async)},
+    {"cuStreamSynchronize", 7000, true, CUEMU_FN(PFN_cuStreamSynchronize_v7000_ptsz, ptsz_cuStreamSynchronize, ep_cuStreamSynchronize)},
+    {"cuStreamQuery", 7000, true, CUEMU_FN(PFN_cuStreamQuery_v7000_ptsz, ptsz_cuStreamQuery, ep_cuStreamQuery)},
+    {"cuStreamWaitEvent", 7000, true, CUEMU_FN(PFN_cuStreamWaitEvent_v7000_ptsz, ptsz_cuStreamWaitEvent, ep_cuStreamWaitEvent)},
+    {"cuStreamGetCtx", 9020, true, CUEMU_FN(PFN_cuStreamGetCtx_v9020_ptsz, ptsz_cuStreamGetCtx, ep_cuStreamGetCtx)},
+    {"cuStreamGetCtx", 12050, true, CUEMU_FN(PFN_cuStreamGetCtx_v12050_ptsz, ptsz_cuStreamGetCtx_v2, ep_cuStreamGetCtx)},
+    {"cuEventRecord", 7000, true, CUEMU_FN(PFN_cuEventRecord_v7000_ptsz, ptsz_cuEventRecord, ep_cuEventRecord)},
+    {"cuLaunchHostFunc", 10000, true, CUEMU_FN(PFN_cuLaunchHostFunc_v10000_ptsz, ptsz_cuLaunchHostFunc, ep_cuLaunchHostFunc)},
+    {"cuMemAllocAsync", 11020, true, CUEMU_FN(PFN_cuMemAllocAsync_v11020_ptsz, ptsz_cuMemAllocAsync, ep_cuMemAllocAsync)},
+    {"cuMemFreeAsync", 11020, true, CUEMU_FN(PFN_cuMemFreeAsync_v11020_ptsz, ptsz_cuMemFreeAsync, ep_cuMemFreeAsync)},
+    {"cuMemcpyAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyAsync_v7000_ptsz, ptsz_cuMemcpyAsync, ep_cuMemcpyAsync)},
+    {"cuMemcpyHtoDAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyHtoDAsync_v7000_ptsz, ptsz_cuMemcpyHtoDAsync, ep_cuMemcpyHtoDAsync)},
+    {"cuMemcpyDtoHAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyDtoHAsync_v7000_ptsz, ptsz_cuMemcpyDtoHAsync, ep_cuMemcpyDtoHAsync)},
+    {"cuMemcpyDtoDAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyDtoDAsync_v7000_ptsz, ptsz_cuMemcpyDtoDAsync, ep_cuMemcpyDtoDAsync)},
+    {"cuMemcpyPeerAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyPeerAsync_v7000_ptsz, ptsz_cuMemcpyPeerAsync, ep_cuMemcpyPeerAsync)},
+    {"cuMemsetD8Async", 7000, true, CUEMU_FN(PFN_cuMemsetD8Async_v7000_ptsz, ptsz_cuMemsetD8Async, ep_cuMemsetD8Async)},
 
     // The loader itself.
     {"cuGetProcAddress", 11030, false,
@@ -350,10 +355,10 @@ using cuemu::ApiGuard;
 
 extern "C" {
 
-CUresult CUDAAPI cuInit(unsigned int Flags) { return ApiGuard<&cuemu::emu_cuInit_v2000>::call(Flags); }
+CUresult CUDAAPI cuInit(unsigned int Flags) { return ApiGuard<&cuemu::emu_cuInit_v2000, cuemu::ep_cuInit>::call(Flags); }
 
 CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
-    return ApiGuard<&cuemu::emu_cuDriverGetVersion_v2020>::call(driverVersion);
+    return ApiGuard<&cuemu::emu_cuDriverGetVersion_v2020, cuemu::ep_cuDriverGetVersion>::call(driverVersion);
 }
 
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,

@@ -32,6 +32,7 @@ namespace {
 std::mutex g_init_mu;       // serialises cuInit and teardown
 std::mutex g_lifecycle_mu;  // serialises primary context retain/release
 CUARROW_EMU_STATIC_TLS thread_local std::vector<Context*> t_ctx_stack;
+std::atomic<size_t> g_ctx_pushed{0};  // pushes not yet popped, all threads
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -619,6 +620,7 @@ CUresult emu_cuCtxPushCurrent_v4000(CUcontext ctx) {
     Context* c = context_from_handle(ctx);
     if (!c || !c->active.load()) return CUDA_ERROR_INVALID_CONTEXT;
     t_ctx_stack.push_back(c);
+    g_ctx_pushed.fetch_add(1);
     return CUDA_SUCCESS;
 }
 
@@ -627,6 +629,7 @@ CUresult emu_cuCtxPopCurrent_v4000(CUcontext* pctx) {
     if (t_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
     Context* c = t_ctx_stack.back();
     t_ctx_stack.pop_back();
+    g_ctx_pushed.fetch_sub(1);
     if (pctx) *pctx = c->handle();
     return CUDA_SUCCESS;
 }
@@ -759,5 +762,7 @@ size_t cuarrow_emu_event_count(void) {
 size_t cuarrow_emu_async_fault_count(void) { return g_fault_count.load(); }
 
 void cuarrow_emu_set_op_delay_us(unsigned int microseconds) { g_op_delay_us.store(microseconds); }
+
+size_t cuarrow_emu_context_push_count(void) { return g_ctx_pushed.load(); }
 
 }  // extern "C"
