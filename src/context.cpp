@@ -77,6 +77,7 @@ std::shared_ptr<context_state> primary_state(int ordinal) {
   CUdevice dev = 0;
   check(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
   check(d.cuDevicePrimaryCtxRetain(&s->handle, dev), "cuDevicePrimaryCtxRetain");
+  s->cu_device = dev;
   s->primary = true;
   s->owns_retain = true;
   slot = s;
@@ -94,9 +95,9 @@ context_state::~context_state() {
     if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy");
   }
   if (!owns_retain) return;
-  CUdevice dev = 0;
-  CUresult r = d->cuDeviceGet(&dev, device);
-  if (r == CUDA_SUCCESS) r = d->cuDevicePrimaryCtxRelease(dev);
+  // The device handle the retain was made with: asking for it again here
+  // could fail, and the retain would then never be released.
+  const CUresult r = d->cuDevicePrimaryCtxRelease(cu_device);
   if (r != CUDA_SUCCESS) warn_result(r, "cuDevicePrimaryCtxRelease");
 }
 

@@ -16,6 +16,7 @@ namespace cuarrow::detail {
 
 struct context_state {
   int device = 0;
+  CUdevice cu_device = 0;  // the driver's handle of `device`, as retained
   CUcontext handle = nullptr;
   bool primary = false;      // a device's primary context
   bool owns_retain = false;  // cuarrow holds one cuDevicePrimaryCtxRetain on it

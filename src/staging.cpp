@@ -209,8 +209,7 @@ struct pipeline {
   // pinned memory cannot be had (the caller then copies directly).
   bool ensure_slots(std::size_t count, std::size_t bytes) {
     if (slot_bytes != bytes) {
-      for (void* p : slots) free_page_locked(p, slot_bytes, nullptr);
-      slots.clear();
+      retire_slots();
       slot_bytes = bytes;
     }
     while (slots.size() < count) {
@@ -221,6 +220,12 @@ struct pipeline {
       }
     }
     return true;
+  }
+
+  // Called with `mutex` held.  Unpins and frees every slot.
+  void retire_slots() noexcept {
+    for (void* p : slots) free_page_locked(p, slot_bytes, nullptr);
+    slots.clear();
   }
 };
 
@@ -397,7 +402,8 @@ void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
         j.fail(std::current_exception());
       }
       CUcontext popped = nullptr;
-      d.cuCtxPopCurrent(&popped);
+      const CUresult pr = d.cuCtxPopCurrent(&popped);
+      if (pr != CUDA_SUCCESS) warn_result(pr, "cuCtxPopCurrent (staging worker)");
     };
     p.pool.run(workers, body);
   }
@@ -409,7 +415,15 @@ void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
       CUresult r = d.cuEventSynchronize(events[s]);
       if (first == CUDA_SUCCESS) first = r;
     }
-    d.cuEventDestroy(events[s]);
+    const CUresult r = d.cuEventDestroy(events[s]);
+    if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy (staging)");
+  }
+  if (j.error || first != CUDA_SUCCESS) {
+    // A failed job may leave DMAs to or from the slots that no event
+    // tracks (a record or a wait failed): never hand those slots to the
+    // next job.  Unregistering waits for the DMAs that use them, as the
+    // driver does before it unpins; the next job pins fresh ones.
+    p.retire_slots();
   }
   if (j.error) std::rethrow_exception(j.error);
   check(first, "cuEventSynchronize");
