@@ -257,14 +257,21 @@ bool context::enable_peer_access(const context& peer) const {
   if (std::find(tried.begin(), tried.end(), p) != tried.end()) {
     return std::find(enabled.begin(), enabled.end(), p) != enabled.end();
   }
-  tried.push_back(p);
   const detail::driver_table& d = detail::driver();
+  // Peer access only makes copies faster (without it the driver stages
+  // them): a probe that fails is remembered as "no peer access", reported,
+  // and not asked again, rather than failing the copy that wanted it.
   CUdevice self_dev = 0;
   CUdevice peer_dev = 0;
-  detail::check(d.cuDeviceGet(&self_dev, device_number()), "cuDeviceGet");
-  detail::check(d.cuDeviceGet(&peer_dev, p), "cuDeviceGet");
   int can = 0;
-  detail::check(d.cuDeviceCanAccessPeer(&can, self_dev, peer_dev), "cuDeviceCanAccessPeer");
+  CUresult probe = d.cuDeviceGet(&self_dev, device_number());
+  if (probe == CUDA_SUCCESS) probe = d.cuDeviceGet(&peer_dev, p);
+  if (probe == CUDA_SUCCESS) probe = d.cuDeviceCanAccessPeer(&can, self_dev, peer_dev);
+  tried.push_back(p);
+  if (probe != CUDA_SUCCESS) {
+    detail::warn_result(probe, "probing peer access (taken as none)");
+    return false;
+  }
   if (can == 0) return false;
   scoped_context guard(*this);
   CUresult r = d.cuCtxEnablePeerAccess(peer.handle(), 0);

@@ -399,6 +399,9 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
       scoped_context guard(ctx);
       CUdeviceptr mapped = 0;
       CUresult res = d.cuIpcOpenMemHandle(&mapped, to_driver(handle.driver_handle()), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      // Out of memory (the mapping needs device address space) is what it
+      // says, and stays typed as such: no hint about the handle's origin.
+      if (res == CUDA_ERROR_OUT_OF_MEMORY) detail::check_alloc(res, "cuIpcOpenMemHandle", handle.size());
       if (res != CUDA_SUCCESS) {
         try {
           detail::throw_cuda_error(res, "cuIpcOpenMemHandle");

@@ -34,6 +34,11 @@ void register_stream(CUstream s) {
 CUresult retire_stream(CUstream s) noexcept {
   const driver_table& d = driver();
   CUresult sync = d.cuStreamSynchronize(s);
+  // A failed wait may report an earlier asynchronous error while later work
+  // still runs; buffers of this stream are freed on the legacy default
+  // stream once it is unregistered, which does not wait for this one.  Wait
+  // once more: after a lasting (sticky) error it returns at once.
+  if (sync != CUDA_SUCCESS) (void)d.cuStreamSynchronize(s);
   std::unique_lock lock(registry().mutex);
   registry().live.erase(s);
   CUresult r = d.cuStreamDestroy(s);

@@ -216,6 +216,7 @@ struct run_result {
   outcome what = outcome::completed;
   int code = 0;  // the CUresult of a cuda_error
   std::string message;
+  bool oom_type = false;  // thrown as cuarrow::out_of_memory
 };
 
 std::atomic<int> g_warnings{0};
@@ -231,6 +232,9 @@ run_result run_bounded(const std::function<void()>& work, const std::string& wha
     run_result r;
     try {
       work();
+    } catch (const cuarrow::out_of_memory& e) {
+      r = {outcome::typed_error, e.code(), e.what()};
+      r.oom_type = true;
     } catch (const cuarrow::cuda_error& e) {
       r = {outcome::typed_error, e.code(), e.what()};
     } catch (const cuarrow::error& e) {
@@ -258,7 +262,7 @@ run_result run_bounded(const std::function<void()>& work, const std::string& wha
 
 struct totals {
   long workloads = 0, runs = 0, injected = 0, not_reached = 0, typed = 0, completed = 0, refused_release = 0,
-       leaks = 0, hangs = 0, failures = 0;
+       leaks = 0, hangs = 0, failures = 0, other_code = 0;
   void add(const totals& o) {
     workloads += o.workloads;
     runs += o.runs;
@@ -270,15 +274,16 @@ struct totals {
     leaks += o.leaks;
     hangs += o.hangs;
     failures += o.failures;
+    other_code += o.other_code;
   }
   std::string line(const std::string& label) const {
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "[fault_sweep] %s: workloads %ld, runs %ld, faults injected %ld (not reached %ld), survived %ld "
-                  "(typed error %ld, completed correctly %ld, refused release reported %ld), leaks %ld, hangs %ld, "
-                  "failures %ld",
+                  "(typed error %ld [%ld carrying another code], completed correctly %ld, refused release reported "
+                  "%ld), leaks %ld, hangs %ld, failures %ld",
                   label.c_str(), workloads, runs, injected, not_reached, typed + completed + refused_release, typed,
-                  completed, refused_release, leaks, hangs, failures);
+                  other_code, completed, refused_release, leaks, hangs, failures);
     return buf;
   }
 };
@@ -290,7 +295,7 @@ totals& grand_total() {
 
 std::uint64_t max_k() {
   if (const char* s = std::getenv("CUARROW_FAULT_SWEEP_MAX_K"); s && *s) return std::strtoull(s, nullptr, 10);
-  return kSanitized ? 10 : 24;
+  return kSanitized ? 12 : 64;
 }
 
 // Call indices to try out of n: all when few, else both ends and evenly
@@ -367,6 +372,12 @@ void sweep(const std::string& workload_name, const std::function<void()>& work) 
           break;
         case outcome::typed_error:
           if (fired) ++t.typed;
+          if (fired && r.code == code && code == CUDA_ERROR_OUT_OF_MEMORY && !r.oom_type) {
+            ADD_FAILURE() << what << ": out of memory thrown as a cuda_error, not as cuarrow::out_of_memory: "
+                          << r.message;
+            ok = false;
+          }
+          if (fired && r.code != 0 && r.code != code) ++t.other_code;
           if (!fired) {
             ADD_FAILURE() << what << ": the fault did not fire, yet the run failed: " << r.message;
             ok = false;
@@ -646,9 +657,13 @@ TEST_F(FaultSweep, EventsAndStreams) {
     SWEEP_EXPECT(back == src);
     done.synchronize();
     SWEEP_EXPECT(done.query());
+    a.synchronize();
     SWEEP_EXPECT(a.query());
     SWEEP_EXPECT(done.elapsed_ms_since(start) >= 0.0f);
-    cuarrow::stream_view::per_thread_default().synchronize();
+    {
+      cuarrow::scoped_context current(c0);
+      cuarrow::stream_view::per_thread_default().synchronize();
+    }
     c0.synchronize();
     SWEEP_EXPECT(c0.free_memory() > 0);
   });
