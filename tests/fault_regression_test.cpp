@@ -127,38 +127,53 @@ TEST_F(FaultRegression, RegisterHostKeepsTheOwnerWhenUnregisterFails) {
 }
 
 // src/copy.cpp: a synchronous copy whose final wait failed returned with its
-// DMA still queued, and the caller's buffers were freed under it.
+// DMA still queued, and the caller's buffers were freed under it (here the
+// source, freed on its own device's stream, which does not wait for the
+// copy queued on the other device's).
 TEST_F(FaultRegression, FailedCopyKeepsItsBuffersUntilTheDmaPassed) {
+  CUARROW_REQUIRE_DEVICES(2);
   cuarrow::context c0 = cuarrow::context::get(0);
+  cuarrow::context c1 = cuarrow::context::get(1);
   const size_t faults = emu().async_fault_count();
   {
     scoped_op_delay delay(20000);
-    cuarrow::buffer a = cuarrow::allocate_device(c0, 1 << 16);
-    cuarrow::buffer b = cuarrow::allocate_device(c0, 1 << 16);
+    // cuMemFree waits for its own device's work only.
+    cuarrow::buffer a = cuarrow::allocate_device(c0, 1 << 16, {}, std::make_shared<cuarrow::plain_device_resource>());
+    cuarrow::buffer b = cuarrow::allocate_device(c1, 1 << 16);
+    c0.synchronize();
     fail_next("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
     EXPECT_THROW(cuarrow::copy(b, 0, a, 0, 1 << 16), cuarrow::cuda_error);
+    EXPECT_EQ(inj().injected(), 1u);
   }  // a and b dropped at once
   EXPECT_NO_THROW(c0.synchronize());
+  EXPECT_NO_THROW(c1.synchronize());
   EXPECT_EQ(emu().async_fault_count(), faults) << "a DMA ran on memory freed under it";
 }
 
 // The same for a batch that fails midway (a later piece's DMA).
 TEST_F(FaultRegression, BatchFailingMidwayKeepsItsBuffers) {
+  CUARROW_REQUIRE_DEVICES(2);
   cuarrow::context c0 = cuarrow::context::get(0);
+  cuarrow::context c1 = cuarrow::context::get(1);
   const size_t faults = emu().async_fault_count();
   {
     scoped_op_delay delay(20000);
-    cuarrow::buffer a = cuarrow::allocate_device(c0, 1 << 16);
-    cuarrow::buffer b = cuarrow::allocate_device(c0, 1 << 16);
-    std::vector<std::uint8_t> host(4096);
+    // cuMemFree waits for its own device's work only.
+    cuarrow::buffer a = cuarrow::allocate_device(c0, 1 << 16, {}, std::make_shared<cuarrow::plain_device_resource>());
+    cuarrow::buffer b = cuarrow::allocate_device(c1, 1 << 16, {}, std::make_shared<cuarrow::plain_device_resource>());
+    cuarrow::buffer p = cuarrow::allocate_pinned(c1, 4096);
+    c0.synchronize();
+    c1.synchronize();
     std::vector<cuarrow::copy_piece> pieces{
-        {b, 0, a, 0, 1 << 15},  // device to device, queued first
-        {cuarrow::wrap_host(host.data(), 4096, nullptr), 0, a, 0, 4096},  // device to host, fails
+        {b, 0, a, 0, 1 << 15},  // between the devices, queued first
+        {p, 0, b, 0, 4096},     // device to pinned host, fails
     };
     fail_next("cuMemcpyDtoHAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
     EXPECT_THROW(cuarrow::copy_batch_async(pieces, {}), cuarrow::cuda_error);
+    EXPECT_EQ(inj().injected(), 1u);
   }
   EXPECT_NO_THROW(c0.synchronize());
+  EXPECT_NO_THROW(c1.synchronize());
   EXPECT_EQ(emu().async_fault_count(), faults) << "a DMA ran on memory freed under it";
 }
 
