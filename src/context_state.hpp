@@ -58,7 +58,9 @@ void collect_deferred_releases() noexcept;
 /// stream instead, so a buffer may outlive the stream it was allocated on.
 /// Foreign streams must outlive the buffers allocated on them.
 void register_stream(CUstream s);
-/// Synchronize `s`, then unregister and destroy it; no free can use it after.
+/// Synchronize `s` (a failed wait is reported, and waited once more), then
+/// unregister and destroy it; no free can use it after.  Returns what
+/// cuStreamDestroy answered.
 CUresult retire_stream(CUstream s) noexcept;
 /// Runs `free_on(stream)` with the stream a buffer allocated on `s` must be
 /// freed on now: `s` itself, or the legacy default stream if `s` was a

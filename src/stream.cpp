@@ -38,11 +38,13 @@ CUresult retire_stream(CUstream s) noexcept {
   // still runs; buffers of this stream are freed on the legacy default
   // stream once it is unregistered, which does not wait for this one.  Wait
   // once more: after a lasting (sticky) error it returns at once.
-  if (sync != CUDA_SUCCESS) (void)d.cuStreamSynchronize(s);
+  if (sync != CUDA_SUCCESS) {
+    warn_result(sync, "cuStreamSynchronize (before cuStreamDestroy)");
+    (void)d.cuStreamSynchronize(s);
+  }
   std::unique_lock lock(registry().mutex);
   registry().live.erase(s);
-  CUresult r = d.cuStreamDestroy(s);
-  return r != CUDA_SUCCESS ? r : sync;
+  return d.cuStreamDestroy(s);  // a failed wait is reported above
 }
 
 }  // namespace detail

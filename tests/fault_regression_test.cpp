@@ -237,12 +237,12 @@ TEST_F(StagingFaultRegression, NoSlotIsReusedAfterAFailedJob) {
 TEST_F(FaultRegression, PrimaryContextReleaseNeedsNoDeviceQuery) {
   (void)cuarrow::context::get(0);
   cuarrow::shutdown();
-  ASSERT_EQ(emu().primary_ctx_retain_count(0), 0);
+  const int retains = emu().primary_ctx_retain_count(0);  // 0, unless an earlier test leaked one on purpose
   (void)cuarrow::context::get(0);
-  ASSERT_EQ(emu().primary_ctx_retain_count(0), 1);
+  ASSERT_EQ(emu().primary_ctx_retain_count(0), retains + 1);
   fail_next("cuDeviceGet", CUDA_ERROR_INVALID_VALUE);
   cuarrow::shutdown();
-  EXPECT_EQ(emu().primary_ctx_retain_count(0), 0) << "the primary context's retain leaked";
+  EXPECT_EQ(emu().primary_ctx_retain_count(0), retains) << "the primary context's retain leaked";
   inj().clear();
   EXPECT_NO_THROW((void)cuarrow::context::get(0));
 }
@@ -297,13 +297,14 @@ TEST_F(FaultRegression, FreeSurvivesAFailedContextQuery) {
   cuarrow::context c0 = cuarrow::context::get(0);
   c0.synchronize();
   const size_t before = emu().device_allocation_count(0);
+  const size_t pushes = inj().pushes();
   on_own_thread([&] {
     cuarrow::buffer b = cuarrow::allocate_device(c0, 4096, {}, std::make_shared<cuarrow::plain_device_resource>());
     fail_next("cuCtxGetCurrent", CUDA_ERROR_INVALID_CONTEXT);
   });
   EXPECT_EQ(inj().injected(), 1u);
   EXPECT_EQ(emu().device_allocation_count(0), before);
-  EXPECT_EQ(inj().pushes(), 0u);
+  EXPECT_EQ(inj().pushes(), pushes);
 }
 
 // A failed pop (here in the unregistration of pinned pages) is reported.
