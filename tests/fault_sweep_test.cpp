@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -293,6 +294,12 @@ totals& grand_total() {
   return t;
 }
 
+// Entry points some workload of this process called.
+std::set<std::string>& reached() {
+  static std::set<std::string> r;
+  return r;
+}
+
 std::uint64_t max_k() {
   if (const char* s = std::getenv("CUARROW_FAULT_SWEEP_MAX_K"); s && *s) return std::strtoull(s, nullptr, 10);
   return kSanitized ? 12 : 64;
@@ -337,7 +344,10 @@ void sweep(const std::string& workload_name, const std::function<void()>& work) 
   std::vector<std::pair<std::string, std::uint64_t>> calls;
   for (size_t i = 0; const char* n = f.entry_name(i); ++i) {
     const size_t c = f.calls(n);
-    if (c > 0) calls.emplace_back(n, c);
+    if (c > 0) {
+      calls.emplace_back(n, c);
+      reached().insert(n);
+    }
   }
   {
     counts after = snapshot();
@@ -442,7 +452,13 @@ void sweep(const std::string& workload_name, const std::function<void()>& work) 
 class summary_printer : public ::testing::Environment {
  public:
   void TearDown() override {
-    if (grand_total().workloads > 1) std::printf("%s\n", grand_total().line("all workloads").c_str());
+    if (grand_total().workloads <= 1) return;
+    std::printf("%s\n", grand_total().line("all workloads").c_str());
+    std::string missing;
+    for (size_t i = 0; const char* n = faults().entry_name(i); ++i) {
+      if (!reached().count(n)) missing += std::string(missing.empty() ? "" : ", ") + n;
+    }
+    std::printf("[fault_sweep] entry points no workload called: %s\n", missing.empty() ? "none" : missing.c_str());
   }
 };
 const auto* const g_summary = ::testing::AddGlobalTestEnvironment(new summary_printer);
@@ -664,6 +680,10 @@ TEST_F(FaultSweep, EventsAndStreams) {
       cuarrow::scoped_context current(c0);
       cuarrow::stream_view::per_thread_default().synchronize();
     }
+    // A stream and a context known only by their handles.
+    SWEEP_EXPECT(cuarrow::stream_view(a.handle()).device_number() == 0);
+    cuarrow::context wrapped = cuarrow::context::wrap(c0.handle());
+    SWEEP_EXPECT(wrapped.device_number() == 0);
     c0.synchronize();
     SWEEP_EXPECT(c0.free_memory() > 0);
   });
@@ -701,6 +721,27 @@ TEST_F(FaultSweep, ContextCreateDestroy) {
     if (cuarrow::device_count() >= 2) {
       (void)cuarrow::context::get(0).enable_peer_access(cuarrow::context::get(1));
     }
+    auto pool = std::dynamic_pointer_cast<cuarrow::async_pool_resource>(cuarrow::context::get(0).memory_resource());
+    if (pool) pool->trim();
+  });
+}
+
+// Error reporting: a driver call that fails by itself (registering a range
+// twice), so that the error path (cuGetErrorName, cuGetErrorString) is
+// called and can be faulted too.  The workload expects that one error.
+TEST_F(FaultSweep, ErrorReporting) {
+  sweep("error reporting", [] {
+    cuarrow::context c0 = cuarrow::context::get(0);
+    auto owner = std::make_shared<std::vector<std::uint8_t>>(8192);
+    cuarrow::buffer r = cuarrow::register_host(c0, owner->data(), 8192, owner);
+    try {
+      (void)cuarrow::register_host(c0, owner->data(), 8192, owner);
+    } catch (const cuarrow::cuda_error& e) {
+      if (e.code() != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) throw;  // an injected fault: a typed error
+      SWEEP_EXPECT(std::string(e.what()).find("cuMemHostRegister") != std::string::npos);
+      return;
+    }
+    throw wrong_data("registering a range twice did not fail");
   });
 }
 
