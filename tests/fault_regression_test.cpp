@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_ipc_exporter.hpp"
 #include "test_support.hpp"
 
 namespace cuarrow_test {
@@ -320,6 +321,27 @@ TEST_F(FaultRegression, FailedPopIsReported) {
   EXPECT_EQ(inj().injected(), 1u);
   EXPECT_FALSE(w.messages.empty()) << "the failed pop was not reported";
   (void)pushes;
+}
+
+// src/ipc.cpp: open_ipc turned CUDA_ERROR_OUT_OF_MEMORY into a plain
+// cuda_error (with a hint about the handle's origin) instead of
+// cuarrow::out_of_memory.
+TEST_F(FaultRegression, OpenIpcOutOfMemoryIsOutOfMemory) {
+  ipc_exporter_child exporter;
+  ASSERT_TRUE(exporter.handle().has_value()) << "the exporting child did not write its handle";
+  cuarrow::context c0 = cuarrow::context::get(0);
+  fail_next("cuIpcOpenMemHandle", CUDA_ERROR_OUT_OF_MEMORY);
+  try {
+    (void)cuarrow::open_ipc(c0, *exporter.handle());
+    FAIL() << "open_ipc should have failed";
+  } catch (const cuarrow::out_of_memory& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_OUT_OF_MEMORY);
+  } catch (const cuarrow::cuda_error& e) {
+    FAIL() << "out of memory thrown as a plain cuda_error: " << e.what();
+  }
+  inj().clear();
+  cuarrow::buffer b = cuarrow::open_ipc(c0, *exporter.handle());
+  EXPECT_EQ(to_vector(b), pattern(10000, 77));
 }
 
 // Clean work leaves no context pushed on any thread (the emulation's count

@@ -42,6 +42,7 @@
 
 #include "arrow/arrow_test_util.hpp"
 #include "child_process.hpp"
+#include "fault_ipc_exporter.hpp"
 #include "test_support.hpp"
 
 namespace cuarrow_test {
@@ -771,42 +772,9 @@ CUARROW_CHILD_MODE(fault_sweep_ipc_exporter) {
 }
 
 TEST_F(FaultSweep, IpcExportAndOpen) {
-  char path[] = "/tmp/cuarrow_fault_ipc_XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  unlink(path);
-  const std::string file = path;
-  char self[4096] = {};
-  ASSERT_GT(readlink("/proc/self/exe", self, sizeof self - 1), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    execl(self, self, "--cuarrow-child=fault_sweep_ipc_exporter", file.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  std::vector<std::byte> handle_bytes;
-  for (int i = 0; i < 600 && handle_bytes.empty(); ++i) {
-    if (FILE* f = std::fopen(file.c_str(), "rb")) {
-      handle_bytes.resize(cuarrow::ipc_memory_handle::serialized_size);
-      size_t n = std::fread(handle_bytes.data(), 1, handle_bytes.size(), f);
-      std::fclose(f);
-      if (n != handle_bytes.size()) handle_bytes.clear();
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  struct cleanup {
-    std::string file;
-    pid_t child;
-    ~cleanup() {
-      unlink(file.c_str());
-      int st = 0;
-      waitpid(child, &st, 0);
-    }
-  } done{file, child};
-  ASSERT_FALSE(handle_bytes.empty()) << "the exporting child did not write its handle";
-  const cuarrow::ipc_memory_handle h = cuarrow::ipc_memory_handle::deserialize(handle_bytes);
+  ipc_exporter_child exporter;
+  ASSERT_TRUE(exporter.handle().has_value()) << "the exporting child did not write its handle";
+  const cuarrow::ipc_memory_handle h = *exporter.handle();
   const std::vector<std::uint8_t> expected = pattern(10000, 77);
   sweep("IPC export/open", [&h, &expected] {
     cuarrow::context c0 = cuarrow::context::get(0);
@@ -828,4 +796,42 @@ TEST_F(FaultSweep, IpcExportAndOpen) {
 }
 
 }  // namespace
+
+ipc_exporter_child::ipc_exporter_child() {
+  char path[] = "/tmp/cuarrow_fault_ipc_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return;
+  close(fd);
+  unlink(path);
+  file_ = path;
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return;
+  child_ = fork();
+  if (child_ < 0) return;
+  if (child_ == 0) {
+    execl(self, self, "--cuarrow-child=fault_sweep_ipc_exporter", file_.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<std::byte> bytes;
+  for (int i = 0; i < 600 && bytes.empty(); ++i) {
+    if (FILE* f = std::fopen(file_.c_str(), "rb")) {
+      bytes.resize(cuarrow::ipc_memory_handle::serialized_size);
+      size_t n = std::fread(bytes.data(), 1, bytes.size(), f);
+      std::fclose(f);
+      if (n != bytes.size()) bytes.clear();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (!bytes.empty()) handle_ = cuarrow::ipc_memory_handle::deserialize(bytes);
+}
+
+ipc_exporter_child::~ipc_exporter_child() {
+  if (!file_.empty()) unlink(file_.c_str());  // the child's signal to go
+  if (child_ > 0) {
+    int st = 0;
+    waitpid(child_, &st, 0);
+  }
+}
+
 }  // namespace cuarrow_test
