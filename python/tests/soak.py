@@ -313,6 +313,7 @@ class Soak:
         self.failure_details = []
         self.progress = {}  # thread -> (ops, last op time)
         self.options_lock = threading.Lock()
+        self.leaked = []  # --inject-leak
 
     # -- setup ------------------------------------------------------------------
     def _setup_numba(self):
@@ -987,6 +988,11 @@ def worker(s, index, seed, phase, kinds, weights):
             s.record_failure(kind, index, ops, note, traceback.format_exc())
         ops += 1
         del note
+        if s.args.inject_leak and ops % 20 == 0 and phase == 1:
+            # the self-test of the checks: a device buffer and a pinned result kept
+            leak = s.ctxs[0].buffer_from_data(b"leak" * 256)
+            with s.lock:
+                s.leaked.append((leak, leak.copy_to_host()))
     s.progress[index] = (ops, time.monotonic(), None)
 
 
@@ -1053,6 +1059,11 @@ def main(argv=None):
         "--keep-malloc-defaults",
         action="store_true",
         help="leave glibc's dynamic mmap threshold on (then RSS also measures the allocator's retention)",
+    )
+    p.add_argument(
+        "--inject-leak",
+        action="store_true",
+        help="keep a device buffer and a pinned copy every 20 ops of each thread (to see the checks fail)",
     )
     p.add_argument("--only", default=None, help="comma-separated operation kinds to run (default: all)")
     args = p.parse_args(argv)
