@@ -425,8 +425,7 @@ class Soak:
         for d, c in enumerate(self.ctxs):
             exact[f"device{d}.bytes_allocated"] = c.bytes_allocated
             if not self.emulated:
-                free, total = c._ctx.free_memory()
-                reported[f"device{d}.driver_used_bytes"] = total - free
+                reported[f"device{d}.driver_used_bytes"] = c._ctx.properties["total_memory"] - c._ctx.free_memory()
         if self.device_pools is not None:
             for d in range(self.ndev):
                 exact[f"device{d}.pool_used_bytes"] = self.device_pools.used(d)
@@ -1051,6 +1050,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the report here")
+    p.add_argument("--summary", default=None, help="write the summary (markdown) here too")
     p.add_argument("--max-bytes", type=int, default=32 * MiB, help="largest copy (default 32 MiB)")
     p.add_argument("--rss-mib", type=float, default=64, help="allowed host RSS growth: this many MiB + 5%%")
     p.add_argument("--report-every", type=float, default=10.0, help="progress line every this many seconds")
@@ -1093,6 +1093,9 @@ def main(argv=None):
         log(f"[soak] skipped {k}: {why}")
 
     warmup = args.warmup if args.warmup is not None else min(30.0, max(3.0, args.seconds * 0.1))
+    # The last resort against a deadlock that no join timeout can reach: all
+    # threads' stacks, then exit.
+    faulthandler.dump_traceback_later(warmup + args.seconds + 2 * args.join_timeout + 300, exit=True)
     warm_s, hung = run_phase(s, warmup, args.threads, 0, kinds, weights, log)
     s.options_restore = None
     cuda.set_transfer_options(**s.defaults)
@@ -1164,10 +1167,15 @@ def main(argv=None):
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2, default=str)
-    log(summary(report))
+    text = summary(report)
+    if args.summary:
+        with open(args.summary, "w") as f:
+            f.write(text + "\n")
+    log(text)
     sys.stdout.flush()
     sys.stderr.flush()
     code = 2 if hung else (0 if passed else 1)
+    faulthandler.cancel_dump_traceback_later()
     if hung:
         os._exit(code)  # hung threads would keep the process alive
     return code
