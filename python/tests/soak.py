@@ -343,6 +343,14 @@ class Soak:
             if i < src.size:
                 dst[i] = src[i] * 3
 
+        # Launch each kernel once here, so that no worker thread compiles or
+        # loads a module; launches are serialized (numba's dispatchers are
+        # not what this soak tests), cuarrow's copies around them are not.
+        probe = self.ctxs[0].buffer_from_data(np.zeros(8, dtype=np.int64))
+        add_u8[1, 8](nb_cuda.as_cuda_array(probe), np.uint8(1))
+        times_three[1, 8](nb_cuda.as_cuda_array(probe).view(np.int64), nb_cuda.as_cuda_array(probe).view(np.int64))
+        nb_cuda.synchronize()
+        del probe
         self.numba = (nb_cuda, add_u8, times_three)
         self.numba_lock = threading.Lock()
 
@@ -845,26 +853,26 @@ def op_ipc(s, rng, note):
 def op_numba(s, rng, note):
     nb_cuda, add_u8, times_three = s.numba
     ctx = s.ctxs[0]
-    n = int(rng.integers(0, 1 << 20))
+    n = int(rng.integers(1, 1 << 20))
     k = int(rng.integers(1, 200))
     note.update(n=n, k=k)
     data = np.frombuffer(s.data(rng, n), dtype=np.uint8)
     cbuf = ctx.buffer_from_data(data)
     view = nb_cuda.as_cuda_array(cbuf)
     threads = 256
-    if n:
+    with s.numba_lock:
         add_u8[(n + threads - 1) // threads, threads](view, np.uint8(k))
-    nb_cuda.synchronize()
+        nb_cuda.synchronize()
     same(cbuf.copy_to_host(), (data + np.uint8(k)).astype(np.uint8), "Numba kernel over a CudaBuffer")
-    m = int(rng.integers(0, 100000))
+    m = int(rng.integers(1, 100000))
     values = np.arange(m, dtype=np.int64) - m // 2
     dev = s.cuda.to_device(pa.array(values))
     out = ctx.new_buffer(8 * m)
     src = nb_cuda.as_cuda_array(dev)
-    dst = nb_cuda.as_cuda_array(out).view(np.int64) if m else None
-    if m:
+    dst = nb_cuda.as_cuda_array(out).view(np.int64)
+    with s.numba_lock:
         times_three[(m + threads - 1) // threads, threads](src, dst)
-    nb_cuda.synchronize()
+        nb_cuda.synchronize()
     same(out.copy_to_host(), values * 3, "Numba kernel over a typed device array")
 
 
