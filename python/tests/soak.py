@@ -995,7 +995,7 @@ def worker(s, index, seed, phase, kinds, weights):
             s.record_failure(kind, index, ops, note, traceback.format_exc())
         ops += 1
         del note
-        if s.args.inject_leak and ops % 20 == 0 and phase == 1:
+        if s.args.inject_leak and ops % 20 == 0 and phase >= 1:
             # the self-test of the checks: a device buffer and a pinned result kept
             leak = s.ctxs[0].buffer_from_data(b"leak" * 256)
             with s.lock:
@@ -1061,6 +1061,12 @@ def main(argv=None):
     p.add_argument("--summary", default=None, help="write the summary (markdown) here too")
     p.add_argument("--max-bytes", type=int, default=32 * MiB, help="largest copy (default 32 MiB)")
     p.add_argument("--rss-mib", type=float, default=64, help="allowed host RSS growth: this many MiB + 5%%")
+    p.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=60.0,
+        help="stop all threads about every this many seconds to compare the figures and sample RSS (0: only at the end)",
+    )
     p.add_argument("--report-every", type=float, default=10.0, help="progress line every this many seconds")
     p.add_argument("--join-timeout", type=float, default=180.0, help="seconds threads get to finish their last op")
     p.add_argument(
@@ -1114,8 +1120,33 @@ def main(argv=None):
     s.counts.clear()
     s.expected.clear()
     measured_s = 0.0
-    if not hung:
-        measured_s, hung = run_phase(s, args.seconds, args.threads, 1, kinds, weights, log)
+    # The measured phase in segments: between two, every thread stops, and
+    # the exact figures are compared with the start there too (a leak that
+    # something later frees would otherwise hide), and RSS is sampled, so
+    # that its course (a plateau, or steady growth) is in the report.
+    segments = max(1, int(round(args.seconds / args.checkpoint_every))) if args.checkpoint_every > 0 else 1
+    checkpoints = []
+    checkpoint_drift = {}
+    for seg in range(segments):
+        if hung:
+            break
+        seg_s, hung = run_phase(s, args.seconds / segments, args.threads, 1 + seg, kinds, weights, log)
+        measured_s += seg_s
+        if hung or seg == segments - 1:
+            break
+        cuda.set_transfer_options(**s.defaults)
+        ex, rep = s.measure(trim=True)
+        for k in sorted(set(start_exact) | set(ex)):
+            if start_exact.get(k, 0) != ex.get(k, 0):
+                checkpoint_drift.setdefault(k, []).append(
+                    {"seconds": round(measured_s, 1), "start": start_exact.get(k, 0), "value": ex.get(k, 0)}
+                )
+        checkpoints.append(
+            {"seconds": round(measured_s, 1), "ops": sum(s.counts.values()), "rss": rep["host.rss_bytes"],
+             "drift": sum(1 for k in ex if start_exact.get(k, 0) != ex[k])}
+        )  # fmt: skip
+        log(f"[soak] checkpoint at {measured_s:.0f} s: rss {rep['host.rss_bytes'] / MiB:.1f} MiB, "
+            f"{checkpoints[-1]['drift']} figures differ from the start")  # fmt: skip
     if hung:
         log(f"[soak] HUNG threads: {hung}; their stacks:")
         faulthandler.dump_traceback(file=sys.stdout, all_threads=True)
@@ -1135,7 +1166,12 @@ def main(argv=None):
     rss_ok = rss1 - rss0 <= rss_bound
     child_exit = s.child.close() if s.child is not None else None
     failures = sum(s.failures.values())
-    passed = not hung and failures == 0 and not drift and rss_ok and sum(warm_failures.values()) == 0
+    if hung:
+        checkpoint_drift = {}
+    passed = (
+        not hung and failures == 0 and not drift and not checkpoint_drift and rss_ok and sum(warm_failures.values()) == 0
+    )
+    checkpoints.append({"seconds": round(measured_s, 1), "ops": sum(s.counts.values()), "rss": rss1, "drift": len(drift)})
     report = {
         "passed": passed,
         "driver": "emulated" if s.emulated else "real",
@@ -1167,6 +1203,8 @@ def main(argv=None):
         "reported_end": end_reported,
         "pinned_pool_cached_bytes_end": end_reported.get("pinned_pool.cached_bytes"),
         "rss": {"start": rss0, "end": rss1, "growth": rss1 - rss0, "bound": rss_bound, "ok": rss_ok},
+        "checkpoints": checkpoints,
+        "checkpoint_drift": checkpoint_drift,
         "ipc_child_exit": child_exit,
         "host": f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"pyarrow {pa.__version__}, numpy {np.__version__}",
@@ -1200,8 +1238,12 @@ def summary(r):
         + ", ".join(f"{k} {v}" for k, v in r["ops"].items()),
         f"- failures: {r['failures_total']}" + (f" ({r['failures']}, warm-up {r['warmup_failures']})" if r["failures_total"] else ""),
         f"- expected errors raised: {r['expected_errors_total']} of {len(r['expected_errors'])} kinds",
-        f"- drift (after warm-up vs end, must be none): "
-        + ("none" if not r["drift"] else ", ".join(f"{k} {v['start']} -> {v['end']}" for k, v in r["drift"].items())),
+        "- drift (after warm-up vs checkpoints and end, must be none): "
+        + (
+            "none"
+            if not r["drift"] and not r["checkpoint_drift"]
+            else ", ".join(f"{k} {v['start']} -> {v['end']}" for k, v in r["drift"].items()) or "at checkpoints"
+        ),
         f"- compared exactly: {len(r['start'])} figures (device bytes, device pools' used bytes, pinned pool in use, pyarrow bytes, live objects"
         + (", emulation counts" if r["driver"] == "emulated" else "")
         + ", IPC child)",
@@ -1215,6 +1257,13 @@ def summary(r):
             "- device memory pools cached at the end (trimmed before comparing): "
             + ", ".join(f"{k.split('.')[0]} {v} B" for k, v in cached.items())
         )
+    if len(r["checkpoints"]) > 1:
+        lines.append(
+            "- host RSS at each checkpoint (s: MiB): "
+            + ", ".join(f"{c['seconds']:.0f}: {c['rss'] / MiB:.1f}" for c in r["checkpoints"])
+        )
+    if r["checkpoint_drift"]:
+        lines.append(f"- DRIFT at checkpoints: {r['checkpoint_drift']}")
     used = {k: v for k, v in r["reported_end"].items() if k.endswith("driver_used_bytes")}
     for k, v in used.items():
         v0 = r["reported_start"].get(k)
