@@ -330,6 +330,11 @@ class Soak:
         if not nb_cuda.is_available():
             self.skipped["numba"] = "numba.cuda reports no usable GPU"
             return
+        import warnings
+
+        # one NumbaPerformanceWarning a launch ("Grid size N will likely
+        # result in GPU under-utilization"): small grids are the point here
+        warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
 
         @nb_cuda.jit("void(uint8[:], uint8)")
         def add_u8(a, k):
