@@ -18,6 +18,20 @@
 #       (memcheck with leak checking, racecheck, synccheck, initcheck) over
 #       the C++ suites, the kernel test and the Python suite, several runs
 #       at a time: $OUT/sanitize.md and $OUT/sanitize-logs.tar.gz.
+#   scripts/gpu-suite.sh soak-start [SECONDS]   (default 600)
+#       builds the Python package there, then starts the soak test
+#       (python/tests/soak.py: 16 threads of random checked operations,
+#       resources compared with the start) in the background, detached, so
+#       that it outlives the command; its output goes to build/soak-out.
+#       Meant as: scripts/gpu-suite.sh soak-start 600 && scripts/gpu-suite.sh run
+#   scripts/gpu-suite.sh soak-report
+#       waits for that soak to finish (up to CUARROW_SOAK_WAIT seconds,
+#       default 570), then copies its report, log and summary to $OUT
+#       (soak.json, soak.log, soak-summary.md); exits with the soak's status.
+#   scripts/gpu-suite.sh soak [SECONDS]
+#       the same soak in the foreground, its files to $OUT.
+#   (CUARROW_SOAK_THREADS, default 16, and CUARROW_SOAK_SEED, default the
+#   time, choose the threads and the seed.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -40,14 +54,97 @@ fi
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
 
+# The Python package, built here for this machine's Python, into a private
+# --target site (never the system's site-packages), then put on PYTHONPATH.
+install_python() {  # install_python SITE
+  rm -rf "$1"
+  python3 -m pip install --no-build-isolation --no-deps --no-compile -q --target "$1" .
+}
+use_python() {  # use_python SITE
+  export PYTHONPATH="$1${PYTHONPATH:+:$PYTHONPATH}"
+}
+
 if [ "$mode" = sanitize ]; then
   unset CUARROW_CUDA_DRIVER
-  site=/tmp/cuarrow-site
-  rm -rf "$site"
-  python3 -m pip install --no-build-isolation --no-deps --no-compile -q --target "$site" . || exit 1
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  install_python /tmp/cuarrow-site || exit 1
+  use_python /tmp/cuarrow-site
   shift
   exec python3 scripts/gpu-sanitize.py --out "$out" "$@"
+fi
+
+# The soak has its own site and output folder: the suite ('run') rebuilds
+# /tmp/cuarrow-site while a background soak may still be importing from its own.
+soak_out=build/soak-out
+soak_site=$PWD/build/soak-site
+soak_collect() {  # soak_collect RC: the soak's files into $out, its summary printed
+  cp "$soak_out/soak.json" "$soak_out/soak.log" "$out/" 2>/dev/null
+  if [ -f "$soak_out/soak-summary.md" ]; then
+    cp "$soak_out/soak-summary.md" "$out/"
+    cat "$soak_out/soak-summary.md"
+  else
+    echo "# Soak: no summary (exit status $1); the log's end:" | tee "$out/soak-summary.md"
+    tail -n 60 "$soak_out/soak.log" | tee -a "$out/soak-summary.md"
+  fi
+  echo "soak exit status: $1"
+}
+if [ "$mode" = soak-start ] || [ "$mode" = soak ]; then
+  unset CUARROW_CUDA_DRIVER
+  secs=${2:-600}
+  if [ -f "$soak_out/pid" ] && [ ! -f "$soak_out/rc" ] && kill -0 "$(cat "$soak_out/pid")" 2>/dev/null; then
+    echo "a soak is already running (pid $(cat "$soak_out/pid")); collect it with: scripts/gpu-suite.sh soak-report"
+    exit 1
+  fi
+  rm -rf "$soak_out"
+  mkdir -p "$soak_out"
+  if ! install_python "$soak_site" >"$soak_out/build.log" 2>&1; then
+    cat "$soak_out/build.log"
+    exit 1
+  fi
+  use_python "$soak_site"
+  cmd=(python3 python/tests/soak.py --seconds "$secs" --threads "${CUARROW_SOAK_THREADS:-16}"
+       --seed "${CUARROW_SOAK_SEED:-$(date +%s)}" --json "$soak_out/soak.json" --summary "$soak_out/soak-summary.md")
+  if [ "$mode" = soak ]; then
+    "${cmd[@]}" 2>&1 | tee "$soak_out/soak.log"
+    rc=${PIPESTATUS[0]}
+    echo "$rc" >"$soak_out/rc"
+    soak_collect "$rc" >/dev/null
+    exit "$rc"
+  fi
+  # Detached (own session, no terminal, no inherited pipes): it keeps
+  # running after this command returns; rc appears when it ends.
+  setsid nohup bash -c '"$@" >"'"$soak_out"'/soak.log" 2>&1; echo $? >"'"$soak_out"'/rc"' soak "${cmd[@]}" \
+    </dev/null >/dev/null 2>&1 &
+  echo $! >"$soak_out/pid"
+  sleep 5
+  echo "soak started (pid $(cat "$soak_out/pid"), ${secs} s after a warm-up of up to 30 s), writing $soak_out;"
+  echo "collect it with: scripts/gpu-suite.sh soak-report"
+  head -n 5 "$soak_out/soak.log"
+  exit 0
+fi
+if [ "$mode" = soak-report ]; then
+  if [ ! -f "$soak_out/pid" ]; then
+    echo "no soak was started here (no $soak_out/pid); start one with: scripts/gpu-suite.sh soak-start [SECONDS]"
+    exit 1
+  fi
+  waited=0
+  while [ ! -f "$soak_out/rc" ] && [ "$waited" -lt "${CUARROW_SOAK_WAIT:-570}" ]; do
+    if ! kill -0 "$(cat "$soak_out/pid")" 2>/dev/null; then
+      sleep 2  # it may just be writing rc
+      [ -f "$soak_out/rc" ] || echo 137 >"$soak_out/rc"  # gone without a status: killed
+      break
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  if [ ! -f "$soak_out/rc" ]; then
+    echo "the soak is still running after ${waited} s of waiting; its log so far:"
+    tail -n 20 "$soak_out/soak.log"
+    cp "$soak_out/soak.log" "$out/" 2>/dev/null
+    exit 3
+  fi
+  rc=$(cat "$soak_out/rc")
+  soak_collect "$rc"
+  exit "$rc"
 fi
 summary="$out/summary.md"
 log="$out/gpu-suite.log"   # every step's whole output
@@ -97,10 +194,8 @@ else
 fi
 
 if [ -f pyproject.toml ]; then
-  site=/tmp/cuarrow-site
-  rm -rf "$site"
-  step python-build python3 -m pip install --no-build-isolation --no-deps --no-compile -q --target "$site" .
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  step python-build install_python /tmp/cuarrow-site
+  use_python /tmp/cuarrow-site
   step python-suite python3 -m pytest -q -rs python/tests -p no:cacheprovider
   step python-demo python3 -m cuarrow.demo
   if [ "${2:-}" = --bench ]; then
