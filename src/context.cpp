@@ -128,7 +128,31 @@ void order_after(context_state& ctx, CUstream producer, CUstream waiter, bool pr
   check(d.cuStreamWaitEvent(waiter, ctx.order_event, 0), "cuStreamWaitEvent");
 }
 
+namespace {
+struct release_hooks {
+  std::mutex mutex;
+  std::vector<void (*)() noexcept> fns;
+};
+release_hooks& hooks() {
+  static auto* h = new release_hooks;  // never destroyed: used from exit handlers
+  return *h;
+}
+}  // namespace
+
+void on_release_contexts(void (*fn)() noexcept) {
+  release_hooks& h = hooks();
+  std::lock_guard lock(h.mutex);
+  if (std::find(h.fns.begin(), h.fns.end(), fn) == h.fns.end()) h.fns.push_back(fn);
+}
+
 void release_cached_contexts() noexcept {
+  std::vector<void (*)() noexcept> fns;
+  {
+    release_hooks& h = hooks();
+    std::lock_guard lock(h.mutex);
+    fns = h.fns;
+  }
+  for (auto it = fns.rbegin(); it != fns.rend(); ++it) (*it)();
   std::vector<std::shared_ptr<context_state>> dropped;
   {
     context_cache& c = cache();

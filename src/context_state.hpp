@@ -48,6 +48,15 @@ struct context_state {
 /// the last context, buffer or stream using it is gone).
 void release_cached_contexts() noexcept;
 
+/// Have `fn` run by release_cached_contexts (at process exit and in
+/// cuarrow::shutdown), before the contexts are dropped: process-wide caches
+/// of memory registered in those contexts (the staging slots, the pinned
+/// result pool) give it back there, while the contexts still exist, instead
+/// of leaving it to the context's destruction (which leak checkers such as
+/// compute-sanitizer's memcheck report).  Adding the same function twice
+/// runs it once.  `fn` must not throw.
+void on_release_contexts(void (*fn)() noexcept);
+
 /// Run queued deferred releases (buffers kept alive for asynchronous copies
 /// whose streams have since passed them).  Cheap when there are none.
 void collect_deferred_releases() noexcept;

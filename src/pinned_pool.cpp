@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "context_state.hpp"
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
@@ -66,6 +67,8 @@ struct pooled_block {
   std::size_t size_class;
 };
 
+void release_pool_at_exit() noexcept;  // below: it trims the pool
+
 }  // namespace
 
 std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_t size) {
@@ -83,6 +86,7 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
     } else {
       if (s.in_use + static_cast<std::int64_t>(cls) > limit) return std::nullopt;
       scoped_context guard(ctx);
+      detail::on_release_contexts(release_pool_at_exit);
       s.make_room(static_cast<std::int64_t>(cls), limit);
       try {
         p = detail::allocate_page_locked(cls, /*mapped=*/false);
@@ -109,6 +113,18 @@ pinned_pool_statistics pinned_pool_stats() {
   std::lock_guard lock(s.mutex);
   return pinned_pool_statistics{s.held, s.in_use};
 }
+
+namespace {
+// Before the runtime drops its contexts (exit, cuarrow::shutdown): the
+// cached blocks are unpinned while their context exists.  Blocks in use
+// stay (their buffers may outlive this).
+void release_pool_at_exit() noexcept {
+  try {
+    trim_pinned_pool();
+  } catch (...) {  // nothing to report to at exit: the blocks stay pinned
+  }
+}
+}  // namespace
 
 void trim_pinned_pool() {
   if (detail::driver_if_loaded() == nullptr || device_count() == 0) return;

@@ -19,6 +19,7 @@
 #define CUARROW_STREAMING_STORES 1
 #endif
 
+#include "context_state.hpp"
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
 #include "page_locked.hpp"
@@ -204,14 +205,17 @@ struct pipeline {
   worker_pool pool;
   std::vector<void*> slots;
   std::size_t slot_bytes = 0;
+  CUcontext slot_ctx = nullptr;  // the context the slots were registered in
 
-  // Called with `mutex` held and a context current.  Returns false when
-  // pinned memory cannot be had (the caller then copies directly).
-  bool ensure_slots(std::size_t count, std::size_t bytes) {
+  // Called with `mutex` held and `ctx` current.  Returns false when pinned
+  // memory cannot be had (the caller then copies directly).
+  bool ensure_slots(std::size_t count, std::size_t bytes, CUcontext ctx) {
     if (slot_bytes != bytes) {
       retire_slots();
       slot_bytes = bytes;
     }
+    if (slots.empty()) slot_ctx = ctx;
+    on_release_contexts(release_at_exit);
     while (slots.size() < count) {
       try {
         slots.push_back(allocate_page_locked(bytes, /*mapped=*/false));
@@ -224,9 +228,14 @@ struct pipeline {
 
   // Called with `mutex` held.  Unpins and frees every slot.
   void retire_slots() noexcept {
-    for (void* p : slots) free_page_locked(p, slot_bytes, nullptr);
+    for (void* p : slots) free_page_locked(p, slot_bytes, slot_ctx);
     slots.clear();
   }
+
+  // Before the runtime drops its contexts (exit, cuarrow::shutdown): the
+  // slots are unregistered in the context they were registered in.  A copy
+  // still running keeps its slots (the lock is not waited for).
+  static void release_at_exit() noexcept;
 };
 
 pipeline& the_pipeline() {
@@ -235,6 +244,12 @@ pipeline& the_pipeline() {
 }
 
 void worker_pool::stop_all() noexcept { the_pipeline().pool.stop(); }
+
+void pipeline::release_at_exit() noexcept {
+  pipeline& p = the_pipeline();
+  std::unique_lock lock(p.mutex, std::try_to_lock);
+  if (lock.owns_lock()) p.retire_slots();
+}
 
 // A staged job's plan: the pieces cut into segments, each inside one chunk
 // (one pinned slot's worth), packed one after another.  A segment with
@@ -453,7 +468,7 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
-  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes))) {
+  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes), ctx)) {
     return false;
   }
   const std::size_t estimate = (total + chunk - 1) / chunk;

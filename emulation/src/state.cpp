@@ -31,7 +31,24 @@ namespace {
 
 std::mutex g_init_mu;       // serialises cuInit and teardown
 std::mutex g_lifecycle_mu;  // serialises primary context retain/release
-CUARROW_EMU_STATIC_TLS thread_local std::vector<Context*> t_ctx_stack;
+// The thread's current-context stack.  Trivially destructible on purpose:
+// the main thread's thread_local destructors run before the process's
+// exit handlers, and those may still push and pop (the real driver allows
+// it: cuarrow unpins its caches there).
+struct ContextStack {
+    static constexpr int kCapacity = 64;  // static TLS is small; deeper nesting fails as out of memory
+    Context* items[kCapacity];
+    int size;
+    bool empty() const { return size == 0; }
+    Context* back() const { return items[size - 1]; }
+    bool push_back(Context* c) {
+        if (size == kCapacity) return false;
+        items[size++] = c;
+        return true;
+    }
+    void pop_back() { --size; }
+};
+CUARROW_EMU_STATIC_TLS thread_local ContextStack t_ctx_stack;
 std::atomic<size_t> g_ctx_pushed{0};  // pushes not yet popped, all threads
 
 // ---------------------------------------------------------------------------
@@ -619,7 +636,7 @@ CUresult emu_cuCtxPushCurrent_v4000(CUcontext ctx) {
     if (CUresult r = check_init()) return r;
     Context* c = context_from_handle(ctx);
     if (!c || !c->active.load()) return CUDA_ERROR_INVALID_CONTEXT;
-    t_ctx_stack.push_back(c);
+    if (!t_ctx_stack.push_back(c)) return CUDA_ERROR_OUT_OF_MEMORY;
     g_ctx_pushed.fetch_add(1);
     return CUDA_SUCCESS;
 }

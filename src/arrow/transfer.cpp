@@ -3,6 +3,7 @@
 // the stream, synchronize at most once at the end.
 #include "cuarrow/arrow/transfer.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -165,6 +166,17 @@ std::vector<std::vector<array_data>> copy_groups_async(const std::vector<std::ve
     for (std::size_t i = 0; i < groups[g].size(); ++i) p.plan(*groups[g][i], out[g][i], paths[g][i]);
     if (p.total() == 0) continue;
     buffer whole = allocate_arena(kind, ctx, p.total(), s);
+    // The padding between a device arena's buffers is read by later copies
+    // that merge neighbours into one DMA.  Copies from ordinary host memory
+    // write it (their runs cross the gaps, from the gathered or staged
+    // block); pieces from device or pinned memory travel one DMA each and
+    // leave it unwritten, so such an arena is zeroed first (one memset on
+    // the stream: Arrow's padding is then zeros, as its IPC writers make it).
+    if (kind == destination_kind::device && p.items().size() > 1 &&
+        std::any_of(p.items().begin(), p.items().end(),
+                    [](const copy_item& it) { return it.src->type() != device_type::cpu; })) {
+      fill_async(whole, 0, whole.size(), 0, s);
+    }
     for (const copy_item& it : p.items()) {
       pieces.push_back(copy_piece{whole, it.dst_offset, *it.src, it.src_offset, it.size});
       *it.dst = whole.slice(it.dst_offset, it.size);

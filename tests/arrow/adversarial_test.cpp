@@ -85,7 +85,23 @@ TEST(ArrowAdversarial, BuffersOfOneImportInTwoAllocationsCopyApart) {
   ASSERT_EQ(imported.buffers[0].allocation(), nullptr) << "imported memory is not one known allocation";
 
   EXPECT_TRUE(same_values(host, to_host(imported)));
-  EXPECT_TRUE(same_values(host, to_host(to_device(imported, ctx))));
+  {  // memory the pool hands out again holds old bytes
+    const cuarrow::buffer dirty = cuarrow::allocate_device(ctx, 256 + 6400);
+    cuarrow::fill_async(dirty, 0, dirty.size(), 0xab, cuarrow::stream_view());
+  }
+  const array_data moved = to_device(imported, ctx);
+  EXPECT_TRUE(same_values(host, to_host(moved)));
+
+  // The new arena's padding between the two buffers was written by no
+  // copy (each came from its own device allocation): it is zeroed, so that
+  // later copies merging across it read defined bytes.
+  const std::uintptr_t first = moved.buffers[0].address();
+  const std::int64_t span = static_cast<std::int64_t>(moved.buffers[1].address() - first);
+  ASSERT_GT(span, 200);
+  const cuarrow::buffer arena = cuarrow::wrap_device(ctx, first, span, nullptr, false);
+  std::vector<std::uint8_t> padding(static_cast<std::size_t>(span - 200), 0xff);
+  cuarrow::copy_to_host(padding.data(), arena, 200, span - 200);
+  EXPECT_EQ(padding, std::vector<std::uint8_t>(padding.size(), 0));
 }
 
 // The same from ordinary host memory: two buffers of one owner placed as
