@@ -53,7 +53,27 @@ DELIBERATE = {
     "handle in its own process",
     ("CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "cuMemHostUnregister"): "ending a registration that went with a "
     "destroyed context (the lifetime test)",
+    ("CUDA_ERROR_INVALID_HANDLE", "cuIpcOpenMemHandle"): "tests opening the handle of a process that has exited "
+    "(Ipc.HandleOfAProcessThatExitedIsACudaError, test_handle_of_an_exited_process_is_a_CudaError)",
+    ("CUDA_ERROR_INVALID_HANDLE", "cuEventElapsedTime"): "Event.ElapsedTimeNeedsTimingEvents: the driver refuses "
+    "events made without timing",
 }
+
+# Calls made by other libraries in the same process (numba-cuda's and
+# cuda.bindings' entry-point lookups, PyTorch, CuPy): an API error whose
+# backtrace holds no cuarrow frame is listed as theirs, not counted.
+OURS = re.compile(r"libcuarrow|_cuarrow|cuarrow::|cuarrow/|cuarrow_")
+
+# initcheck cannot see writes made by another process: device memory a child
+# opens through CUDA IPC was written by its parent, so the child's reads of
+# it are reported as uninitialized.  Such reports (backtrace inside the IPC
+# child of a test) are listed apart, not counted.
+CROSS_PROCESS = re.compile(r"ipc_child|cuarrow_child_gpu_ipc|child_process")
+
+
+def base_name(call: str) -> str:
+    """cuIpcOpenMemHandle_v2 -> cuIpcOpenMemHandle (the table uses the base names)."""
+    return re.sub(r"_v\d+$", "", call)
 
 API_ERROR = re.compile(r"Program hit (CUDA_ERROR_\w+) \(error \d+\) due to \"[^\"]*\" on CUDA API call to (\w+)")
 SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
@@ -92,25 +112,53 @@ def targets(args: argparse.Namespace) -> dict:
     ]:
         if (binaries / exe).exists():
             out[name] = [str(binaries / exe)]
-    out["python-suite"] = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"]
+    # The soak has its own run (gpu-suite.sh soak-start); under a sanitizer it
+    # would only be slow.
+    out["python-suite"] = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests",
+                           "--ignore=python/tests/test_soak.py"]
     return out
 
 
-def classify(text: str) -> dict:
-    api = Counter()
-    hazards = []
+def blocks(text: str):
+    """The sanitizer's reports, one list of lines each (a report starts with a
+    line of its own and runs to the next blank '=========' line)."""
+    block = []
     for line in text.splitlines():
         if not line.startswith("========="):
             continue
-        m = API_ERROR.search(line)
-        if m:
-            api[(m.group(1), m.group(2))] += 1
+        body = line[len("========="):].strip()
+        if not body:
+            if block:
+                yield block
+            block = []
             continue
-        body = line.strip("= ").strip()
-        if any(h in body for h in HAZARD_HINTS) and not body.startswith("ERROR SUMMARY"):
-            hazards.append(body)
+        block.append(body)
+    if block:
+        yield block
+
+
+def classify(text: str, tool: str = "") -> dict:
+    api = Counter()
+    third_party = Counter()
+    hazards = []
+    cross_process = []
+    for block in blocks(text):
+        head = block[0]
+        whole = "\n".join(block)
+        m = API_ERROR.search("========= " + head)
+        if m:
+            key = (m.group(1), base_name(m.group(2)))
+            (api if OURS.search(whole) else third_party)[key] += 1
+            continue
+        if head.startswith("ERROR SUMMARY") or not any(h in head for h in HAZARD_HINTS):
+            continue
+        if tool == "initcheck" and CROSS_PROCESS.search(whole):
+            cross_process.append(head)
+        else:
+            hazards.append(head)
     m = SUMMARY.findall(text)
-    return {"api": api, "hazards": hazards, "summary": int(m[-1]) if m else None}
+    return {"api": api, "third_party": third_party, "hazards": hazards, "cross_process": cross_process,
+            "summary": int(m[-1]) if m else None}
 
 
 def run_one(sanitizer: str, tool: str, name: str, cmd: list, logdir: Path, timeout: int) -> dict:
@@ -126,7 +174,7 @@ def run_one(sanitizer: str, tool: str, name: str, cmd: list, logdir: Path, timeo
         except subprocess.TimeoutExpired:
             rc, timed_out = None, True
     text = log.read_text(errors="replace")
-    result = classify(text)
+    result = classify(text, tool)
     tail = [line for line in text.splitlines() if re.search(r"passed|failed|PASSED|FAILED", line)]
     result.update(tool=tool, target=name, rc=rc, timed_out=timed_out, seconds=time.time() - t0,
                   tests=tail[-1].strip() if tail else "")
@@ -141,6 +189,9 @@ def main() -> int:
     ap.add_argument("--targets", default="", help="comma-separated subset of the targets (default: all)")
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--timeout", type=int, default=480, help="seconds for one (tool, target) run")
+    ap.add_argument("--memcheck-python-ignore", default="test_gpu_interop.py,test_numba.py,test_threads.py",
+                    help="Python test files left out under memcheck (JIT compilers and many threads make "
+                    "memcheck take longer than one GPU-machine call; racecheck, synccheck and initcheck run them)")
     args = ap.parse_args()
 
     sanitizer = find_sanitizer()
@@ -158,7 +209,13 @@ def main() -> int:
 
     results = []
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, sanitizer, tool, name, all_targets[name], logdir, args.timeout)
+        def command(tool: str, name: str) -> list:
+            cmd = list(all_targets[name])
+            if tool == "memcheck" and name == "python-suite":
+                cmd += [f"--ignore=python/tests/{f}" for f in args.memcheck_python_ignore.split(",") if f]
+            return cmd
+
+        futures = [pool.submit(run_one, sanitizer, tool, name, command(tool, name), logdir, args.timeout)
                    for tool, name in jobs]
         for f in cf.as_completed(futures):
             r = f.result()
@@ -168,6 +225,7 @@ def main() -> int:
 
     results.sort(key=lambda r: (list(TOOLS).index(r["tool"]), r["target"]))
     api_total = Counter()
+    third_total = Counter()
     lines = ["# compute-sanitizer over the GPU suite", "",
              f"- sanitizer: {subprocess.run([sanitizer, '--version'], capture_output=True, text=True).stdout.strip().splitlines()[-1]}",
              f"- date: {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}", "",
@@ -178,6 +236,7 @@ def main() -> int:
         deliberate = sum(n for k, n in r["api"].items() if k in DELIBERATE)
         other = sum(n for k, n in r["api"].items() if k not in DELIBERATE)
         api_total.update(r["api"])
+        third_total.update(r["third_party"])
         # The suite's own result counts too (the sanitizer passes its exit code on).
         ok = not r["timed_out"] and r["rc"] == 0 and not r["hazards"] and other == 0
         failed |= not ok
@@ -188,6 +247,17 @@ def main() -> int:
     for (err, call), n in api_total.most_common():
         why = DELIBERATE.get((err, call), "NOT DELIBERATE: a finding")
         lines.append(f"- {err} from {call}: {n} — {why}")
+    lines += ["", "CUDA API errors of other libraries in the process (no cuarrow frame in the backtrace; "
+              "not counted):", ""]
+    for (err, call), n in third_total.most_common():
+        lines.append(f"- {err} from {call}: {n}")
+    cross = Counter((r["target"], h) for r in results for h in r["cross_process"])
+    lines += ["", f"initcheck reports of reads of IPC memory written by another process (initcheck does not "
+              f"track writes across processes; not counted): {sum(cross.values())}", ""]
+    for (target, h), n in cross.most_common(10):
+        lines.append(f"- {target}: {h} (x{n})")
+    if args.memcheck_python_ignore:
+        lines += ["", f"Python files left out under memcheck only: {args.memcheck_python_ignore}"]
     hazards = [(r["tool"], r["target"], h) for r in results for h in r["hazards"]]
     lines += ["", f"Hazards (memory errors, races, sync, initialization, leaks): {len(hazards)}", ""]
     for tool, target, h in hazards[:200]:
