@@ -452,6 +452,13 @@ class _DeviceData:
         return False
 
     @property
+    def device(self) -> Any:
+        """The device the data is on (a cuarrow.cuda.Device: pyarrow.Device's attributes)."""
+        from cuarrow.cuda import Device
+
+        return Device(*self._placement())
+
+    @property
     def context(self) -> Context:
         """The Context (primary context) of the device the data is on."""
         return Context._wrap(_lib.Context.get(max(self.device_id, 0)))

@@ -527,3 +527,67 @@ def test_buffers_know_their_device(ctx, ctx1):
     assert buf[2:4].context.device_number == 1
     h = cuda.new_host_buffer(8, device=1)
     assert h.context.device_number == 1
+
+
+# pyarrow's test_print_array_host (python/pyarrow/tests/test_cuda.py), only the module name adapted.
+@pytest.mark.parametrize("size", [0, 1, 1000])
+def test_print_array_host(size):
+    buf = cuda.new_host_buffer(size*8)
+    np_arr = np.frombuffer(buf, dtype=np.int64)
+    np_arr[:] = range(size)
+
+    arr = pa.array(range(size), pa.int64())
+    carr = pa.Array.from_buffers(pa.int64(), size, [None, buf])
+    assert str(carr) == str(arr)
+
+
+def test_HostBuffer_is_a_pyarrow_buffer_and_keeps_memory_alive():
+    import gc
+    import weakref
+
+    hbuf = cuda.new_host_buffer(8 * 4)
+    assert isinstance(hbuf, pa.Buffer) and isinstance(hbuf, cuda.HostBuffer)
+    np.frombuffer(hbuf, dtype=np.int64)[:] = [1, 2, 3, 4]
+    arr = pa.Array.from_buffers(pa.int64(), 4, [None, hbuf])
+    sliced = pa.Array.from_buffers(pa.int64(), 2, [None, hbuf.slice(8, 16)])
+    assert arr.buffers()[1].address == hbuf.address
+    owner = weakref.ref(hbuf.raw)
+    del hbuf
+    gc.collect()
+    # The array holds the pinned memory (the binding's buffer) alive.
+    assert owner() is not None
+    assert arr.to_pylist() == [1, 2, 3, 4] and sliced.to_pylist() == [2, 3]
+    del arr
+    gc.collect()
+    assert owner() is None
+    # The slice's own binding buffer shares the mapping.
+    assert sliced.to_pylist() == [2, 3]
+    # pyarrow's other consumers take it too.
+    hbuf = cuda.new_host_buffer(3)
+    assert isinstance(hbuf[:], cuda.HostBuffer)
+    np.frombuffer(hbuf, dtype=np.uint8)[:] = [7, 8, 9]
+    assert pa.BufferReader(hbuf).read() == b"\x07\x08\x09"
+    assert pa.array([7, 8, 9], pa.uint8()).buffers()[1].equals(hbuf)
+    assert hbuf.device_type == pa.DeviceAllocationType.CUDA_HOST
+    assert hbuf.context == cuda.Context(0)
+
+
+def test_device_objects(ctx, ctx1):
+    dev = ctx.device
+    assert isinstance(dev, cuda.Device)
+    assert dev.device_type == pa.DeviceAllocationType.CUDA
+    assert dev.device_id == dev.device_number == 0
+    assert not dev.is_cpu
+    assert dev.type_name == "arrow::cuda"
+    assert dev.context == ctx
+    assert ctx1.device.device_id == ctx1.device_number
+    assert ctx1.device != dev and hash(cuda.Context(0).device) == hash(dev)
+    cbuf = ctx1.new_buffer(16)
+    assert cbuf.device == ctx1.device
+    assert cbuf.device.device_type == cbuf.device_type
+    # A view of pinned memory is on the device as CUDA_HOST, as its device_type says.
+    hview = ctx.buffer_from_object(cuda.new_host_buffer(8))
+    assert hview.device.device_type == hview.device_type == pa.DeviceAllocationType.CUDA_HOST
+    darr = cuda.to_device(pa.array([1, 2, 3]), ctx1)
+    assert darr.device == ctx1.device
+    assert "cuda:" in repr(dev)
