@@ -496,6 +496,22 @@ def _declared_placement(buffers: Sequence[Any], children: Sequence[Any]) -> Tupl
     return (_CUDA, 0)
 
 
+def _core_layout(type_: pa.DataType, buffers: List[Any]) -> List[Any]:
+    """pyarrow's buffer list converted to the core's (the C Data Interface's):
+    Arrow C++ gives null, union and run-end encoded arrays a leading buffer
+    that is always absent, which the C interface (and cuarrow) do not have."""
+    st = _storage(type_)
+    if not (pa.types.is_null(st) or pa.types.is_union(st) or pa.types.is_run_end_encoded(st)):
+        return buffers
+    if len(buffers) != st.num_buffers:
+        raise ValueError(
+            f"Type's expected number of buffers ({st.num_buffers}) did not match the passed number ({len(buffers)})."
+        )
+    if buffers[0] is not None:
+        raise ValueError(f"buffers[0] of a {st} array must be None (it has no validity bitmap)")
+    return buffers[1:]
+
+
 def _device_arrays(values: Any, what: str) -> List["DeviceArray"]:
     out = list(values)
     for i, v in enumerate(out):
@@ -589,6 +605,7 @@ class DeviceArray(_DeviceData):
                     "(Context.buffer_from_object(host_buffer) views pinned memory from the device)"
                 )
         children = [] if children is None else _device_arrays(children, "children")
+        buffers = _core_layout(type, buffers)
         where = _declared_placement(buffers, children)
         data = _lib.array_from_buffers(
             pa.field("", type).__arrow_c_schema__(),

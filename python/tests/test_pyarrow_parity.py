@@ -759,3 +759,22 @@ def test_DeviceTable_from_arrays_and_batches(ctx, ctx1):
         with pytest.raises(pa.ArrowInvalid, match="one device"):
             cuda.DeviceTable.from_batches([b1, b3])
     assert b1.to_host().column(0).to_pylist() == [1, 2, 3]
+
+
+def test_DeviceArray_from_buffers_pyarrow_layouts(ctx):
+    # Arrow C++'s leading absent buffer of null, union and run-end encoded arrays.
+    assert cuda.DeviceArray.from_buffers(pa.null(), 3, [None]).to_host().equals(pa.nulls(3))
+    ints = cuda.to_device(pa.array([1, 2, 3], pa.int32()), ctx)
+    codes = np.array([0, 0, 0], np.int8)
+    t = pa.sparse_union([pa.field("a", pa.int32())])
+    host = pa.Array.from_buffers(t, 3, [None, pa.py_buffer(codes)], children=[ints.to_host()])
+    dev = cuda.DeviceArray.from_buffers(t, 3, [None, _dev(ctx, codes)], children=[ints])
+    assert dev.to_host().equals(host)
+    with pytest.raises(ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"):
+        cuda.DeviceArray.from_buffers(t, 3, [_dev(ctx, codes)], children=[ints])
+    with pytest.raises(ValueError, match="must be None"):
+        cuda.DeviceArray.from_buffers(t, 3, [_dev(ctx, codes), _dev(ctx, codes)], children=[ints])
+    ends = cuda.to_device(pa.array([2, 3], pa.int32()), ctx)
+    vals = cuda.to_device(pa.array(["x", "y"]), ctx)
+    ree = pa.run_end_encoded(pa.int32(), pa.utf8())
+    assert cuda.DeviceArray.from_buffers(ree, 3, [None], children=[ends, vals]).to_host().to_pylist() == ["x", "x", "y"]

@@ -66,7 +66,16 @@ array_data make_array(const data_type& type, std::int64_t length, std::vector<bu
   a.type = type;
   a.length = length;
   a.offset = offset;
-  a.null_count = type.id == type_id::null ? length : null_count;
+  a.null_count = null_count;
+  if (type.id == type_id::null) {
+    a.null_count = length;
+  } else if (null_count == -1 && (!l.has_validity || buffers.empty() || buffers[0].size() == 0)) {
+    // No bitmap (unions and run-end encoded have none of their own): no nulls, known now.
+    a.null_count = 0;
+  } else if (null_count > 0 && !l.has_validity) {
+    throw invalid_argument("null_count " + num(null_count) + " for a " + type.to_string() +
+                           " array, which has no validity bitmap of its own");
+  }
   a.buffers = std::move(buffers);
   a.children = std::move(children);
   a.dictionary = std::move(dictionary);
