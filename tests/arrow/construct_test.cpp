@@ -109,6 +109,19 @@ TEST(ArrowConstruct, RefusesBadShapesAndLeavesInputsUsable) {
   EXPECT_TRUE(equals(to_host(ints), primitive<std::int64_t>(int64(), {1, 2, 3})));
 }
 
+TEST(ArrowConstruct, NullCountIsKnownWithoutABitmap) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::buffer values = device_vector<std::int64_t>(ctx, {1, 2, 3});
+  EXPECT_EQ(make_array(int64(), 3, {cuarrow::buffer(), values}).null_count, 0);
+  EXPECT_EQ(make_array(int64(), 3, {device_vector<std::uint8_t>(ctx, {0b101}), values}).null_count, -1);
+  EXPECT_EQ(make_array(null(), 3, {}).null_count, 3);
+  array_data ints = make_array(int32(), 2, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {1, 2})});
+  data_type u = sparse_union({field("a", int32())}, {0});
+  EXPECT_EQ(make_array(u, 2, {device_vector<std::int8_t>(ctx, {0, 0})}, -1, 0, {ints}).null_count, 0);
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] { make_array(u, 2, {device_vector<std::int8_t>(ctx, {0, 0})}, 1, 0, {ints}); }, "no validity bitmap");
+}
+
 TEST(ArrowConstruct, RefusesMixedDevices) {
   CUARROW_REQUIRE_DEVICES(2);
   cuarrow::context c0 = cuarrow::context::get(0);
