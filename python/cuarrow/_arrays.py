@@ -17,6 +17,8 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
+import builtins
+
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
@@ -452,6 +454,13 @@ class _DeviceData:
         return False
 
     @property
+    def device(self) -> Any:
+        """The device the data is on (a cuarrow.cuda.Device: pyarrow.Device's attributes)."""
+        from cuarrow.cuda import Device
+
+        return Device(*self._placement())
+
+    @property
     def context(self) -> Context:
         """The Context (primary context) of the device the data is on."""
         return Context._wrap(_lib.Context.get(max(self.device_id, 0)))
@@ -470,6 +479,64 @@ class _DeviceData:
             f"iterating a {type(self).__name__} would copy it to the host element by element; "
             "use to_host() (or to_pylist()) once"
         )
+
+
+_type_of = builtins.type
+
+
+def _declared_placement(buffers: Sequence[Any], children: Sequence[Any]) -> Tuple[int, int]:
+    """Where data built from these buffers and children lives (what an array
+    without any buffer reports): the first buffer's device, else the first
+    child's, else device 0.  Mixed devices are the core's to refuse."""
+    for b in buffers:
+        if b is not None and b.size:
+            return (b.raw_device_type, b.device_id)
+    for c in children:
+        return c._placement()
+    return (_CUDA, 0)
+
+
+def _core_layout(type_: pa.DataType, buffers: List[Any]) -> List[Any]:
+    """pyarrow's buffer list converted to the core's (the C Data Interface's):
+    Arrow C++ gives null, union and run-end encoded arrays a leading buffer
+    that is always absent, which the C interface (and cuarrow) do not have."""
+    st = _storage(type_)
+    if not (pa.types.is_null(st) or pa.types.is_union(st) or pa.types.is_run_end_encoded(st)):
+        return buffers
+    if len(buffers) != st.num_buffers:
+        raise ValueError(
+            f"Type's expected number of buffers ({st.num_buffers}) did not match the passed number ({len(buffers)})."
+        )
+    if buffers[0] is not None:
+        raise ValueError(f"buffers[0] of a {st} array must be None (it has no validity bitmap)")
+    return buffers[1:]
+
+
+def _device_arrays(values: Any, what: str) -> List["DeviceArray"]:
+    out = list(values)
+    for i, v in enumerate(out):
+        if not isinstance(v, DeviceArray):
+            raise TypeError(
+                f"{what}[{i}] must be a cuarrow.cuda.DeviceArray, not {type(v).__name__} "
+                "(cuarrow.cuda.to_device copies a host array to the device)"
+            )
+    return out
+
+
+def _batch_schema(arrays: List["DeviceArray"], names: Any, schema: Any, metadata: Any) -> pa.Schema:
+    """The schema of a batch (or table) from_arrays builds, with pyarrow's argument rules."""
+    if schema is not None:
+        if names is not None:
+            raise ValueError("Cannot pass both schema and names")
+        if not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+        return schema if metadata is None else schema.with_metadata(metadata)
+    if names is None:
+        raise ValueError("Must pass names or schema when constructing Table or RecordBatch.")
+    names = list(names)
+    if len(names) != len(arrays):
+        raise ValueError(f"Length of names ({len(names)}) does not match length of arrays ({len(arrays)})")
+    return pa.schema([pa.field(str(n), a.type) for n, a in zip(names, arrays)], metadata=metadata)
 
 
 class DeviceArray(_DeviceData):
@@ -502,6 +569,54 @@ class DeviceArray(_DeviceData):
         obj._data = data
         obj._type = type
         return obj
+
+    @staticmethod
+    def from_buffers(
+        type: pa.DataType,
+        length: int,
+        buffers: Sequence[Optional[CudaBuffer]],
+        null_count: int = -1,
+        offset: int = 0,
+        children: Optional[Sequence["DeviceArray"]] = None,
+    ) -> "DeviceArray":
+        """An array of `type` over device buffers someone filled (a kernel's
+        output, ...), zero-copy: pyarrow.Array.from_buffers's arguments.
+
+        `buffers` are CudaBuffers (or None for an absent one, e.g. no
+        validity bitmap) in the type's layout order; `children` are
+        DeviceArrays (nested types).  Before it is returned the array is
+        checked cheaply: buffer and child counts against the type
+        (ValueError, pyarrow's wording), one device for everything, each
+        buffer large enough for `length` + `offset` and the first and last
+        offsets of offset-based types (read from the device in one copy);
+        pyarrow.ArrowInvalid names the buffer that is wrong.  The buffers stay
+        alive as long as the array.
+        """
+        if not isinstance(type, pa.DataType):
+            raise TypeError(f"type must be a pyarrow.DataType, not {_type_of(type).__name__}")
+        length = _index(length, "length")
+        null_count = _index(null_count, "null_count")
+        offset = _index(offset, "offset")
+        buffers = list(buffers)
+        for i, b in enumerate(buffers):
+            if b is not None and not isinstance(b, CudaBuffer):
+                raise TypeError(
+                    f"buffers[{i}] must be a cuarrow.cuda.CudaBuffer or None, not {_type_of(b).__name__} "
+                    "(Context.buffer_from_object(host_buffer) views pinned memory from the device)"
+                )
+        children = [] if children is None else _device_arrays(children, "children")
+        buffers = _core_layout(type, buffers)
+        where = _declared_placement(buffers, children)
+        data = _lib.array_from_buffers(
+            pa.field("", type).__arrow_c_schema__(),
+            length,
+            buffers,
+            null_count,
+            offset,
+            [c._data for c in children],
+            *where,
+        )
+        return DeviceArray._wrap(data, type)
 
     def _placement(self) -> Tuple[int, int]:
         return self._data.placement
@@ -1007,6 +1122,26 @@ class DeviceRecordBatch(_DeviceData):
         obj._schema = schema
         return obj
 
+    @staticmethod
+    def from_arrays(
+        arrays: Sequence[DeviceArray],
+        names: Optional[Sequence[str]] = None,
+        schema: Optional[pa.Schema] = None,
+        metadata: Any = None,
+    ) -> "DeviceRecordBatch":
+        """A record batch of device arrays, zero-copy: pyarrow.RecordBatch.
+        from_arrays's arguments and errors (names or schema, not both;
+        ``Schema and number of arrays unequal``; columns of different
+        lengths: ArrowInvalid ``Column 1 named b expected length 3 but got
+        length 2``).  The columns must be on one device and have their
+        fields' types (there is no cast on the device); the batch is
+        validated cheaply before it is returned."""
+        arrays = _device_arrays(arrays, "arrays")
+        schema = _batch_schema(arrays, names, schema, metadata)
+        where = arrays[0]._placement() if arrays else (_CUDA, 0)
+        data = _lib.batch_from_arrays(schema.__arrow_c_schema__(), [a._data for a in arrays], *where)
+        return DeviceRecordBatch._wrap(data, schema)
+
     def _placement(self) -> Tuple[int, int]:
         return self._data.placement
 
@@ -1130,6 +1265,38 @@ class DeviceRecordBatch(_DeviceData):
     __str__ = __repr__
 
 
+def _ends(pieces: Sequence[Any]) -> List[int]:
+    out, n = [], 0
+    for p in pieces:
+        n += len(p)
+        out.append(n)
+    return out
+
+
+def _one_piece(pieces: List[Any]) -> "DeviceArray":
+    # _slice_pieces of a range that no chunk boundary cuts gives one slice.
+    if len(pieces) != 1:
+        raise AssertionError("a table piece spans a chunk boundary")
+    return pieces[0]
+
+
+def _table_placement(batches: Sequence["DeviceRecordBatch"], columns: Sequence[Any]) -> Tuple[int, int]:
+    """The one device of a table's batches; pyarrow.ArrowInvalid when they are on several."""
+    where = None
+    for i, b in enumerate(batches):
+        p = b._placement()
+        if where is None:
+            where = p
+        elif p != where:
+            raise pa.ArrowInvalid(
+                f"record batch {i} is in {_device_label(p)} memory but batch 0 is in {_device_label(where)} "
+                "memory; a table must live on one device (copy it with to_device)"
+            )
+    if where is None:
+        where = columns[0]._placement() if columns else (_CUDA, 0)
+    return where
+
+
 class DeviceTable(_DeviceData):
     """A table in GPU memory: a schema and device record batches.
 
@@ -1149,6 +1316,64 @@ class DeviceTable(_DeviceData):
         obj._schema = schema
         obj._where = where
         return obj
+
+    @staticmethod
+    def from_arrays(
+        arrays: Sequence[Union[DeviceArray, "DeviceChunkedArray"]],
+        names: Optional[Sequence[str]] = None,
+        schema: Optional[pa.Schema] = None,
+        metadata: Any = None,
+    ) -> "DeviceTable":
+        """A table of device arrays or chunked arrays, zero-copy: pyarrow.
+        Table.from_arrays's arguments and errors.  Chunked columns are cut
+        (zero-copy slices) where any column's chunk ends, one record batch
+        per piece, each checked as DeviceRecordBatch.from_arrays checks."""
+        columns = list(arrays)
+        for i, c in enumerate(columns):
+            if not isinstance(c, (DeviceArray, DeviceChunkedArray)):
+                raise TypeError(
+                    f"arrays[{i}] must be a cuarrow.cuda.DeviceArray or DeviceChunkedArray, not {_type_of(c).__name__}"
+                )
+        schema = _batch_schema(columns, names, schema, metadata)
+        if len(columns) != len(schema):
+            raise ValueError("Schema and number of arrays unequal")
+        pieces = [c.chunks if isinstance(c, DeviceChunkedArray) else [c] for c in columns]
+        rows = [sum(len(p) for p in ps) for ps in pieces]
+        for i, n in enumerate(rows):
+            if n != rows[0]:
+                raise pa.ArrowInvalid(
+                    f"Column {i} named {schema.field(i).name} expected length {rows[0]} but got length {n}"
+                )
+        cuts = sorted({0, *rows[:1], *(end for ps in pieces for end in _ends(ps))})
+        batches = []
+        for start, stop in zip(cuts, cuts[1:]):
+            cols = [_one_piece(_slice_pieces(ps, start, stop - start)) for ps in pieces]
+            batches.append(DeviceRecordBatch.from_arrays(cols, schema=schema))
+        if not batches and all(isinstance(c, DeviceArray) for c in columns):
+            batches.append(DeviceRecordBatch.from_arrays(columns, schema=schema))
+        where = _table_placement(batches, columns)
+        return DeviceTable._make(batches, schema, where)
+
+    @staticmethod
+    def from_batches(batches: Sequence[DeviceRecordBatch], schema: Optional[pa.Schema] = None) -> "DeviceTable":
+        """A table of device record batches, zero-copy: pyarrow.Table.
+        from_batches's arguments and errors (``Must pass schema, or at least
+        one RecordBatch``; ArrowInvalid ``Schema at index 1 was different``).
+        All batches must be on one device."""
+        batches = list(batches)
+        for i, b in enumerate(batches):
+            if not isinstance(b, DeviceRecordBatch):
+                raise TypeError(f"batches[{i}] must be a cuarrow.cuda.DeviceRecordBatch, not {_type_of(b).__name__}")
+        if schema is None:
+            if not batches:
+                raise ValueError("Must pass schema, or at least one RecordBatch")
+            schema = batches[0].schema
+        elif not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, not {_type_of(schema).__name__}")
+        for i, b in enumerate(batches):
+            if not b.schema.equals(schema, check_metadata=False):
+                raise pa.ArrowInvalid(f"Schema at index {i} was different: \n{schema}\nvs\n{b.schema}")
+        return DeviceTable._make(batches, schema, _table_placement(batches, []))
 
     def _placement(self) -> Tuple[int, int]:
         return self._where

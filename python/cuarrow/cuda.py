@@ -54,6 +54,7 @@ from cuarrow import _cuarrow as _lib
 
 __all__ = [
     "Context",
+    "Device",
     "CudaBuffer",
     "HostBuffer",
     "BufferReader",
@@ -223,6 +224,62 @@ except AttributeError:  # pragma: no cover - pyarrow < 15
 
 def _device_type(code: int) -> Any:
     return _DeviceAllocationType(code) if _DeviceAllocationType is not None else code
+
+
+class Device:
+    """Where memory is, with pyarrow.Device's attribute names.
+
+    Stock pyarrow (built without CUDA) has no CUDA device object and no way
+    to make one, so cuarrow's is its own class: ``device_type`` (a
+    ``pyarrow.DeviceAllocationType``: CUDA, or CUDA_HOST / CUDA_MANAGED for
+    pinned or managed memory), ``device_id``, ``is_cpu`` (False) and
+    ``type_name`` (``"arrow::cuda"``, as Arrow's CudaDevice) as
+    pyarrow.Device has them, plus ``device_number`` (pyarrow.cuda's name for
+    the id) and ``context``.  Equal devices compare and hash equal.
+    """
+
+    __slots__ = ("_code", "_id")
+
+    def __init__(self, device_type: Any = 2, device_id: int = 0) -> None:
+        self._code = int(device_type)
+        self._id = _index(device_id, "device_id")
+
+    @property
+    def device_type(self) -> Any:
+        return _device_type(self._code)
+
+    @property
+    def device_id(self) -> int:
+        return self._id
+
+    @property
+    def device_number(self) -> int:
+        return self._id
+
+    @property
+    def is_cpu(self) -> bool:
+        return False
+
+    @property
+    def type_name(self) -> str:
+        return "arrow::cuda"
+
+    @property
+    def context(self) -> "Context":
+        """The device's primary context."""
+        return Context(self._id)
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Device):
+            return NotImplemented
+        return (self._code, self._id) == (other._code, other._id)
+
+    def __hash__(self) -> int:
+        return hash((Device, self._code, self._id))
+
+    def __repr__(self) -> str:
+        kind = {2: "cuda", 3: "cuda_host", 13: "cuda_managed"}.get(self._code, str(self._code))
+        return f"<cuarrow.cuda.Device: {kind}:{self._id}>"
 
 
 def _index(value: Any, name: str) -> int:
@@ -409,6 +466,11 @@ class Context:
     def device_number(self) -> int:
         """Return context device number."""
         return self._ctx.device_number
+
+    @property
+    def device(self) -> Device:
+        """The context's device (pyarrow.Device's attributes: device_type CUDA, device_id ...)."""
+        return Device(2, self.device_number)
 
     @property
     def handle(self) -> int:
@@ -724,6 +786,11 @@ class CudaBuffer(_lib.Buffer):
         for views of pinned or managed memory)."""
         return _device_type(self.raw_device_type)
 
+    @property
+    def device(self) -> Device:
+        """The device the memory is on; ``device.device_type == self.device_type``."""
+        return Device(self.raw_device_type, self.device_id)
+
     def __len__(self) -> int:
         return self.size
 
@@ -1008,13 +1075,52 @@ def _describe_host(obj: Any) -> str:
 # ---------------------------------------------------------------------------
 
 
-class HostBuffer(_lib.Buffer):
+def _adopt_pyarrow_buffer(dst: pa.Buffer, src: pa.Buffer) -> None:
+    """Move `src`'s arrow::Buffer into `dst`, a fresh ``pa.Buffer.__new__``
+    instance of a Python subclass of pyarrow.Buffer.
+
+    pyarrow fills a Buffer's C++ pointer only from Cython (there is no Python
+    way to make an instance of a pyarrow.Buffer subclass hold memory), while
+    pyarrow's consumers (pa.Array.from_buffers, ...) accept only objects whose
+    C type is pyarrow.Buffer.  So the pointer is *moved*, as std::swap would:
+    `src` (fresh from pa.py_buffer, referenced nowhere else) gives its
+    ``shared_ptr<arrow::Buffer>`` and buffer-protocol shape to `dst` (whose own
+    are null, as Buffer's __cinit__ leaves them) and keeps the nulls, so no
+    reference count changes and nothing is shared.  The layout is checked
+    against what both objects must hold before a byte moves: same vtable,
+    `dst` all null, `src`'s shape and stride the size and 1; a pyarrow whose
+    layout differs gets an ImportError-like TypeError here, never a crash.
+    """
+    import ctypes
+
+    words = pa.Buffer.__basicsize__ // 8
+    if pa.Buffer.__basicsize__ != 64 or pa.Buffer.__weakrefoffset__ != 16:
+        raise TypeError("this pyarrow's Buffer layout is not the one cuarrow knows")
+    d = (ctypes.c_uint64 * words).from_address(id(dst))
+    s = (ctypes.c_uint64 * words).from_address(id(src))
+    # [refcnt, type, __weakref__, vtable, shared_ptr.ptr, shared_ptr.ctrl, shape[0], strides[0]]
+    if not (
+        d[3] == s[3] != 0
+        and d[4] == d[5] == d[6] == d[7] == 0
+        and s[4] != 0
+        and s[6] == src.size
+        and s[7] == 1
+    ):
+        raise TypeError("this pyarrow's Buffer layout is not the one cuarrow knows")
+    for i in range(4, 8):
+        d[i], s[i] = s[i], 0
+
+
+class HostBuffer(pa.Buffer):
     """Device-accessible CPU memory (pinned, from cuMemHostAlloc).
 
-    Host memory: it supports the buffer protocol (``np.frombuffer``,
-    ``memoryview``, ``pa.py_buffer(hbuf)`` for a zero-copy pyarrow.Buffer),
-    and copies between it and the device run at the link's full speed.
-    Create one with :func:`new_host_buffer`.
+    A pyarrow.Buffer (as pyarrow.cuda's HostBuffer is): pa.Array.from_buffers,
+    pa.py_buffer, pyarrow IPC and every other consumer of pyarrow.Buffer
+    take it as is, zero-copy; the pinned memory stays alive as long as any
+    pyarrow object (array, slice, ...) uses it.  Host memory: it supports the
+    buffer protocol (``np.frombuffer``, ``memoryview``), and copies between
+    it and the device run at the link's full speed.  Create one with
+    :func:`new_host_buffer`.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1024,14 +1130,33 @@ class HostBuffer(_lib.Buffer):
 
     @classmethod
     def _wrap(cls, raw: _lib.Buffer, parent: Optional["HostBuffer"] = None) -> "HostBuffer":
-        obj = cls.__new__(cls)
-        _lib.Buffer.__init__(obj, raw, True)
+        # The arrow::Buffer is pyarrow's view (buffer protocol, mutable as
+        # `raw` is) of `raw`, the binding's owner of the pinned mapping: the
+        # view holds `raw`, so arrays built on this buffer keep the memory alive.
+        obj = pa.Buffer.__new__(cls)
+        _adopt_pyarrow_buffer(obj, pa.py_buffer(raw))
+        obj._raw = raw
         obj._parent = parent
         return obj
 
     @property
+    def raw(self) -> _lib.Buffer:
+        """The binding's buffer (what cuarrow's copies take)."""
+        return self._raw
+
+    @property
     def parent(self) -> Optional["HostBuffer"]:
         return self._parent
+
+    @property
+    def address(self) -> int:
+        """The pinned memory's address (also for size 0, where pyarrow's view
+        of an empty buffer may point elsewhere)."""
+        return self._raw.address
+
+    @property
+    def is_mutable(self) -> bool:
+        return self._raw.is_mutable
 
     @property
     def is_cpu(self) -> bool:
@@ -1041,7 +1166,7 @@ class HostBuffer(_lib.Buffer):
     @property
     def device_type(self) -> Any:
         """``pyarrow.DeviceAllocationType.CUDA_HOST``."""
-        return _device_type(self.raw_device_type)
+        return _device_type(self._raw.raw_device_type)
 
     @property
     def device(self) -> Any:
@@ -1056,8 +1181,14 @@ class HostBuffer(_lib.Buffer):
     @property
     def context(self) -> Optional[Context]:
         """The context the memory was pinned with."""
-        raw = self.raw_context
+        raw = self._raw.raw_context
         return None if raw is None else Context._wrap(raw)
+
+    def raw_slice(self, offset: int, length: int, host_view: bool = True) -> _lib.Buffer:
+        return self._raw.raw_slice(offset, length, host_view)
+
+    def describe(self) -> str:
+        return self._raw.describe()
 
     def __len__(self) -> int:
         return self.size
@@ -1090,8 +1221,8 @@ class HostBuffer(_lib.Buffer):
             start, length = _slice_bounds(key, self.size)
             return HostBuffer._wrap(self.raw_slice(start, length, True), parent=self)
         index = _normalize_index(key, self.size)
-        with memoryview(self) as view:
-            return view[index]
+        with memoryview(self) as view, view.cast("B") as octets:
+            return octets[index]
 
     def to_pybytes(self) -> bytes:
         """Return buffer content as Python bytes."""
@@ -1117,6 +1248,10 @@ class HostBuffer(_lib.Buffer):
             return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        # Pickles as pyarrow.Buffer's bytes would: pinned memory does not travel.
+        return pa.py_buffer, (self.to_pybytes(),)
 
 
 def new_host_buffer(size: int, device: int = 0) -> HostBuffer:
@@ -1387,7 +1522,7 @@ class BufferWriter(io.RawIOBase):
         if self.closed:
             return
         if self._staged:
-            _lib.copy(self.buffer, self._position - self._staged, self._staging, 0, self._staged)
+            _lib.copy(self.buffer, self._position - self._staged, self._staging.raw, 0, self._staged)
             self._staged = 0
 
     def _check_room(self, position: int, nbytes: int) -> None:
@@ -1406,7 +1541,7 @@ class BufferWriter(io.RawIOBase):
         self._check_room(self._position, nbytes)
         staging = self._staging
         if staging is not None and self._staged + nbytes < staging.size:
-            _lib.copy_from_host(staging, self._staged, data, 0, nbytes)
+            _lib.copy_from_host(staging.raw, self._staged, data, 0, nbytes)
             self._staged += nbytes
         else:
             self.flush()

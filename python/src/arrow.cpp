@@ -975,6 +975,47 @@ void bind_arrow(nb::module_& m) {
       nb::arg("validation") = 1, nb::arg("stream") = 0, nb::arg("device") = -1,
       "Assemble an array from buffers (None: absent), children and a dictionary, then validate it.");
 
+  m.def(
+      "array_from_buffers",
+      [](nb::handle schema_capsule, std::int64_t length, std::vector<std::optional<Buffer>> buffers,
+         std::int64_t null_count, std::int64_t offset, std::vector<ArrayData> children, int device_type,
+         int device_id, std::uintptr_t stream, int device) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        ca::field f = ca::read_field(*s);
+        std::vector<cuarrow::buffer> bufs;
+        bufs.reserve(buffers.size());
+        for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
+        std::vector<ca::array_data> kids;
+        kids.reserve(children.size());
+        for (const ArrayData& c : children) kids.push_back(c.data);
+        const ca::placement where = placement_from(device_type, device_id);
+        nb::gil_scoped_release r;
+        ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids), nullptr,
+                                          {}, make_stream(stream, device));
+        return ArrayData{std::move(f), std::move(d), where};
+      },
+      nb::arg("schema_capsule"), nb::arg("length"), nb::arg("buffers"), nb::arg("null_count"), nb::arg("offset"),
+      nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = 0,
+      nb::arg("device") = -1,
+      "cuarrow::arrow::make_array over buffers (None: absent) and children: checked (counts, one device, cheap "
+      "validation on `stream`) before it is returned.  The placement is declared for an array without buffers.");
+  m.def(
+      "batch_from_arrays",
+      [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
+         std::uintptr_t stream, int device) {
+        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+        ca::schema sc = ca::read_schema(*s);
+        std::vector<ca::array_data> cols;
+        cols.reserve(columns.size());
+        for (const ArrayData& c : columns) cols.push_back(c.data);
+        const ca::placement where = placement_from(device_type, device_id);
+        nb::gil_scoped_release r;
+        return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, make_stream(stream, device)), where};
+      },
+      nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("device_type"), nb::arg("device_id"),
+      nb::arg("stream") = 0, nb::arg("device") = -1,
+      "cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.");
+
   // ---- transfers ----------------------------------------------------------------------
   m.def(
       "arrays_to_device",

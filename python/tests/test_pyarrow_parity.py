@@ -527,3 +527,254 @@ def test_buffers_know_their_device(ctx, ctx1):
     assert buf[2:4].context.device_number == 1
     h = cuda.new_host_buffer(8, device=1)
     assert h.context.device_number == 1
+
+
+# pyarrow's test_print_array_host (python/pyarrow/tests/test_cuda.py), only the module name adapted.
+@pytest.mark.parametrize("size", [0, 1, 1000])
+def test_print_array_host(size):
+    buf = cuda.new_host_buffer(size*8)
+    np_arr = np.frombuffer(buf, dtype=np.int64)
+    np_arr[:] = range(size)
+
+    arr = pa.array(range(size), pa.int64())
+    carr = pa.Array.from_buffers(pa.int64(), size, [None, buf])
+    assert str(carr) == str(arr)
+
+
+def test_HostBuffer_is_a_pyarrow_buffer_and_keeps_memory_alive():
+    import gc
+    import weakref
+
+    hbuf = cuda.new_host_buffer(8 * 4)
+    assert isinstance(hbuf, pa.Buffer) and isinstance(hbuf, cuda.HostBuffer)
+    np.frombuffer(hbuf, dtype=np.int64)[:] = [1, 2, 3, 4]
+    arr = pa.Array.from_buffers(pa.int64(), 4, [None, hbuf])
+    sliced = pa.Array.from_buffers(pa.int64(), 2, [None, hbuf.slice(8, 16)])
+    assert arr.buffers()[1].address == hbuf.address
+    owner = weakref.ref(hbuf.raw)
+    del hbuf
+    gc.collect()
+    # The array holds the pinned memory (the binding's buffer) alive.
+    assert owner() is not None
+    assert arr.to_pylist() == [1, 2, 3, 4] and sliced.to_pylist() == [2, 3]
+    del arr
+    gc.collect()
+    assert owner() is None
+    # The slice's own binding buffer shares the mapping.
+    assert sliced.to_pylist() == [2, 3]
+    # pyarrow's other consumers take it too.
+    hbuf = cuda.new_host_buffer(3)
+    assert isinstance(hbuf[:], cuda.HostBuffer)
+    np.frombuffer(hbuf, dtype=np.uint8)[:] = [7, 8, 9]
+    assert pa.BufferReader(hbuf).read() == b"\x07\x08\x09"
+    assert pa.array([7, 8, 9], pa.uint8()).buffers()[1].equals(hbuf)
+    assert hbuf.device_type == pa.DeviceAllocationType.CUDA_HOST
+    assert hbuf.context == cuda.Context(0)
+
+
+def test_device_objects(ctx, ctx1):
+    dev = ctx.device
+    assert isinstance(dev, cuda.Device)
+    assert dev.device_type == pa.DeviceAllocationType.CUDA
+    assert dev.device_id == dev.device_number == 0
+    assert not dev.is_cpu
+    assert dev.type_name == "arrow::cuda"
+    assert dev.context == ctx
+    assert ctx1.device.device_id == ctx1.device_number
+    assert ctx1.device != dev and hash(cuda.Context(0).device) == hash(dev)
+    cbuf = ctx1.new_buffer(16)
+    assert cbuf.device == ctx1.device
+    assert cbuf.device.device_type == cbuf.device_type
+    # A view of pinned memory is on the device as CUDA_HOST, as its device_type says.
+    hview = ctx.buffer_from_object(cuda.new_host_buffer(8))
+    assert hview.device.device_type == hview.device_type == pa.DeviceAllocationType.CUDA_HOST
+    darr = cuda.to_device(pa.array([1, 2, 3]), ctx1)
+    assert darr.device == ctx1.device
+    assert "cuda:" in repr(dev)
+
+
+# ---------------------------------------------------------------------------
+# Device data built on the device: pyarrow's constructor shapes
+# ---------------------------------------------------------------------------
+
+
+def _dev(ctx, data):
+    return ctx.buffer_from_data(np.asarray(data).tobytes())
+
+
+def test_DeviceArray_from_buffers_matches_pyarrow(ctx):
+    values = np.arange(5, dtype=np.int64)
+    bits = np.array([0b10111], dtype=np.uint8)
+    host = pa.Array.from_buffers(pa.int64(), 4, [pa.py_buffer(bits), pa.py_buffer(values)], offset=1)
+    darr = cuda.DeviceArray.from_buffers(pa.int64(), 4, [_dev(ctx, bits), _dev(ctx, values)], offset=1)
+    assert darr.type == pa.int64() and len(darr) == 4 and darr.offset == 1
+    assert darr.device == ctx.device
+    assert darr.to_host().equals(host)
+    assert darr.null_count == host.null_count == 1
+    # No validity bitmap: None.
+    darr = cuda.DeviceArray.from_buffers(pa.int64(), 5, [None, _dev(ctx, values)], null_count=0)
+    assert darr.to_host().equals(pa.array(values))
+
+    # Strings, and a list with a child DeviceArray.
+    offsets = np.array([0, 2, 5], dtype=np.int32)
+    data = np.frombuffer(b"abcde", dtype=np.uint8)
+    strs = cuda.DeviceArray.from_buffers(pa.utf8(), 2, [None, _dev(ctx, offsets), _dev(ctx, data)])
+    assert strs.to_host().equals(pa.array(["ab", "cde"]))
+    lst = cuda.DeviceArray.from_buffers(
+        pa.list_(pa.utf8()), 1, [None, _dev(ctx, np.array([0, 2], dtype=np.int32))], children=[strs]
+    )
+    assert lst.to_host().equals(pa.array([["ab", "cde"]]))
+    st = cuda.DeviceArray.from_buffers(
+        pa.struct([("s", pa.utf8())]), 2, [None], children=[strs]
+    )
+    assert st.to_host().equals(pa.array([{"s": "ab"}, {"s": "cde"}]))
+    # A kernel's output: a buffer filled on the device.
+    out = ctx.new_buffer(3 * 4)
+    out.copy_from_host(np.array([7, 8, 9], dtype=np.int32))
+    assert cuda.DeviceArray.from_buffers(pa.int32(), 3, [None, out]).to_host().to_pylist() == [7, 8, 9]
+    # An empty array needs no memory.
+    assert cuda.DeviceArray.from_buffers(pa.int32(), 0, [None, None]).to_host().equals(pa.array([], pa.int32()))
+
+
+def test_DeviceArray_from_buffers_errors(ctx, ctx1):
+    values = _dev(ctx, np.arange(3, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 3, [values])
+    with pytest.raises(pa.ArrowInvalid, match="values buffer too small: needs 32 bytes"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 4, [None, values])
+    with pytest.raises(pa.ArrowInvalid, match="values buffer too small"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 3, [None, values], offset=1)
+    with pytest.raises(pa.ArrowInvalid, match="Array length is negative"):
+        cuda.DeviceArray.from_buffers(pa.int64(), -1, [None, values])
+    with pytest.raises(pa.ArrowInvalid, match="Array offset is negative"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 1, [None, values], offset=-1)
+    with pytest.raises(ValueError, match="null_count 5"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 3, [None, values], null_count=5)
+    with pytest.raises(pa.ArrowInvalid, match="validity buffer too small"):
+        cuda.DeviceArray.from_buffers(
+            pa.int64(), 9, [_dev(ctx, np.array([0xFF], np.uint8)), _dev(ctx, np.arange(9, dtype=np.int64))]
+        )
+    strs_offsets = _dev(ctx, np.array([0, 9], dtype=np.int32))
+    with pytest.raises(pa.ArrowInvalid, match="last offset 9 is past the end"):
+        cuda.DeviceArray.from_buffers(pa.utf8(), 1, [None, strs_offsets, _dev(ctx, np.zeros(1, np.uint8))])
+    ints = cuda.DeviceArray.from_buffers(pa.int64(), 3, [None, values])
+    with pytest.raises(ValueError, match=r"Type's expected number of children \(1\) did not match the passed number \(0\)"):
+        cuda.DeviceArray.from_buffers(pa.list_(pa.int64()), 0, [None, None])
+    with pytest.raises(ValueError, match=r"child 0 \(\"item\"\) has type int64"):
+        cuda.DeviceArray.from_buffers(
+            pa.list_(pa.utf8()), 1, [None, _dev(ctx, np.array([0, 1], np.int32))], children=[ints]
+        )
+    with pytest.raises(pa.ArrowInvalid, match="past the end"):
+        cuda.DeviceArray.from_buffers(
+            pa.list_(pa.int64()), 1, [None, _dev(ctx, np.array([0, 5], np.int32))], children=[ints]
+        )
+    with pytest.raises(TypeError, match="buffers\\[1\\] must be a cuarrow.cuda.CudaBuffer or None"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 1, [None, pa.py_buffer(b"12345678")])
+    with pytest.raises(TypeError, match="buffers\\[1\\] must be a cuarrow.cuda.CudaBuffer or None"):
+        cuda.DeviceArray.from_buffers(pa.int64(), 1, [None, cuda.new_host_buffer(8)])
+    with pytest.raises(TypeError, match="children\\[0\\] must be a cuarrow.cuda.DeviceArray"):
+        cuda.DeviceArray.from_buffers(pa.list_(pa.int64()), 0, [None, None], children=[pa.array([1])])
+    with pytest.raises(TypeError, match="type must be a pyarrow.DataType"):
+        cuda.DeviceArray.from_buffers("int64", 1, [None, values])
+    with pytest.raises(ValueError, match="needs its dictionary"):
+        cuda.DeviceArray.from_buffers(pa.dictionary(pa.int32(), pa.utf8()), 0, [None, None])
+    # Buffers on different devices.
+    bits1 = _dev(ctx1, np.array([0b111], np.uint8))
+    if ctx1.device_number != ctx.device_number:
+        with pytest.raises(pa.ArrowInvalid, match="one device"):
+            cuda.DeviceArray.from_buffers(pa.int64(), 3, [bits1, values])
+        ints1 = cuda.DeviceArray.from_buffers(pa.int64(), 3, [None, _dev(ctx1, np.arange(3, dtype=np.int64))])
+        with pytest.raises(pa.ArrowInvalid, match="one device"):
+            cuda.DeviceArray.from_buffers(
+                pa.list_(pa.int64()), 1, [None, _dev(ctx, np.array([0, 3], np.int32))], children=[ints1]
+            )
+    # The inputs are intact and usable.
+    assert values.size == 24 and ints.to_host().to_pylist() == [0, 1, 2]
+    assert cuda.DeviceArray.from_buffers(pa.int64(), 3, [None, values]).to_host().to_pylist() == [0, 1, 2]
+
+
+def test_DeviceRecordBatch_from_arrays(ctx, ctx1):
+    a = cuda.to_device(pa.array([1, 2, 3]), ctx)
+    b = cuda.to_device(pa.array(["x", "y", None]), ctx)
+    batch = cuda.DeviceRecordBatch.from_arrays([a, b], names=["a", "b"], metadata={"k": "v"})
+    want = pa.RecordBatch.from_arrays([a.to_host(), b.to_host()], names=["a", "b"], metadata={"k": "v"})
+    assert batch.schema.equals(want.schema, check_metadata=True)
+    assert batch.to_host().equals(want)
+    assert batch.device == ctx.device
+    schema = pa.schema([("x", pa.int64()), ("y", pa.utf8())])
+    assert cuda.DeviceRecordBatch.from_arrays([a, b], schema=schema).to_host().equals(
+        pa.RecordBatch.from_arrays([a.to_host(), b.to_host()], schema=schema)
+    )
+    short = cuda.to_device(pa.array([1, 2]), ctx)
+    with pytest.raises(pa.ArrowInvalid, match="Column 1 named b expected length 3 but got length 2"):
+        cuda.DeviceRecordBatch.from_arrays([a, short], names=["a", "b"])
+    with pytest.raises(ValueError, match=r"Length of names \(2\) does not match length of arrays \(1\)"):
+        cuda.DeviceRecordBatch.from_arrays([a], names=["a", "b"])
+    with pytest.raises(ValueError, match="Schema and number of arrays unequal"):
+        cuda.DeviceRecordBatch.from_arrays([a], schema=schema)
+    with pytest.raises(ValueError, match="Cannot pass both schema and names"):
+        cuda.DeviceRecordBatch.from_arrays([a, b], names=["a", "b"], schema=schema)
+    with pytest.raises(ValueError, match="Must pass names or schema"):
+        cuda.DeviceRecordBatch.from_arrays([a, b])
+    with pytest.raises(pa.ArrowInvalid, match="Column 0 type not match schema: int64 vs string"):
+        cuda.DeviceRecordBatch.from_arrays([a], schema=pa.schema([("a", pa.utf8())]))
+    with pytest.raises(TypeError, match="arrays\\[0\\] must be a cuarrow.cuda.DeviceArray"):
+        cuda.DeviceRecordBatch.from_arrays([pa.array([1])], names=["a"])
+    if ctx1.device_number != ctx.device_number:
+        with pytest.raises(pa.ArrowInvalid, match="one device"):
+            cuda.DeviceRecordBatch.from_arrays([a, cuda.to_device(pa.array([1, 2, 3]), ctx1)], names=["a", "b"])
+    # The inputs stay usable.
+    assert a.to_host().to_pylist() == [1, 2, 3] and len(short) == 2
+    empty = cuda.DeviceRecordBatch.from_arrays([], names=[])
+    assert empty.num_rows == 0 and empty.to_host().equals(pa.RecordBatch.from_arrays([], names=[]))
+
+
+def test_DeviceTable_from_arrays_and_batches(ctx, ctx1):
+    a = cuda.to_device(pa.array([1, 2, 3]), ctx)
+    s = cuda.to_device(pa.chunked_array([["x"], ["y", None]]), ctx)
+    table = cuda.DeviceTable.from_arrays([a, s], names=["a", "s"])
+    want = pa.Table.from_arrays([a.to_host(), s.to_host()], names=["a", "s"])
+    assert table.to_host().equals(want)
+    assert table.num_rows == 3 and table.device == ctx.device
+    with pytest.raises(pa.ArrowInvalid, match="Column 1 named s expected length 3 but got length 2"):
+        cuda.DeviceTable.from_arrays([a, cuda.to_device(pa.array(["x", "y"]), ctx)], names=["a", "s"])
+    with pytest.raises(ValueError, match="Must pass names or schema"):
+        cuda.DeviceTable.from_arrays([a])
+
+    b1 = cuda.DeviceRecordBatch.from_arrays([a], names=["a"])
+    b2 = cuda.to_device(pa.record_batch([pa.array([4, 5])], names=["a"]), ctx)
+    table = cuda.DeviceTable.from_batches([b1, b2])
+    assert table.to_host().equals(pa.Table.from_batches([b1.to_host(), b2.to_host()]))
+    with pytest.raises(ValueError, match="Must pass schema, or at least one RecordBatch"):
+        cuda.DeviceTable.from_batches([])
+    empty = cuda.DeviceTable.from_batches([], schema=pa.schema([("a", pa.int64())]))
+    assert empty.num_rows == 0 and empty.to_host().equals(pa.table({"a": pa.array([], pa.int64())}))
+    other = cuda.to_device(pa.record_batch([pa.array([1])], names=["b"]), ctx)
+    with pytest.raises(pa.ArrowInvalid, match="Schema at index 1 was different"):
+        cuda.DeviceTable.from_batches([b1, other])
+    with pytest.raises(TypeError, match="batches\\[0\\] must be a cuarrow.cuda.DeviceRecordBatch"):
+        cuda.DeviceTable.from_batches([b1.to_host()])
+    if ctx1.device_number != ctx.device_number:
+        b3 = cuda.to_device(pa.record_batch([pa.array([6])], names=["a"]), ctx1)
+        with pytest.raises(pa.ArrowInvalid, match="one device"):
+            cuda.DeviceTable.from_batches([b1, b3])
+    assert b1.to_host().column(0).to_pylist() == [1, 2, 3]
+
+
+def test_DeviceArray_from_buffers_pyarrow_layouts(ctx):
+    # Arrow C++'s leading absent buffer of null, union and run-end encoded arrays.
+    assert cuda.DeviceArray.from_buffers(pa.null(), 3, [None]).to_host().equals(pa.nulls(3))
+    ints = cuda.to_device(pa.array([1, 2, 3], pa.int32()), ctx)
+    codes = np.array([0, 0, 0], np.int8)
+    t = pa.sparse_union([pa.field("a", pa.int32())])
+    host = pa.Array.from_buffers(t, 3, [None, pa.py_buffer(codes)], children=[ints.to_host()])
+    dev = cuda.DeviceArray.from_buffers(t, 3, [None, _dev(ctx, codes)], children=[ints])
+    assert dev.to_host().equals(host)
+    with pytest.raises(ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"):
+        cuda.DeviceArray.from_buffers(t, 3, [_dev(ctx, codes)], children=[ints])
+    with pytest.raises(ValueError, match="must be None"):
+        cuda.DeviceArray.from_buffers(t, 3, [_dev(ctx, codes), _dev(ctx, codes)], children=[ints])
+    ends = cuda.to_device(pa.array([2, 3], pa.int32()), ctx)
+    vals = cuda.to_device(pa.array(["x", "y"]), ctx)
+    ree = pa.run_end_encoded(pa.int32(), pa.utf8())
+    assert cuda.DeviceArray.from_buffers(ree, 3, [None], children=[ends, vals]).to_host().to_pylist() == ["x", "x", "y"]

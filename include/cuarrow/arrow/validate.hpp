@@ -22,7 +22,10 @@
 // from `root` down (e.g. `column "b" → child 0 ("item")`).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "cuarrow/arrow/array.hpp"
 #include "cuarrow/export.hpp"
@@ -49,5 +52,38 @@ struct validate_options {
 CUARROW_EXPORT void validate(const array_data& array, const validate_options& options = {}, stream_view s = {});
 /// Each column, with root `column "name"`.
 CUARROW_EXPORT void validate(const record_batch& batch, const validate_options& options = {}, stream_view s = {});
+
+// ---- construction from buffers -------------------------------------------------
+//
+// Arrays and batches built from buffers someone filled (a kernel's output,
+// pinned host memory ...), pyarrow's Array.from_buffers / RecordBatch.
+// from_arrays shapes.  What they are given is checked before anything is
+// returned: the argument shapes first (invalid_argument, pyarrow's wording:
+// buffer and child counts against the type, lengths and offsets not
+// negative), then one placement for the whole tree (device_mismatch naming
+// the buffer that lives elsewhere), then validate() at options.level, never
+// less than cheap (cheap by default: every buffer large enough for length + offset, offsets read
+// with one batched copy; invalid_data naming the buffer).  An argument that
+// is refused is left as it was: buffers and children are handles, nothing is
+// written.
+
+/// An array of `type` and `length` elements over `buffers` in layout order
+/// (layout_of; an empty buffer is an absent one, e.g. no validity bitmap),
+/// `null_count` (-1: unknown), `offset` (elements, applied to every buffer),
+/// `children` (one per child of the type) and, for a dictionary type, its
+/// `dictionary`.  Device memory is read on `s` (cheap validation reads the
+/// first and last offsets of offset-based arrays).
+CUARROW_EXPORT array_data make_array(const data_type& type, std::int64_t length, std::vector<buffer> buffers,
+                                     std::int64_t null_count = -1, std::int64_t offset = 0,
+                                     std::vector<array_data> children = {},
+                                     std::shared_ptr<const array_data> dictionary = nullptr,
+                                     const validate_options& options = {}, stream_view s = {});
+
+/// A record batch of `schema` over `columns`: as many columns as fields,
+/// each of its field's type, all of one length (ArrowInvalid's "Column 1
+/// named b expected length 3 but got length 2"), all on one device; then
+/// validated as make_array does.
+CUARROW_EXPORT record_batch make_record_batch(arrow::schema schema, std::vector<array_data> columns,
+                                              const validate_options& options = {}, stream_view s = {});
 
 }  // namespace cuarrow::arrow
