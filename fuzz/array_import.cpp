@@ -22,6 +22,8 @@
 // and imports again.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -166,7 +168,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     export_array(host, out.get());
     const array_data again = import_array(out.get(), type, opts);
     if (again.length != arr.length || !(again.type == arr.type)) cuarrow_fuzz::property_failed("export + import changed the array");
-  } catch (const cuarrow::error&) {
+  } catch (const cuarrow::error& e) {
+    if (std::getenv("CUARROW_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "refused: %s\n", e.what());
   }
   return 0;
 }

@@ -15,6 +15,8 @@
 // Properties: import never crashes, hangs or reads outside the nodes;
 // what it accepts exports and reads back equal.
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,14 +86,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     owned_schema back;
     export_field(f, back.get());
     if (!(read_field(*back.get()) == f)) cuarrow_fuzz::property_failed("a field read back differs");
-  } catch (const cuarrow::error&) {
+  } catch (const cuarrow::error& e) {
+    if (std::getenv("CUARROW_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "refused: %s\n", e.what());
   }
   try {
     const schema s = read_schema(nodes[0]);
     owned_schema back;
     export_schema(s, back.get());
     if (!(read_schema(*back.get()) == s)) cuarrow_fuzz::property_failed("a schema read back differs");
-  } catch (const cuarrow::error&) {
+  } catch (const cuarrow::error& e) {
+    if (std::getenv("CUARROW_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "refused: %s\n", e.what());
   }
   return 0;
 }
