@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what building and testing cuarrow needs on a fresh Debian machine
-# that has the CUDA toolkit (headers) already: compilers, CMake, GoogleTest
-# from Debian; Python packages from PyPI.  Idempotent and quick when done.
+# that has the CUDA toolkit (headers) already: compilers (g++, and clang for
+# the fuzz targets), CMake, GoogleTest from Debian; Python packages from
+# PyPI.  Idempotent and quick when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,8 @@ need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
+# clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+command -v clang++ >/dev/null || need_apt+=(clang)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[deps] apt-get install ${need_apt[*]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test that runs without a GPU, against the host emulation of the CUDA
 # driver: the C++ suite (warnings as errors), the same suite under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and the Python suite.
+# AddressSanitizer + UndefinedBehaviorSanitizer, a short run of every fuzz
+# target (scripts/fuzz.sh), and the Python suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,6 +19,9 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCUARROW_SANITIZE=ad
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600
+
+echo "=== Fuzzing: every parser of outside bytes, about a minute in all ==="
+scripts/fuzz.sh
 
 if [ -f pyproject.toml ]; then
   echo "=== Python: build, install, test (emulated driver) ==="

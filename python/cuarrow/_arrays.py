@@ -1665,11 +1665,12 @@ def _from_tensor(obj: Any, context: Any, handle: int, device: int) -> DeviceArra
     """A zero-copy DeviceArray over a 1-D (primitive) or 2-D (fixed-size
     list) C-contiguous tensor exposing __cuda_array_interface__ or DLPack."""
     dl_device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
+    # The core's tensor reader checks shape, strides, dtype and span (and
+    # refuses a CAI mask, whose masked elements would come back valid).
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        shape = tuple(int(n) for n in cai["shape"])
-        typestr = cai["typestr"]
-        strides = cai.get("strides")
+        info = _lib.read_cai(cai)
+        typestr = info["typestr"]
     else:
         try:
             capsule = obj.__dlpack__(stream=1, max_version=(1, 0))
@@ -1679,23 +1680,15 @@ def _from_tensor(obj: Any, context: Any, handle: int, device: int) -> DeviceArra
         del capsule
         if info["lanes"] != 1 or (info["code"], info["bits"]) not in _DLPACK_NUMPY:
             raise TypeError(f"DLPack dtype (code {info['code']}, {info['bits']} bits) has no Arrow equivalent")
-        shape = tuple(info["shape"])
         typestr = _DLPACK_NUMPY[(info["code"], info["bits"])]
-        strides = info["strides"]
-        if strides is not None:
-            strides = tuple(s * (info["bits"] // 8) for s in strides)
+    shape = info["shape"]
     value_type = _arrow_type_of_typestr(typestr)
-    itemsize = value_type.bit_width // 8
     if len(shape) not in (1, 2):
         raise TypeError(
             f"from_device takes 1-D tensors (Arrow arrays) and 2-D ones (fixed-size lists), not {len(shape)}-D"
         )
-    if strides is not None:
-        compact = (itemsize,) if len(shape) == 1 else (shape[1] * itemsize, itemsize)
-        if any(n > 1 and s != c for n, s, c in zip(shape, strides, compact)):
-            raise ValueError(
-                "the tensor is not C-contiguous; Arrow arrays are (copy it first, e.g. cupy.ascontiguousarray)"
-            )
+    if not info["c_contiguous"]:
+        raise ValueError("the tensor is not C-contiguous; Arrow arrays are (copy it first, e.g. cupy.ascontiguousarray)")
     if context is not None:
         ctx = _as_context(context)
     elif dl_device is not None and int(dl_device[0]) in (_CUDA, _CUDA_MANAGED):

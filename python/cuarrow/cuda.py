@@ -603,23 +603,20 @@ class Context:
         raise pa.ArrowTypeError("cannot create device buffer view from `%s` object" % (type(obj),))
 
     def _from_cuda_array_interface(self, obj: Any) -> "CudaBuffer":
-        desc = obj.__cuda_array_interface__
-        address, read_only = desc["data"]
-        if not address:
-            return self.new_buffer(0)
-        import numpy as np
-
-        start, length = _contiguous_span(desc["shape"], desc.get("strides"), np.dtype(desc["typestr"]).itemsize)
-        stream = desc.get("stream")
+        # The core's tensor reader checks every field (a mask is refused).
+        info = _lib.read_cai(obj.__cuda_array_interface__)
+        stream = info["stream"]
         if stream is not None:
-            if stream == 0:
-                raise ValueError("__cuda_array_interface__ stream 0 is invalid (ambiguous); see the CAI v3 spec")
             # The producer's work on its stream must be done before the data is used.
             _lib.stream_synchronize(self._ctx, int(stream))
-        if length == 0:
+        if info["span_length"] == 0:
             return self.new_buffer(0)
-        device_address = self.get_device_address(address + start)
-        return CudaBuffer._wrap(_lib.wrap_device(self._ctx, device_address, length, obj, not read_only))
+        if not info["contiguous"]:
+            raise ValueError("array data is non-contiguous")
+        device_address = self.get_device_address(info["data"] + info["span_offset"])
+        return CudaBuffer._wrap(
+            _lib.wrap_device(self._ctx, device_address, info["span_length"], obj, not info["read_only"])
+        )
 
     def _from_dlpack(self, obj: Any) -> "CudaBuffer":
         # Ask the producer to order its work before our legacy default stream.
@@ -657,34 +654,6 @@ class Context:
 
     def __repr__(self) -> str:
         return f"<cuarrow.cuda.Context device_number={self.device_number} handle={self.handle:#x}>"
-
-
-def _contiguous_span(shape: Any, strides: Any, itemsize: int) -> Tuple[int, int]:
-    """(offset of the first byte, length) of an array's memory; ValueError if it has gaps."""
-    shape = tuple(int(n) for n in shape)
-    if any(n == 0 for n in shape):
-        return 0, 0
-    count = 1
-    for n in shape:
-        count *= n
-    if not strides:
-        return 0, count * itemsize
-    start = 0
-    dims = []
-    for n, stride in zip(shape, strides):
-        stride = int(stride)
-        if n == 1:
-            continue
-        if stride < 0:
-            start += stride * (n - 1)
-        dims.append((abs(stride), n))
-    dims.sort()
-    expected = itemsize
-    for stride, n in dims:
-        if stride != expected:
-            raise ValueError("array data is non-contiguous")
-        expected *= n
-    return start, expected
 
 
 # ---------------------------------------------------------------------------

@@ -13,9 +13,9 @@
 // Import: the capsule is renamed "used_*" (the protocol's way of taking
 // ownership) only after every check passed; the tensor's deleter then runs
 // when the last cuarrow::buffer handle of the view goes away.
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -155,35 +155,41 @@ nb::object export_dlpack_typed(const Buffer& b, std::int64_t byte_offset, int co
   return export_state_capsule(st, versioned, !b.buf.is_mutable(), copied);
 }
 
-// The bytes a tensor spans, if they are contiguous (in any dimension order,
-// strides of either sign): {offset of the first byte from data, length}.
-std::pair<std::int64_t, std::int64_t> contiguous_span(const DLTensor& t) {
-  const std::int64_t bits = static_cast<std::int64_t>(t.dtype.bits) * t.dtype.lanes;
-  if (bits % 8 != 0) throw nb::value_error("DLPack tensors of sub-byte element types cannot be viewed as bytes");
-  const std::int64_t itemsize = bits / 8;
-  if (t.ndim < 0) throw nb::value_error("DLPack tensor with a negative number of dimensions");
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] < 0) throw nb::value_error("DLPack tensor with a negative extent");
-    if (t.shape[i] == 0) return {0, 0};
+// A tensor_info as a Python dict (the facade's view of a checked tensor).
+nb::dict info_dict(const cuarrow::tensor_info& t) {
+  nb::list shape, strides;
+  for (std::int64_t n : t.shape) shape.append(n);
+  for (std::int64_t n : t.strides) strides.append(n);
+  nb::dict d;
+  d["data"] = t.data;
+  d["device"] = nb::make_tuple(t.device_type, t.device_id);
+  d["kind"] = std::string(1, t.kind);
+  d["code"] = t.code;
+  d["bits"] = t.bits;
+  d["lanes"] = t.lanes;
+  d["typestr"] = t.typestr.empty() ? nb::object(nb::none()) : nb::object(nb::str(t.typestr.c_str()));
+  d["itemsize"] = t.itemsize;
+  d["shape"] = nb::tuple(shape);
+  d["strides"] = nb::tuple(strides);  // in bytes
+  d["strides_given"] = t.strides_given;
+  d["read_only"] = t.read_only;
+  d["elements"] = t.elements;
+  d["span_offset"] = t.span_offset;
+  d["span_length"] = t.span_length;
+  d["c_contiguous"] = t.c_contiguous;
+  d["contiguous"] = t.contiguous;
+  return d;
+}
+
+const dlpack::DLTensor& tensor_of(void* managed, bool versioned, cuarrow::tensor_info& info) {
+  if (versioned) {
+    auto* v = static_cast<dlpack::DLManagedTensorVersioned*>(managed);
+    info = cuarrow::read_dlpack(*v);
+    return v->dl_tensor;
   }
-  std::int64_t elements = 1;
-  for (int i = 0; i < t.ndim; ++i) elements *= t.shape[i];
-  if (t.strides == nullptr) return {0, elements * itemsize};
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // |stride|, extent
-  std::int64_t start = 0;
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 1) continue;
-    const std::int64_t s = t.strides[i];
-    dims.emplace_back(s < 0 ? -s : s, t.shape[i]);
-    if (s < 0) start += s * (t.shape[i] - 1);
-  }
-  std::sort(dims.begin(), dims.end());
-  std::int64_t expected = 1;
-  for (const auto& [stride, extent] : dims) {
-    if (stride != expected) throw nb::value_error("array data is non-contiguous");
-    expected *= extent;
-  }
-  return {start * itemsize, expected * itemsize};
+  auto* m = static_cast<dlpack::DLManagedTensor*>(managed);
+  info = cuarrow::read_dlpack(m->dl_tensor);
+  return m->dl_tensor;
 }
 
 Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
@@ -192,37 +198,26 @@ Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
   if (!versioned && PyCapsule_IsValid(cap, kName) == 0) {
     throw nb::type_error("expected an unconsumed DLPack capsule (\"dltensor\" or \"dltensor_versioned\")");
   }
-  DLTensor* t = nullptr;
-  bool read_only = false;
   void* managed = PyCapsule_GetPointer(cap, versioned ? kVersionedName : kName);
   if (managed == nullptr) throw nb::python_error();
-  if (versioned) {
-    auto* v = static_cast<DLManagedTensorVersioned*>(managed);
-    if (v->version.major != 1) {
-      throw nb::buffer_error(("unsupported DLPack version " + std::to_string(v->version.major) + "." +
-                              std::to_string(v->version.minor) + " (cuarrow reads 1.x)")
-                                 .c_str());
-    }
-    t = &v->dl_tensor;
-    read_only = (v->flags & kFlagReadOnly) != 0;
-  } else {
-    t = &static_cast<DLManagedTensor*>(managed)->dl_tensor;
-  }
+  cuarrow::tensor_info info;
+  tensor_of(managed, versioned, info);  // every field checked by the core's reader
 
-  const std::int32_t type = t->device.device_type;
+  const std::int32_t type = info.device_type;
   if (type != kDLCUDA && type != kDLCUDAHost && type != kDLCUDAManaged) {
     throw nb::type_error(("cannot create device buffer view from a DLPack tensor on device type " +
                           std::to_string(type) + " (only CUDA, CUDA host and CUDA managed memory)")
                              .c_str());
   }
-  if (type == kDLCUDA && t->device.device_id != ctx.device_number()) {
-    throw cuarrow::device_mismatch("the DLPack tensor is on device " + std::to_string(t->device.device_id) +
+  if (type == kDLCUDA && info.device_id != ctx.device_number()) {
+    throw cuarrow::device_mismatch("the DLPack tensor is on device " + std::to_string(info.device_id) +
                                    ", the context is for device " + std::to_string(ctx.device_number()) +
-                                   "; use Context(" + std::to_string(t->device.device_id) + ")");
+                                   "; use Context(" + std::to_string(info.device_id) + ")");
   }
-  const auto [start, size] = contiguous_span(*t);
-  const std::uintptr_t address =
-      reinterpret_cast<std::uintptr_t>(t->data) + static_cast<std::uintptr_t>(t->byte_offset) + start;
+  if (!info.contiguous) throw nb::value_error("array data is non-contiguous");
+  const bool read_only = info.read_only;
+  const std::int64_t size = info.span_length;
+  const std::uintptr_t address = info.data - static_cast<std::uintptr_t>(-info.span_offset);
 
   // Every check passed: take ownership.
   if (PyCapsule_SetName(cap, versioned ? kUsedVersionedName : kUsedName) != 0) throw nb::python_error();
@@ -259,24 +254,71 @@ nb::dict dlpack_info(nb::handle capsule) {
   }
   void* managed = PyCapsule_GetPointer(cap, versioned ? kVersionedName : kName);
   if (managed == nullptr) throw nb::python_error();
-  const DLTensor& t = versioned ? static_cast<DLManagedTensorVersioned*>(managed)->dl_tensor
-                                : static_cast<DLManagedTensor*>(managed)->dl_tensor;
-  if (t.ndim < 0 || t.ndim > 32) throw nb::value_error("DLPack tensor with a bad number of dimensions");
-  nb::list shape, strides;
-  for (int i = 0; i < t.ndim; ++i) {
-    shape.append(t.shape[i]);
-    if (t.strides != nullptr) strides.append(t.strides[i]);
+  cuarrow::tensor_info info;
+  tensor_of(managed, versioned, info);
+  return info_dict(info);
+}
+
+// An integer field of a CAI dictionary as an int64 (ValueError otherwise).
+std::int64_t cai_int(nb::handle v, const char* what) {
+  if (!PyLong_Check(v.ptr())) {
+    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " must be an int");
   }
-  nb::dict d;
-  d["code"] = static_cast<int>(t.dtype.code);
-  d["bits"] = static_cast<int>(t.dtype.bits);
-  d["lanes"] = static_cast<int>(t.dtype.lanes);
-  d["shape"] = nb::tuple(shape);
-  d["strides"] = t.strides != nullptr ? nb::object(nb::tuple(strides)) : nb::none();
-  d["device"] = nb::make_tuple(t.device.device_type, t.device.device_id);
-  d["data"] = reinterpret_cast<std::uintptr_t>(t.data);
-  d["byte_offset"] = t.byte_offset;
-  return d;
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow != 0 || (r == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " does not fit 64 bits");
+  }
+  return r;
+}
+
+std::vector<std::int64_t> cai_ints(nb::handle v, const char* what) {
+  if (!PyTuple_Check(v.ptr()) && !PyList_Check(v.ptr())) {
+    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " must be a tuple");
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(v.ptr());
+  if (n > cuarrow::max_tensor_ndim) {
+    throw cuarrow::invalid_argument("__cuda_array_interface__: " + std::to_string(n) + " entries in " + what +
+                                    " (at most " + std::to_string(cuarrow::max_tensor_ndim) + " dimensions)");
+  }
+  std::vector<std::int64_t> out;
+  for (Py_ssize_t i = 0; i < n; ++i) out.push_back(cai_int(PySequence_Fast_GET_ITEM(v.ptr(), i), what));
+  return out;
+}
+
+// Reads a __cuda_array_interface__ dictionary through the core's reader.
+nb::dict read_cai(nb::handle desc) {
+  if (!PyDict_Check(desc.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__ must be a dict");
+  nb::dict d = nb::borrow<nb::dict>(desc);
+  cuarrow::cuda_array_interface c;
+  if (d.contains("version")) c.version = cai_int(d["version"], "version");
+  if (!d.contains("data") || !d.contains("shape") || !d.contains("typestr")) {
+    throw cuarrow::invalid_argument("__cuda_array_interface__ needs data, shape and typestr");
+  }
+  nb::handle data = d["data"];
+  if (!PyTuple_Check(data.ptr()) || PyTuple_GET_SIZE(data.ptr()) != 2) {
+    throw cuarrow::invalid_argument("__cuda_array_interface__: data must be a tuple (pointer, read_only)");
+  }
+  nb::handle ptr = PyTuple_GET_ITEM(data.ptr(), 0);
+  if (!PyLong_Check(ptr.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer must be an int");
+  const unsigned long long address = PyLong_AsUnsignedLongLong(ptr.ptr());
+  if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer is not an address");
+  }
+  c.data = static_cast<std::uintptr_t>(address);
+  c.read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data.ptr(), 1)) == 1;
+  nb::handle typestr = d["typestr"];
+  if (!PyUnicode_Check(typestr.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__: typestr must be a str");
+  c.typestr = nb::cast<std::string>(typestr);
+  c.shape = cai_ints(d["shape"], "shape");
+  if (d.contains("strides") && !d["strides"].is_none()) c.strides = cai_ints(d["strides"], "strides");
+  c.has_mask = d.contains("mask") && !d["mask"].is_none();
+  if (d.contains("stream") && !d["stream"].is_none()) c.stream = cai_int(d["stream"], "stream");
+  nb::dict out = info_dict(cuarrow::read_cuda_array_interface(c));
+  out["stream"] = c.stream ? nb::object(nb::int_(*c.stream)) : nb::object(nb::none());
+  return out;
 }
 
 }  // namespace
@@ -288,7 +330,11 @@ void bind_dlpack(nb::module_& m) {
         nb::arg("bits"), nb::arg("shape"), nb::arg("versioned") = true, nb::arg("copied") = false,
         "A DLPack capsule of a typed, compact row-major tensor over part of a buffer; keeps the memory alive.");
   m.def("dlpack_info", &dlpack_info, nb::arg("capsule"),
-        "dtype (code, bits, lanes), shape, strides, device, data and byte_offset of an unconsumed DLPack capsule.");
+        "The checked description of an unconsumed DLPack capsule (cuarrow::read_dlpack): dtype, shape, strides "
+        "in bytes, device, data (byte_offset applied), span and contiguity.");
+  m.def("read_cai", &read_cai, nb::arg("desc"),
+        "The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); "
+        "a mask is refused.");
   m.def("from_dlpack", &import_dlpack, nb::arg("capsule"), nb::arg("context"),
         "A view of the contiguous bytes of a DLPack tensor in CUDA memory; takes ownership of the capsule.");
 }

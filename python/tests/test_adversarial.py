@@ -244,3 +244,76 @@ def test_host_results_outlive_a_context_released_by_someone_else(tmp_path):
     path.write_text(script)
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "CHILD OK" in r.stdout, (r.returncode, r.stdout, r.stderr)
+
+
+# ---- tensors from outside (the core's reader: include/cuarrow/tensor.hpp) ------------------
+
+
+class _CAI:
+    """Exposes an arbitrary __cuda_array_interface__ dict (keeping `keep` alive)."""
+
+    def __init__(self, desc, keep=None):
+        self.desc = desc
+        self.keep = keep
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.desc
+
+
+def _int32_cai(ctx, values):
+    d = cuda.to_device(pa.array(values, pa.int32()), ctx)
+    return d, dict(d.__cuda_array_interface__)
+
+
+def test_a_cuda_array_interface_mask_is_refused(ctx):
+    # from_device used to ignore the mask: masked elements came back valid.
+    d, desc = _int32_cai(ctx, [1, 2, 3, 4])
+    mask = cuda.to_device(pa.array([1, 0, 1, 1], pa.uint8()), ctx)
+    desc["mask"] = mask
+    with pytest.raises(ValueError, match="mask is not supported"):
+        cuda.from_device(_CAI(desc, keep=(d, mask)))
+    with pytest.raises(ValueError, match="mask is not supported"):
+        ctx.buffer_from_object(_CAI(desc, keep=(d, mask)))
+    desc["mask"] = None  # the spec's "no mask"
+    assert cuda.from_device(_CAI(desc, keep=d)).to_host().equals(pa.array([1, 2, 3, 4], pa.int32()))
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        ({"shape": (-1,)}, "negative"),
+        ({"shape": (1 << 40, 1 << 40)}, "overflows"),
+        ({"shape": (4,), "strides": (4, 4)}, "2 strides for 1 dimensions"),
+        ({"shape": (4,), "strides": (1 << 62,)}, "overflows|address space"),
+        ({"shape": (4,), "strides": (-(1 << 62),)}, "overflows|below address 0"),
+        ({"shape": (1 << 70,)}, "fit 64 bits"),
+        ({"shape": tuple([1] * 65)}, "at most 64"),
+        ({"typestr": "<q4"}, "unknown kind"),
+        ({"typestr": "<i4x"}, "trailing"),
+        ({"version": 99}, "unsupported version"),
+        ({"stream": 0}, "stream 0"),
+        ({"data": (0, False)}, "data pointer is null"),
+        ({"data": (-5, False)}, "not an address"),
+    ],
+)
+def test_bad_cuda_array_interfaces_are_refused_by_the_core(ctx, change, match):
+    d, desc = _int32_cai(ctx, [1, 2, 3, 4])
+    desc.update(change)
+    with pytest.raises(ValueError, match=match):
+        ctx.buffer_from_object(_CAI(desc, keep=d))
+    with pytest.raises(ValueError, match=match):
+        cuda.from_device(_CAI(desc, keep=d))
+
+
+def test_extent_one_dimensions_do_not_break_c_contiguity(ctx):
+    # A (4, 1) tensor whose last stride is arbitrary (PyTorch gives size-1
+    # dimensions any stride) is C-contiguous: it imports as fixed-size lists.
+    d, desc = _int32_cai(ctx, [1, 2, 3, 4])
+    desc.update(shape=(4, 1), strides=(4, 1234))
+    back = cuda.from_device(_CAI(desc, keep=d)).to_host()
+    assert back.equals(pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.int32()), 1))
+    desc.update(shape=(2, 2), strides=(4, 8))  # Fortran order: contiguous bytes, not C order
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        cuda.from_device(_CAI(desc, keep=d))
+    assert ctx.buffer_from_object(_CAI(desc, keep=d)).size == 16

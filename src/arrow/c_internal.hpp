@@ -36,6 +36,10 @@ inline int errno_for_current_exception(std::string& last_error) noexcept {
   }
 }
 
+// Decodes an ArrowSchema::metadata blob of at most `size` bytes (SIZE_MAX:
+// unknown, as the C interface gives it) within max_metadata_* (c_data.hpp).
+key_value_metadata decode_metadata(const char* blob, std::size_t size, const std::string& path);
+
 // True when some buffer of the tree is non-empty.
 bool has_any_buffer(const array_data& a);
 

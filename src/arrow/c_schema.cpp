@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 #include "arrow_internal.hpp"
 #include "c_internal.hpp"
@@ -104,41 +105,46 @@ void fill_schema(const std::string& name, const data_type& type, bool nullable, 
 
 // ---- import ---------------------------------------------------------------------------
 
+}  // namespace
+
 // Decodes ArrowSchema::metadata: an int32 pair count, then for each pair an
 // int32 key length, the key bytes, an int32 value length, the value bytes
 // (native endianness, no terminator).
 //
-// The blob carries no total length, so it cannot be bounds-checked; what can
-// be checked is, as in Arrow C++:
+// The C interface gives the blob no total length (`size` is SIZE_MAX then),
+// so what it claims is bounded before anything is read:
 //  - a negative count or length is refused (invalid_data naming the entry);
+//  - the count is at most max_metadata_pairs, each key and value at most
+//    max_metadata_length bytes, the whole blob at most max_metadata_bytes;
 //  - nothing is allocated in proportion to the claimed count: the result
-//    grows as entries are read, so claiming 2^31 pairs costs nothing up front;
-//  - offsets are computed as integers and refused before they could run past
-//    the largest object the address space allows (PTRDIFF_MAX bytes) or wrap.
-// A producer whose count or lengths claim more bytes than its blob holds
-// still makes this read past the end of the blob: that is undefined and
-// cannot be detected without a length the format does not carry.
-key_value_metadata decode_metadata(const char* md, const std::string& path) {
+//    grows as entries are read;
+//  - with a known `size` (fuzzing, tests), nothing past it is read.
+// Within these bounds a producer whose blob is shorter than it claims still
+// makes this read past its end: the format carries no length to check.
+key_value_metadata detail::decode_metadata(const char* md, std::size_t size, const std::string& path) {
   key_value_metadata out;
   if (md == nullptr) return out;
-  constexpr auto max_blob = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  const std::size_t limit = std::min<std::size_t>(size, static_cast<std::size_t>(max_metadata_bytes));
   constexpr std::size_t no_pair = std::numeric_limits<std::size_t>::max();
   std::size_t pos = 0;  // offset of the next unread byte
   // Names a part of the blob in messages, built only when one is thrown.
   auto part_name = [](const char* part, std::size_t pair) {
     return pair == no_pair ? std::string(part) : std::string(part) + " of pair " + std::to_string(pair);
   };
-  // The next `n` bytes, refused if they would end beyond any possible blob.
+  // The next `n` bytes, refused if they would end beyond the blob's bound.
   auto take = [&](std::size_t n, const char* part, std::size_t pair) {
-    if (n > max_blob - pos) {
+    if (n > limit - pos) {
+      const std::string why = size <= static_cast<std::size_t>(max_metadata_bytes)
+                                  ? "the blob's " + std::to_string(size) + " bytes"
+                                  : "the largest metadata accepted (" + std::to_string(max_metadata_bytes) + " bytes)";
       throw invalid_data(path, "metadata " + part_name(part, pair) + " at byte " + std::to_string(pos) + " (" +
-                                   std::to_string(n) + " bytes) would end past the largest possible buffer");
+                                   std::to_string(n) + " bytes) would end past " + why);
     }
     const char* p = md + pos;
     pos += n;
     return p;
   };
-  auto read_length = [&](const char* part, std::size_t pair) {
+  auto read_length = [&](const char* part, std::size_t pair, std::int32_t most) {
     const std::size_t at = pos;
     std::int32_t v;
     std::memcpy(&v, take(4, part, pair), 4);
@@ -146,19 +152,45 @@ key_value_metadata decode_metadata(const char* md, const std::string& path) {
       throw invalid_data(path, "metadata " + part_name(part, pair) + " is negative (" + std::to_string(v) +
                                    ") at byte " + std::to_string(at));
     }
+    if (v > most) {
+      throw invalid_data(path, "metadata " + part_name(part, pair) + " " + std::to_string(v) + " at byte " +
+                                   std::to_string(at) + " is more than the " + std::to_string(most) + " accepted");
+    }
     return static_cast<std::size_t>(v);
   };
-  const std::size_t n = read_length("pair count", no_pair);
+  const std::size_t n = read_length("pair count", no_pair, max_metadata_pairs);
   out.reserve(std::min<std::size_t>(n, 64));  // a sane bound; further entries grow the vector
   for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t kl = read_length("key length", i);
+    const std::size_t kl = read_length("key length", i, max_metadata_length);
     std::string key(take(kl, "key", i), kl);
-    const std::size_t vl = read_length("value length", i);
+    const std::size_t vl = read_length("value length", i, max_metadata_length);
     std::string value(take(vl, "value", i), vl);
     out.emplace_back(std::move(key), std::move(value));
   }
   return out;
 }
+
+namespace {
+
+key_value_metadata decode_metadata(const char* md, const std::string& path) {
+  return detail::decode_metadata(md, std::numeric_limits<std::size_t>::max(), path);
+}
+
+// What one import has walked: every node once, a bounded number of them.
+struct schema_walk {
+  std::unordered_set<const ArrowSchema*> seen;
+  std::int64_t nodes = 0;
+
+  void enter(const ArrowSchema* s, const std::string& path) {
+    if (!seen.insert(s).second) {
+      throw invalid_data(path, "this ArrowSchema node is reached a second time: children and dictionaries must "
+                               "form a tree (shared or cyclic nodes are refused)");
+    }
+    if (++nodes > max_schema_nodes) {
+      throw invalid_data(path, "the schema has more than " + std::to_string(max_schema_nodes) + " nodes");
+    }
+  }
+};
 
 std::string child_schema_path(const std::string& parent, std::int64_t i, const ArrowSchema* c) {
   std::string s = parent + " \u2192 child " + std::to_string(i);
@@ -166,10 +198,13 @@ std::string child_schema_path(const std::string& parent, std::int64_t i, const A
   return s;
 }
 
-field read_field_at(const ArrowSchema* s, const std::string& path, int depth) {
+field read_field_at(const ArrowSchema* s, const std::string& path, int depth, schema_walk& walk) {
   if (s == nullptr) throw invalid_data(path, "null ArrowSchema pointer");
   if (s->release == nullptr) throw invalid_data(path, "the ArrowSchema is released (release == NULL)");
-  if (depth > 64) throw invalid_data(path, "schema nested more than 64 levels deep");
+  if (depth > max_schema_depth) {
+    throw invalid_data(path, "schema nested more than " + std::to_string(max_schema_depth) + " levels deep");
+  }
+  walk.enter(s, path);
   if (s->format == nullptr) throw invalid_format("", path, "format is NULL");
   field f;
   f.name = s->name != nullptr ? s->name : "";
@@ -180,6 +215,10 @@ field read_field_at(const ArrowSchema* s, const std::string& path, int depth) {
   if (s->n_children < 0) throw invalid_data(path, "negative n_children " + std::to_string(s->n_children));
   if (s->n_children > 0 && s->children == nullptr) {
     throw invalid_data(path, "n_children is " + std::to_string(s->n_children) + " but children is NULL");
+  }
+  if (s->n_children > max_schema_nodes) {
+    throw invalid_data(path, "n_children " + std::to_string(s->n_children) + " is more than the " +
+                                 std::to_string(max_schema_nodes) + " nodes a schema may have");
   }
   const int want = required_children(t.id);
   const bool unions = t.id == type_id::sparse_union || t.id == type_id::dense_union;
@@ -194,7 +233,7 @@ field read_field_at(const ArrowSchema* s, const std::string& path, int depth) {
   }
   for (std::int64_t i = 0; i < s->n_children; ++i) {
     const ArrowSchema* c = s->children[i];
-    t.children.push_back(read_field_at(c, child_schema_path(path, i, c), depth + 1));
+    t.children.push_back(read_field_at(c, child_schema_path(path, i, c), depth + 1, walk));
   }
   if (t.id == type_id::map) {
     const data_type& e = t.children[0].type;
@@ -213,7 +252,7 @@ field read_field_at(const ArrowSchema* s, const std::string& path, int depth) {
     if (!is_integer(t.id)) {
       throw invalid_format(s->format, path, "a dictionary-encoded field needs an integer index format");
     }
-    field values = read_field_at(s->dictionary, detail::dictionary_path(path), depth + 1);
+    field values = read_field_at(s->dictionary, detail::dictionary_path(path), depth + 1, walk);
     data_type d(type_id::dictionary);
     d.index_type = t.id;
     d.value_type = std::make_shared<const data_type>(std::move(values.type));
@@ -251,7 +290,10 @@ void export_schema(const arrow::schema& s, ArrowSchema* out) {
   fill_schema("", struct_(s.fields), false, s.metadata, out);
 }
 
-field read_field(const ArrowSchema& in) { return read_field_at(&in, root_path(in), 0); }
+field read_field(const ArrowSchema& in) {
+  schema_walk walk;
+  return read_field_at(&in, root_path(in), 0, walk);
+}
 
 arrow::schema read_schema(const ArrowSchema& in) {
   if (in.release == nullptr) throw invalid_data("schema", "the ArrowSchema is released (release == NULL)");
@@ -262,13 +304,18 @@ arrow::schema read_schema(const ArrowSchema& in) {
   if (in.n_children < 0 || (in.n_children > 0 && in.children == nullptr)) {
     throw invalid_data("schema", "bad children (n_children " + std::to_string(in.n_children) + ")");
   }
+  if (in.n_children > max_schema_nodes) {
+    throw invalid_data("schema", "the schema has more than " + std::to_string(max_schema_nodes) + " nodes");
+  }
+  schema_walk walk;
+  walk.enter(&in, "schema");
   arrow::schema out;
   out.metadata = decode_metadata(in.metadata, "schema");
   for (std::int64_t i = 0; i < in.n_children; ++i) {
     const ArrowSchema* c = in.children[i];
     const std::string path =
         detail::column_path(c != nullptr && c->name != nullptr ? c->name : "#" + std::to_string(i));
-    out.fields.push_back(read_field_at(c, path, 1));
+    out.fields.push_back(read_field_at(c, path, 1, walk));
   }
   return out;
 }

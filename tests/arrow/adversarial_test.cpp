@@ -3,10 +3,12 @@
 // names the case; every one failed (or crashed) before its fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -407,6 +409,98 @@ TEST(ArrowAdversarial, HostResultsOutliveAContextDestroyedUnderThem) {
   cuarrow_test::child_result r = cuarrow_test::run_self("context_destroyed_under_results", {});
   ASSERT_TRUE(r.ok()) << "exit " << r.code << " signal " << r.signal << "\n" << r.output;
   EXPECT_NE(r.output.find("CHILD OK"), std::string::npos) << r.output;
+}
+
+// ---- schemas whose nodes are shared --------------------------------------------------
+
+// Hand-made ArrowSchema nodes (the release callback does nothing: the test
+// owns them), so that children may point anywhere.
+struct schema_nodes {
+  std::vector<std::unique_ptr<ArrowSchema>> nodes;
+  std::vector<std::unique_ptr<ArrowSchema*[]>> child_arrays;
+
+  ArrowSchema* node(const char* format, std::vector<ArrowSchema*> children = {}) {
+    auto s = std::make_unique<ArrowSchema>();
+    std::memset(s.get(), 0, sizeof(ArrowSchema));
+    s->format = format;
+    s->name = "n";
+    s->flags = ARROW_FLAG_NULLABLE;
+    s->n_children = static_cast<std::int64_t>(children.size());
+    if (!children.empty()) {
+      child_arrays.push_back(std::make_unique<ArrowSchema*[]>(children.size()));
+      std::copy(children.begin(), children.end(), child_arrays.back().get());
+      s->children = child_arrays.back().get();
+    }
+    s->release = [](ArrowSchema*) {};
+    nodes.push_back(std::move(s));
+    return nodes.back().get();
+  }
+};
+
+std::string schema_refusal(const ArrowSchema& s) {
+  try {
+    read_field(s);
+  } catch (const invalid_data& e) {
+    return e.reason();
+  }
+  return "(accepted)";
+}
+
+// A struct of two children that are one node, 48 levels of them: a tree of
+// 2^48 leaves described by 49 nodes.  Import used to expand it (it hung,
+// allocating hundreds of MB and more); every node is now read once, and one
+// reached twice is refused.
+TEST(ArrowAdversarial, SchemaWhoseChildrenShareNodesIsRefused) {
+  schema_nodes n;
+  ArrowSchema* top = n.node("i");
+  for (int level = 0; level < 48; ++level) top = n.node("+s", {top, top});
+  EXPECT_EQ(schema_refusal(*top),
+            "this ArrowSchema node is reached a second time: children and dictionaries must form a tree "
+            "(shared or cyclic nodes are refused)");
+  // The same node as a child and as a dictionary, and in two columns of a
+  // record batch schema.
+  ArrowSchema* leaf = n.node("u");
+  ArrowSchema* idx = n.node("i");
+  idx->dictionary = leaf;
+  EXPECT_EQ(schema_refusal(*n.node("+s", {leaf, idx})).substr(0, 43), "this ArrowSchema node is reached a second t");
+  ArrowSchema* batch = n.node("+s", {leaf, leaf});
+  EXPECT_THROW(read_schema(*batch), invalid_data);
+  // Distinct nodes of the same shape are a tree, and read.
+  EXPECT_EQ(read_field(*n.node("+s", {n.node("i"), n.node("i")})).type, struct_({field("n", int32()), field("n", int32())}));
+}
+
+TEST(ArrowAdversarial, SchemaCyclesAreRefusedAtTheirFirstRepeat) {
+  schema_nodes n;
+  ArrowSchema* list = n.node("+l", {nullptr});
+  list->children[0] = list;  // a list of itself
+  try {
+    read_field(*list);
+    FAIL();
+  } catch (const invalid_data& e) {
+    EXPECT_EQ(e.path(), "field \"n\" \u2192 child 0 (\"n\")");  // refused at once, not 64 levels down
+  }
+  ArrowSchema* dict = n.node("i");
+  dict->dictionary = dict;  // a dictionary of itself
+  EXPECT_THROW(read_field(*dict), invalid_data);
+  ArrowSchema* batch = n.node("+s", {nullptr});
+  batch->children[0] = batch;  // a record batch schema that contains itself
+  EXPECT_THROW(read_schema(*batch), invalid_data);
+}
+
+TEST(ArrowAdversarial, SchemaNodeCountAndDepthAreBounded) {
+  schema_nodes n;
+  // A child count beyond the bound is refused before any child pointer is read.
+  ArrowSchema* wide = n.node("+s");
+  wide->n_children = max_schema_nodes + 1;
+  ArrowSchema* one = nullptr;
+  wide->children = &one;
+  EXPECT_EQ(schema_refusal(*wide), "n_children 1048577 is more than the 1048576 nodes a schema may have");
+  EXPECT_THROW(read_schema(*wide), invalid_data);
+  // Depth: 64 levels below the root are read, 65 are not.
+  ArrowSchema* deep = n.node("i");
+  for (int level = 0; level < max_schema_depth; ++level) deep = n.node("+l", {deep});
+  EXPECT_NO_THROW(read_field(*deep));
+  EXPECT_EQ(schema_refusal(*n.node("+l", {deep})), "schema nested more than 64 levels deep");
 }
 
 }  // namespace

@@ -338,14 +338,30 @@ TEST(ArrowSchemaImport, NegativeMetadataCountsAndLengthsAreRefused) {
             "metadata value length of pair 0 is negative (-1) at byte 9");
 }
 
-TEST(ArrowSchemaImport, HugeMetadataCountIsNotAllocatedUpFront) {
-  // INT32_MAX pairs claimed, one real, then a negative length that stops the
-  // decoder before it leaves the blob.  Reserving the claimed count (2^31
-  // pairs of strings, over 100 GiB) would throw bad_alloc or abort here.
+TEST(ArrowSchemaImport, MetadataClaimsAreBoundedBeforeAnythingIsRead) {
+  // A blob claiming 2^31 - 1 pairs (or a key or value of 2 GiB) used to be
+  // read for as long as its claims held, far past its end: claims beyond
+  // the bounds are refused after reading only the claim itself.
   const auto huge = std::numeric_limits<std::int32_t>::max();
-  EXPECT_EQ(metadata_refusal(metadata_blob().i32(huge).pair("key", "value").i32(-1)),
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(huge)),
+            "metadata pair count 2147483647 at byte 0 is more than the 65536 accepted");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(max_metadata_pairs + 1)),
+            "metadata pair count 65537 at byte 0 is more than the 65536 accepted");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(1).i32(huge)),
+            "metadata key length of pair 0 2147483647 at byte 4 is more than the 67108864 accepted");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(1).pair("k", "").i32(0).i32(0)), "");
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(1).i32(1).raw("k").i32(max_metadata_length + 1)),
+            "metadata value length of pair 0 67108865 at byte 9 is more than the 67108864 accepted");
+  // Each length within its bound, but the blob as a whole would not be.
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(1).i32(max_metadata_length)),
+            "metadata key of pair 0 at byte 8 (67108864 bytes) would end past the largest metadata accepted "
+            "(67108864 bytes)");
+
+  // The largest count accepted is still not allocated up front: one real
+  // pair, then a negative length stops the decoder inside the blob.
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(max_metadata_pairs).pair("key", "value").i32(-1)),
             "metadata key length of pair 1 is negative (-1) at byte 20");
-  EXPECT_EQ(metadata_refusal(metadata_blob().i32(huge).pair("key", "value").i32(0).i32(-7)),
+  EXPECT_EQ(metadata_refusal(metadata_blob().i32(max_metadata_pairs).pair("key", "value").i32(0).i32(-7)),
             "metadata value length of pair 1 is negative (-7) at byte 24");
 
   // Schema-level metadata goes through the same checks, and import still
@@ -361,7 +377,7 @@ TEST(ArrowSchemaImport, HugeMetadataCountIsNotAllocatedUpFront) {
     FAIL();
   } catch (const invalid_data& e) {
     EXPECT_EQ(e.path(), "schema");
-    EXPECT_EQ(e.reason(), "metadata key length of pair 0 is negative (-2) at byte 4");
+    EXPECT_EQ(e.reason(), "metadata pair count 2147483647 at byte 0 is more than the 65536 accepted");
   }
   EXPECT_TRUE(c.is_released());
 }

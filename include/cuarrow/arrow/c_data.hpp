@@ -38,6 +38,7 @@
 //     the whole tree (see validate.hpp).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -123,9 +124,23 @@ CUARROW_EXPORT void export_type(const data_type& type, ArrowSchema* out);
 /// A struct ("+s") with one child per field and the schema's metadata.
 CUARROW_EXPORT void export_schema(const arrow::schema& s, ArrowSchema* out);
 
+/// What an imported ArrowSchema may claim.  A schema is a tree: a node
+/// reached twice (children shared between parents, a DAG, or a cycle) is
+/// refused, as are trees of more than `max_schema_nodes` nodes (children
+/// and dictionaries) or nested more than `max_schema_depth` levels.  The
+/// metadata blob carries no length, so what it claims is bounded before
+/// anything is read: at most `max_metadata_pairs` pairs, each key and value
+/// at most `max_metadata_length` bytes, `max_metadata_bytes` in all.
+inline constexpr std::int64_t max_schema_nodes = std::int64_t{1} << 20;
+inline constexpr int max_schema_depth = 64;
+inline constexpr std::int32_t max_metadata_pairs = std::int32_t{1} << 16;
+inline constexpr std::int32_t max_metadata_length = std::int32_t{1} << 26;
+inline constexpr std::int64_t max_metadata_bytes = std::int64_t{1} << 26;
+
 /// Read without taking ownership.  Throws invalid_format (bad format string,
 /// with the field path), invalid_data (released struct, wrong number of
-/// children, bad metadata encoding, bad flags).
+/// children, shared or cyclic children, too many nodes or levels, bad or
+/// out-of-bounds metadata encoding, bad flags).
 CUARROW_EXPORT field read_field(const ArrowSchema& in);
 CUARROW_EXPORT arrow::schema read_schema(const ArrowSchema& in);
 /// Read, then release `in` (always, even on failure).

@@ -1,0 +1,285 @@
+// Writes seed inputs for the fuzz targets into <dir>/<target>/, from
+// cuarrow's own exporters (schemas, metadata blobs, IPC handles) and from
+// arrays laid out as the C Data Interface wants them for every type of the
+// array_import grammar.  (fuzz/seeds.py adds seeds from pyarrow.)
+//   fuzz_write_seeds build/fuzz-corpus
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "array_types.hpp"
+#include "cuarrow/arrow/c_data.hpp"
+#include "cuarrow/ipc.hpp"
+#include "cuarrow/tensor.hpp"
+
+using namespace cuarrow::arrow;  // NOLINT
+namespace fs = std::filesystem;
+
+namespace {
+
+struct out {
+  std::string b;
+  out& u8(unsigned v) { b.push_back(static_cast<char>(v & 0xff)); return *this; }
+  out& u16(unsigned v) { return u8(v).u8(v >> 8); }
+  out& u32(std::uint32_t v) { return u16(v & 0xffff).u16(v >> 16); }
+  out& u64(std::uint64_t v) { return u32(static_cast<std::uint32_t>(v)).u32(static_cast<std::uint32_t>(v >> 32)); }
+  out& str8(const std::string& s) { u8(static_cast<unsigned>(s.size())); b += s; return *this; }
+  out& raw(const std::string& s) { b += s; return *this; }
+};
+
+void write(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::size_t blob_size(const char* md) {
+  if (md == nullptr) return 0;
+  std::int32_t n;
+  std::memcpy(&n, md, 4);
+  std::size_t pos = 4;
+  for (std::int32_t i = 0; i < n; ++i) {
+    for (int kv = 0; kv < 2; ++kv) {
+      std::int32_t l;
+      std::memcpy(&l, md + pos, 4);
+      pos += 4 + static_cast<std::size_t>(l);
+    }
+  }
+  return pos;
+}
+
+// An exported ArrowSchema tree in schema_import's encoding.
+std::string encode_schema(const ArrowSchema& root) {
+  std::vector<const ArrowSchema*> nodes{&root};
+  std::map<const ArrowSchema*, std::size_t> index{{&root, 0}};
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const ArrowSchema* s = nodes[i];
+    for (std::int64_t c = 0; c < s->n_children; ++c) {
+      index.emplace(s->children[c], nodes.size());
+      nodes.push_back(s->children[c]);
+    }
+    if (s->dictionary != nullptr) {
+      index.emplace(s->dictionary, nodes.size());
+      nodes.push_back(s->dictionary);
+    }
+  }
+  if (nodes.size() > 32) return {};
+  out o;
+  o.u8(static_cast<unsigned>(nodes.size() - 1));
+  for (const ArrowSchema* s : nodes) {
+    o.str8(s->format).str8(s->name ? s->name : "").u8(static_cast<unsigned>(s->flags & 7));
+    if (s->metadata != nullptr) {
+      const std::size_t n = blob_size(s->metadata);
+      o.u8(1).u16(static_cast<unsigned>(n)).raw(std::string(s->metadata, n));
+    } else {
+      o.u8(0);
+    }
+    o.u8(static_cast<unsigned>(s->n_children));
+    for (std::int64_t c = 0; c < s->n_children; ++c) o.u8(static_cast<unsigned>(index[s->children[c]]));
+    o.u8(s->dictionary ? static_cast<unsigned>(index[s->dictionary]) : 0xff);
+  }
+  return o.b;
+}
+
+std::vector<field> sample_fields() {
+  const key_value_metadata ext = {{"ARROW:extension:name", "arrow.uuid"}, {"ARROW:extension:metadata", ""}};
+  return {
+      field("i", int32()),
+      field("s", utf8(), false),
+      field("ts", timestamp(time_unit::micro, "Europe/Paris")),
+      field("d", decimal(38, 10, 128)),
+      field("fsb", fixed_size_binary(16), true, ext),
+      field("l", list(field("item", int64()))),
+      field("ll", large_list(field("item", utf8()))),
+      field("lv", list_view(field("item", float32()))),
+      field("fsl", fixed_size_list(field("item", int16()), 3)),
+      field("st", struct_({field("a", boolean()), field("b", binary_view())}), true, {{"k", "v"}, {"", ""}}),
+      field("m", map(utf8(), int32(), true)),
+      field("su", sparse_union({field("x", int8()), field("y", utf8())}, {3, 7})),
+      field("du", dense_union({field("x", float64()), field("y", large_binary())})),
+      field("ree", run_end_encoded(int32(), utf8_view())),
+      field("dict", dictionary(int16(), utf8(), true)),
+      field("nested", list(field("item", struct_({field("k", dictionary(int8(), large_utf8())),
+                                                   field("v", map(int64(), list(field("item", null()))))})))),
+      field("times", struct_({field("t32", time32(time_unit::milli)), field("t64", time64(time_unit::nano)),
+                              field("dur", duration(time_unit::second)), field("mdn", interval_month_day_nano()),
+                              field("dt", interval_day_time()), field("ym", interval_months()),
+                              field("d64", date64()), field("h", float16()), field("d256", decimal(70, 5, 256))})),
+  };
+}
+
+// ---- arrays in array_import's encoding --------------------------------------------------
+
+void le(std::string& s, std::uint64_t v, int width) {
+  for (int i = 0; i < width; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void buf(out& o, const std::string& bytes) { o.u8(1).u16(static_cast<unsigned>(bytes.size())).raw(bytes); }
+
+int width_of(const data_type& t) {
+  switch (t.id) {
+    case type_id::int8: case type_id::uint8: return 1;
+    case type_id::int16: case type_id::uint16: case type_id::float16: return 2;
+    case type_id::int32: case type_id::uint32: case type_id::float32: case type_id::date32: case type_id::time32:
+    case type_id::interval_months: case type_id::decimal32: return 4;
+    case type_id::interval_day_time: case type_id::decimal64: case type_id::int64: case type_id::uint64:
+    case type_id::float64: case type_id::date64: case type_id::time64: case type_id::timestamp: case type_id::duration: return 8;
+    case type_id::interval_month_day_nano: case type_id::decimal128: return 16;
+    case type_id::decimal256: return 32;
+    case type_id::fixed_size_binary: return t.fixed_size;
+    default: return 0;
+  }
+}
+
+// A valid array of `t` with `n` elements (no nulls), buffer count and child
+// count as the type needs (0xff).
+void gen(out& o, const data_type& t, unsigned n) {
+  o.u8(n).u8(0).u8(0).u8(0xff);
+  auto seq = [&](int w, unsigned count, unsigned step) {
+    std::string s;
+    for (unsigned i = 0; i < count; ++i) le(s, static_cast<std::uint64_t>(i) * step, w);
+    return s;
+  };
+  const std::string nothing;
+  switch (t.id) {
+    case type_id::null: break;
+    case type_id::boolean: o.u8(0); buf(o, std::string((n + 7) / 8, '\x55')); break;
+    case type_id::binary: case type_id::utf8: o.u8(0); buf(o, seq(4, n + 1, 1)); buf(o, std::string(n, 'a')); break;
+    case type_id::large_binary: case type_id::large_utf8: o.u8(0); buf(o, seq(8, n + 1, 1)); buf(o, std::string(n, 'b')); break;
+    case type_id::binary_view: case type_id::utf8_view: {
+      std::string views;
+      for (unsigned i = 0; i < n; ++i) { le(views, 1, 4); views += "c"; views += std::string(11, '\0'); }
+      o.u8(0); buf(o, views); buf(o, nothing); buf(o, nothing); buf(o, std::string(16, '\0'));
+      break;
+    }
+    case type_id::list: case type_id::map: o.u8(0); buf(o, seq(4, n + 1, 1)); break;
+    case type_id::large_list: o.u8(0); buf(o, seq(8, n + 1, 1)); break;
+    case type_id::list_view: o.u8(0); buf(o, seq(4, n, 1)); { std::string s; for (unsigned i = 0; i < n; ++i) le(s, 1, 4); buf(o, s); } break;
+    case type_id::large_list_view: o.u8(0); buf(o, seq(8, n, 1)); { std::string s; for (unsigned i = 0; i < n; ++i) le(s, 1, 8); buf(o, s); } break;
+    case type_id::struct_: case type_id::fixed_size_list: o.u8(0); break;
+    case type_id::sparse_union: buf(o, std::string(n, static_cast<char>(t.type_codes.empty() ? 0 : t.type_codes[0]))); break;
+    case type_id::dense_union: buf(o, std::string(n, static_cast<char>(t.type_codes.empty() ? 0 : t.type_codes[0]))); buf(o, seq(4, n, 1)); break;
+    case type_id::run_end_encoded: break;
+    case type_id::dictionary: o.u8(0); buf(o, std::string(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_of(data_type(t.index_type))), '\0')); break;
+    default: o.u8(0); buf(o, std::string(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_of(t)), '\x01')); break;
+  }
+  o.u8(0xff);
+  for (std::size_t i = 0; i < t.children.size(); ++i) {
+    const data_type& c = t.children[i].type;
+    unsigned cn = n;
+    if (t.id == type_id::fixed_size_list) cn = n * static_cast<unsigned>(t.fixed_size);
+    if (t.id == type_id::dense_union && i > 0) cn = 0;
+    if (t.id == type_id::run_end_encoded && i == 0) {
+      // run ends 1..n
+      o.u8(n).u8(0).u8(0).u8(0xff).u8(0);
+      buf(o, [&] { std::string s; for (unsigned k = 1; k <= n; ++k) le(s, k, width_of(c)); return s; }());
+      o.u8(0xff).u8(0);
+      continue;
+    }
+    gen(o, c, cn);
+  }
+  if (t.id == type_id::dictionary) {
+    o.u8(1);
+    gen(o, *t.value_type, 1);
+  } else {
+    o.u8(0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const fs::path root = argv[1];
+  int count = 0;
+
+  // Schemas and metadata blobs, from the exporter.
+  int i = 0;
+  for (const field& f : sample_fields()) {
+    owned_schema c;
+    export_field(f, c.get());
+    const std::string enc = encode_schema(*c.get());
+    if (!enc.empty()) write(root / "schema_import", "export_" + std::to_string(i), enc), ++count;
+    if (c->metadata != nullptr) {
+      write(root / "metadata_blob", "export_" + std::to_string(i), std::string(c->metadata, blob_size(c->metadata)));
+      ++count;
+    }
+    ++i;
+  }
+  {
+    schema s;
+    s.fields = sample_fields();
+    s.fields.resize(6);
+    s.metadata = {{"pandas", "{\"columns\": []}"}, {"origin", "cuarrow"}};
+    owned_schema c;
+    export_schema(s, c.get());
+    write(root / "schema_import", "export_schema", encode_schema(*c.get()));
+    write(root / "metadata_blob", "export_schema", std::string(c->metadata, blob_size(c->metadata)));
+    count += 2;
+  }
+
+  // IPC handles: serialize() of handles of several shapes, and pyarrow's format.
+  {
+    int k = 0;
+    for (auto [off, size, dev] : {std::tuple{0, 0, -1}, {256, 16, 0}, {0, 1 << 20, 1}, {4096, 7, 3}}) {
+      cuarrow::ipc_memory_handle::fields f;
+      f.offset = off;
+      f.size = size;
+      f.device_id = dev;
+      f.exporter = 0x1234567890abcdefull;
+      for (std::size_t b = 0; b < f.driver_handle.size(); ++b) f.driver_handle[b] = static_cast<std::byte>(b * 7);
+      const auto bytes = cuarrow::ipc_memory_handle(f).serialize();
+      write(root / "ipc_handle", "cuarrow_" + std::to_string(k++),
+            std::string(1, '\0') + std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      ++count;
+    }
+    std::string py(1, '\0');
+    le(py, 4096, 8);
+    py += std::string(64, '\x11');
+    write(root / "ipc_handle", "pyarrow_72", py);
+    write(root / "ipc_handle", "pyarrow_empty", std::string(9, '\0'));
+    count += 2;
+  }
+
+  // Tensors: DLPack (mode 0) and CAI (mode 1) of a few shapes.
+  {
+    out a;  // DLPack float32 3x4 compact
+    a.u8(0).u32(2).u8(2).u8(32).u16(1).u64(0x10000).u8(0).u8(0).u8(3 * 8).u8(4 * 8);
+    write(root / "tensor_reader", "dlpack_f32_3x4", a.b);
+    out b;  // DLPack int64 4x5 strided (Fortran)
+    b.u8(8).u32(2).u8(0).u8(64).u16(1).u64(0x20000).u8(16).u8(1).u8(4 * 8).u8(5 * 8).u8(1 * 8).u8(4 * 8);
+    write(root / "tensor_reader", "dlpack_i64_fortran", b.b);
+    out c;  // CAI <f8 (2, 3) with strides
+    c.u8(1).u8(3).u8(0).u8(0).str8("<f8").u64(0x30000).u8(2).u8(2 * 8).u8(3 * 8).u8(1).u8(3 * 8).u8(1 * 8);
+    write(root / "tensor_reader", "cai_f8_2x3", c.b);
+    out d;  // CAI <M8[ns] (5,) no strides
+    d.u8(1).u8(2).u8(0).u8(0).str8("<M8[ns]").u64(0x40000).u8(1).u8(5 * 8).u8(0);
+    write(root / "tensor_reader", "cai_datetime", d.b);
+    count += 4;
+  }
+
+  // Arrays: every type of the grammar, valid, 3 elements.
+  for (unsigned tag = 0; tag < 40; ++tag) {
+    out o;
+    o.u8(tag);
+    for (int k = 0; k < 16; ++k) o.u8(k == 0 ? 1 : 0);  // nested types: small parameters, int32 leaves
+    std::string bytes = o.b;
+    cuarrow_fuzz::input in(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    const data_type t = cuarrow_fuzz::read_type(in, 0);
+    const std::size_t used = in.position();
+    out arr;
+    arr.raw(bytes.substr(0, used));
+    gen(arr, t, 3);
+    write(root / "array_import", "type_" + std::to_string(tag), arr.b);
+    ++count;
+  }
+  std::printf("wrote %d seeds under %s\n", count, root.c_str());
+  return 0;
+}

@@ -1,0 +1,142 @@
+// Tensors from outside: DLPack structs and __cuda_array_interface__
+// descriptions, read and checked in one place before anyone uses them.
+//
+// A tensor is untrusted input (docs/reliability.md): its dimension count,
+// extents, strides, element type, device and data pointer are checked here,
+// and the byte span it covers is computed with overflow checks, so that the
+// bindings (Context.buffer_from_object, from_device) never do arithmetic on
+// what a producer claims.  Throws cuarrow::invalid_argument with a message
+// naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cuarrow/export.hpp"
+
+namespace cuarrow {
+
+/// The DLPack ABI (https://github.com/dmlc/dlpack, version 1.x), the parts
+/// cuarrow exchanges.  Layouts are fixed by the standard.
+namespace dlpack {
+
+struct DLPackVersion {
+  std::uint32_t major;
+  std::uint32_t minor;
+};
+
+enum DLDeviceType : std::int32_t {
+  kDLCPU = 1,
+  kDLCUDA = 2,
+  kDLCUDAHost = 3,
+  kDLCUDAManaged = 13,
+};
+
+struct DLDevice {
+  std::int32_t device_type;  // a DLDeviceType (an enum of int size in C)
+  std::int32_t device_id;
+};
+
+enum DLDataTypeCode : std::uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6 };
+
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;  // in elements; null means compact row-major
+  std::uint64_t byte_offset;
+};
+
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+constexpr std::uint64_t kFlagReadOnly = 1ULL << 0;
+constexpr std::uint64_t kFlagIsCopied = 1ULL << 1;
+
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  std::uint64_t flags;
+  DLTensor dl_tensor;
+};
+
+}  // namespace dlpack
+
+/// The most dimensions a tensor may have (DLPack and NumPy allow 64 at most
+/// in practice; anything beyond is refused before shape is read further).
+inline constexpr int max_tensor_ndim = 64;
+
+/// A checked tensor description.
+struct tensor_info {
+  std::uintptr_t data = 0;  ///< address of element [0, ..., 0] (byte_offset applied)
+  std::int32_t device_type = dlpack::kDLCUDA;  ///< a DLPack device type
+  std::int32_t device_id = 0;
+  /// Element type: NumPy kind ('i', 'u', 'f', 'c', 'b', 'm', 'M', 'V' for
+  /// types NumPy has no name for, e.g. bfloat16), the DLPack code where there
+  /// is one (-1 for datetime64 / timedelta64), bits and lanes.
+  char kind = 'u';
+  int code = dlpack::kDLUInt;
+  int bits = 8;
+  int lanes = 1;
+  std::string typestr;  ///< the NumPy typestr as given (CAI) or derived (DLPack, "" if none)
+  std::int64_t itemsize = 1;  ///< bytes per element (bits * lanes / 8)
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  ///< in bytes, always filled (compact row-major if none were given)
+  bool strides_given = false;
+  bool read_only = false;
+  std::int64_t elements = 0;  ///< product of the extents
+  /// The bytes the elements cover: from data + span_offset (<= 0 with
+  /// negative strides), span_length bytes; both 0 for an empty tensor.
+  std::int64_t span_offset = 0;
+  std::int64_t span_length = 0;
+  bool c_contiguous = false;  ///< compact row-major (dimensions of extent 1 may have any stride)
+  bool contiguous = false;    ///< the span has no gaps and no overlaps, in some dimension order
+};
+
+/// Reads a DLTensor (legacy or inside a versioned managed tensor): ndim
+/// within [0, max_tensor_ndim], shape (and strides, if any) present, extents
+/// non-negative, a whole number of bytes per element, a known dtype code, no
+/// overflow in element count, strides or byte span, data + byte_offset + span
+/// inside the address space.  Device type and id are reported, not judged.
+CUARROW_EXPORT tensor_info read_dlpack(const dlpack::DLTensor& t, bool read_only = false);
+
+/// Checks the version of a versioned DLPack tensor (major 1), then reads it.
+CUARROW_EXPORT tensor_info read_dlpack(const dlpack::DLManagedTensorVersioned& t);
+
+/// The fields of a __cuda_array_interface__ dictionary (v0 to v3), as a
+/// binding extracts them (integers that do not fit an int64 are refused
+/// there).
+struct cuda_array_interface {
+  std::optional<std::int64_t> version;
+  std::uintptr_t data = 0;
+  bool read_only = false;
+  std::string typestr;
+  std::vector<std::int64_t> shape;
+  std::optional<std::vector<std::int64_t>> strides;  ///< in bytes; none: C-contiguous
+  bool has_mask = false;                              ///< a "mask" that is not None
+  std::optional<std::int64_t> stream;
+};
+
+/// Reads a CAI description: version 0 to 3, a typestr NumPy would read as a
+/// fixed-size little-endian or byte-order-free element (<, | or =; i, u, f,
+/// c, b, m, M), shape and strides as for DLPack (strides in bytes, as many
+/// as the dimensions), a non-null data pointer unless the tensor is empty,
+/// stream not 0 (the v3 spec calls it ambiguous).  A mask is refused:
+/// cuarrow has no way to carry it and would return masked elements as valid.
+CUARROW_EXPORT tensor_info read_cuda_array_interface(const cuda_array_interface& cai);
+
+}  // namespace cuarrow

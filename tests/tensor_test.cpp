@@ -1,0 +1,188 @@
+// The tensor reader (include/cuarrow/tensor.hpp): DLPack structs and
+// __cuda_array_interface__ descriptions from outside.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuarrow/error.hpp"
+#include "cuarrow/tensor.hpp"
+
+namespace {
+
+using namespace cuarrow;  // NOLINT
+
+struct dl {
+  std::vector<std::int64_t> shape, strides;
+  dlpack::DLTensor t{};
+  dl(std::vector<std::int64_t> sh, std::vector<std::int64_t> st = {}, dlpack::DLDataType dt = {dlpack::kDLFloat, 32, 1})
+      : shape(std::move(sh)), strides(std::move(st)) {
+    t.data = reinterpret_cast<void*>(std::uintptr_t{0x10000});
+    t.device = {dlpack::kDLCUDA, 0};
+    t.ndim = static_cast<std::int32_t>(shape.size());
+    t.dtype = dt;
+    t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
+  }
+};
+
+std::string refusal(const dlpack::DLTensor& t) {
+  try {
+    read_dlpack(t);
+  } catch (const invalid_argument& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::string refusal(const cuda_array_interface& c) {
+  try {
+    read_cuda_array_interface(c);
+  } catch (const invalid_argument& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Tensor, CompactTensorsAreReadWithTheirSpan) {
+  dl a({3, 4});
+  const tensor_info t = read_dlpack(a.t);
+  EXPECT_EQ(t.elements, 12);
+  EXPECT_EQ(t.itemsize, 4);
+  EXPECT_EQ(t.strides, (std::vector<std::int64_t>{16, 4}));
+  EXPECT_EQ(t.span_offset, 0);
+  EXPECT_EQ(t.span_length, 48);
+  EXPECT_TRUE(t.c_contiguous);
+  EXPECT_TRUE(t.contiguous);
+  EXPECT_EQ(t.typestr, "<f4");
+  // Transposed (Fortran order): contiguous, not C-contiguous.
+  dl f({3, 4}, {1, 3});
+  const tensor_info ft = read_dlpack(f.t);
+  EXPECT_FALSE(ft.c_contiguous);
+  EXPECT_TRUE(ft.contiguous);
+  EXPECT_EQ(ft.span_length, 48);
+  // Reversed: the span starts before data.
+  dl r({5}, {-1});
+  const tensor_info rt = read_dlpack(r.t);
+  EXPECT_EQ(rt.span_offset, -16);
+  EXPECT_EQ(rt.span_length, 20);
+  EXPECT_FALSE(rt.c_contiguous);
+  EXPECT_TRUE(rt.contiguous);
+  // Every other element: neither.
+  dl g({5}, {2});
+  EXPECT_FALSE(read_dlpack(g.t).contiguous);
+  EXPECT_EQ(read_dlpack(g.t).span_length, 36);
+  // Broadcast (stride 0) overlaps: not contiguous.
+  dl b({4, 3}, {0, 1});
+  EXPECT_FALSE(read_dlpack(b.t).contiguous);
+}
+
+// Dimensions of extent 1 are never stepped over, so their strides do not
+// matter, and a tensor with an extent 0 has no bytes at all: both are
+// C-contiguous whatever their strides (PyTorch gives such dimensions
+// arbitrary strides).  A previous check compared every stride.
+TEST(Tensor, ExtentOneAndEmptyDimensionsAreContiguousWhateverTheirStrides) {
+  dl one({1, 4}, {99, 1});
+  EXPECT_TRUE(read_dlpack(one.t).c_contiguous);
+  dl one_last({4, 1}, {1, 7});
+  EXPECT_TRUE(read_dlpack(one_last.t).c_contiguous);
+  dl empty({0, 4}, {123, -5});
+  const tensor_info e = read_dlpack(empty.t);
+  EXPECT_TRUE(e.c_contiguous);
+  EXPECT_TRUE(e.contiguous);
+  EXPECT_EQ(e.elements, 0);
+  EXPECT_EQ(e.span_length, 0);
+  dl scalar({});
+  EXPECT_EQ(read_dlpack(scalar.t).elements, 1);
+  EXPECT_EQ(read_dlpack(scalar.t).span_length, 4);
+}
+
+TEST(Tensor, BadDLPackTensorsAreRefused) {
+  dl a({3});
+  a.t.ndim = -1;
+  EXPECT_EQ(refusal(a.t), "DLPack tensor: negative number of dimensions (-1)");
+  a.t.ndim = 65;
+  EXPECT_EQ(refusal(a.t), "DLPack tensor: 65 dimensions (at most 64)");
+  dl n({3, -2});
+  EXPECT_EQ(refusal(n.t), "DLPack tensor: extent -2 of dimension 1 is negative");
+  dl big({std::int64_t{1} << 40, std::int64_t{1} << 40});
+  EXPECT_EQ(refusal(big.t), "DLPack tensor: the element count overflows 64 bits");
+  dl bytes({std::int64_t{1} << 62}, {1}, {dlpack::kDLFloat, 64, 1});
+  EXPECT_EQ(refusal(bytes.t), "DLPack tensor: the size in bytes overflows 64 bits");
+  dl st({3}, {std::numeric_limits<std::int64_t>::max() / 2});
+  EXPECT_EQ(refusal(st.t), "DLPack tensor: a stride in bytes overflows 64 bits");
+  dl reach({3}, {std::numeric_limits<std::int64_t>::max() / 4});
+  EXPECT_EQ(refusal(reach.t), "DLPack tensor: a stride times its extent overflows 64 bits");
+  dl below({3}, {-0x10000});
+  EXPECT_EQ(refusal(below.t), "DLPack tensor: negative strides reach below address 0");
+  dl past({3});
+  past.t.data = reinterpret_cast<void*>(std::numeric_limits<std::uintptr_t>::max() - 4);
+  EXPECT_EQ(refusal(past.t), "DLPack tensor: the tensor's bytes run past the end of the address space");
+  dl off({3});
+  off.t.byte_offset = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_EQ(refusal(off.t), "DLPack tensor: data + byte_offset overflows the address space");
+  dl null({3});
+  null.t.data = nullptr;
+  EXPECT_EQ(refusal(null.t), "DLPack tensor: the data pointer is null for a tensor of 3 elements");
+  null.shape[0] = 0;
+  EXPECT_EQ(refusal(null.t), "(accepted)");
+  dl noshape({3});
+  noshape.t.shape = nullptr;
+  EXPECT_EQ(refusal(noshape.t), "DLPack tensor: shape is NULL for 1 dimensions");
+  dl code({3}, {}, {3, 64, 1});
+  EXPECT_EQ(refusal(code.t), "DLPack tensor: unknown dtype code 3");
+  dl nib({3}, {}, {dlpack::kDLInt, 4, 1});
+  EXPECT_EQ(refusal(nib.t), "DLPack tensor: elements of 4 bits are not whole bytes");
+  dl lanes({3}, {}, {dlpack::kDLInt, 8, 0});
+  EXPECT_EQ(refusal(lanes.t), "DLPack tensor: dtype of 0 lanes");
+
+  dlpack::DLManagedTensorVersioned v{};
+  v.version = {2, 0};
+  v.dl_tensor = dl({1}).t;
+  EXPECT_THROW(read_dlpack(v), invalid_argument);
+}
+
+TEST(Tensor, CudaArrayInterfacesAreReadAndAMaskIsRefused) {
+  cuda_array_interface c;
+  c.version = 3;
+  c.data = 0x20000;
+  c.typestr = "<i8";
+  c.shape = {2, 3};
+  tensor_info t = read_cuda_array_interface(c);
+  EXPECT_EQ(t.itemsize, 8);
+  EXPECT_EQ(t.strides, (std::vector<std::int64_t>{24, 8}));
+  EXPECT_TRUE(t.c_contiguous);
+  EXPECT_EQ(t.span_length, 48);
+  c.strides = std::vector<std::int64_t>{8, 16};
+  t = read_cuda_array_interface(c);
+  EXPECT_FALSE(t.c_contiguous);
+  EXPECT_TRUE(t.contiguous);
+
+  c.has_mask = true;
+  EXPECT_EQ(refusal(c).rfind("__cuda_array_interface__: a mask is not supported", 0), 0u) << refusal(c);
+  c.has_mask = false;
+  c.strides = std::vector<std::int64_t>{8};
+  EXPECT_EQ(refusal(c), "__cuda_array_interface__: 1 strides for 2 dimensions");
+  c.strides.reset();
+  c.version = 4;
+  EXPECT_EQ(refusal(c), "__cuda_array_interface__: unsupported version 4 (cuarrow reads 0 to 3)");
+  c.version = 3;
+  c.stream = 0;
+  EXPECT_EQ(refusal(c), "__cuda_array_interface__: stream 0 is invalid (ambiguous); see the CAI v3 spec");
+  c.stream.reset();
+  for (const char* bad : {"", "<", "<f", "<q4", "!f4", "<f0", "<f4x", "<m4[s]", "<M8[", "<b2", "<f99999999"}) {
+    c.typestr = bad;
+    EXPECT_NE(refusal(c), "(accepted)") << bad;
+  }
+  for (const char* good : {"|u1", "<M8[ns]", ">f8", "<m8", "|b1", "<c16", "|V16"}) {
+    c.typestr = good;
+    EXPECT_EQ(refusal(c), "(accepted)") << good;
+  }
+  c.typestr = "<f4";
+  c.data = 0;
+  EXPECT_EQ(refusal(c), "__cuda_array_interface__: the data pointer is null for a tensor of 6 elements");
+}
+
+}  // namespace
