@@ -116,7 +116,12 @@ TEST(Copy, AsyncCopyKeepsItsBuffersAliveUntilTheStreamPassesIt) {
       cuarrow::copy_async(dev2, 0, dev, 0, n, s);
       cuarrow::copy_async(out, 0, dev2, 0, n, s);
     }  // both handles dropped while the copies are queued
-    EXPECT_GE(ctx.bytes_allocated(), base + 2 * n);
+    // Still queued only where the device can be slowed down (the
+    // emulation); a real GPU may have finished the two 64 KiB copies
+    // already.  The data and the final count below hold everywhere.
+    if (emu().set_op_delay_us) {
+      EXPECT_GE(ctx.bytes_allocated(), base + 2 * n);
+    }
     s.synchronize();
   }
   EXPECT_EQ(0, std::memcmp(out.host_data(), src.data(), n));
