@@ -133,6 +133,8 @@ def blocks(text: str):
         if not line.startswith("========="):
             continue
         body = line[len("========="):].strip()
+        if body == "COMPUTE-SANITIZER":  # the banner, not a report
+            continue
         if not body:
             if block:
                 yield block
