@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "context_state.hpp"
+#include "cuarrow/driver.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
 #include "driver_table.hpp"
@@ -20,7 +21,12 @@ struct context_cache {
 };
 
 context_cache& cache() {
-  static auto* c = new context_cache;  // never destroyed: used from exit handlers
+  // Never destroyed: used from exit handlers.  The loader's exit handler
+  // releases what it caches.
+  static auto* c = [] {
+    set_exit_hook(&release_cached_contexts);
+    return new context_cache;
+  }();
   return *c;
 }
 
@@ -333,5 +339,7 @@ scoped_context::~scoped_context() {
                  "the context stack was changed inside a cuarrow call");
   }
 }
+
+void shutdown() noexcept { detail::release_cached_contexts(); }
 
 }  // namespace cuarrow

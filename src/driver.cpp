@@ -8,7 +8,6 @@
 #include <mutex>
 #include <string>
 
-#include "context_state.hpp"
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
 
@@ -80,11 +79,14 @@ void* open_library(const std::string& choice, std::string& path_out, bool& emula
   return h;
 }
 
+std::atomic<void (*)() noexcept> g_exit_hook{nullptr};
+
 void at_exit() noexcept {
-  // Release the primary contexts while the driver is certainly still there
-  // (this handler was registered after the driver library was loaded, so it
-  // runs before the driver's own exit handlers), then stop all driver calls.
-  release_cached_contexts();
+  // The runtime's work (releasing its cached contexts) while the driver is
+  // certainly still there (this handler was registered after the driver
+  // library was loaded, so it runs before the driver's own exit handlers),
+  // then stop all driver calls.
+  if (auto* hook = g_exit_hook.load()) hook();
   state().shutting_down.store(true);
 }
 
@@ -150,6 +152,8 @@ void load(loader_state& s) {
 
 }  // namespace
 
+void set_exit_hook(void (*hook)() noexcept) noexcept { g_exit_hook.store(hook); }
+
 const driver_table& driver() {
   loader_state& s = state();
   if (const driver_table* t = s.table.load(std::memory_order_acquire)) return *t;
@@ -194,6 +198,5 @@ int driver_version() { return detail::driver().version; }
 
 std::string driver_path() { return detail::driver().path; }
 
-void shutdown() noexcept { detail::release_cached_contexts(); }
 
 }  // namespace cuarrow

@@ -53,4 +53,11 @@ inline void check_alloc(CUresult r, const char* operation, std::int64_t bytes) {
 void warn(const std::string& message) noexcept;
 void warn_result(CUresult r, const char* operation) noexcept;
 
+/// The runtime's work at exit (releasing the primary contexts it cached),
+/// run by the loader's exit handler before it stops all driver calls.  That
+/// handler is registered right after the driver library is loaded, so it
+/// runs before the driver's own exit handlers.  The runtime sets it when it
+/// first caches a context; the loader knows nothing of contexts.
+void set_exit_hook(void (*hook)() noexcept) noexcept;
+
 }  // namespace cuarrow::detail
