@@ -1,10 +1,18 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "test_support.hpp"
 
 using namespace cuarrow_test;
+
+// 0 and nullptr do not make a stream_view (they would silently mean the
+// legacy default stream); a CUstream handle does, explicitly.
+static_assert(!std::is_constructible_v<cuarrow::stream_view, int>);
+static_assert(!std::is_constructible_v<cuarrow::stream_view, std::nullptr_t>);
+static_assert(std::is_constructible_v<cuarrow::stream_view, CUstream>);
+static_assert(!std::is_convertible_v<CUstream, cuarrow::stream_view>);
 
 TEST(Stream, CreateSynchronizeQueryDestroy) {
   cuarrow::context ctx = cuarrow::context::get(0);

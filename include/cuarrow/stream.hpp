@@ -13,6 +13,7 @@
 // from the driver when an operation needs to check it.
 #pragma once
 
+#include <cstddef>
 #include <cuda.h>
 
 #include "cuarrow/context.hpp"
@@ -30,6 +31,11 @@ class CUARROW_EXPORT stream_view {
   /// A foreign stream, not owned.  `device_number` may be given when known.
   constexpr explicit stream_view(CUstream handle, int device_number = -1) noexcept
       : handle_(handle), device_(device_number) {}
+  /// No stream from an integer or a null pointer (as RMM's cuda_stream_view):
+  /// `0` or `nullptr` would silently mean the legacy default stream; say
+  /// stream_view() or stream_view::legacy_default().
+  stream_view(int) = delete;
+  stream_view(std::nullptr_t) = delete;
 
   static stream_view legacy_default() noexcept { return stream_view(CU_STREAM_LEGACY); }
   static stream_view per_thread_default() noexcept { return stream_view(CU_STREAM_PER_THREAD); }
