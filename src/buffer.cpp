@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "context_state.hpp"
+#include "buffer_factory.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
 #include "driver_table.hpp"
@@ -148,7 +149,7 @@ buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
            free_stream_,
            stream_ordered_,
            owner_is_allocation_};
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 buffer buffer::as_read_only() const {
@@ -191,7 +192,7 @@ buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
   f.ctx = ctx;
   f.size = size;
   f.free_stream = s;
-  if (size == 0) return buffer(std::move(f));
+  if (size == 0) return detail::buffer_factory::make(std::move(f));
   if (!resource) resource = ctx.memory_resource();
   const int sd = s.device_number();
   if (sd >= 0 && sd != ctx.device_number()) {
@@ -228,7 +229,7 @@ buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
   f.owner = std::move(owner);
   f.stream_ordered = true;
   f.owner_is_allocation = true;
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 buffer allocate_pinned(const context& ctx, std::int64_t size) {
@@ -238,7 +239,7 @@ buffer allocate_pinned(const context& ctx, std::int64_t size) {
   f.device_id = ctx.device_number();
   f.ctx = ctx;
   f.size = size;
-  if (size == 0) return buffer(std::move(f));
+  if (size == 0) return detail::buffer_factory::make(std::move(f));
   scoped_context guard(ctx);
   void* p = detail::allocate_page_locked(static_cast<std::size_t>(size), /*mapped=*/true);
   f.address = reinterpret_cast<std::uintptr_t>(p);
@@ -249,7 +250,7 @@ buffer allocate_pinned(const context& ctx, std::int64_t size) {
     throw;
   }
   f.owner_is_allocation = true;
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 buffer register_host(const context& ctx, void* data, std::int64_t size, std::shared_ptr<const void> owner,
@@ -265,7 +266,7 @@ buffer register_host(const context& ctx, void* data, std::int64_t size, std::sha
   f.is_mutable = is_mutable;
   if (size == 0) {
     f.owner = std::move(owner);
-    return buffer(std::move(f));
+    return detail::buffer_factory::make(std::move(f));
   }
   {
     scoped_context guard(ctx);
@@ -277,21 +278,21 @@ buffer register_host(const context& ctx, void* data, std::int64_t size, std::sha
     detail::unregister_page_locked(data, ctx.handle());
     throw;
   }
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 buffer allocate_host(std::int64_t size) {
   check_size(size, "allocate_host");
   buffer::fields f;
   f.size = size;
-  if (size == 0) return buffer(std::move(f));
+  if (size == 0) return detail::buffer_factory::make(std::move(f));
   const std::size_t rounded = (static_cast<std::size_t>(size) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (p == nullptr) throw std::bad_alloc();
   f.address = reinterpret_cast<std::uintptr_t>(p);
   f.owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   f.owner_is_allocation = true;
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size, std::shared_ptr<const void> owner,
@@ -332,7 +333,7 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
       }
     }
   }
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 buffer wrap_host(const void* data, std::int64_t size, std::shared_ptr<const void> owner, bool is_mutable,
@@ -349,7 +350,7 @@ buffer wrap_host(const void* data, std::int64_t size, std::shared_ptr<const void
     f.device_id = pinned_ctx->device_number();
     f.ctx = std::move(pinned_ctx);
   }
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 }  // namespace cuarrow

@@ -1,6 +1,7 @@
 // CUDA IPC: export_ipc, open_ipc and the wire format of ipc_memory_handle
 // (docs/ipc.md).
 #include "cuarrow/ipc.hpp"
+#include "buffer_factory.hpp"
 
 #include <unistd.h>
 
@@ -375,7 +376,7 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
   if (handle.size() < 0 || handle.offset() < 0) {
     throw invalid_argument("open_ipc: " + handle.describe() + " has a negative size or offset");
   }
-  if (handle.size() == 0) return buffer(std::move(f));
+  if (handle.size() == 0) return detail::buffer_factory::make(std::move(f));
   if (handle.exported_by_this_process()) {
     throw invalid_argument(
         "open_ipc: this handle was exported by this very process, and CUDA refuses to open it here: IPC handles are "
@@ -444,7 +445,7 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
   }
   f.address = static_cast<std::uintptr_t>(m->base) + static_cast<std::uintptr_t>(handle.offset());
   f.owner = std::move(m);
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 }  // namespace cuarrow

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "context_state.hpp"
+#include "buffer_factory.hpp"
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
@@ -105,7 +106,7 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
   f.address = reinterpret_cast<std::uintptr_t>(p);
   f.owner = std::make_shared<pooled_block>(p, cls);
   f.owner_is_allocation = true;
-  return buffer(std::move(f));
+  return detail::buffer_factory::make(std::move(f));
 }
 
 pinned_pool_statistics pinned_pool_stats() {

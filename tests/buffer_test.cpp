@@ -4,10 +4,15 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "test_support.hpp"
 
 using namespace cuarrow_test;
+
+// Only cuarrow labels memory: no buffer from hand-filled fields (which
+// could call host memory device memory, or the reverse).
+static_assert(!std::is_constructible_v<cuarrow::buffer, cuarrow::buffer::fields>);
 
 TEST(Buffer, DeviceBufferKnowsWhereItLives) {
   for (int d = 0; d < cuarrow::device_count(); ++d) {

@@ -45,6 +45,10 @@ constexpr bool is_host_accessible(device_type t) noexcept {
   return t == device_type::cpu || t == device_type::cuda_host || t == device_type::cuda_managed;
 }
 
+namespace detail {
+struct buffer_factory;  // src/buffer_factory.hpp
+}  // namespace detail
+
 class CUARROW_EXPORT buffer {
  public:
   /// An empty CPU buffer of size 0.
@@ -121,9 +125,14 @@ class CUARROW_EXPORT buffer {
     /// `owner` is the one allocation the memory lies in (see allocation()).
     bool owner_is_allocation = false;
   };
-  explicit buffer(fields f);
 
  private:
+  // Only cuarrow makes buffers from fields (the factories below, imports):
+  // a public constructor would let anyone label host memory as device
+  // memory, or the reverse.
+  friend struct detail::buffer_factory;
+  explicit buffer(fields f);
+
   std::uintptr_t address_ = 0;
   std::int64_t size_ = 0;
   device_type type_ = device_type::cpu;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "arrow_internal.hpp"
+#include "buffer_factory.hpp"
 #include "c_internal.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/error.hpp"
@@ -558,7 +559,7 @@ class importer {
         f.is_mutable = false;
         f.ctx = ctx_;
         f.owner = owner_;
-        return buffer(std::move(f));
+        return cuarrow::detail::buffer_factory::make(std::move(f));
       }
     }
     return buffer();
