@@ -12,6 +12,8 @@ command -v g++ >/dev/null || need_apt+=(g++)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 # clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 command -v clang++ >/dev/null || need_apt+=(clang)
+# libFuzzer's runtime is not a dependency of Debian's clang package
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need_apt+=(libclang-rt-dev)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[deps] apt-get install ${need_apt[*]}"
