@@ -2,11 +2,15 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "test_support.hpp"
 
 using namespace cuarrow_test;
+
+// Contexts come from context::get and context::wrap only.
+static_assert(!std::is_constructible_v<cuarrow::context, std::shared_ptr<cuarrow::detail::context_state>>);
 
 TEST(Devices, CountMatchesTheDriver) {
   int n = cuarrow::device_count();

@@ -113,11 +113,12 @@ class CUARROW_EXPORT context {
     return a.handle() == b.handle();
   }
 
-  // Internal.
-  explicit context(std::shared_ptr<detail::context_state> state) noexcept;
+  // Internal: the runtime's state of this context (src/context_state.hpp).
   const std::shared_ptr<detail::context_state>& state() const noexcept { return state_; }
 
  private:
+  // Contexts come from get() and wrap() only.
+  explicit context(std::shared_ptr<detail::context_state> state) noexcept;
   std::shared_ptr<detail::context_state> state_;
 };
 
