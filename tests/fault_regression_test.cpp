@@ -8,34 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "fault_api.hpp"
 #include "fault_ipc_exporter.hpp"
 #include "test_support.hpp"
 
 namespace cuarrow_test {
 namespace {
-
-struct injector {
-  int (*inject)(const char*, unsigned long long, int) = nullptr;
-  size_t (*injected)() = nullptr;
-  void (*clear)() = nullptr;
-  size_t (*pushes)() = nullptr;
-};
-
-const injector& inj() {
-  static const injector api = [] {
-    injector a;
-    cuarrow::load_driver();
-    if (!cuarrow::driver_is_emulated()) return a;
-    void* h = dlopen(cuarrow::driver_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (h == nullptr) return a;
-    a.inject = reinterpret_cast<int (*)(const char*, unsigned long long, int)>(dlsym(h, "cuarrow_emu_inject_fault"));
-    a.injected = reinterpret_cast<size_t (*)()>(dlsym(h, "cuarrow_emu_faults_injected"));
-    a.clear = reinterpret_cast<void (*)()>(dlsym(h, "cuarrow_emu_clear_faults"));
-    a.pushes = reinterpret_cast<size_t (*)()>(dlsym(h, "cuarrow_emu_context_push_count"));
-    return a;
-  }();
-  return api;
-}
 
 // Captures warnings for a scope.
 class warnings {
@@ -48,17 +26,17 @@ class warnings {
 };
 
 // The k-th call from now of `entry` fails with `code`.
-void fail_next(const char* entry, int code, unsigned long long k = 1) { ASSERT_EQ(inj().inject(entry, k, code), 0); }
+void fail_next(const char* entry, int code, unsigned long long k = 1) { ASSERT_EQ(faults().inject(entry, k, code), 0); }
 
 class FaultRegression : public ::testing::Test {
  protected:
   void SetUp() override {
     CUARROW_REQUIRE_EMULATION();
-    if (!inj().inject) GTEST_SKIP() << "the emulation has no fault injection";
-    inj().clear();
+    if (!faults().inject) GTEST_SKIP() << "the emulation has no fault injection";
+    faults().clear();
   }
   void TearDown() override {
-    if (inj().clear) inj().clear();
+    if (faults().clear) faults().clear();
   }
 };
 
@@ -73,8 +51,8 @@ TEST_F(FaultRegression, InjectionFailsTheChosenCallOnly) {
   } catch (const cuarrow::out_of_memory& e) {
     EXPECT_EQ(e.code(), CUDA_ERROR_OUT_OF_MEMORY);
   }
-  EXPECT_EQ(inj().injected(), 1u);
-  inj().clear();
+  EXPECT_EQ(faults().injected(), 1u);
+  faults().clear();
   EXPECT_EQ(emu().device_allocation_count(0), before);
   EXPECT_NO_THROW((void)cuarrow::allocate_device(c0, 4096));
 }
@@ -101,7 +79,7 @@ TEST_F(FaultRegression, UnregisterStillHappensWhenThePushFails) {
     EXPECT_EQ(emu().host_registration_count(), registered + 1);
     fail_next("cuCtxPushCurrent", CUDA_ERROR_INVALID_CONTEXT);
   }
-  EXPECT_EQ(inj().injected(), 1u);
+  EXPECT_EQ(faults().injected(), 1u);
   EXPECT_EQ(emu().host_registration_count(), registered);
   // The same range registers again.
   EXPECT_NO_THROW((void)cuarrow::register_host(c0, owner->data(), 8192, owner));
@@ -122,7 +100,7 @@ TEST_F(FaultRegression, RegisterHostKeepsTheOwnerWhenUnregisterFails) {
     cuarrow::buffer r = cuarrow::register_host(c0, data, 8192, std::move(owner));
     fail_next("cuMemHostUnregister", CUDA_ERROR_NOT_PERMITTED);
   }
-  EXPECT_EQ(inj().injected(), 1u);
+  EXPECT_EQ(faults().injected(), 1u);
   EXPECT_FALSE(*released) << "the owner of pages still registered was released";
   EXPECT_FALSE(w.messages.empty());
 }
@@ -135,7 +113,7 @@ TEST_F(FaultRegression, FailedCopyKeepsItsBuffersUntilTheDmaPassed) {
   CUARROW_REQUIRE_DEVICES(2);
   cuarrow::context c0 = cuarrow::context::get(0);
   cuarrow::context c1 = cuarrow::context::get(1);
-  const size_t faults = emu().async_fault_count();
+  const size_t async_faults = emu().async_fault_count();
   {
     scoped_op_delay delay(20000);
     // cuMemFree waits for its own device's work only.
@@ -144,11 +122,11 @@ TEST_F(FaultRegression, FailedCopyKeepsItsBuffersUntilTheDmaPassed) {
     c0.synchronize();
     fail_next("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
     EXPECT_THROW(cuarrow::copy(b, 0, a, 0, 1 << 16), cuarrow::cuda_error);
-    EXPECT_EQ(inj().injected(), 1u);
+    EXPECT_EQ(faults().injected(), 1u);
   }  // a and b dropped at once
   EXPECT_NO_THROW(c0.synchronize());
   EXPECT_NO_THROW(c1.synchronize());
-  EXPECT_EQ(emu().async_fault_count(), faults) << "a DMA ran on memory freed under it";
+  EXPECT_EQ(emu().async_fault_count(), async_faults) << "a DMA ran on memory freed under it";
 }
 
 // The same for a batch that fails midway (a later piece's DMA).
@@ -156,7 +134,7 @@ TEST_F(FaultRegression, BatchFailingMidwayKeepsItsBuffers) {
   CUARROW_REQUIRE_DEVICES(2);
   cuarrow::context c0 = cuarrow::context::get(0);
   cuarrow::context c1 = cuarrow::context::get(1);
-  const size_t faults = emu().async_fault_count();
+  const size_t async_faults = emu().async_fault_count();
   {
     scoped_op_delay delay(20000);
     // cuMemFree waits for its own device's work only.
@@ -171,23 +149,23 @@ TEST_F(FaultRegression, BatchFailingMidwayKeepsItsBuffers) {
     };
     fail_next("cuMemcpyDtoHAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
     EXPECT_THROW(cuarrow::copy_batch_async(pieces, {}), cuarrow::cuda_error);
-    EXPECT_EQ(inj().injected(), 1u);
+    EXPECT_EQ(faults().injected(), 1u);
   }
   EXPECT_NO_THROW(c0.synchronize());
   EXPECT_NO_THROW(c1.synchronize());
-  EXPECT_EQ(emu().async_fault_count(), faults) << "a DMA ran on memory freed under it";
+  EXPECT_EQ(emu().async_fault_count(), async_faults) << "a DMA ran on memory freed under it";
 }
 
 class StagingFaultRegression : public small_staging_test {
  protected:
   void SetUp() override {
     CUARROW_REQUIRE_EMULATION();
-    if (!inj().inject) GTEST_SKIP() << "the emulation has no fault injection";
+    if (!faults().inject) GTEST_SKIP() << "the emulation has no fault injection";
     small_staging_test::SetUp();
-    inj().clear();
+    faults().clear();
   }
   void TearDown() override {
-    inj().clear();
+    faults().clear();
     small_staging_test::TearDown();
   }
 };
@@ -202,13 +180,13 @@ TEST_F(StagingFaultRegression, FailedPopsAndEventDestroysAreReported) {
     SCOPED_TRACE(entry);
     warnings w;
     const size_t events = emu().event_count();
-    ASSERT_EQ(inj().inject(entry, 1, CUDA_ERROR_NOT_PERMITTED), 0);
+    ASSERT_EQ(faults().inject(entry, 1, CUDA_ERROR_NOT_PERMITTED), 0);
     on_own_thread([&] { cuarrow::copy_from_host(d, 0, src.data(), static_cast<std::int64_t>(src.size())); });
-    EXPECT_EQ(inj().injected(), 1u);
+    EXPECT_EQ(faults().injected(), 1u);
     EXPECT_FALSE(w.messages.empty()) << "nothing was reported";
     EXPECT_EQ(to_vector(d), src);
     (void)events;
-    inj().clear();
+    faults().clear();
   }
 }
 
@@ -220,17 +198,17 @@ TEST_F(StagingFaultRegression, NoSlotIsReusedAfterAFailedJob) {
   const std::vector<std::uint8_t> other = pattern(512 << 10, 6);
   cuarrow::buffer d = cuarrow::allocate_device(c0, static_cast<std::int64_t>(src.size()));
   cuarrow::copy_from_host(d, 0, other.data(), static_cast<std::int64_t>(other.size()));  // slots pinned
-  const size_t faults = emu().async_fault_count();
+  const size_t async_faults = emu().async_fault_count();
   {
     scoped_op_delay delay(2000);
     fail_next("cuEventRecord", CUDA_ERROR_LAUNCH_FAILED, 2);
     EXPECT_THROW(cuarrow::copy_from_host(d, 0, src.data(), static_cast<std::int64_t>(src.size())), cuarrow::cuda_error);
-    EXPECT_EQ(inj().injected(), 1u);
+    EXPECT_EQ(faults().injected(), 1u);
     cuarrow::copy_from_host(d, 0, other.data(), static_cast<std::int64_t>(other.size()));
   }
   c0.synchronize();
   EXPECT_EQ(to_vector(d), other);
-  EXPECT_EQ(emu().async_fault_count(), faults);
+  EXPECT_EQ(emu().async_fault_count(), async_faults);
 }
 
 // src/context.cpp: the primary context's release asked cuDeviceGet for the
@@ -244,7 +222,7 @@ TEST_F(FaultRegression, PrimaryContextReleaseNeedsNoDeviceQuery) {
   fail_next("cuDeviceGet", CUDA_ERROR_INVALID_VALUE);
   cuarrow::shutdown();
   EXPECT_EQ(emu().primary_ctx_retain_count(0), retains) << "the primary context's retain leaked";
-  inj().clear();
+  faults().clear();
   EXPECT_NO_THROW((void)cuarrow::context::get(0));
 }
 
@@ -253,7 +231,7 @@ TEST_F(FaultRegression, PrimaryContextReleaseNeedsNoDeviceQuery) {
 // still-running work.
 TEST_F(FaultRegression, DestroyedStreamWaitsForItsWorkFirst) {
   cuarrow::context c0 = cuarrow::context::get(0);
-  const size_t faults = emu().async_fault_count();
+  const size_t async_faults = emu().async_fault_count();
   {
     cuarrow::buffer src = cuarrow::allocate_device(c0, 1 << 16);
     cuarrow::buffer dst;
@@ -266,7 +244,7 @@ TEST_F(FaultRegression, DestroyedStreamWaitsForItsWorkFirst) {
     }  // s destroyed
   }  // dst freed on the legacy stream, src with it
   EXPECT_NO_THROW(c0.synchronize());
-  EXPECT_EQ(emu().async_fault_count(), faults) << "memory was freed under the destroyed stream's work";
+  EXPECT_EQ(emu().async_fault_count(), async_faults) << "memory was freed under the destroyed stream's work";
 }
 
 // src/context.cpp: a failed peer-access probe failed the copy that wanted
@@ -298,27 +276,27 @@ TEST_F(FaultRegression, FreeSurvivesAFailedContextQuery) {
   cuarrow::context c0 = cuarrow::context::get(0);
   c0.synchronize();
   const size_t before = emu().device_allocation_count(0);
-  const size_t pushes = inj().pushes();
+  const size_t pushes = faults().pushes();
   on_own_thread([&] {
     cuarrow::buffer b = cuarrow::allocate_device(c0, 4096, {}, std::make_shared<cuarrow::plain_device_resource>());
     fail_next("cuCtxGetCurrent", CUDA_ERROR_INVALID_CONTEXT);
   });
-  EXPECT_EQ(inj().injected(), 1u);
+  EXPECT_EQ(faults().injected(), 1u);
   EXPECT_EQ(emu().device_allocation_count(0), before);
-  EXPECT_EQ(inj().pushes(), pushes);
+  EXPECT_EQ(faults().pushes(), pushes);
 }
 
 // A failed pop (here in the unregistration of pinned pages) is reported.
 TEST_F(FaultRegression, FailedPopIsReported) {
   cuarrow::context c0 = cuarrow::context::get(0);
   warnings w;
-  const size_t pushes = inj().pushes();
+  const size_t pushes = faults().pushes();
   on_own_thread([&] {
     auto owner = std::make_shared<std::vector<std::uint8_t>>(8192);
     cuarrow::buffer r = cuarrow::register_host(c0, owner->data(), 8192, owner);
     fail_next("cuCtxPopCurrent", CUDA_ERROR_INVALID_CONTEXT);
   });
-  EXPECT_EQ(inj().injected(), 1u);
+  EXPECT_EQ(faults().injected(), 1u);
   EXPECT_FALSE(w.messages.empty()) << "the failed pop was not reported";
   (void)pushes;
 }
@@ -339,7 +317,7 @@ TEST_F(FaultRegression, OpenIpcOutOfMemoryIsOutOfMemory) {
   } catch (const cuarrow::cuda_error& e) {
     FAIL() << "out of memory thrown as a plain cuda_error: " << e.what();
   }
-  inj().clear();
+  faults().clear();
   cuarrow::buffer b = cuarrow::open_ipc(c0, *exporter.handle());
   EXPECT_EQ(to_vector(b), pattern(10000, 77));
 }
@@ -347,7 +325,7 @@ TEST_F(FaultRegression, OpenIpcOutOfMemoryIsOutOfMemory) {
 // Clean work leaves no context pushed on any thread (the emulation's count
 // of pushes not popped).
 TEST_F(FaultRegression, NoContextIsLeftPushed) {
-  const size_t pushes = inj().pushes();
+  const size_t pushes = faults().pushes();
   on_own_thread([] {
     cuarrow::context c0 = cuarrow::context::get(0);
     const std::vector<std::uint8_t> v = pattern(100000, 2);
@@ -358,7 +336,7 @@ TEST_F(FaultRegression, NoContextIsLeftPushed) {
     e.synchronize();
     (void)cuarrow::copy_to_new_host(d);
   });
-  EXPECT_EQ(inj().pushes(), pushes);
+  EXPECT_EQ(faults().pushes(), pushes);
 }
 
 }  // namespace

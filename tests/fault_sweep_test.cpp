@@ -40,6 +40,7 @@
 
 #include <cuarrow/arrow/arrow.hpp>
 
+#include "fault_api.hpp"
 #include "arrow/arrow_test_util.hpp"
 #include "child_process.hpp"
 #include "fault_ipc_exporter.hpp"
@@ -61,38 +62,6 @@ constexpr bool kSanitized = false;
 #else
 constexpr bool kSanitized = false;
 #endif
-
-// ---- the emulation's fault API ---------------------------------------------------------
-
-struct fault_api {
-  int (*inject)(const char*, unsigned long long, int) = nullptr;
-  size_t (*calls)(const char*) = nullptr;
-  void (*reset_calls)() = nullptr;
-  size_t (*injected)() = nullptr;
-  void (*clear)() = nullptr;
-  const char* (*entry_name)(size_t) = nullptr;
-  size_t (*pushes)() = nullptr;
-  bool available() const { return inject != nullptr; }
-};
-
-const fault_api& faults() {
-  static const fault_api api = [] {
-    fault_api a;
-    cuarrow::load_driver();
-    if (!cuarrow::driver_is_emulated()) return a;
-    void* h = dlopen(cuarrow::driver_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (h == nullptr) return a;
-    a.inject = reinterpret_cast<int (*)(const char*, unsigned long long, int)>(dlsym(h, "cuarrow_emu_inject_fault"));
-    a.calls = reinterpret_cast<size_t (*)(const char*)>(dlsym(h, "cuarrow_emu_call_count"));
-    a.reset_calls = reinterpret_cast<void (*)()>(dlsym(h, "cuarrow_emu_reset_call_counts"));
-    a.injected = reinterpret_cast<size_t (*)()>(dlsym(h, "cuarrow_emu_faults_injected"));
-    a.clear = reinterpret_cast<void (*)()>(dlsym(h, "cuarrow_emu_clear_faults"));
-    a.entry_name = reinterpret_cast<const char* (*)(size_t)>(dlsym(h, "cuarrow_emu_entry_point_name"));
-    a.pushes = reinterpret_cast<size_t (*)()>(dlsym(h, "cuarrow_emu_context_push_count"));
-    return a;
-  }();
-  return api;
-}
 
 // ---- what a realistic fault of each entry point is ---------------------------------------
 
