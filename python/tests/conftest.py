@@ -80,3 +80,16 @@ def make_random_buffer(ctx, size, target="host"):
         dbuf.copy_from_host(buf, position=0, nbytes=size)
         return arr, dbuf
     raise ValueError("invalid target value")
+
+
+class CAIProducer:
+    """Exposes an arbitrary __cuda_array_interface__ dict (keeping `keep`
+    alive): a foreign producer, well-behaved or not."""
+
+    def __init__(self, desc, keep=None):
+        self.desc = desc
+        self.keep = keep
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.desc

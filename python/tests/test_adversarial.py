@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from c_structs import POINTER, ArrowArray, ArrowDeviceArrayStream, ArrowSchema, Keeper, read_struct
+from conftest import CAIProducer
 from cuarrow import cuda
 
 ARROW_DEVICE_CPU, ARROW_DEVICE_CUDA, ARROW_DEVICE_CUDA_HOST = 1, 2, 3
@@ -249,18 +250,6 @@ def test_host_results_outlive_a_context_released_by_someone_else(tmp_path):
 # ---- tensors from outside (the core's reader: include/cuarrow/tensor.hpp) ------------------
 
 
-class _CAI:
-    """Exposes an arbitrary __cuda_array_interface__ dict (keeping `keep` alive)."""
-
-    def __init__(self, desc, keep=None):
-        self.desc = desc
-        self.keep = keep
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.desc
-
-
 def _int32_cai(ctx, values):
     d = cuda.to_device(pa.array(values, pa.int32()), ctx)
     return d, dict(d.__cuda_array_interface__)
@@ -272,11 +261,11 @@ def test_a_cuda_array_interface_mask_is_refused(ctx):
     mask = cuda.to_device(pa.array([1, 0, 1, 1], pa.uint8()), ctx)
     desc["mask"] = mask
     with pytest.raises(ValueError, match="mask is not supported"):
-        cuda.from_device(_CAI(desc, keep=(d, mask)))
+        cuda.from_device(CAIProducer(desc, keep=(d, mask)))
     with pytest.raises(ValueError, match="mask is not supported"):
-        ctx.buffer_from_object(_CAI(desc, keep=(d, mask)))
+        ctx.buffer_from_object(CAIProducer(desc, keep=(d, mask)))
     desc["mask"] = None  # the spec's "no mask"
-    assert cuda.from_device(_CAI(desc, keep=d)).to_host().equals(pa.array([1, 2, 3, 4], pa.int32()))
+    assert cuda.from_device(CAIProducer(desc, keep=d)).to_host().equals(pa.array([1, 2, 3, 4], pa.int32()))
 
 
 @pytest.mark.parametrize(
@@ -301,9 +290,9 @@ def test_bad_cuda_array_interfaces_are_refused_by_the_core(ctx, change, match):
     d, desc = _int32_cai(ctx, [1, 2, 3, 4])
     desc.update(change)
     with pytest.raises(ValueError, match=match):
-        ctx.buffer_from_object(_CAI(desc, keep=d))
+        ctx.buffer_from_object(CAIProducer(desc, keep=d))
     with pytest.raises(ValueError, match=match):
-        cuda.from_device(_CAI(desc, keep=d))
+        cuda.from_device(CAIProducer(desc, keep=d))
 
 
 def test_extent_one_dimensions_do_not_break_c_contiguity(ctx):
@@ -311,9 +300,9 @@ def test_extent_one_dimensions_do_not_break_c_contiguity(ctx):
     # dimensions any stride) is C-contiguous: it imports as fixed-size lists.
     d, desc = _int32_cai(ctx, [1, 2, 3, 4])
     desc.update(shape=(4, 1), strides=(4, 1234))
-    back = cuda.from_device(_CAI(desc, keep=d)).to_host()
+    back = cuda.from_device(CAIProducer(desc, keep=d)).to_host()
     assert back.equals(pa.FixedSizeListArray.from_arrays(pa.array([1, 2, 3, 4], pa.int32()), 1))
     desc.update(shape=(2, 2), strides=(4, 8))  # Fortran order: contiguous bytes, not C order
     with pytest.raises(ValueError, match="not C-contiguous"):
-        cuda.from_device(_CAI(desc, keep=d))
-    assert ctx.buffer_from_object(_CAI(desc, keep=d)).size == 16
+        cuda.from_device(CAIProducer(desc, keep=d))
+    assert ctx.buffer_from_object(CAIProducer(desc, keep=d)).size == 16

@@ -12,19 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from conftest import CAIProducer
 from cuarrow import cuda
-
-
-class CAIProducer:
-    """Exposes an arbitrary __cuda_array_interface__ dict."""
-
-    def __init__(self, desc, keep=None):
-        self.desc = desc
-        self.keep = keep
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.desc
 
 
 class DLPackProducer:
