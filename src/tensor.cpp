@@ -33,6 +33,18 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what, const
 
 // Fills elements, span, contiguity from shape, byte strides and itemsize;
 // checks data + span against the address space.
+// Compact row-major strides for a tensor that gave none, in checked
+// arithmetic (extents may be huge).
+void compact_strides(tensor_info& t, const char* what) {
+  std::int64_t s = t.itemsize;
+  bool empty = false;
+  for (std::int64_t n : t.shape) empty = empty || n == 0;
+  for (std::size_t i = t.shape.size(); i-- > 0;) {
+    t.strides[i] = s;
+    if (!empty && t.shape[i] > 0) s = checked_mul(s, t.shape[i], what, "the element count");
+  }
+}
+
 void finish(tensor_info& t, const char* what) {
   const auto ndim = t.shape.size();
   t.elements = 1;
@@ -158,16 +170,7 @@ tensor_info read_dlpack(const dlpack::DLTensor& d, bool read_only) {
     refuse(what, "data + byte_offset overflows the address space");
   }
   t.data = reinterpret_cast<std::uintptr_t>(d.data) + static_cast<std::uintptr_t>(d.byte_offset);
-  if (!t.strides_given) {
-    // Compact row-major, computed in checked arithmetic (extents may be huge).
-    std::int64_t s = t.itemsize;
-    bool empty = false;
-    for (std::int64_t n : t.shape) empty = empty || n == 0;
-    for (std::size_t i = t.shape.size(); i-- > 0;) {
-      t.strides[i] = s;
-      if (!empty && t.shape[i] > 0) s = checked_mul(s, t.shape[i], what, "the element count");
-    }
-  }
+  if (!t.strides_given) compact_strides(t, what);
   finish(t, what);
   return t;
 }
@@ -242,13 +245,7 @@ tensor_info read_cuda_array_interface(const cuda_array_interface& cai) {
     t.strides = *cai.strides;
     t.strides_given = true;
   } else {
-    std::int64_t st = t.itemsize;
-    bool empty = false;
-    for (std::int64_t n : t.shape) empty = empty || n == 0;
-    for (std::size_t i = t.shape.size(); i-- > 0;) {
-      t.strides[i] = st;
-      if (!empty && t.shape[i] > 0) st = checked_mul(st, t.shape[i], what, "the element count");
-    }
+    compact_strides(t, what);
   }
   finish(t, what);
   return t;
