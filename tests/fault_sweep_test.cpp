@@ -435,24 +435,19 @@ const auto* const g_summary = ::testing::AddGlobalTestEnvironment(new summary_pr
 
 // ---- workloads ---------------------------------------------------------------------------------
 
-class FaultSweep : public ::testing::Test {
+// Small staging chunks (small_staging_test) so that the staging workloads
+// cross chunk boundaries and workers with small copies.
+class FaultSweep : public small_staging_test {
  protected:
   void SetUp() override {
     CUARROW_REQUIRE_EMULATION();
     if (!faults().available()) GTEST_SKIP() << "the emulation has no fault injection";
-    saved_ = cuarrow::get_transfer_options();
-    cuarrow::transfer_options o = saved_;
-    o.staging_threshold_bytes = 64 << 10;
-    o.staging_chunk_bytes = 64 << 10;
-    o.staging_threads = 3;
-    o.staging_threads_to_device = 2;
-    cuarrow::set_transfer_options(o);
+    small_staging_test::SetUp();
   }
   void TearDown() override {
     if (faults().available()) faults().clear();
-    cuarrow::set_transfer_options(saved_);
+    small_staging_test::TearDown();
   }
-  cuarrow::transfer_options saved_;
 };
 
 bool same(const std::vector<std::uint8_t>& v, const void* p, std::size_t n) {
