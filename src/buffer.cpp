@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "context_state.hpp"
+#include "runtime/context_state.hpp"
 #include "buffer_factory.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
-#include "driver_table.hpp"
-#include "page_locked.hpp"
+#include "runtime/driver_table.hpp"
+#include "runtime/page_locked.hpp"
 
 namespace cuarrow {
 namespace {

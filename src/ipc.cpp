@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "context_state.hpp"
+#include "runtime/context_state.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
+#include "runtime/driver_table.hpp"
 
 namespace cuarrow {
 namespace {

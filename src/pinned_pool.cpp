@@ -10,13 +10,13 @@
 #include <optional>
 #include <vector>
 
-#include "context_state.hpp"
+#include "runtime/context_state.hpp"
 #include "buffer_factory.hpp"
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
-#include "page_locked.hpp"
+#include "runtime/driver_table.hpp"
+#include "runtime/page_locked.hpp"
 #include "staging.hpp"
 
 namespace cuarrow {

@@ -19,10 +19,10 @@
 #define CUARROW_STREAMING_STORES 1
 #endif
 
-#include "context_state.hpp"
+#include "runtime/context_state.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
-#include "page_locked.hpp"
+#include "runtime/driver_table.hpp"
+#include "runtime/page_locked.hpp"
 
 namespace cuarrow {
 namespace detail {
