@@ -165,6 +165,8 @@ const driver_table& driver() {
 
 const driver_table* driver_if_loaded() noexcept { return state().table.load(std::memory_order_acquire); }
 
+bool driver_loaded() noexcept { return driver_if_loaded() != nullptr; }
+
 bool shutting_down() noexcept { return state().shutting_down.load(std::memory_order_relaxed); }
 
 }  // namespace detail
