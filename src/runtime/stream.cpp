@@ -157,6 +157,10 @@ void stream_view::wait(CUevent e) const {
   detail::stream_wait_event(handle_, e);
 }
 
+void stream_view::wait_for(stream_view producer, const context& ctx) const {
+  detail::order_after(*ctx.state(), producer.handle(), handle_, /*producer_may_be_retired=*/false);
+}
+
 stream::stream(const context& ctx, unsigned int flags) : ctx_(ctx) {
   scoped_context guard(ctx_);
   detail::check(detail::driver().cuStreamCreate(&handle_, flags), "cuStreamCreate");
