@@ -52,7 +52,7 @@ struct device_allocation {
   }
 };
 
-// Pinned memory cuarrow mapped and registered (page_locked.hpp): it stays
+// Pinned memory cuarrow mapped and registered (runtime/page_locked.hpp): it stays
 // readable by host code even if the context goes away first.
 struct pinned_allocation {
   pinned_allocation(context c, void* d, std::int64_t n) : ctx(std::move(c)), data(d), size(n) {}
