@@ -8,12 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "context_state.hpp"
 #include "buffer_factory.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
-#include "driver_table.hpp"
-#include "page_locked.hpp"
+#include "runtime/runtime.hpp"
 
 namespace cuarrow {
 namespace {
@@ -54,7 +52,7 @@ struct device_allocation {
   }
 };
 
-// Pinned memory cuarrow mapped and registered (page_locked.hpp): it stays
+// Pinned memory cuarrow mapped and registered (runtime/page_locked.hpp): it stays
 // readable by host code even if the context goes away first.
 struct pinned_allocation {
   pinned_allocation(context c, void* d, std::int64_t n) : ctx(std::move(c)), data(d), size(n) {}
@@ -310,17 +308,12 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
     // Ask the driver what the memory is: device memory of another device, or
     // host memory, must not be labelled as device memory of this one.
     scoped_context guard(ctx);
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
-    unsigned int memory_type = 0;
-    int ordinal = -1;
-    unsigned int managed = 0;
-    void* values[] = {&memory_type, &ordinal, &managed};
-    CUresult r = detail::driver().cuPointerGetAttributes(3, attrs, values, static_cast<CUdeviceptr>(address));
-    if (r == CUDA_SUCCESS && memory_type != 0) {
-      if (managed != 0) {
+    const detail::pointer_attributes a = detail::query_pointer(address);
+    const int ordinal = a.device;
+    if (a.known) {
+      if (a.managed) {
         f.type = device_type::cuda_managed;
-      } else if (memory_type == CU_MEMORYTYPE_HOST) {
+      } else if (a.memory_type == CU_MEMORYTYPE_HOST) {
         f.type = device_type::cuda_host;
       } else if (ordinal >= 0 && ordinal != ctx.device_number()) {
         throw device_mismatch("wrap_device: address 0x" + [&] {

@@ -13,9 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "context_state.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
+#include "runtime/runtime.hpp"
 #include "staging.hpp"
 
 namespace cuarrow {
@@ -123,9 +122,7 @@ const context* issuing_context(const endpoint& dst, const endpoint& src, stream_
                         devices + "; use a stream of device " + devices);
 }
 
-void synchronize_issued(stream_view s) {
-  detail::check(detail::driver().cuStreamSynchronize(s.handle()), "cuStreamSynchronize");
-}
+void synchronize_issued(stream_view s) { detail::synchronize_stream(s.handle()); }
 
 // Before host code touches host memory a stream may still be writing: wait
 // for the stream (a default stream needs a context to act on; with none,
@@ -149,12 +146,11 @@ void order_after_allocation(const buffer* b, stream_view s) {
 // Keeps `buffers` alive until the stream has passed the work queued on it
 // so far (one host function); if that cannot be queued, waits instead.
 void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
-  const detail::driver_table& d = detail::driver();
   auto* k = new detail::keepalive{std::move(buffers)};
-  CUresult r = d.cuLaunchHostFunc(h, detail::on_stream_passed, k);
+  CUresult r = detail::launch_host_function(h, detail::on_stream_passed, k);
   if (r != CUDA_SUCCESS) {
     // Could not queue the release: keep the promise by waiting instead.
-    CUresult sr = d.cuStreamSynchronize(h);
+    CUresult sr = detail::try_synchronize_stream(h);
     delete k;
     detail::check(r, "cuLaunchHostFunc");
     detail::check(sr, "cuStreamSynchronize");
@@ -169,15 +165,14 @@ void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
 // stream cannot take that either, it is broken for good and the buffers are
 // kept for good (reported), never freed under a DMA that might still run.
 void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
-  const detail::driver_table& d = detail::driver();
-  if (d.cuStreamSynchronize(h) == CUDA_SUCCESS) return;
+  if (detail::try_synchronize_stream(h) == CUDA_SUCCESS) return;
   detail::keepalive* k = nullptr;
   try {
     k = new detail::keepalive{std::move(buffers)};
   } catch (...) {
     return;  // no memory left even for this: nothing better to do
   }
-  if (d.cuLaunchHostFunc(h, detail::on_stream_passed, k) == CUDA_SUCCESS) return;
+  if (detail::launch_host_function(h, detail::on_stream_passed, k) == CUDA_SUCCESS) return;
   detail::warn("a failed copy left its stream unusable: keeping its " + std::to_string(k->buffers.size()) +
                " buffers for good, as DMAs may still use them");
   static auto* kept = new std::vector<detail::keepalive*>;  // never destroyed
@@ -353,7 +348,6 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   }
   if (host_only.size() == items.size()) return;
 
-  const detail::driver_table& d = detail::driver();
   scoped_context guard(*ctx);
   detail::context_state& stats = *ctx->state();
   const auto started = std::chrono::steady_clock::now();
@@ -431,27 +425,23 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   }
   // Direct copies first: their DMAs run while the pipeline copies on the host.
   issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::check(d.cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h), "cuMemcpyAsync");
+    detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
   });
   issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::check(d.cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h),
-                  "cuMemcpyDtoDAsync");
+    detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
   });
   for (const planned_piece* p : peer) {
     p->dst.ctx->enable_peer_access(*p->src.ctx);
     p->src.ctx->enable_peer_access(*p->dst.ctx);
-    detail::check(d.cuMemcpyPeerAsync(static_cast<CUdeviceptr>(p->dst.address), p->dst.ctx->handle(),
-                                      static_cast<CUdeviceptr>(p->src.address), p->src.ctx->handle(),
-                                      static_cast<std::size_t>(p->size), h),
-                  "cuMemcpyPeerAsync");
+    detail::copy_peer_async(static_cast<CUdeviceptr>(p->dst.address), p->dst.ctx->handle(),
+                            static_cast<CUdeviceptr>(p->src.address), p->src.ctx->handle(),
+                            static_cast<std::size_t>(p->size), h);
   }
   issue_runs(h2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::check(d.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h),
-                  "cuMemcpyHtoDAsync");
+    detail::copy_host_to_device_async(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h);
   });
   issue_runs(d2h, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::check(d.cuMemcpyDtoHAsync(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h),
-                  "cuMemcpyDtoHAsync");
+    detail::copy_device_to_host_async(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h);
   });
   if (!h2d_staged.empty()) {
     const auto pieces = staged_pieces(h2d_staged, true, gaps);
@@ -638,9 +628,7 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   const context* ctx = issuing_context(to, none, s);
   scoped_context guard(*ctx);
   order_after_allocation(&dst, s);
-  const detail::driver_table& d = detail::driver();
-  detail::check(d.cuMemsetD8Async(static_cast<CUdeviceptr>(to.address), value, static_cast<size_t>(size), s.handle()),
-                "cuMemsetD8Async");
+  detail::memset_async(static_cast<CUdeviceptr>(to.address), value, static_cast<std::size_t>(size), s.handle());
   keep_alive_until_passed({dst}, s.handle());
 }
 

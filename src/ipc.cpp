@@ -16,9 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "context_state.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
+#include "runtime/runtime.hpp"
 
 namespace cuarrow {
 namespace {
@@ -143,7 +142,7 @@ struct ipc_mapping {
     if (!detail::shutting_down()) {
       try {
         scoped_context guard(ctx);
-        CUresult res = detail::driver().cuIpcCloseMemHandle(base);
+        CUresult res = detail::ipc_close_mem_handle(base);
         if (res != CUDA_SUCCESS) detail::warn_result(res, "cuIpcCloseMemHandle");
       } catch (const std::exception& e) {
         detail::warn(std::string("closing an IPC mapping: ") + e.what());
@@ -297,7 +296,6 @@ ipc_memory_handle export_ipc(const buffer& b) {
   if (b.size() == 0) return ipc_memory_handle(std::move(f));
   if (!b.get_context()) throw invalid_argument("export_ipc: this device buffer has no context");
   const context& ctx = *b.get_context();
-  const detail::driver_table& d = detail::driver();
   scoped_context guard(ctx);
 
   // Memory this process opened from a handle: hand on the original handle
@@ -320,13 +318,8 @@ ipc_memory_handle export_ipc(const buffer& b) {
 
   // Stream-ordered pool memory cannot be exported with legacy IPC (the
   // driver answers CUDA_ERROR_INVALID_VALUE): say so, and what to do.
-  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
-  CUmemoryPool pool = nullptr;
-  unsigned int capable = 0;  // a boolean; zeroed 4 bytes read right whether the driver writes 1 or 4
-  void* values[] = {&pool, &capable};
-  const bool known =
-      d.cuPointerGetAttributes(2, attrs, values, static_cast<CUdeviceptr>(b.address())) == CUDA_SUCCESS;
-  if (known && pool != nullptr) {
+  const detail::pointer_attributes a = detail::query_pointer(b.address());
+  if (a.known && a.pool != nullptr) {
     throw invalid_argument(
         "export_ipc: this buffer is memory of a stream-ordered pool (cuMemAllocAsync; cuarrow's default memory "
         "resource is the pool cuda_async_pool), which legacy CUDA IPC cannot export (the driver refuses it with "
@@ -336,9 +329,8 @@ ipc_memory_handle export_ipc(const buffer& b) {
   }
 
   CUdeviceptr base = 0;
-  size_t range = 0;
-  detail::check(d.cuMemGetAddressRange(&base, &range, static_cast<CUdeviceptr>(b.address())),
-                "cuMemGetAddressRange");
+  std::size_t range = 0;
+  detail::check(detail::address_range(static_cast<CUdeviceptr>(b.address()), &base, &range), "cuMemGetAddressRange");
   const std::uintptr_t start = static_cast<std::uintptr_t>(base);
   if (b.address() < start || b.address() - start > range ||
       static_cast<std::uint64_t>(b.size()) > range - (b.address() - start)) {
@@ -346,9 +338,9 @@ ipc_memory_handle export_ipc(const buffer& b) {
                            hex_address(start) + ", " + std::to_string(range) + " bytes), so no handle can describe it");
   }
   CUipcMemHandle h{};
-  CUresult r = d.cuIpcGetMemHandle(&h, base);
+  CUresult r = detail::ipc_get_mem_handle(&h, base);
   if (r != CUDA_SUCCESS) {
-    if (known && capable == 0) {
+    if (a.known && !a.legacy_ipc_capable) {
       throw invalid_argument(
           "export_ipc: this memory cannot be shared with legacy CUDA IPC (cuIpcGetMemHandle answered " +
           detail::describe_result(r) +
@@ -383,7 +375,6 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
         "for other processes. Use the exported buffer itself (or a slice of it) in this process");
   }
   detail::collect_deferred_releases();
-  const detail::driver_table& d = detail::driver();
   const mapping_key key{ctx.handle(), handle.driver_handle()};
 
   std::shared_ptr<ipc_mapping> m;  // declared before the lock: destroyed, if need be, after it is released
@@ -399,7 +390,7 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
     if (!m) {
       scoped_context guard(ctx);
       CUdeviceptr mapped = 0;
-      CUresult res = d.cuIpcOpenMemHandle(&mapped, to_driver(handle.driver_handle()), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      CUresult res = detail::ipc_open_mem_handle(&mapped, to_driver(handle.driver_handle()));
       // Out of memory (the mapping needs device address space) is what it
       // says, and stays typed as such: no hint about the handle's origin.
       if (res == CUDA_ERROR_OUT_OF_MEMORY) detail::check_alloc(res, "cuIpcOpenMemHandle", handle.size());
@@ -418,12 +409,12 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
         }
       }
       CUdeviceptr base = 0;
-      size_t range = 0;
-      res = d.cuMemGetAddressRange(&base, &range, mapped);
+      std::size_t range = 0;
+      res = detail::address_range(mapped, &base, &range);
       if (res != CUDA_SUCCESS || base != mapped) {
         // Not expected: the driver maps the whole allocation.
         if (res == CUDA_SUCCESS) range = 0;
-        d.cuIpcCloseMemHandle(mapped);
+        detail::ipc_close_mem_handle(mapped);
         if (res != CUDA_SUCCESS) detail::throw_cuda_error(res, "cuMemGetAddressRange");
         throw error("open_ipc: the driver mapped the allocation at " + hex_address(mapped) +
                     ", which is not the start of its address range");
@@ -433,7 +424,7 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
                                           handle.exporter_token());
         r.mappings[key] = m;
       } catch (...) {
-        if (!m) d.cuIpcCloseMemHandle(mapped);
+        if (!m) detail::ipc_close_mem_handle(mapped);
         lock.unlock();
         throw;
       }

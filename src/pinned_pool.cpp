@@ -10,13 +10,11 @@
 #include <optional>
 #include <vector>
 
-#include "context_state.hpp"
 #include "buffer_factory.hpp"
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
-#include "page_locked.hpp"
+#include "runtime/runtime.hpp"
 #include "staging.hpp"
 
 namespace cuarrow {
@@ -128,7 +126,7 @@ void release_pool_at_exit() noexcept {
 }  // namespace
 
 void trim_pinned_pool() {
-  if (detail::driver_if_loaded() == nullptr || device_count() == 0) return;
+  if (!detail::driver_loaded() || device_count() == 0) return;
   scoped_context guard(context::get(0));  // the blocks are portable: any context will do
   pool_state& s = pool();
   std::lock_guard lock(s.mutex);

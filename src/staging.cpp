@@ -19,10 +19,9 @@
 #define CUARROW_STREAMING_STORES 1
 #endif
 
-#include "context_state.hpp"
+#include "cuarrow/context.hpp"
 #include "cuarrow/error.hpp"
-#include "driver_table.hpp"
-#include "page_locked.hpp"
+#include "runtime/runtime.hpp"
 
 namespace cuarrow {
 namespace detail {
@@ -383,55 +382,41 @@ struct job {
 // What a worker gets: its two pinned slots and their events.
 struct worker_slots {
   void* slot[2];
-  CUevent event[2];
+  runtime_event* event[2];
   char* recorded[2];
 };
 
 // Runs `loop(worker_slots&, job&)` on `workers` workers, with the job's
-// context current in each and two slots (with an event each) per worker.
-// Waits for every recorded event before returning (the slots are then free
-// for the next job); throws the first failure.
+// context current in each (scoped_context) and two slots (with an event
+// each) per worker.  Waits for every recorded event before returning (the
+// slots are then free for the next job); throws the first failure.  The
+// events are created in `ctx`, current on the calling thread; one that
+// cannot be created fails the job before any DMA touches a slot.
 template <class Loop>
 void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
   pipeline& p = the_pipeline();
-  const driver_table& d = driver();
-  std::vector<CUevent> events(static_cast<std::size_t>(workers) * 2, nullptr);
+  const std::size_t count = static_cast<std::size_t>(workers) * 2;
+  std::vector<runtime_event> events;
+  events.reserve(count);
+  while (events.size() < count) events.emplace_back();
   std::vector<char> recorded(events.size(), 0);
-  CUresult created = CUDA_SUCCESS;
-  for (CUevent& e : events) {
-    created = d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
-    if (created != CUDA_SUCCESS) break;
-  }
-  if (created == CUDA_SUCCESS) {
-    std::function<void(int)> body = [&](int w) {
-      CUresult r = d.cuCtxPushCurrent(ctx);
-      if (r != CUDA_SUCCESS) {
-        j.fail(std::make_exception_ptr(cuda_error(r, "", "cuCtxPushCurrent", "cuCtxPushCurrent failed in a staging worker")));
-        return;
-      }
+  std::function<void(int)> body = [&](int w) {
+    try {
+      scoped_context guard(ctx);
       const std::size_t a = static_cast<std::size_t>(w) * 2;
-      worker_slots ws{{p.slots[a], p.slots[a + 1]}, {events[a], events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
-      try {
-        loop(ws, j);
-      } catch (...) {
-        j.fail(std::current_exception());
-      }
-      CUcontext popped = nullptr;
-      const CUresult pr = d.cuCtxPopCurrent(&popped);
-      if (pr != CUDA_SUCCESS) warn_result(pr, "cuCtxPopCurrent (staging worker)");
-    };
-    p.pool.run(workers, body);
-  }
-  // Every DMA to or from a slot must be over before the slots are reused.
-  CUresult first = created;
-  for (std::size_t s = 0; s < events.size(); ++s) {
-    if (events[s] == nullptr) continue;
-    if (recorded[s]) {
-      CUresult r = d.cuEventSynchronize(events[s]);
-      if (first == CUDA_SUCCESS) first = r;
+      worker_slots ws{{p.slots[a], p.slots[a + 1]}, {&events[a], &events[a + 1]}, {&recorded[a], &recorded[a + 1]}};
+      loop(ws, j);
+    } catch (...) {
+      j.fail(std::current_exception());
     }
-    const CUresult r = d.cuEventDestroy(events[s]);
-    if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy (staging)");
+  };
+  p.pool.run(workers, body);
+  // Every DMA to or from a slot must be over before the slots are reused.
+  CUresult first = CUDA_SUCCESS;
+  for (std::size_t s = 0; s < events.size(); ++s) {
+    if (!recorded[s]) continue;
+    const CUresult r = events[s].try_synchronize();
+    if (first == CUDA_SUCCESS) first = r;
   }
   if (j.error || first != CUDA_SUCCESS) {
     // A failed job may leave DMAs to or from the slots that no event
@@ -498,15 +483,12 @@ transfer_options current_transfer_options() {
 }
 
 bool is_page_locked(const void* p) {
-  unsigned int type = 0;
-  CUresult r = driver().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                              reinterpret_cast<CUdeviceptr>(p));
-  return r == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+  const pointer_attributes a = query_pointer(reinterpret_cast<std::uintptr_t>(p));
+  return a.known && a.memory_type == CU_MEMORYTYPE_HOST;
 }
 
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
-  const driver_table& d = driver();
   const std::size_t total = total_bytes(pieces);
   const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
   const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
@@ -516,22 +498,22 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
     while (j.take(i)) {
       const int k = turn;
       turn ^= 1;
-      if (*ws.recorded[k]) check(d.cuEventSynchronize(ws.event[k]), "cuEventSynchronize");  // the slot's last DMA is done
+      if (*ws.recorded[k]) ws.event[k]->synchronize();  // the slot's last DMA is done
       auto* slot = static_cast<unsigned char*>(ws.slot[k]);
       const chunk_range& c = pl.chunks[i];
       fill_slot(pl, c, slot, streaming);
       for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-        check(d.cuMemcpyHtoDAsync(device, slot + offset, n, s), "cuMemcpyHtoDAsync");
+        copy_host_to_device_async(device, slot + offset, n, s);
       });
-      check(d.cuEventRecord(ws.event[k], s), "cuEventRecord");
+      ws.event[k]->record(s);
       *ws.recorded[k] = 1;
     }
   });
   if (!done) {  // no pinned memory for staging: let the driver copy
     for (const staged_piece& piece : pieces) {
-      if (piece.size > 0) check(d.cuMemcpyHtoDAsync(piece.device, piece.host_src, piece.size, s), "cuMemcpyHtoDAsync");
+      if (piece.size > 0) copy_host_to_device_async(piece.device, piece.host_src, piece.size, s);
     }
-    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+    synchronize_stream(s);
   }
 }
 
@@ -544,25 +526,24 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
   unsigned char* block = block_for(last.slot_offset + last.size);
   if (block == nullptr) return false;
   fill_slot(pl, pl.chunks[0], block, false);
-  const driver_table& d = driver();
   for_each_run(pl, pl.chunks[0], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-    const CUresult r = d.cuMemcpyHtoDAsync(device, block + offset, n, s);
-    if (r != CUDA_SUCCESS) {
-      d.cuStreamSynchronize(s);  // the DMAs already queued read the block, which the caller drops now
-      check(r, "cuMemcpyHtoDAsync");
+    try {
+      copy_host_to_device_async(device, block + offset, n, s);
+    } catch (...) {
+      (void)try_synchronize_stream(s);  // the DMAs already queued read the block, which the caller drops now
+      throw;
     }
   });
   return true;
 }
 
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
-  const driver_table& d = driver();
   const bool streaming = streaming_stores_to_host();
   const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
     // Double-buffered: the DMA of a worker's next chunk runs while it
     // copies the previous one out of the other slot.
     auto drain = [&](int k, std::size_t i) {
-      check(d.cuEventSynchronize(ws.event[k]), "cuEventSynchronize");
+      ws.event[k]->synchronize();
       const auto* slot = static_cast<const unsigned char*>(ws.slot[k]);
       const chunk_range& c = pl.chunks[i];
       for (std::size_t g = c.first; g < c.end; ++g) {
@@ -579,9 +560,9 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
       turn ^= 1;
       auto* slot = static_cast<unsigned char*>(ws.slot[k]);
       for_each_run(pl, pl.chunks[i], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-        check(d.cuMemcpyDtoHAsync(slot + offset, device, n, s), "cuMemcpyDtoHAsync");
+        copy_device_to_host_async(slot + offset, device, n, s);
       });
-      check(d.cuEventRecord(ws.event[k], s), "cuEventRecord");
+      ws.event[k]->record(s);
       *ws.recorded[k] = 1;
       if (pending_slot >= 0) drain(pending_slot, pending);
       pending_slot = k;
@@ -591,9 +572,9 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
   });
   if (!done) {
     for (const staged_piece& piece : pieces) {
-      if (piece.size > 0) check(d.cuMemcpyDtoHAsync(piece.host_dst, piece.device, piece.size, s), "cuMemcpyDtoHAsync");
+      if (piece.size > 0) copy_device_to_host_async(piece.host_dst, piece.device, piece.size, s);
     }
-    check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+    synchronize_stream(s);
   }
 }
 

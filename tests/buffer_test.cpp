@@ -99,7 +99,7 @@ TEST(Buffer, ZeroAndNegativeSizes) {
 
 TEST(Buffer, PinnedHostBuffer) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  // cuarrow pins by registering memory it maps itself (src/page_locked.hpp).
+  // cuarrow pins by registering memory it maps itself (src/runtime/page_locked.hpp).
   const std::size_t host_allocs = emu().host_registration_count ? emu().host_registration_count() : 0;
   {
     cuarrow::buffer p = cuarrow::allocate_pinned(ctx, 4096);

@@ -23,6 +23,26 @@ TEST(Driver, SelectingAnotherDriverAfterLoadingIsRefused) {
   EXPECT_NO_THROW(cuarrow::select_driver(cuarrow::driver_is_emulated() ? "emulated" : cuarrow::driver_path()));
 }
 
+// The probe of the real driver answers beside the loaded one: on the
+// emulation machine (no libcuda.so.1) 0 devices and why; on a GPU machine
+// the devices the real driver sees.  The loaded driver is unchanged.
+TEST(Driver, ProbeOfTheRealDriverAnswersBesideTheLoadedOne) {
+  const bool emulated = cuarrow::driver_is_emulated();
+  const std::string path = cuarrow::driver_path();
+  const cuarrow::driver_probe p = cuarrow::probe_real_driver();
+  EXPECT_GE(p.devices, 0);
+  if (p.devices == 0) {
+    EXPECT_FALSE(p.reason.empty());
+  } else {
+    EXPECT_TRUE(p.reason.empty()) << p.reason;
+    if (!emulated) {
+      EXPECT_EQ(p.devices, cuarrow::device_count());
+    }
+  }
+  EXPECT_EQ(cuarrow::driver_is_emulated(), emulated);
+  EXPECT_EQ(cuarrow::driver_path(), path);
+}
+
 TEST(Driver, CudaErrorsCarryCodeNameAndOperation) {
   // A copy the driver rejects: pageable host memory has no device address.
   cuarrow::context ctx = cuarrow::context::get(0);

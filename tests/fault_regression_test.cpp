@@ -66,7 +66,7 @@ void on_own_thread(F f) {
   t.join();
 }
 
-// src/page_locked.cpp: when the context push before cuMemHostUnregister
+// src/runtime/page_locked.cpp: when the context push before cuMemHostUnregister
 // failed, the registration was taken as gone with its context and the
 // memory released (or unmapped) while the driver still had it pinned; the
 // next registration of the range then failed.
@@ -211,7 +211,7 @@ TEST_F(StagingFaultRegression, NoSlotIsReusedAfterAFailedJob) {
   EXPECT_EQ(emu().async_fault_count(), async_faults);
 }
 
-// src/context.cpp: the primary context's release asked cuDeviceGet for the
+// src/runtime/context.cpp: the primary context's release asked cuDeviceGet for the
 // device again; when that failed, the retain was never released.
 TEST_F(FaultRegression, PrimaryContextReleaseNeedsNoDeviceQuery) {
   (void)cuarrow::context::get(0);
@@ -226,7 +226,7 @@ TEST_F(FaultRegression, PrimaryContextReleaseNeedsNoDeviceQuery) {
   EXPECT_NO_THROW((void)cuarrow::context::get(0));
 }
 
-// src/stream.cpp: a stream whose final wait failed was destroyed at once,
+// src/runtime/stream.cpp: a stream whose final wait failed was destroyed at once,
 // and its buffers, freed on the legacy stream from then on, went under its
 // still-running work.
 TEST_F(FaultRegression, DestroyedStreamWaitsForItsWorkFirst) {
@@ -247,7 +247,7 @@ TEST_F(FaultRegression, DestroyedStreamWaitsForItsWorkFirst) {
   EXPECT_EQ(emu().async_fault_count(), async_faults) << "memory was freed under the destroyed stream's work";
 }
 
-// src/context.cpp: a failed peer-access probe failed the copy that wanted
+// src/runtime/context.cpp: a failed peer-access probe failed the copy that wanted
 // peer access; it is now remembered as "no peer access" and reported.
 TEST_F(FaultRegression, FailedPeerProbeMeansNoPeerAccess) {
   CUARROW_REQUIRE_DEVICES(2);
@@ -270,7 +270,7 @@ TEST_F(FaultRegression, FailedPeerProbeMeansNoPeerAccess) {
   cuarrow::shutdown();  // later tests get fresh states again
 }
 
-// src/context.cpp: scoped_context threw when cuCtxGetCurrent failed, which in
+// src/runtime/context.cpp: scoped_context threw when cuCtxGetCurrent failed, which in
 // a release path (a buffer's free) leaked the memory.
 TEST_F(FaultRegression, FreeSurvivesAFailedContextQuery) {
   cuarrow::context c0 = cuarrow::context::get(0);

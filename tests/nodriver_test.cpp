@@ -42,6 +42,28 @@ TEST(NoDriver, SelectDriverBeforeFirstUseIsHonoured) {
   }
 }
 
+// probe_real_driver asks libcuda.so.1 on its own: it neither loads nor
+// chooses cuarrow's driver, so the choice stays open after it.
+TEST(NoDriver, ProbeLeavesTheDriverChoiceOpen) {
+  const cuarrow::driver_probe p = cuarrow::probe_real_driver();
+  if (p.devices == 0) {
+    EXPECT_FALSE(p.reason.empty());
+  } else {
+    EXPECT_TRUE(p.reason.empty()) << p.reason;
+  }
+  if (p.reason.rfind("no CUDA driver is installed (", 0) == 0) {
+    EXPECT_NE(p.reason.find("libcuda.so.1"), std::string::npos) << p.reason;  // dlerror's text names it
+  }
+  EXPECT_FALSE(cuarrow::driver_is_emulated());
+  cuarrow::select_driver("/still/missing/libcuda.so");  // throws if anything had been loaded
+  try {
+    cuarrow::load_driver();
+    FAIL() << "load_driver() succeeded";
+  } catch (const cuarrow::driver_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/still/missing/libcuda.so"), std::string::npos) << e.what();
+  }
+}
+
 // Run with CUARROW_EMULATED_DEVICES=0: a driver that has no device.
 TEST(NoDevice, CountIsZeroAndContextsAreAClearError) {
   EXPECT_EQ(cuarrow::device_count(), 0);

@@ -105,6 +105,37 @@ TEST(Event, StreamWaitOrdersWorkAcrossStreams) {
   producer.synchronize();
 }
 
+// stream_view::wait_for: a stream waits for another's work so far, the
+// host not blocked.  `stage` comes from the default stream, so the copy
+// engine has no allocation to order the consumer after: only wait_for does.
+TEST(Stream, WaitForOrdersWorkAcrossStreams) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream producer(ctx);
+  cuarrow::stream consumer(ctx);
+  const std::int64_t n = 1 << 16;
+  auto src = pattern(n, 4);
+  cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, n);
+  std::memcpy(pinned.mutable_host_data(), src.data(), n);
+  cuarrow::buffer stage = cuarrow::allocate_device(ctx, n);
+  cuarrow::buffer out = cuarrow::allocate_pinned(ctx, n);
+  ctx.synchronize();
+  {
+    scoped_op_delay delay(5000);
+    cuarrow::copy_async(stage, 0, pinned, 0, n, producer);
+    consumer.view().wait_for(producer, ctx);
+    cuarrow::copy_async(out, 0, stage, 0, n, consumer);
+    consumer.synchronize();
+  }
+  EXPECT_EQ(0, std::memcmp(out.host_data(), src.data(), n));
+  producer.synchronize();
+  // Waiting for itself, or the legacy default stream for itself, does nothing.
+  EXPECT_NO_THROW(consumer.view().wait_for(consumer, ctx));
+  EXPECT_NO_THROW(cuarrow::stream_view().wait_for(cuarrow::stream_view(), ctx));
+  // The per-thread default stream waits for the legacy one (the binding's
+  // stream_wait_for_default).
+  EXPECT_NO_THROW(cuarrow::stream_view::per_thread_default().wait_for(cuarrow::stream_view(), ctx));
+}
+
 TEST(Event, RecordingOnAnotherDevicesStreamIsRefused) {
   CUARROW_REQUIRE_DEVICES(2);
   cuarrow::event e(cuarrow::context::get(0));

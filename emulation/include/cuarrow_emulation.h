@@ -72,7 +72,7 @@ size_t cuarrow_emu_context_push_count(void);
 
 /* Fault injection.  Every entry point handed out by cuGetProcAddress (and the
  * exported cuInit) passes one check on entry: each call is counted under its
- * entry point's name (the names of src/driver_entry_points.def; newer ABI and
+ * entry point's name (the names of src/runtime/driver_entry_points.def; newer ABI and
  * per-thread-stream variants count under their base name), and a call chosen
  * by cuarrow_emu_inject_fault fails with the chosen code without doing
  * anything else (no side effect, outputs untouched).

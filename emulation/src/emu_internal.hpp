@@ -291,7 +291,7 @@ void shutdown_streams();
 // ---------------------------------------------------------------------------
 // Fault injection and call counting (faults.cpp; control API in
 // cuarrow_emulation.h).  One index per entry point of
-// src/driver_entry_points.def (ep_<name>: pasting keeps <cuda.h>'s name
+// src/runtime/driver_entry_points.def (ep_<name>: pasting keeps <cuda.h>'s name
 // macros such as cuMemAlloc -> cuMemAlloc_v2 out of it).
 
 enum EntryPointId : int {

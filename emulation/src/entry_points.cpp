@@ -1,7 +1,7 @@
 // The loader entry points (the only exported cu* symbols), error names and
 // texts, and the cuGetProcAddress table.
 //
-// The table is built from src/driver_entry_points.def, the list cuarrow calls:
+// The table is built from src/runtime/driver_entry_points.def, the list cuarrow calls:
 // for each CUARROW_DRIVER_ENTRY(name, version, required) the emulated function
 // emu_<name>_v<version> is cast to PFN_<name>_v<version> from
 // <cudaTypedefs.h>, so a missing entry or a signature that differs from the
@@ -22,7 +22,7 @@
 #include "emu_internal.hpp"
 
 #ifndef CUARROW_EMU_ENTRY_POINTS_DEF
-#error "CUARROW_EMU_ENTRY_POINTS_DEF must name src/driver_entry_points.def"
+#error "CUARROW_EMU_ENTRY_POINTS_DEF must name src/runtime/driver_entry_points.def"
 #endif
 
 namespace cuemu {

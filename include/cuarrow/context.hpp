@@ -113,7 +113,7 @@ class CUARROW_EXPORT context {
     return a.handle() == b.handle();
   }
 
-  // Internal: the runtime's state of this context (src/context_state.hpp).
+  // Internal: the runtime's state of this context (src/runtime/context_state.hpp).
   const std::shared_ptr<detail::context_state>& state() const noexcept { return state_; }
 
  private:

@@ -40,6 +40,19 @@ CUARROW_EXPORT int driver_version();
 /// The path the driver was loaded from.  Loads the driver.
 CUARROW_EXPORT std::string driver_path();
 
+/// What the real CUDA driver says of this machine, asked apart from the
+/// driver cuarrow uses: libcuda.so.1 is opened on its own (whatever
+/// select_driver or CUARROW_CUDA_DRIVER say), initialised and asked for its
+/// device count; cuarrow's choice of driver stays open and nothing is loaded
+/// for it.  For deciding whether to run on the emulation (Python's
+/// cuda.use_emulation_if_no_gpu).  Never throws for a missing or failing
+/// driver: `reason` says why there is no device.
+struct driver_probe {
+  int devices = 0;
+  std::string reason;  // empty when devices > 0
+};
+CUARROW_EXPORT driver_probe probe_real_driver();
+
 /// Release every primary context cuarrow retained.  Runs automatically at
 /// process exit; after it, objects still alive no longer call the driver when
 /// destroyed.  Calling it early is allowed (tests do): contexts obtained later

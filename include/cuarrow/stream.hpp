@@ -59,6 +59,12 @@ class CUARROW_EXPORT stream_view {
   /// call.  A default stream acts on the current context.  Throws
   /// invalid_argument for a null event, cuda_error.
   void wait(CUevent e) const;
+  /// Make later work on this stream wait for the work queued so far on
+  /// `producer`, without blocking the host (an event of `ctx` recorded on
+  /// `producer`, then waited for here).  The default streams act on `ctx`;
+  /// waiting for the same stream does nothing.  Both streams must be live.
+  /// Throws cuda_error.
+  void wait_for(stream_view producer, const context& ctx) const;
 
   friend bool operator==(stream_view a, stream_view b) noexcept { return a.handle_ == b.handle_; }
 

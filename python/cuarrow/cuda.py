@@ -153,24 +153,10 @@ def use_emulation(devices: Optional[int] = None) -> None:
 
 
 def _probe_real_gpus() -> Tuple[int, str]:
-    """(number of devices, why none) of the real CUDA driver, asked through
-    ctypes so that cuarrow's own driver choice stays open."""
-    import ctypes
-
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        return 0, f"no CUDA driver is installed ({e})"
-    rc = lib.cuInit(0)
-    if rc == 100:  # CUDA_ERROR_NO_DEVICE
-        return 0, "the CUDA driver reports no device"
-    if rc != 0:
-        return 0, f"the CUDA driver failed to initialize (cuInit returned CUDA error {rc})"
-    count = ctypes.c_int(0)
-    rc = lib.cuDeviceGetCount(ctypes.byref(count))
-    if rc != 0 or count.value == 0:
-        return 0, "the CUDA driver reports no device"
-    return count.value, ""
+    """(number of devices, why none) of the real CUDA driver, asked apart
+    from cuarrow's own driver choice, which stays open (the core's
+    probe_real_driver)."""
+    return _lib.probe_real_driver()
 
 
 def use_emulation_if_no_gpu(devices: Optional[int] = None) -> Optional[str]:

@@ -40,6 +40,15 @@ void bind_context(nb::module_& m) {
   m.def("driver_version", &cuarrow::driver_version, release_gil(),
         "The loaded driver's CUDA version as CUDA encodes it (13000 = 13.0).");
   m.def("driver_path", &cuarrow::driver_path, release_gil(), "The path the driver was loaded from.");
+  m.def(
+      "probe_real_driver",
+      [] {
+        const cuarrow::driver_probe p = cuarrow::probe_real_driver();
+        return std::make_tuple(p.devices, p.reason);
+      },
+      release_gil(),
+      "(number of devices, why none) of the real CUDA driver (libcuda.so.1), asked apart from cuarrow's own "
+      "driver choice, which stays open.");
   m.def("device_count", &cuarrow::device_count, release_gil(), "Number of CUDA devices (loads the driver).");
   m.def(
       "get_device_properties",
@@ -194,12 +203,7 @@ void bind_context(nb::module_& m) {
         // Order `stream` after everything queued so far on the context's
         // legacy default stream, where cuarrow's synchronous operations
         // (allocations included) run, without blocking the host.
-        cuarrow::stream_view s = make_stream(stream, device);
-        if (s.is_default() && s.handle() != CU_STREAM_PER_THREAD) return;
-        cuarrow::scoped_context guard(ctx);  // the per-thread stream acts on the current context
-        cuarrow::event e(ctx);
-        e.record(cuarrow::stream_view());
-        s.wait(e);
+        make_stream(stream, device).wait_for(cuarrow::stream_view(), ctx);
       },
       nb::arg("context"), nb::arg("stream"), nb::arg("device") = -1, release_gil(),
       "Make a stream wait for the work queued so far on the legacy default stream of a context.");

@@ -11,7 +11,7 @@
 #include "c_internal.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/error.hpp"
-#include "pointer_query.hpp"
+#include "runtime/pointer_query.hpp"
 
 namespace cuarrow::arrow {
 

@@ -34,6 +34,7 @@ enum counter : int {
   k_event_record,
   k_wait_event,
   k_pointer_attribute,
+  k_pointer_attributes,
   k_count
 };
 
@@ -122,13 +123,14 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuEventRecord, 2000, k_event_record),
     SHIM_ENTRY(cuStreamWaitEvent, 3020, k_wait_event),
     SHIM_ENTRY(cuPointerGetAttribute, 4000, k_pointer_attribute),
+    SHIM_ENTRY(cuPointerGetAttributes, 7000, k_pointer_attributes),
 };
 
 const char* const k_names[k_count] = {"cuStreamSynchronize", "cuCtxSynchronize",  "cuEventSynchronize",
                                       "cuMemcpyHtoDAsync",   "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
                                       "cuMemcpyAsync",       "cuMemcpyPeerAsync", "cuMemAllocAsync",
                                       "cuMemAlloc",          "cuMemHostAlloc",    "cuEventRecord",
-                                      "cuStreamWaitEvent",   "cuPointerGetAttribute"};
+                                      "cuStreamWaitEvent",   "cuPointerGetAttribute", "cuPointerGetAttributes"};
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
 #include "driver_table.hpp"
+#include "runtime.hpp"
 
 namespace cuarrow {
 namespace detail {
@@ -131,7 +132,7 @@ void order_after(context_state& ctx, CUstream producer, CUstream waiter, bool pr
     check(d.cuEventCreate(&ctx.order_event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   }
   check(d.cuEventRecord(ctx.order_event, producer), "cuEventRecord");
-  check(d.cuStreamWaitEvent(waiter, ctx.order_event, 0), "cuStreamWaitEvent");
+  stream_wait_event(waiter, ctx.order_event);
 }
 
 namespace {

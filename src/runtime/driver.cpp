@@ -165,6 +165,8 @@ const driver_table& driver() {
 
 const driver_table* driver_if_loaded() noexcept { return state().table.load(std::memory_order_acquire); }
 
+bool driver_loaded() noexcept { return driver_if_loaded() != nullptr; }
+
 bool shutting_down() noexcept { return state().shutting_down.load(std::memory_order_relaxed); }
 
 }  // namespace detail
@@ -197,6 +199,30 @@ bool driver_is_emulated() {
 int driver_version() { return detail::driver().version; }
 
 std::string driver_path() { return detail::driver().path; }
+
+driver_probe probe_real_driver() {
+  // A handle of its own (the loader's table is not touched).  It is never
+  // closed: unloading a driver after cuInit (its threads, its exit
+  // handlers) is unsafe, and a later load of libcuda.so.1 shares it.
+  void* lib = dlopen(detail::kDefaultLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    return {0, std::string("no CUDA driver is installed (") + (why ? why : "unknown dlopen error") + ")"};
+  }
+  auto init = reinterpret_cast<PFN_cuInit_v2000>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<PFN_cuDeviceGetCount_v2000>(dlsym(lib, "cuDeviceGetCount"));
+  if (init == nullptr || count == nullptr) {
+    return {0, std::string("the CUDA driver at ") + detail::kDefaultLibrary + " lacks cuInit or cuDeviceGetCount"};
+  }
+  const CUresult r = init(0);
+  if (r == CUDA_ERROR_NO_DEVICE) return {0, "the CUDA driver reports no device"};
+  if (r != CUDA_SUCCESS) {
+    return {0, "the CUDA driver failed to initialize (cuInit returned CUDA error " + std::to_string(static_cast<int>(r)) + ")"};
+  }
+  int n = 0;
+  if (count(&n) != CUDA_SUCCESS || n == 0) return {0, "the CUDA driver reports no device"};
+  return {n, ""};
+}
 
 
 }  // namespace cuarrow

@@ -8,6 +8,7 @@
 #include "context_state.hpp"
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
+#include "runtime.hpp"
 
 namespace cuarrow {
 namespace detail {
@@ -47,6 +48,75 @@ CUresult retire_stream(CUstream s) noexcept {
   return d.cuStreamDestroy(s);  // a failed wait is reported above
 }
 
+// ---- work queued on a stream (runtime.hpp) ----------------------------------------------
+
+void copy_host_to_device_async(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream s) {
+  check(driver().cuMemcpyHtoDAsync(dst, src, bytes, s), "cuMemcpyHtoDAsync");
+}
+
+void copy_device_to_host_async(void* dst, CUdeviceptr src, std::size_t bytes, CUstream s) {
+  check(driver().cuMemcpyDtoHAsync(dst, src, bytes, s), "cuMemcpyDtoHAsync");
+}
+
+void copy_device_to_device_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s) {
+  check(driver().cuMemcpyDtoDAsync(dst, src, bytes, s), "cuMemcpyDtoDAsync");
+}
+
+void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
+                     CUstream s) {
+  check(driver().cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, bytes, s), "cuMemcpyPeerAsync");
+}
+
+void copy_unified_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s) {
+  check(driver().cuMemcpyAsync(dst, src, bytes, s), "cuMemcpyAsync");
+}
+
+void memset_async(CUdeviceptr dst, std::uint8_t value, std::size_t bytes, CUstream s) {
+  check(driver().cuMemsetD8Async(dst, value, bytes, s), "cuMemsetD8Async");
+}
+
+CUresult launch_host_function(CUstream s, CUhostFn fn, void* user_data) noexcept {
+  return driver().cuLaunchHostFunc(s, fn, user_data);
+}
+
+void synchronize_stream(CUstream s) { check(driver().cuStreamSynchronize(s), "cuStreamSynchronize"); }
+
+CUresult try_synchronize_stream(CUstream s) noexcept { return driver().cuStreamSynchronize(s); }
+
+void stream_wait_event(CUstream s, CUevent e) { check(driver().cuStreamWaitEvent(s, e, 0), "cuStreamWaitEvent"); }
+
+// ---- events: created and destroyed here for cuarrow::event and runtime_event -----------------
+
+namespace {
+CUevent create_event(unsigned int flags) {
+  CUevent e = nullptr;
+  check(driver().cuEventCreate(&e, flags), "cuEventCreate");
+  return e;
+}
+
+void destroy_event(CUevent e) noexcept {
+  if (e == nullptr || shutting_down()) return;
+  CUresult r = driver().cuEventDestroy(e);
+  if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy");
+}
+
+void record_event(CUevent e, CUstream s) { check(driver().cuEventRecord(e, s), "cuEventRecord"); }
+
+CUresult try_synchronize_event(CUevent e) noexcept { return driver().cuEventSynchronize(e); }
+}  // namespace
+
+runtime_event::runtime_event() : handle_(create_event(CU_EVENT_DISABLE_TIMING)) {}
+
+runtime_event::~runtime_event() { destroy_event(handle_); }
+
+runtime_event::runtime_event(runtime_event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+void runtime_event::record(CUstream s) { record_event(handle_, s); }
+
+void runtime_event::synchronize() const { check(try_synchronize_event(handle_), "cuEventSynchronize"); }
+
+CUresult runtime_event::try_synchronize() const noexcept { return try_synchronize_event(handle_); }
+
 }  // namespace detail
 
 bool stream_view::is_default() const noexcept {
@@ -66,7 +136,7 @@ int stream_view::device_number() const {
 
 void stream_view::synchronize() const {
   detail::collect_deferred_releases();
-  detail::check(detail::driver().cuStreamSynchronize(handle_), "cuStreamSynchronize");
+  detail::synchronize_stream(handle_);
   detail::collect_deferred_releases();
 }
 
@@ -84,7 +154,11 @@ void stream_view::wait(const event& e) const {
 
 void stream_view::wait(CUevent e) const {
   if (e == nullptr) throw invalid_argument("stream_view::wait: null event");
-  detail::check(detail::driver().cuStreamWaitEvent(handle_, e, 0), "cuStreamWaitEvent");
+  detail::stream_wait_event(handle_, e);
+}
+
+void stream_view::wait_for(stream_view producer, const context& ctx) const {
+  detail::order_after(*ctx.state(), producer.handle(), handle_, /*producer_may_be_retired=*/false);
 }
 
 stream::stream(const context& ctx, unsigned int flags) : ctx_(ctx) {
@@ -118,7 +192,7 @@ void stream::reset() noexcept {
 
 event::event(const context& ctx, unsigned int flags) : ctx_(ctx) {
   scoped_context guard(ctx_);
-  detail::check(detail::driver().cuEventCreate(&handle_, flags), "cuEventCreate");
+  handle_ = detail::create_event(flags);
 }
 
 event::~event() { reset(); }
@@ -135,9 +209,7 @@ event& event::operator=(event&& other) noexcept {
 }
 
 void event::reset() noexcept {
-  if (handle_ == nullptr || detail::shutting_down()) return;
-  CUresult r = detail::driver().cuEventDestroy(std::exchange(handle_, nullptr));
-  if (r != CUDA_SUCCESS) detail::warn_result(r, "cuEventDestroy");
+  detail::destroy_event(std::exchange(handle_, nullptr));
 }
 
 void event::record(stream_view s) {
@@ -149,7 +221,7 @@ void event::record(stream_view s) {
                           "; record it on a stream of device " + std::to_string(ctx_.device_number()));
   }
   scoped_context guard(ctx_);
-  detail::check(detail::driver().cuEventRecord(handle_, s.handle()), "cuEventRecord");
+  detail::record_event(handle_, s.handle());
 }
 
 bool event::query() const {
@@ -162,7 +234,7 @@ bool event::query() const {
 
 void event::synchronize() const {
   if (handle_ == nullptr) throw invalid_argument("event::synchronize: the event was moved from");
-  detail::check(detail::driver().cuEventSynchronize(handle_), "cuEventSynchronize");
+  detail::check(detail::try_synchronize_event(handle_), "cuEventSynchronize");
   detail::collect_deferred_releases();
 }
 

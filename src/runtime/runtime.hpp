@@ -1,0 +1,99 @@
+// Internal: the runtime as the layers above it see it.
+//
+// The runtime (this folder) is the one layer that calls the CUDA driver.
+// Buffers and the copy engine (src/buffer.cpp, src/copy.cpp,
+// src/staging.cpp, src/pinned_pool.cpp), the typed Arrow layer (src/arrow/)
+// and IPC (src/ipc.cpp) call the driver through the functions declared here
+// (and the public classes context, scoped_context, stream, event), never
+// through the driver table: tests/layering_check.cmake fails the build's
+// tests if a file outside src/runtime/ includes driver_table.hpp or calls
+// detail::driver().  CUDA's handle types (CUstream, CUevent, CUdeviceptr,
+// CUresult ...) appear here; the table and its PFN types do not.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "context_state.hpp"  // contexts' state, stream registry, order_after
+#include "driver_result.hpp"  // errors (check, warn), the driver's lifetime
+#include "page_locked.hpp"    // pinned host memory: the one way cuarrow pins
+#include "pointer_query.hpp"  // what the driver knows of an address
+
+namespace cuarrow::detail {
+
+// ---- work queued on a stream, in the current context ----------------------------------
+//
+// Each throws cuda_error naming the driver call ("cuMemcpyHtoDAsync failed:
+// ...") when the driver refuses it.
+
+void copy_host_to_device_async(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream s);
+void copy_device_to_host_async(void* dst, CUdeviceptr src, std::size_t bytes, CUstream s);
+/// Within one device.
+void copy_device_to_device_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s);
+/// Between devices, each side with its context.
+void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
+                     CUstream s);
+/// Any two addresses the driver knows (unified addressing: managed memory).
+void copy_unified_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s);
+/// `bytes` bytes of device memory set to `value`.
+void memset_async(CUdeviceptr dst, std::uint8_t value, std::size_t bytes, CUstream s);
+
+/// Queue `fn(user_data)` on `s`; it runs once the work queued before it is
+/// done and must not call the driver.  Returns the driver's answer.
+CUresult launch_host_function(CUstream s, CUhostFn fn, void* user_data) noexcept;
+
+/// Block until the work queued on `s` is done.  Throws cuda_error
+/// ("cuStreamSynchronize failed: ...").  Unlike stream_view::synchronize it
+/// runs no deferred releases (the copy engine calls it in the middle of an
+/// operation).
+void synchronize_stream(CUstream s);
+/// The same, answering instead of throwing (cleanup after a failure).
+CUresult try_synchronize_stream(CUstream s) noexcept;
+
+/// Make later work on `s` wait for `e` (cuStreamWaitEvent): the one stream
+/// wait for an event (stream_view::wait and order_after use it).  Throws
+/// cuda_error.
+void stream_wait_event(CUstream s, CUevent e);
+
+/// An event owned by cuarrow's own code, created in the context current at
+/// construction, without timing.  cuarrow::event is the public one: it needs
+/// a cuarrow::context and checks every recording stream's device, which the
+/// copy engine's workers (one context, their own stream) do not need.
+class runtime_event {
+ public:
+  /// Throws cuda_error (out_of_memory when the driver has no room).
+  runtime_event();
+  /// Destroys the event; a failure is reported through the warning handler.
+  ~runtime_event();
+  runtime_event(runtime_event&& other) noexcept;
+  runtime_event& operator=(runtime_event&&) = delete;
+  runtime_event(const runtime_event&) = delete;
+  runtime_event& operator=(const runtime_event&) = delete;
+
+  /// Capture the work queued on `s` so far.  Throws cuda_error.
+  void record(CUstream s);
+  /// Block until the recorded work is done.  Throws cuda_error.
+  void synchronize() const;
+  /// The same, answering instead of throwing.
+  CUresult try_synchronize() const noexcept;
+  CUevent handle() const noexcept { return handle_; }
+
+ private:
+  CUevent handle_ = nullptr;
+};
+
+// ---- IPC (src/ipc.cpp decides what each answer means) ----------------------------------
+
+/// The allocation that holds `address`: its start and size.
+CUresult address_range(CUdeviceptr address, CUdeviceptr* base, std::size_t* size) noexcept;
+/// The driver's IPC handle of the allocation starting at `base`.
+CUresult ipc_get_mem_handle(CUipcMemHandle* out, CUdeviceptr base) noexcept;
+/// Map another process's allocation into the current context (peer access
+/// enabled lazily).
+CUresult ipc_open_mem_handle(CUdeviceptr* mapped, const CUipcMemHandle& handle) noexcept;
+/// Unmap what ipc_open_mem_handle mapped.
+CUresult ipc_close_mem_handle(CUdeviceptr mapped) noexcept;
+
+}  // namespace cuarrow::detail
