@@ -174,118 +174,28 @@ ca::placement placement_from(int type, int id) {
   return p;
 }
 
-// True when some buffer of the tree is non-empty.
-bool has_buffers(const ca::array_data& a) {
-  for (const cuarrow::buffer& b : a.buffers) {
-    if (b.size() > 0) return true;
-  }
-  for (const ca::array_data& c : a.children) {
-    if (has_buffers(c)) return true;
-  }
-  return a.dictionary && has_buffers(*a.dictionary);
-}
-
-// The placement the tree's buffers have, or `declared` when it has none.
-ca::placement actual_or(const ca::array_data& a, const ca::placement& declared) {
-  if (!has_buffers(a)) return declared;
-  return ca::placement_of(a);
-}
-
 // ---- exports --------------------------------------------------------------------
 
-// The offsets buffer of an empty binary / list / map array holds one offset
-// (offset + 1 for a sliced one), but the core keeps such a buffer empty and
-// exports it as NULL, which Arrow C++ (pyarrow) refuses to import ("null
-// data pointer for a buffer with non-zero computed size").  Give every such
-// buffer of the tree real, zeroed memory where it lives before exporting.
-//
-// Likewise an empty array keeps the offset of the slice it was cut from (a
-// transfer keeps offset % 8) over empty buffers, which Arrow C++ measures
-// against offset + length and refuses: an empty array is exported at offset 0.
-bool needs_offsets_patch(const ca::array_data& a) {
-  if (a.length == 0 && a.offset != 0) return true;
-  const ca::type_layout l = ca::layout_of(a.type);
-  for (std::size_t i = 0; i < l.buffers.size() && i < a.buffers.size(); ++i) {
-    if (l.buffers[i].role == ca::buffer_role::offsets &&
-        a.buffers[i].size() < (a.offset + a.length + 1) * l.buffers[i].byte_width) {
-      return true;
-    }
-  }
-  for (const ca::array_data& c : a.children) {
-    if (needs_offsets_patch(c)) return true;
-  }
-  return a.dictionary && needs_offsets_patch(*a.dictionary);
-}
-
-void patch_offsets(ca::array_data& a, const ca::placement& where, cuarrow::stream_view s) {
-  if (a.length == 0) {
-    a.offset = 0;
-    a.null_count = 0;
-  }
-  const ca::type_layout l = ca::layout_of(a.type);
-  for (std::size_t i = 0; i < l.buffers.size() && i < a.buffers.size(); ++i) {
-    const std::int64_t need = (a.offset + a.length + 1) * l.buffers[i].byte_width;
-    if (l.buffers[i].role != ca::buffer_role::offsets || a.buffers[i].size() >= need) continue;
-    if (a.length != 0) {
-      throw ca::invalid_data("array", "offsets buffer of " + std::to_string(a.buffers[i].size()) +
-                                          " bytes for " + std::to_string(a.length) + " values");
-    }
-    if (where.type == cuarrow::device_type::cpu || where.type == cuarrow::device_type::cuda_host) {
-      cuarrow::buffer b = where.type == cuarrow::device_type::cpu
-                              ? cuarrow::allocate_host(need)
-                              : cuarrow::allocate_pinned(cuarrow::context::get(std::max(where.device_id, 0)), need);
-      std::memset(b.mutable_host_data(), 0, static_cast<std::size_t>(need));
-      a.buffers[i] = b;
-    } else {
-      cuarrow::context ctx = cuarrow::context::get(where.device_id < 0 ? 0 : where.device_id);
-      cuarrow::buffer b = cuarrow::allocate_device(ctx, need, s);
-      cuarrow::fill_async(b, 0, need, 0, s);
-      a.buffers[i] = b;
-    }
-  }
-  for (ca::array_data& c : a.children) patch_offsets(c, where, s);
-  if (a.dictionary && needs_offsets_patch(*a.dictionary)) {
-    ca::array_data d = *a.dictionary;
-    patch_offsets(d, where, s);
-    a.dictionary = std::make_shared<const ca::array_data>(std::move(d));
-  }
-}
-
-// `a`, or a copy of it whose empty offsets buffers are filled (see above).
-ca::array_data exportable(const ca::array_data& a, const ca::placement& where, cuarrow::stream_view s) {
-  if (!needs_offsets_patch(a)) return a;
-  ca::array_data out = a;
-  patch_offsets(out, where, s);
-  return out;
-}
-
 // Export a device array; an array without buffers is labelled with its
-// declared placement (the core labels it CPU: it has no memory to look at).
+// declared placement.
 void export_device(const ca::array_data& array, const ca::placement& declared, cuarrow::stream_view s,
                    ArrowDeviceArray* out) {
-  const ca::array_data a = exportable(array, actual_or(array, declared), s);
-  ca::export_device_array(a, s, out);
-  if (!has_buffers(array) && declared.type != cuarrow::device_type::cpu) {
-    out->device_type = ca::to_arrow_device_type(declared.type);
-    out->device_id = declared.device_id;
-  }
+  ca::export_options o;
+  o.if_no_buffers = declared;
+  ca::export_device_array(array, s, out, nullptr, o);
 }
 
 // The "arrow_array" capsule of a host array (a batch as its struct array).
 nb::object host_array_capsule(const ca::array_data& a) {
   return make_capsule<ArrowArray>([&](ArrowArray* out) {
     nb::gil_scoped_release r;
-    ca::export_array(exportable(a, actual_or(a, ca::placement{}), cuarrow::stream_view()), out);
+    ca::export_array(a, out);
   });
 }
 
 // The "arrow_array" capsule of a host record batch, exported from its
-// columns in place (a batch with an empty offsets buffer to fill goes
-// through its struct array, as host_array_capsule does).
+// columns in place.
 nb::object host_batch_capsule(const ca::record_batch& b) {
-  bool patch = false;
-  for (const ca::array_data& c : b.columns) patch = patch || needs_offsets_patch(c);
-  if (patch) return host_array_capsule(b.to_struct());
   return make_capsule<ArrowArray>([&](ArrowArray* out) {
     nb::gil_scoped_release r;
     ca::export_record_batch(b, out);
@@ -600,7 +510,7 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro("type_string", [](const ArrayData& a) { return a.data.type.to_string(); })
       .def_prop_ro("placement",
                    [](const ArrayData& a) {
-                     ca::placement p = actual_or(a.data, a.where);
+                     ca::placement p = ca::placement_of(a.data, a.where);
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    },
                    "(device type code, device id) of the memory; the declared placement for an array without "
@@ -745,7 +655,7 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro("num_columns", [](const BatchData& b) { return b.batch.columns.size(); })
       .def_prop_ro("placement",
                    [](const BatchData& b) {
-                     ca::placement p = actual_or(b.batch.to_struct(), b.where);
+                     ca::placement p = ca::placement_of(b.batch.to_struct(), b.where);
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    })
       .def(

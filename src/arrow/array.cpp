@@ -58,11 +58,13 @@ void collect_placement(const array_data& a, const std::string& path, std::option
 
 }  // namespace
 
-placement placement_of(const array_data& array) {
+placement placement_of(const array_data& array) { return placement_of(array, placement{}); }
+
+placement placement_of(const array_data& array, const placement& if_no_buffers) {
   std::optional<placement> found;
   std::string found_at;
   collect_placement(array, "array", found, found_at);
-  return found.value_or(placement{});
+  return found.value_or(if_no_buffers);
 }
 
 // ---- record batches -------------------------------------------------------------------

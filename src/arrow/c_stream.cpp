@@ -110,7 +110,9 @@ void export_declared(const record_batch& b, device_type type, stream_view s, Arr
     // No buffers at all: label the batch with the stream's type.
     device_id = type == device_type::cpu ? -1 : (s.device_number() >= 0 ? s.device_number() : 0);
   }
-  detail::export_device_impl(root, s, out, nullptr, {}, placement{type, device_id});
+  export_options o;
+  o.if_no_buffers = placement{type, device_id};
+  export_device_array(root, s, out, nullptr, o);
 }
 
 error stream_failure(const char* what, int code, const char* message) {

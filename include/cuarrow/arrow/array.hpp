@@ -96,6 +96,9 @@ struct placement {
 /// dictionaries and variadic buffers included); cpu/-1 when there is none.
 /// Throws invalid_data naming the first buffer that lives elsewhere.
 CUARROW_EXPORT placement placement_of(const array_data& array);
+/// The same, or `if_no_buffers` for a tree without any non-empty buffer (a
+/// null array, an empty one), which has no memory to say where it lives.
+CUARROW_EXPORT placement placement_of(const array_data& array, const placement& if_no_buffers);
 
 /// A record batch: a schema and one array per field, all of num_rows rows.
 struct CUARROW_EXPORT record_batch {

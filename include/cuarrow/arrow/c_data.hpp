@@ -173,11 +173,21 @@ CUARROW_EXPORT record_batch import_record_batch(ArrowArray* in, ArrowSchema* sch
 struct export_options {
   /// Synchronize `s` before returning and export no sync event.
   bool synchronize = false;
+  /// Where an array without any buffer (a null array, an empty one) lives:
+  /// it has no memory to say so, its holder does.  Arrays with buffers are
+  /// labelled by their buffers.
+  placement if_no_buffers{};
 };
 
 /// Export an array whose buffers are all on one device (or all on the
 /// host): device_type and device_id from the buffers (placement_of), the
 /// sync event recorded on `s`, the stream the array was produced on.
+///
+/// What every export gives (host ones too), as Arrow C++ imports it: an
+/// empty array at offset 0 without nulls, and for an empty binary / list /
+/// map array whose offsets buffer is empty, one zero offset where the array
+/// lives (device memory filled on `s`) instead of NULL.  A non-empty
+/// array's offsets buffer too small for its length is invalid_data.
 CUARROW_EXPORT void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out,
                                         ArrowSchema* out_schema = nullptr, const export_options& options = {});
 CUARROW_EXPORT void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
