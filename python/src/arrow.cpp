@@ -296,180 +296,33 @@ nb::object schema_capsule_of_schema(const ca::schema& sc) {
   return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_schema(sc, s); });
 }
 
-// ---- streams we export ------------------------------------------------------------
-//
-// The core's export_device_array_stream carries record batches (a struct
-// schema) only; a chunked array's stream carries its own type.  This one
-// carries either: a list of roots (arrays, or batches as struct arrays) and
-// the schema to announce.
-
-struct export_stream_state {
-  bool is_batches = false;
-  ca::field field;    // !is_batches
-  ca::schema schema;  // is_batches
-  std::vector<ca::array_data> roots;
-  std::size_t next = 0;
-  ca::placement where;
-  std::string last_error;
-};
-
-int errno_of_current(std::string& last_error) noexcept {
-  try {
-    throw;
-  } catch (const cuarrow::out_of_memory& e) {
-    last_error = e.what();
-    return ENOMEM;
-  } catch (const std::bad_alloc&) {
-    last_error = "out of host memory";
-    return ENOMEM;
-  } catch (const cuarrow::invalid_argument& e) {
-    last_error = e.what();
-    return EINVAL;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return EIO;
-  } catch (...) {
-    last_error = "unknown error";
-    return EIO;
-  }
-}
-
-// A released stream's callbacks refuse (EINVAL) instead of reading freed
-// memory (calling them is the consumer's error).
-int stream_get_schema(ArrowDeviceArrayStream* st, ArrowSchema* out) {
-  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
-  auto* p = static_cast<export_stream_state*>(st->private_data);
-  try {
-    if (p->is_batches) {
-      ca::export_schema(p->schema, out);
-    } else {
-      ca::export_field(p->field, out);
-    }
-    return 0;
-  } catch (...) {
-    return errno_of_current(p->last_error);
-  }
-}
-
-int stream_get_next(ArrowDeviceArrayStream* st, ArrowDeviceArray* out) {
-  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
-  auto* p = static_cast<export_stream_state*>(st->private_data);
-  try {
-    if (p->next >= p->roots.size()) {
-      std::memset(static_cast<void*>(out), 0, sizeof(*out));
-      out->array.release = nullptr;
-      return 0;
-    }
-    export_device(p->roots[p->next], p->where, cuarrow::stream_view(), out);
-    ++p->next;
-    return 0;
-  } catch (...) {
-    return errno_of_current(p->last_error);
-  }
-}
-
-const char* stream_get_last_error(ArrowDeviceArrayStream* st) {
-  if (st == nullptr || st->private_data == nullptr) return "the stream was released";
-  auto* p = static_cast<export_stream_state*>(st->private_data);
-  return p->last_error.empty() ? nullptr : p->last_error.c_str();
-}
-
-void stream_release(ArrowDeviceArrayStream* st) {
-  if (st == nullptr || st->release == nullptr) return;
-  delete static_cast<export_stream_state*>(st->private_data);
-  st->private_data = nullptr;
-  st->release = nullptr;
-}
-
-nb::object export_stream(std::unique_ptr<export_stream_state> state) {
-  return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
-    out->device_type = ca::to_arrow_device_type(state->where.type);
-    out->get_schema = stream_get_schema;
-    out->get_next = stream_get_next;
-    out->get_last_error = stream_get_last_error;
-    out->private_data = state.release();
-    out->release = stream_release;
-  });
-}
+// ---- streams -------------------------------------------------------------------------
 
 // The producer's schema of a stream, moved into a capsule.
-nb::object take_schema(ca::owned_schema& schema) {
+nb::object take_schema(ca::owned_schema schema) {
   return make_capsule<ArrowSchema>([&](ArrowSchema* out) {
     *out = *schema.get();
     schema->release = nullptr;
   });
 }
 
-// ---- streams we import ------------------------------------------------------------
-//
-// Read directly through the C callbacks (the core's readers want a struct
-// schema; a chunked array's stream has its own type).  `mode`: 0 decide by
-// the schema (struct: batches), 1 arrays, 2 batches.
-
-cuarrow::error stream_failure(const char* what, int code, const char* message) {
-  return cuarrow::error(std::string(what) + " failed (errno " + std::to_string(code) +
-                        (code == EINVAL ? ", EINVAL" : code == ENOMEM ? ", ENOMEM" : code == EIO ? ", EIO" : "") +
-                        "): " + (message != nullptr ? message : "the producer gave no message"));
-}
-
-template <class Stream>
-const char* last_error_of(Stream* st) {
-  return st->get_last_error != nullptr ? st->get_last_error(st) : nullptr;
-}
-
-template <class Stream>
-void check_stream_callbacks(const Stream* st, const char* what) {
-  if (st->get_schema == nullptr || st->get_next == nullptr) {
-    throw ca::invalid_data(what, "the stream has a NULL get_schema or get_next callback");
+// mode: 0 decide by the schema (struct: batches), 1 arrays, 2 batches.
+ca::stream_items items_of(int mode) {
+  switch (mode) {
+    case 1: return ca::stream_items::arrays;
+    case 2: return ca::stream_items::batches;
+    default: return ca::stream_items::by_schema;
   }
 }
 
-struct stream_result {
-  ca::owned_schema original;  // the producer's schema, handed on to Python as is
-  bool batches = false;
-  ca::field field;
-  ca::schema schema;
-  std::vector<ca::array_data> arrays;
-  std::vector<ca::record_batch> batch_list;
-  std::vector<ca::placement> placements;
-};
-
-// Moves the stream struct out of the capsule (so a failure releases it
-// here, once) and reads it to the end.
-template <class Stream, class Next>
-stream_result read_stream_impl(Stream* in, const char* what, int mode, Next&& next) {
-  Stream st = *in;
-  in->release = nullptr;
-  struct guard {
-    Stream* s;
-    ~guard() {
-      if (s->release != nullptr) s->release(s);
-    }
-  } g{&st};
-  check_stream_callbacks(&st, what);
-  stream_result r;
-  ca::owned_schema& sc = r.original;
-  int rc = st.get_schema(&st, sc.get());
-  if (rc != 0) throw stream_failure((std::string(what) + ".get_schema").c_str(), rc, last_error_of(&st));
-  if (sc.is_released()) throw ca::invalid_data(what, "get_schema returned a released ArrowSchema");
-  // The schema is parsed once: as record batches' schema or as the arrays'
-  // field (a wide schema costs a microsecond or more per column).
-  const bool is_struct = sc->format != nullptr && std::string_view(sc->format) == "+s";
-  r.batches = mode == 2 || (mode == 0 && is_struct);
-  if (r.batches && is_struct) {
-    r.schema = ca::read_schema(*sc.get());
-  } else {
-    r.field = ca::read_field(*sc.get());
-    if (r.batches) {
-      throw ca::invalid_data(what, "a stream of record batches needs a struct schema, got " +
-                                       r.field.type.to_string());
-    }
-  }
-  for (;;) {
-    bool more = next(st, r);
-    if (!more) break;
-  }
-  return r;
+// A source yielding `items` (arrays, or batches) in order.
+template <class T>
+auto source_of(std::vector<T> items) {
+  auto state = std::make_shared<std::pair<std::vector<T>, std::size_t>>(std::move(items), 0);
+  return [state]() -> std::optional<T> {
+    if (state->second == state->first.size()) return std::nullopt;
+    return std::move(state->first[state->second++]);
+  };
 }
 
 }  // namespace
@@ -789,26 +642,22 @@ void bind_arrow(nb::module_& m) {
       [](nb::handle capsule, int mode, int validation) {
         auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
         ca::import_options o{level_of(validation)};
-        stream_result r;
+        std::optional<ca::array_stream_reader> reader;
+        std::vector<ca::array_data> arrays;
+        std::vector<ca::record_batch> batches;
         {
           nb::gil_scoped_release g;
-          r = read_stream_impl(in, "ArrowArrayStream", mode, [&](ArrowArrayStream& st, stream_result& res) {
-            ca::owned_array a;
-            const int rc = st.get_next(&st, a.get());
-            if (rc != 0) throw stream_failure("ArrowArrayStream.get_next", rc, last_error_of(&st));
-            if (a.is_released()) return false;
-            if (res.batches) {
-              res.batch_list.push_back(ca::import_record_batch(a.get(), res.schema, o));
-            } else {
-              res.arrays.push_back(ca::import_array(a.get(), res.field.type, o));
-            }
-            return true;
-          });
+          reader.emplace(in, o, items_of(mode));
+          if (reader->reads_batches()) {
+            while (std::optional<ca::record_batch> b = reader->next()) batches.push_back(std::move(*b));
+          } else {
+            while (std::optional<ca::array_data> a = reader->next_array()) arrays.push_back(std::move(*a));
+          }
         }
         nb::list items;
-        for (auto& a : r.arrays) items.append(nb::cast(ArrayData{r.field, std::move(a), ca::placement{}}));
-        for (auto& b : r.batch_list) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
-        return nb::make_tuple(r.batches, take_schema(r.original), items);
+        for (auto& a : arrays) items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
+        for (auto& b : batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items);
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
       "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
@@ -818,39 +667,36 @@ void bind_arrow(nb::module_& m) {
       [](nb::handle capsule, int mode, std::uintptr_t stream, int device, int validation) {
         auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
         ca::import_options o{level_of(validation)};
-        const cuarrow::device_type declared_type = ca::from_arrow_device_type(in->device_type);
-        stream_result r;
+        std::optional<ca::device_array_stream_reader> reader;
+        nb::list items;
+        std::vector<ca::array_data> arrays;
+        std::vector<ca::record_batch> batches;
+        std::vector<ca::placement> placements;
         {
           nb::gil_scoped_release g;
-          r = read_stream_impl(
-              in, "ArrowDeviceArrayStream", mode, [&](ArrowDeviceArrayStream& st, stream_result& res) {
-                ca::owned_device_array a;
-                const int rc = st.get_next(&st, a.get());
-                if (rc != 0) throw stream_failure("ArrowDeviceArrayStream.get_next", rc, last_error_of(&st));
-                if (a.is_released()) return false;
-                const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
-                if (t != declared_type) {
-                  throw ca::invalid_data("stream", std::string("the stream declared ") + cuarrow::to_string(declared_type) +
-                                                       " arrays but produced a " + cuarrow::to_string(t) + " array");
-                }
-                res.placements.push_back(placement_from(static_cast<int>(t), static_cast<int>(a->device_id)));
-                const cuarrow::stream_view s = make_stream(stream, device);
-                if (res.batches) {
-                  res.batch_list.push_back(ca::import_device_record_batch(a.get(), res.schema, s, o));
-                } else {
-                  res.arrays.push_back(ca::import_device_array(a.get(), res.field.type, s, o));
-                }
-                return true;
-              });
+          reader.emplace(in, o, items_of(mode));
+          const cuarrow::stream_view s = make_stream(stream, device);
+          ca::placement p;
+          if (reader->reads_batches()) {
+            while (std::optional<ca::record_batch> b = reader->next(s, &p)) {
+              batches.push_back(std::move(*b));
+              placements.push_back(p);
+            }
+          } else {
+            while (std::optional<ca::array_data> a = reader->next_array(s, &p)) {
+              arrays.push_back(std::move(*a));
+              placements.push_back(p);
+            }
+          }
         }
-        nb::list items;
-        for (std::size_t i = 0; i < r.arrays.size(); ++i) {
-          items.append(nb::cast(ArrayData{r.field, std::move(r.arrays[i]), r.placements[i]}));
+        for (std::size_t i = 0; i < arrays.size(); ++i) {
+          items.append(nb::cast(ArrayData{reader->root_field(), std::move(arrays[i]), placements[i]}));
         }
-        for (std::size_t i = 0; i < r.batch_list.size(); ++i) {
-          items.append(nb::cast(BatchData{std::move(r.batch_list[i]), r.placements[i]}));
+        for (std::size_t i = 0; i < batches.size(); ++i) {
+          items.append(nb::cast(BatchData{std::move(batches[i]), placements[i]}));
         }
-        return nb::make_tuple(r.batches, take_schema(r.original), items, static_cast<int>(declared_type));
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
+                              static_cast<int>(reader->type()));
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = 0, nb::arg("device") = -1,
       nb::arg("validation") = 1,
@@ -1036,11 +882,13 @@ void bind_arrow(nb::module_& m) {
       "export_device_array_stream",
       [](nb::handle schema_capsule, std::vector<ArrayData> chunks, int device_type, int device_id) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto st = std::make_unique<export_stream_state>();
-        st->field = ca::read_field(*s);
-        st->where = placement_from(device_type, device_id);
-        for (ArrayData& c : chunks) st->roots.push_back(std::move(c.data));
-        return export_stream(std::move(st));
+        ca::field f = ca::read_field(*s);
+        std::vector<ca::array_data> roots;
+        for (ArrayData& c : chunks) roots.push_back(std::move(c.data));
+        return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
+          ca::export_device_array_stream(std::move(f), source_of(std::move(roots)),
+                                         placement_from(device_type, device_id), cuarrow::stream_view(), out);
+        });
       },
       nb::arg("schema_capsule"), nb::arg("chunks"), nb::arg("device_type"), nb::arg("device_id"),
       "An \"arrow_device_array_stream\" capsule yielding the chunks (each with its sync event).");
@@ -1048,12 +896,13 @@ void bind_arrow(nb::module_& m) {
       "export_device_batch_stream",
       [](nb::handle schema_capsule, std::vector<BatchData> batches, int device_type, int device_id) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto st = std::make_unique<export_stream_state>();
-        st->is_batches = true;
-        st->schema = ca::read_schema(*s);
-        st->where = placement_from(device_type, device_id);
-        for (BatchData& b : batches) st->roots.push_back(b.batch.to_struct());
-        return export_stream(std::move(st));
+        ca::schema sc = ca::read_schema(*s);
+        std::vector<ca::record_batch> roots;
+        for (BatchData& b : batches) roots.push_back(std::move(b.batch));
+        return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
+          ca::export_device_array_stream(std::move(sc), source_of(std::move(roots)),
+                                         placement_from(device_type, device_id), cuarrow::stream_view(), out);
+        });
       },
       nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("device_type"), nb::arg("device_id"),
       "An \"arrow_device_array_stream\" capsule yielding the record batches.");
