@@ -325,6 +325,29 @@ auto source_of(std::vector<T> items) {
   };
 }
 
+// cuarrow::arrow::make_array under the capsule's field (which keeps
+// extension metadata), with its declared placement.
+ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::vector<std::optional<Buffer>>& buffers,
+                   std::int64_t null_count, std::int64_t offset, const std::vector<ArrayData>& children,
+                   std::shared_ptr<const ca::array_data> dictionary, int device_type, int device_id, int validation,
+                   std::uintptr_t stream, int device) {
+  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+  ca::field f = ca::read_field(*s);
+  std::vector<cuarrow::buffer> bufs;
+  bufs.reserve(buffers.size());
+  for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
+  std::vector<ca::array_data> kids;
+  kids.reserve(children.size());
+  for (const ArrayData& c : children) kids.push_back(c.data);
+  ca::validate_options o;
+  o.level = level_of(validation);
+  const ca::placement where = placement_from(device_type, device_id);
+  nb::gil_scoped_release r;
+  ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
+                                    std::move(dictionary), o, make_stream(stream, device));
+  return ArrayData{std::move(f), std::move(d), where};
+}
+
 }  // namespace
 
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
@@ -434,34 +457,9 @@ void bind_arrow(nb::module_& m) {
       .def(
           "null_count",
           [](const ArrayData& a, std::uintptr_t stream, int device) -> std::int64_t {
-            const ca::array_data& d = a.data;
-            if (d.null_count >= 0) return d.null_count;
-            const ca::type_layout l = ca::layout_of(d.type);
-            if (!l.has_validity || d.buffers.empty() || d.buffers[0].size() == 0 ||
-                d.buffers[0].is_host_accessible()) {
-              return ca::compute_null_count(d);
-            }
-            // The bitmap is in device memory: copy the bytes that hold bits
-            // [offset, offset + length) and count on the host.  (The core
-            // counts host-accessible bitmaps only.)
-            if (d.length == 0) return 0;
-            const std::int64_t first = d.offset / 8;
-            const std::int64_t last = (d.offset + d.length + 7) / 8;
-            const cuarrow::buffer& bits = d.buffers[0];
-            if (last > bits.size()) {
-              throw ca::invalid_data("array", "validity bitmap too small: needs " + std::to_string(last) +
-                                                  " bytes, has " + std::to_string(bits.size()));
-            }
-            std::vector<std::uint8_t> host(static_cast<std::size_t>(last - first));
-            {
-              nb::gil_scoped_release r;
-              cuarrow::copy_to_host(host.data(), bits, first, last - first, make_stream(stream, device));
-            }
-            std::int64_t valid = 0;
-            for (std::int64_t i = d.offset; i < d.offset + d.length; ++i) {
-              valid += (host[static_cast<std::size_t>(i / 8 - first)] >> (i % 8)) & 1;
-            }
-            return d.length - valid;
+            if (a.data.null_count >= 0) return a.data.null_count;
+            nb::gil_scoped_release r;
+            return ca::compute_null_count(a.data, make_stream(stream, device));
           },
           nb::arg("stream") = 0, nb::arg("device") = -1,
           "The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to "
@@ -708,47 +706,23 @@ void bind_arrow(nb::module_& m) {
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
          std::optional<ArrayData> dictionary, int device_type, int device_id, int validation, std::uintptr_t stream,
          int device) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ArrayData out;
-        out.field = ca::read_field(*s);
-        out.data.type = out.field.type;
-        out.data.length = length;
-        out.data.null_count = null_count;
-        out.data.offset = offset;
-        for (auto& b : buffers) out.data.buffers.push_back(b ? b->buf : cuarrow::buffer());
-        for (auto& c : children) out.data.children.push_back(std::move(c.data));
-        if (dictionary) out.data.dictionary = std::make_shared<const ca::array_data>(std::move(dictionary->data));
-        out.where = placement_from(device_type, device_id);
-        ca::validate_options o;
-        o.level = level_of(validation);
-        nb::gil_scoped_release r;
-        ca::placement_of(out.data);  // one device for the whole tree
-        if (o.level != ca::validation_level::none) ca::validate(out.data, o, make_stream(stream, device));
-        return out;
+        std::shared_ptr<const ca::array_data> dict;
+        if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
+        return array_of(schema_capsule, length, buffers, null_count, offset, children, std::move(dict), device_type,
+                        device_id, validation, stream, device);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
       nb::arg("validation") = 1, nb::arg("stream") = 0, nb::arg("device") = -1,
-      "Assemble an array from buffers (None: absent), children and a dictionary, then validate it.");
-
+      "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` "
+      "(at least cheaply).  The placement is declared for an array without buffers.");
   m.def(
       "array_from_buffers",
       [](nb::handle schema_capsule, std::int64_t length, std::vector<std::optional<Buffer>> buffers,
          std::int64_t null_count, std::int64_t offset, std::vector<ArrayData> children, int device_type,
          int device_id, std::uintptr_t stream, int device) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ca::field f = ca::read_field(*s);
-        std::vector<cuarrow::buffer> bufs;
-        bufs.reserve(buffers.size());
-        for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
-        std::vector<ca::array_data> kids;
-        kids.reserve(children.size());
-        for (const ArrayData& c : children) kids.push_back(c.data);
-        const ca::placement where = placement_from(device_type, device_id);
-        nb::gil_scoped_release r;
-        ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids), nullptr,
-                                          {}, make_stream(stream, device));
-        return ArrayData{std::move(f), std::move(d), where};
+        return array_of(schema_capsule, length, buffers, null_count, offset, children, nullptr, device_type,
+                        device_id, 1, stream, device);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("buffers"), nb::arg("null_count"), nb::arg("offset"),
       nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = 0,
