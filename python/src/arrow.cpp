@@ -26,8 +26,6 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -36,7 +34,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -174,118 +171,28 @@ ca::placement placement_from(int type, int id) {
   return p;
 }
 
-// True when some buffer of the tree is non-empty.
-bool has_buffers(const ca::array_data& a) {
-  for (const cuarrow::buffer& b : a.buffers) {
-    if (b.size() > 0) return true;
-  }
-  for (const ca::array_data& c : a.children) {
-    if (has_buffers(c)) return true;
-  }
-  return a.dictionary && has_buffers(*a.dictionary);
-}
-
-// The placement the tree's buffers have, or `declared` when it has none.
-ca::placement actual_or(const ca::array_data& a, const ca::placement& declared) {
-  if (!has_buffers(a)) return declared;
-  return ca::placement_of(a);
-}
-
 // ---- exports --------------------------------------------------------------------
 
-// The offsets buffer of an empty binary / list / map array holds one offset
-// (offset + 1 for a sliced one), but the core keeps such a buffer empty and
-// exports it as NULL, which Arrow C++ (pyarrow) refuses to import ("null
-// data pointer for a buffer with non-zero computed size").  Give every such
-// buffer of the tree real, zeroed memory where it lives before exporting.
-//
-// Likewise an empty array keeps the offset of the slice it was cut from (a
-// transfer keeps offset % 8) over empty buffers, which Arrow C++ measures
-// against offset + length and refuses: an empty array is exported at offset 0.
-bool needs_offsets_patch(const ca::array_data& a) {
-  if (a.length == 0 && a.offset != 0) return true;
-  const ca::type_layout l = ca::layout_of(a.type);
-  for (std::size_t i = 0; i < l.buffers.size() && i < a.buffers.size(); ++i) {
-    if (l.buffers[i].role == ca::buffer_role::offsets &&
-        a.buffers[i].size() < (a.offset + a.length + 1) * l.buffers[i].byte_width) {
-      return true;
-    }
-  }
-  for (const ca::array_data& c : a.children) {
-    if (needs_offsets_patch(c)) return true;
-  }
-  return a.dictionary && needs_offsets_patch(*a.dictionary);
-}
-
-void patch_offsets(ca::array_data& a, const ca::placement& where, cuarrow::stream_view s) {
-  if (a.length == 0) {
-    a.offset = 0;
-    a.null_count = 0;
-  }
-  const ca::type_layout l = ca::layout_of(a.type);
-  for (std::size_t i = 0; i < l.buffers.size() && i < a.buffers.size(); ++i) {
-    const std::int64_t need = (a.offset + a.length + 1) * l.buffers[i].byte_width;
-    if (l.buffers[i].role != ca::buffer_role::offsets || a.buffers[i].size() >= need) continue;
-    if (a.length != 0) {
-      throw ca::invalid_data("array", "offsets buffer of " + std::to_string(a.buffers[i].size()) +
-                                          " bytes for " + std::to_string(a.length) + " values");
-    }
-    if (where.type == cuarrow::device_type::cpu || where.type == cuarrow::device_type::cuda_host) {
-      cuarrow::buffer b = where.type == cuarrow::device_type::cpu
-                              ? cuarrow::allocate_host(need)
-                              : cuarrow::allocate_pinned(cuarrow::context::get(std::max(where.device_id, 0)), need);
-      std::memset(b.mutable_host_data(), 0, static_cast<std::size_t>(need));
-      a.buffers[i] = b;
-    } else {
-      cuarrow::context ctx = cuarrow::context::get(where.device_id < 0 ? 0 : where.device_id);
-      cuarrow::buffer b = cuarrow::allocate_device(ctx, need, s);
-      cuarrow::fill_async(b, 0, need, 0, s);
-      a.buffers[i] = b;
-    }
-  }
-  for (ca::array_data& c : a.children) patch_offsets(c, where, s);
-  if (a.dictionary && needs_offsets_patch(*a.dictionary)) {
-    ca::array_data d = *a.dictionary;
-    patch_offsets(d, where, s);
-    a.dictionary = std::make_shared<const ca::array_data>(std::move(d));
-  }
-}
-
-// `a`, or a copy of it whose empty offsets buffers are filled (see above).
-ca::array_data exportable(const ca::array_data& a, const ca::placement& where, cuarrow::stream_view s) {
-  if (!needs_offsets_patch(a)) return a;
-  ca::array_data out = a;
-  patch_offsets(out, where, s);
-  return out;
-}
-
 // Export a device array; an array without buffers is labelled with its
-// declared placement (the core labels it CPU: it has no memory to look at).
+// declared placement.
 void export_device(const ca::array_data& array, const ca::placement& declared, cuarrow::stream_view s,
                    ArrowDeviceArray* out) {
-  const ca::array_data a = exportable(array, actual_or(array, declared), s);
-  ca::export_device_array(a, s, out);
-  if (!has_buffers(array) && declared.type != cuarrow::device_type::cpu) {
-    out->device_type = ca::to_arrow_device_type(declared.type);
-    out->device_id = declared.device_id;
-  }
+  ca::export_options o;
+  o.if_no_buffers = declared;
+  ca::export_device_array(array, s, out, nullptr, o);
 }
 
 // The "arrow_array" capsule of a host array (a batch as its struct array).
 nb::object host_array_capsule(const ca::array_data& a) {
   return make_capsule<ArrowArray>([&](ArrowArray* out) {
     nb::gil_scoped_release r;
-    ca::export_array(exportable(a, actual_or(a, ca::placement{}), cuarrow::stream_view()), out);
+    ca::export_array(a, out);
   });
 }
 
 // The "arrow_array" capsule of a host record batch, exported from its
-// columns in place (a batch with an empty offsets buffer to fill goes
-// through its struct array, as host_array_capsule does).
+// columns in place.
 nb::object host_batch_capsule(const ca::record_batch& b) {
-  bool patch = false;
-  for (const ca::array_data& c : b.columns) patch = patch || needs_offsets_patch(c);
-  if (patch) return host_array_capsule(b.to_struct());
   return make_capsule<ArrowArray>([&](ArrowArray* out) {
     nb::gil_scoped_release r;
     ca::export_record_batch(b, out);
@@ -386,180 +293,56 @@ nb::object schema_capsule_of_schema(const ca::schema& sc) {
   return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_schema(sc, s); });
 }
 
-// ---- streams we export ------------------------------------------------------------
-//
-// The core's export_device_array_stream carries record batches (a struct
-// schema) only; a chunked array's stream carries its own type.  This one
-// carries either: a list of roots (arrays, or batches as struct arrays) and
-// the schema to announce.
-
-struct export_stream_state {
-  bool is_batches = false;
-  ca::field field;    // !is_batches
-  ca::schema schema;  // is_batches
-  std::vector<ca::array_data> roots;
-  std::size_t next = 0;
-  ca::placement where;
-  std::string last_error;
-};
-
-int errno_of_current(std::string& last_error) noexcept {
-  try {
-    throw;
-  } catch (const cuarrow::out_of_memory& e) {
-    last_error = e.what();
-    return ENOMEM;
-  } catch (const std::bad_alloc&) {
-    last_error = "out of host memory";
-    return ENOMEM;
-  } catch (const cuarrow::invalid_argument& e) {
-    last_error = e.what();
-    return EINVAL;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return EIO;
-  } catch (...) {
-    last_error = "unknown error";
-    return EIO;
-  }
-}
-
-// A released stream's callbacks refuse (EINVAL) instead of reading freed
-// memory (calling them is the consumer's error).
-int stream_get_schema(ArrowDeviceArrayStream* st, ArrowSchema* out) {
-  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
-  auto* p = static_cast<export_stream_state*>(st->private_data);
-  try {
-    if (p->is_batches) {
-      ca::export_schema(p->schema, out);
-    } else {
-      ca::export_field(p->field, out);
-    }
-    return 0;
-  } catch (...) {
-    return errno_of_current(p->last_error);
-  }
-}
-
-int stream_get_next(ArrowDeviceArrayStream* st, ArrowDeviceArray* out) {
-  if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
-  auto* p = static_cast<export_stream_state*>(st->private_data);
-  try {
-    if (p->next >= p->roots.size()) {
-      std::memset(static_cast<void*>(out), 0, sizeof(*out));
-      out->array.release = nullptr;
-      return 0;
-    }
-    export_device(p->roots[p->next], p->where, cuarrow::stream_view(), out);
-    ++p->next;
-    return 0;
-  } catch (...) {
-    return errno_of_current(p->last_error);
-  }
-}
-
-const char* stream_get_last_error(ArrowDeviceArrayStream* st) {
-  if (st == nullptr || st->private_data == nullptr) return "the stream was released";
-  auto* p = static_cast<export_stream_state*>(st->private_data);
-  return p->last_error.empty() ? nullptr : p->last_error.c_str();
-}
-
-void stream_release(ArrowDeviceArrayStream* st) {
-  if (st == nullptr || st->release == nullptr) return;
-  delete static_cast<export_stream_state*>(st->private_data);
-  st->private_data = nullptr;
-  st->release = nullptr;
-}
-
-nb::object export_stream(std::unique_ptr<export_stream_state> state) {
-  return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
-    out->device_type = ca::to_arrow_device_type(state->where.type);
-    out->get_schema = stream_get_schema;
-    out->get_next = stream_get_next;
-    out->get_last_error = stream_get_last_error;
-    out->private_data = state.release();
-    out->release = stream_release;
-  });
-}
+// ---- streams -------------------------------------------------------------------------
 
 // The producer's schema of a stream, moved into a capsule.
-nb::object take_schema(ca::owned_schema& schema) {
+nb::object take_schema(ca::owned_schema schema) {
   return make_capsule<ArrowSchema>([&](ArrowSchema* out) {
     *out = *schema.get();
     schema->release = nullptr;
   });
 }
 
-// ---- streams we import ------------------------------------------------------------
-//
-// Read directly through the C callbacks (the core's readers want a struct
-// schema; a chunked array's stream has its own type).  `mode`: 0 decide by
-// the schema (struct: batches), 1 arrays, 2 batches.
-
-cuarrow::error stream_failure(const char* what, int code, const char* message) {
-  return cuarrow::error(std::string(what) + " failed (errno " + std::to_string(code) +
-                        (code == EINVAL ? ", EINVAL" : code == ENOMEM ? ", ENOMEM" : code == EIO ? ", EIO" : "") +
-                        "): " + (message != nullptr ? message : "the producer gave no message"));
-}
-
-template <class Stream>
-const char* last_error_of(Stream* st) {
-  return st->get_last_error != nullptr ? st->get_last_error(st) : nullptr;
-}
-
-template <class Stream>
-void check_stream_callbacks(const Stream* st, const char* what) {
-  if (st->get_schema == nullptr || st->get_next == nullptr) {
-    throw ca::invalid_data(what, "the stream has a NULL get_schema or get_next callback");
+// mode: 0 decide by the schema (struct: batches), 1 arrays, 2 batches.
+ca::stream_items items_of(int mode) {
+  switch (mode) {
+    case 1: return ca::stream_items::arrays;
+    case 2: return ca::stream_items::batches;
+    default: return ca::stream_items::by_schema;
   }
 }
 
-struct stream_result {
-  ca::owned_schema original;  // the producer's schema, handed on to Python as is
-  bool batches = false;
-  ca::field field;
-  ca::schema schema;
-  std::vector<ca::array_data> arrays;
-  std::vector<ca::record_batch> batch_list;
-  std::vector<ca::placement> placements;
-};
+// A source yielding `items` (arrays, or batches) in order.
+template <class T>
+auto source_of(std::vector<T> items) {
+  auto state = std::make_shared<std::pair<std::vector<T>, std::size_t>>(std::move(items), 0);
+  return [state]() -> std::optional<T> {
+    if (state->second == state->first.size()) return std::nullopt;
+    return std::move(state->first[state->second++]);
+  };
+}
 
-// Moves the stream struct out of the capsule (so a failure releases it
-// here, once) and reads it to the end.
-template <class Stream, class Next>
-stream_result read_stream_impl(Stream* in, const char* what, int mode, Next&& next) {
-  Stream st = *in;
-  in->release = nullptr;
-  struct guard {
-    Stream* s;
-    ~guard() {
-      if (s->release != nullptr) s->release(s);
-    }
-  } g{&st};
-  check_stream_callbacks(&st, what);
-  stream_result r;
-  ca::owned_schema& sc = r.original;
-  int rc = st.get_schema(&st, sc.get());
-  if (rc != 0) throw stream_failure((std::string(what) + ".get_schema").c_str(), rc, last_error_of(&st));
-  if (sc.is_released()) throw ca::invalid_data(what, "get_schema returned a released ArrowSchema");
-  // The schema is parsed once: as record batches' schema or as the arrays'
-  // field (a wide schema costs a microsecond or more per column).
-  const bool is_struct = sc->format != nullptr && std::string_view(sc->format) == "+s";
-  r.batches = mode == 2 || (mode == 0 && is_struct);
-  if (r.batches && is_struct) {
-    r.schema = ca::read_schema(*sc.get());
-  } else {
-    r.field = ca::read_field(*sc.get());
-    if (r.batches) {
-      throw ca::invalid_data(what, "a stream of record batches needs a struct schema, got " +
-                                       r.field.type.to_string());
-    }
-  }
-  for (;;) {
-    bool more = next(st, r);
-    if (!more) break;
-  }
-  return r;
+// cuarrow::arrow::make_array under the capsule's field (which keeps
+// extension metadata), with its declared placement.
+ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::vector<std::optional<Buffer>>& buffers,
+                   std::int64_t null_count, std::int64_t offset, const std::vector<ArrayData>& children,
+                   std::shared_ptr<const ca::array_data> dictionary, int device_type, int device_id, int validation,
+                   std::uintptr_t stream, int device) {
+  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+  ca::field f = ca::read_field(*s);
+  std::vector<cuarrow::buffer> bufs;
+  bufs.reserve(buffers.size());
+  for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
+  std::vector<ca::array_data> kids;
+  kids.reserve(children.size());
+  for (const ArrayData& c : children) kids.push_back(c.data);
+  ca::validate_options o;
+  o.level = level_of(validation);
+  const ca::placement where = placement_from(device_type, device_id);
+  nb::gil_scoped_release r;
+  ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
+                                    std::move(dictionary), o, make_stream(stream, device));
+  return ArrayData{std::move(f), std::move(d), where};
 }
 
 }  // namespace
@@ -600,7 +383,7 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro("type_string", [](const ArrayData& a) { return a.data.type.to_string(); })
       .def_prop_ro("placement",
                    [](const ArrayData& a) {
-                     ca::placement p = actual_or(a.data, a.where);
+                     ca::placement p = ca::placement_of(a.data, a.where);
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    },
                    "(device type code, device id) of the memory; the declared placement for an array without "
@@ -671,34 +454,9 @@ void bind_arrow(nb::module_& m) {
       .def(
           "null_count",
           [](const ArrayData& a, std::uintptr_t stream, int device) -> std::int64_t {
-            const ca::array_data& d = a.data;
-            if (d.null_count >= 0) return d.null_count;
-            const ca::type_layout l = ca::layout_of(d.type);
-            if (!l.has_validity || d.buffers.empty() || d.buffers[0].size() == 0 ||
-                d.buffers[0].is_host_accessible()) {
-              return ca::compute_null_count(d);
-            }
-            // The bitmap is in device memory: copy the bytes that hold bits
-            // [offset, offset + length) and count on the host.  (The core
-            // counts host-accessible bitmaps only.)
-            if (d.length == 0) return 0;
-            const std::int64_t first = d.offset / 8;
-            const std::int64_t last = (d.offset + d.length + 7) / 8;
-            const cuarrow::buffer& bits = d.buffers[0];
-            if (last > bits.size()) {
-              throw ca::invalid_data("array", "validity bitmap too small: needs " + std::to_string(last) +
-                                                  " bytes, has " + std::to_string(bits.size()));
-            }
-            std::vector<std::uint8_t> host(static_cast<std::size_t>(last - first));
-            {
-              nb::gil_scoped_release r;
-              cuarrow::copy_to_host(host.data(), bits, first, last - first, make_stream(stream, device));
-            }
-            std::int64_t valid = 0;
-            for (std::int64_t i = d.offset; i < d.offset + d.length; ++i) {
-              valid += (host[static_cast<std::size_t>(i / 8 - first)] >> (i % 8)) & 1;
-            }
-            return d.length - valid;
+            if (a.data.null_count >= 0) return a.data.null_count;
+            nb::gil_scoped_release r;
+            return ca::compute_null_count(a.data, make_stream(stream, device));
           },
           nb::arg("stream") = 0, nb::arg("device") = -1,
           "The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to "
@@ -745,7 +503,7 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro("num_columns", [](const BatchData& b) { return b.batch.columns.size(); })
       .def_prop_ro("placement",
                    [](const BatchData& b) {
-                     ca::placement p = actual_or(b.batch.to_struct(), b.where);
+                     ca::placement p = ca::placement_of(b.batch.to_struct(), b.where);
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    })
       .def(
@@ -879,26 +637,22 @@ void bind_arrow(nb::module_& m) {
       [](nb::handle capsule, int mode, int validation) {
         auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
         ca::import_options o{level_of(validation)};
-        stream_result r;
+        std::optional<ca::array_stream_reader> reader;
+        std::vector<ca::array_data> arrays;
+        std::vector<ca::record_batch> batches;
         {
           nb::gil_scoped_release g;
-          r = read_stream_impl(in, "ArrowArrayStream", mode, [&](ArrowArrayStream& st, stream_result& res) {
-            ca::owned_array a;
-            const int rc = st.get_next(&st, a.get());
-            if (rc != 0) throw stream_failure("ArrowArrayStream.get_next", rc, last_error_of(&st));
-            if (a.is_released()) return false;
-            if (res.batches) {
-              res.batch_list.push_back(ca::import_record_batch(a.get(), res.schema, o));
-            } else {
-              res.arrays.push_back(ca::import_array(a.get(), res.field.type, o));
-            }
-            return true;
-          });
+          reader.emplace(in, o, items_of(mode));
+          if (reader->reads_batches()) {
+            while (std::optional<ca::record_batch> b = reader->next()) batches.push_back(std::move(*b));
+          } else {
+            while (std::optional<ca::array_data> a = reader->next_array()) arrays.push_back(std::move(*a));
+          }
         }
         nb::list items;
-        for (auto& a : r.arrays) items.append(nb::cast(ArrayData{r.field, std::move(a), ca::placement{}}));
-        for (auto& b : r.batch_list) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
-        return nb::make_tuple(r.batches, take_schema(r.original), items);
+        for (auto& a : arrays) items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
+        for (auto& b : batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items);
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
       "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
@@ -908,39 +662,36 @@ void bind_arrow(nb::module_& m) {
       [](nb::handle capsule, int mode, std::uintptr_t stream, int device, int validation) {
         auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
         ca::import_options o{level_of(validation)};
-        const cuarrow::device_type declared_type = ca::from_arrow_device_type(in->device_type);
-        stream_result r;
+        std::optional<ca::device_array_stream_reader> reader;
+        nb::list items;
+        std::vector<ca::array_data> arrays;
+        std::vector<ca::record_batch> batches;
+        std::vector<ca::placement> placements;
         {
           nb::gil_scoped_release g;
-          r = read_stream_impl(
-              in, "ArrowDeviceArrayStream", mode, [&](ArrowDeviceArrayStream& st, stream_result& res) {
-                ca::owned_device_array a;
-                const int rc = st.get_next(&st, a.get());
-                if (rc != 0) throw stream_failure("ArrowDeviceArrayStream.get_next", rc, last_error_of(&st));
-                if (a.is_released()) return false;
-                const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
-                if (t != declared_type) {
-                  throw ca::invalid_data("stream", std::string("the stream declared ") + cuarrow::to_string(declared_type) +
-                                                       " arrays but produced a " + cuarrow::to_string(t) + " array");
-                }
-                res.placements.push_back(placement_from(static_cast<int>(t), static_cast<int>(a->device_id)));
-                const cuarrow::stream_view s = make_stream(stream, device);
-                if (res.batches) {
-                  res.batch_list.push_back(ca::import_device_record_batch(a.get(), res.schema, s, o));
-                } else {
-                  res.arrays.push_back(ca::import_device_array(a.get(), res.field.type, s, o));
-                }
-                return true;
-              });
+          reader.emplace(in, o, items_of(mode));
+          const cuarrow::stream_view s = make_stream(stream, device);
+          ca::placement p;
+          if (reader->reads_batches()) {
+            while (std::optional<ca::record_batch> b = reader->next(s, &p)) {
+              batches.push_back(std::move(*b));
+              placements.push_back(p);
+            }
+          } else {
+            while (std::optional<ca::array_data> a = reader->next_array(s, &p)) {
+              arrays.push_back(std::move(*a));
+              placements.push_back(p);
+            }
+          }
         }
-        nb::list items;
-        for (std::size_t i = 0; i < r.arrays.size(); ++i) {
-          items.append(nb::cast(ArrayData{r.field, std::move(r.arrays[i]), r.placements[i]}));
+        for (std::size_t i = 0; i < arrays.size(); ++i) {
+          items.append(nb::cast(ArrayData{reader->root_field(), std::move(arrays[i]), placements[i]}));
         }
-        for (std::size_t i = 0; i < r.batch_list.size(); ++i) {
-          items.append(nb::cast(BatchData{std::move(r.batch_list[i]), r.placements[i]}));
+        for (std::size_t i = 0; i < batches.size(); ++i) {
+          items.append(nb::cast(BatchData{std::move(batches[i]), placements[i]}));
         }
-        return nb::make_tuple(r.batches, take_schema(r.original), items, static_cast<int>(declared_type));
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
+                              static_cast<int>(reader->type()));
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = 0, nb::arg("device") = -1,
       nb::arg("validation") = 1,
@@ -952,47 +703,23 @@ void bind_arrow(nb::module_& m) {
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
          std::optional<ArrayData> dictionary, int device_type, int device_id, int validation, std::uintptr_t stream,
          int device) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ArrayData out;
-        out.field = ca::read_field(*s);
-        out.data.type = out.field.type;
-        out.data.length = length;
-        out.data.null_count = null_count;
-        out.data.offset = offset;
-        for (auto& b : buffers) out.data.buffers.push_back(b ? b->buf : cuarrow::buffer());
-        for (auto& c : children) out.data.children.push_back(std::move(c.data));
-        if (dictionary) out.data.dictionary = std::make_shared<const ca::array_data>(std::move(dictionary->data));
-        out.where = placement_from(device_type, device_id);
-        ca::validate_options o;
-        o.level = level_of(validation);
-        nb::gil_scoped_release r;
-        ca::placement_of(out.data);  // one device for the whole tree
-        if (o.level != ca::validation_level::none) ca::validate(out.data, o, make_stream(stream, device));
-        return out;
+        std::shared_ptr<const ca::array_data> dict;
+        if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
+        return array_of(schema_capsule, length, buffers, null_count, offset, children, std::move(dict), device_type,
+                        device_id, validation, stream, device);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
       nb::arg("validation") = 1, nb::arg("stream") = 0, nb::arg("device") = -1,
-      "Assemble an array from buffers (None: absent), children and a dictionary, then validate it.");
-
+      "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` "
+      "(at least cheaply).  The placement is declared for an array without buffers.");
   m.def(
       "array_from_buffers",
       [](nb::handle schema_capsule, std::int64_t length, std::vector<std::optional<Buffer>> buffers,
          std::int64_t null_count, std::int64_t offset, std::vector<ArrayData> children, int device_type,
          int device_id, std::uintptr_t stream, int device) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ca::field f = ca::read_field(*s);
-        std::vector<cuarrow::buffer> bufs;
-        bufs.reserve(buffers.size());
-        for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
-        std::vector<ca::array_data> kids;
-        kids.reserve(children.size());
-        for (const ArrayData& c : children) kids.push_back(c.data);
-        const ca::placement where = placement_from(device_type, device_id);
-        nb::gil_scoped_release r;
-        ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids), nullptr,
-                                          {}, make_stream(stream, device));
-        return ArrayData{std::move(f), std::move(d), where};
+        return array_of(schema_capsule, length, buffers, null_count, offset, children, nullptr, device_type,
+                        device_id, 1, stream, device);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("buffers"), nb::arg("null_count"), nb::arg("offset"),
       nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = 0,
@@ -1126,11 +853,13 @@ void bind_arrow(nb::module_& m) {
       "export_device_array_stream",
       [](nb::handle schema_capsule, std::vector<ArrayData> chunks, int device_type, int device_id) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto st = std::make_unique<export_stream_state>();
-        st->field = ca::read_field(*s);
-        st->where = placement_from(device_type, device_id);
-        for (ArrayData& c : chunks) st->roots.push_back(std::move(c.data));
-        return export_stream(std::move(st));
+        ca::field f = ca::read_field(*s);
+        std::vector<ca::array_data> roots;
+        for (ArrayData& c : chunks) roots.push_back(std::move(c.data));
+        return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
+          ca::export_device_array_stream(std::move(f), source_of(std::move(roots)),
+                                         placement_from(device_type, device_id), cuarrow::stream_view(), out);
+        });
       },
       nb::arg("schema_capsule"), nb::arg("chunks"), nb::arg("device_type"), nb::arg("device_id"),
       "An \"arrow_device_array_stream\" capsule yielding the chunks (each with its sync event).");
@@ -1138,12 +867,13 @@ void bind_arrow(nb::module_& m) {
       "export_device_batch_stream",
       [](nb::handle schema_capsule, std::vector<BatchData> batches, int device_type, int device_id) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto st = std::make_unique<export_stream_state>();
-        st->is_batches = true;
-        st->schema = ca::read_schema(*s);
-        st->where = placement_from(device_type, device_id);
-        for (BatchData& b : batches) st->roots.push_back(b.batch.to_struct());
-        return export_stream(std::move(st));
+        ca::schema sc = ca::read_schema(*s);
+        std::vector<ca::record_batch> roots;
+        for (BatchData& b : batches) roots.push_back(std::move(b.batch));
+        return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
+          ca::export_device_array_stream(std::move(sc), source_of(std::move(roots)),
+                                         placement_from(device_type, device_id), cuarrow::stream_view(), out);
+        });
       },
       nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("device_type"), nb::arg("device_id"),
       "An \"arrow_device_array_stream\" capsule yielding the record batches.");

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "arrow_internal.hpp"
+#include "cuarrow/copy.hpp"
 
 namespace cuarrow::arrow {
 
@@ -58,11 +60,13 @@ void collect_placement(const array_data& a, const std::string& path, std::option
 
 }  // namespace
 
-placement placement_of(const array_data& array) {
+placement placement_of(const array_data& array) { return placement_of(array, placement{}); }
+
+placement placement_of(const array_data& array, const placement& if_no_buffers) {
   std::optional<placement> found;
   std::string found_at;
   collect_placement(array, "array", found, found_at);
-  return found.value_or(placement{});
+  return found.value_or(if_no_buffers);
 }
 
 // ---- record batches -------------------------------------------------------------------
@@ -122,15 +126,30 @@ record_batch record_batch::from_struct(array_data&& array, key_value_metadata me
 
 // ---- null counts ---------------------------------------------------------------------------
 
-std::int64_t compute_null_count(const array_data& a) {
+std::int64_t compute_null_count(const array_data& a, stream_view s) {
   if (a.type.id == type_id::null) return a.length;
   const type_layout l = layout_of(a.type);
   if (!l.has_validity) return 0;
   if (a.null_count >= 0) return a.null_count;
-  if (a.buffers.empty() || a.buffers[0].size() == 0) return 0;
-  const auto* bits = reinterpret_cast<const std::uint8_t*>(a.buffers[0].host_data());
-  return a.length - detail::count_set_bits(bits, a.offset, a.length);
+  if (a.buffers.empty() || a.buffers[0].size() == 0 || a.length == 0) return 0;
+  // The bytes holding bits [offset, offset + length).
+  const buffer& bits = a.buffers[0];
+  const std::int64_t first = a.offset / 8;
+  const std::int64_t last = (a.offset + a.length + 7) / 8;
+  if (last > bits.size()) {
+    throw invalid_data("array", "validity bitmap too small: needs " + std::to_string(last) + " bytes, has " +
+                                    std::to_string(bits.size()));
+  }
+  if (bits.is_host_accessible()) {
+    return a.length - detail::count_set_bits(reinterpret_cast<const std::uint8_t*>(bits.host_data()), a.offset,
+                                             a.length);
+  }
+  std::vector<std::uint8_t> host(static_cast<std::size_t>(last - first));
+  copy_to_host(host.data(), bits, first, last - first, s);
+  return a.length - detail::count_set_bits(host.data(), a.offset - first * 8, a.length);
 }
+
+std::int64_t compute_null_count(const array_data& a) { return compute_null_count(a, stream_view()); }
 
 // ---- equality ------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 #include "buffer_factory.hpp"
 #include "c_internal.hpp"
 #include "cuarrow/arrow/c_data.hpp"
+#include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "runtime/pointer_query.hpp"
 
@@ -123,17 +124,51 @@ struct tree_path {
   }
 };
 
-std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const tree_path& path);
+// Where an export's memory lives, for the zeroed offsets it may have to
+// supply (see fill_array): one small buffer per export, made at the first
+// need, in the tree's memory (a device one filled on `s`).
+class export_target {
+ public:
+  export_target(placement where, stream_view s) : where_(where), s_(s) {}
+
+  // A buffer of at least 8 zero bytes where the tree lives, and its address.
+  const void* zeros(std::vector<buffer>& keep) {
+    // Host memory of any kind will do for host readers.
+    alignas(64) static constexpr std::uint8_t kZeros[64] = {};
+    if (where_.type == device_type::cpu) return kZeros;
+    if (!zeros_) {
+      const context ctx = context::get(where_.device_id < 0 ? 0 : where_.device_id);
+      if (where_.type == device_type::cuda) {
+        zeros_ = allocate_device(ctx, 8, s_);
+        fill_async(*zeros_, 0, 8, 0, s_);
+      } else {
+        // cuda_host and cuda_managed memory is read by host and device code:
+        // pinned memory (mapped, zeroed) serves both.
+        zeros_ = allocate_pinned(ctx, 8);
+      }
+    }
+    keep.push_back(*zeros_);
+    return reinterpret_cast<const void*>(zeros_->address());
+  }
+
+ private:
+  placement where_;
+  stream_view s_;
+  std::optional<buffer> zeros_;
+};
+
+std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const tree_path& path,
+                                          export_target& to);
 
 // Exports `children` (described by `fields`) into `p`'s child storage.
 void fill_children(std::span<const array_data> children, const std::vector<field>& fields, array_private& p,
-                   const tree_path& path) {
+                   const tree_path& path, export_target& to) {
   p.child_storage.resize(children.size());
   for (ArrowArray& c : p.child_storage) c.release = nullptr;
   for (std::size_t i = 0; i < children.size(); ++i) {
     const tree_path cp{&path, &fields, i, false, ""};
     ArrowArray& c = p.child_storage[i];
-    std::unique_ptr<array_private> cpriv = fill_array(children[i], &c, cp);
+    std::unique_ptr<array_private> cpriv = fill_array(children[i], &c, cp, to);
     c.private_data = cpriv.release();
     c.release = release_array;
   }
@@ -147,7 +182,15 @@ void set_children(const array_private& p, ArrowArray* out) {
 }
 
 // Fills `out` completely, or throws leaving it untouched.
-std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const tree_path& path) {
+//
+// What Arrow C++ (pyarrow) imports: an empty array is exported at offset 0
+// with no nulls (a cut array keeps the offset of its slice over empty
+// buffers, which a consumer measures against offset + length), and the
+// offsets buffer of an empty binary / list / map array, which the model may
+// keep empty, as one zero offset rather than NULL ("null data pointer for a
+// buffer with non-zero computed size").
+std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, const tree_path& path,
+                                          export_target& to) {
   const type_layout l = layout_of(a.type);
   const std::size_t fixed = l.buffers.size();
   if (l.variadic ? a.buffers.size() < fixed : a.buffers.size() != fixed) {
@@ -165,31 +208,44 @@ std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, 
                                                    : std::string("dictionary array without a dictionary"));
   }
 
+  const std::int64_t offset = a.length == 0 ? 0 : a.offset;
   auto p = std::make_unique<array_private>();
   p->keep = a.buffers;
   p->pointers.reserve(a.buffers.size() + (l.variadic ? 1 : 0));
-  for (const buffer& b : a.buffers) {
-    p->pointers.push_back(b.size() > 0 ? reinterpret_cast<const void*>(b.address()) : nullptr);
+  for (std::size_t i = 0; i < a.buffers.size(); ++i) {
+    const buffer& b = a.buffers[i];
+    const void* ptr = b.size() > 0 ? reinterpret_cast<const void*>(b.address()) : nullptr;
+    if (i < fixed && l.buffers[i].role == buffer_role::offsets) {
+      const std::int64_t need = (offset + a.length + 1) * l.buffers[i].byte_width;
+      if (b.size() < need) {
+        if (a.length != 0) {
+          throw invalid_data(path.render(), "offsets buffer of " + std::to_string(b.size()) + " bytes for " +
+                                                std::to_string(a.length) + " values");
+        }
+        ptr = to.zeros(p->keep);
+      }
+    }
+    p->pointers.push_back(ptr);
   }
   if (l.variadic) {
     for (std::size_t i = fixed; i < a.buffers.size(); ++i) p->variadic_sizes.push_back(a.buffers[i].size());
     p->pointers.push_back(p->variadic_sizes.empty() ? nullptr : p->variadic_sizes.data());
   }
 
-  fill_children(a.children, a.type.children, *p, path);
+  fill_children(a.children, a.type.children, *p, path, to);
   if (a.dictionary) {
     auto d = std::make_unique<ArrowArray>();
     d->release = nullptr;
     const tree_path dp{&path, nullptr, 0, true, ""};
-    std::unique_ptr<array_private> dpriv = fill_array(*a.dictionary, d.get(), dp);
+    std::unique_ptr<array_private> dpriv = fill_array(*a.dictionary, d.get(), dp, to);
     d->private_data = dpriv.release();
     d->release = release_array;
     p->dictionary = std::move(d);
   }
 
   out->length = a.length;
-  out->null_count = a.null_count;
-  out->offset = a.offset;
+  out->null_count = a.length == 0 ? 0 : a.null_count;
+  out->offset = offset;
   out->n_buffers = a.type.id == type_id::null ? 0 : static_cast<std::int64_t>(p->pointers.size());
   set_children(*p, out);
   out->buffers = p->pointers.empty() || a.type.id == type_id::null ? nullptr : p->pointers.data();
@@ -202,7 +258,7 @@ std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, 
 // A record batch as the struct array the C Data Interface carries, built
 // from its columns in place (record_batch::to_struct would copy them and
 // the schema's fields first).
-void fill_batch_root(const record_batch& batch, ArrowArray* out) {
+void fill_batch_root(const record_batch& batch, ArrowArray* out, export_target& to) {
   if (batch.columns.size() != batch.schema.fields.size()) {
     throw invalid_data("record batch", std::to_string(batch.columns.size()) + " columns for " +
                                            std::to_string(batch.schema.fields.size()) + " fields");
@@ -211,7 +267,7 @@ void fill_batch_root(const record_batch& batch, ArrowArray* out) {
   auto p = std::make_unique<array_private>();
   p->keep.emplace_back();
   p->pointers.push_back(nullptr);  // no validity bitmap: a batch has no null rows
-  fill_children(batch.columns, batch.schema.fields, *p, root);
+  fill_children(batch.columns, batch.schema.fields, *p, root, to);
   ArrowArray tmp{};
   tmp.length = batch.num_rows;
   tmp.null_count = 0;
@@ -225,10 +281,9 @@ void fill_batch_root(const record_batch& batch, ArrowArray* out) {
   *out = tmp;
 }
 
-void fill_root(const array_data& a, ArrowArray* out, std::unique_ptr<exported_event> sync) {
+void fill_root(const array_data& a, ArrowArray* out, export_target& to) {
   ArrowArray tmp{};
-  std::unique_ptr<array_private> p = fill_array(a, &tmp, tree_path{});
-  p->sync = std::move(sync);
+  std::unique_ptr<array_private> p = fill_array(a, &tmp, tree_path{}, to);
   tmp.private_data = p.release();
   tmp.release = release_array;
   *out = tmp;
@@ -246,7 +301,6 @@ bool detail::has_any_buffer(const array_data& a) {
   return a.dictionary && has_any_buffer(*a.dictionary);
 }
 
-
 void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_schema) {
   if (out == nullptr) throw invalid_argument("export_array: null output ArrowArray");
   const placement where = placement_of(array);
@@ -258,7 +312,8 @@ void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_sch
   }
   owned_schema schema;
   if (out_schema != nullptr) export_type(array.type, schema.get());
-  fill_root(array, out, nullptr);
+  export_target to(placement{}, stream_view());
+  fill_root(array, out, to);
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
     schema->release = nullptr;
@@ -278,24 +333,27 @@ void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema
   }
   owned_schema schema;
   if (out_schema != nullptr) export_schema(batch.schema, schema.get());
-  fill_batch_root(batch, out);
+  export_target to(placement{}, stream_view());
+  fill_batch_root(batch, out, to);
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
     schema->release = nullptr;
   }
 }
 
-namespace detail {
-
-void export_device_impl(const array_data& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema,
-                        const export_options& options, std::optional<placement> fallback) {
+void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema,
+                         const export_options& options) {
   if (out == nullptr) throw invalid_argument("export_device_array: null output ArrowDeviceArray");
-  placement where = placement_of(array);
-  if (fallback && !has_any_buffer(array)) where = *fallback;
+  const placement where = placement_of(array, options.if_no_buffers);
 
   owned_schema schema;
   if (out_schema != nullptr) export_type(array.type, schema.get());
 
+  // The tree first: zeroed offsets it supplies are filled on `s`, before
+  // the event is recorded (or the stream synchronized).
+  export_target to(where, s);
+  owned_array root;
+  fill_root(array, root.get(), to);
   std::unique_ptr<exported_event> sync;
   if (where.type != device_type::cpu) {
     if (options.synchronize) {
@@ -306,11 +364,12 @@ void export_device_impl(const array_data& array, stream_view s, ArrowDeviceArray
     }
   }
   ArrowDeviceArray tmp{};
-  void* event_pointer = sync ? static_cast<void*>(&sync->raw) : nullptr;
-  fill_root(array, &tmp.array, std::move(sync));
+  tmp.sync_event = sync ? static_cast<void*>(&sync->raw) : nullptr;
+  static_cast<array_private*>(root->private_data)->sync = std::move(sync);
+  tmp.array = *root.get();
+  root->release = nullptr;
   tmp.device_id = where.type == device_type::cpu ? -1 : where.device_id;
   tmp.device_type = to_arrow_device_type(where.type);
-  tmp.sync_event = event_pointer;
   *out = tmp;
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
@@ -318,18 +377,11 @@ void export_device_impl(const array_data& array, stream_view s, ArrowDeviceArray
   }
 }
 
-}  // namespace detail
-
-void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema,
-                         const export_options& options) {
-  detail::export_device_impl(array, s, out, out_schema, options, std::nullopt);
-}
-
 void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
                                 ArrowSchema* out_schema, const export_options& options) {
   owned_schema schema;
   if (out_schema != nullptr) export_schema(batch.schema, schema.get());
-  detail::export_device_impl(batch.to_struct(), s, out, nullptr, options, std::nullopt);
+  export_device_array(batch.to_struct(), s, out, nullptr, options);
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
     schema->release = nullptr;

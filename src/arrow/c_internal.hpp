@@ -43,9 +43,4 @@ key_value_metadata decode_metadata(const char* blob, std::size_t size, const std
 // True when some buffer of the tree is non-empty.
 bool has_any_buffer(const array_data& a);
 
-// Export of a device array where buffer-less arrays (all buffers empty)
-// take `fallback` as their placement (a device stream declares its type).
-void export_device_impl(const array_data& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema,
-                        const export_options& options, std::optional<placement> fallback);
-
 }  // namespace cuarrow::arrow::detail

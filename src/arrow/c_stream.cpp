@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "c_internal.hpp"
@@ -16,10 +17,12 @@ namespace {
 // ---- export ------------------------------------------------------------------------
 
 // Common state of an exported stream.  `produce` fills the out struct for
-// the next batch or returns false at the end.
+// the next item or returns false at the end.  get_schema gives `root` for a
+// stream of arrays, `schema` (a struct) for one of record batches.
 template <class Out>
 struct stream_private {
   arrow::schema schema;
+  std::optional<field> root;
   std::function<bool(Out*)> produce;
   std::string last_error;
   // Anything the stream must keep alive (an adapter's reader and stream).
@@ -36,7 +39,11 @@ int get_schema_cb(Stream* st, ArrowSchema* out) {
   if (st == nullptr || st->private_data == nullptr || out == nullptr) return EINVAL;
   auto* p = static_cast<stream_private<Out>*>(st->private_data);
   try {
-    export_schema(p->schema, out);
+    if (p->root) {
+      export_field(*p->root, out);
+    } else {
+      export_schema(p->schema, out);
+    }
     return 0;
   } catch (...) {
     return detail::errno_for_current_exception(p->last_error);
@@ -97,25 +104,36 @@ void fill_device_stream(std::unique_ptr<stream_private<ArrowDeviceArray>> p, dev
   out->private_data = p.release();
 }
 
-// Exports a device batch declared to be in `type` memory.
-void export_declared(const record_batch& b, device_type type, stream_view s, ArrowDeviceArray* out) {
-  const array_data root = b.to_struct();
-  const placement where = placement_of(root);
-  int device_id = where.device_id;
-  if (where.type != type) {
-    if (detail::has_any_buffer(root)) {
-      throw invalid_argument(std::string("the stream carries ") + to_string(type) + " arrays but this batch is in " +
-                             to_string(where.type) + " memory");
-    }
-    // No buffers at all: label the batch with the stream's type.
-    device_id = type == device_type::cpu ? -1 : (s.device_number() >= 0 ? s.device_number() : 0);
+// Exports a device array (a batch as its struct array) declared to be in
+// `where` memory; one without any buffer is labelled `where`.
+void export_declared(const array_data& root, const char* noun, const placement& where, stream_view s,
+                     ArrowDeviceArray* out) {
+  const placement got = placement_of(root, where);
+  if (got.type != where.type) {
+    throw invalid_argument(std::string("the stream carries ") + to_string(where.type) + " arrays but this " + noun +
+                           " is in " + to_string(got.type) + " memory");
   }
-  detail::export_device_impl(root, s, out, nullptr, {}, placement{type, device_id});
+  export_options o;
+  o.if_no_buffers = where;
+  export_device_array(root, s, out, nullptr, o);
 }
 
-error stream_failure(const char* what, int code, const char* message) {
-  return error(std::string(what) + " failed (errno " + std::to_string(code) + "): " +
-               (message != nullptr ? message : "no message"));
+// The placement a stream of `type` labels items without buffers with: the
+// producer's device (device 0 for the default stream).
+placement stream_placement(device_type type, stream_view producer) {
+  if (type == device_type::cpu) return placement{};
+  return placement{type, producer.device_number() >= 0 ? producer.device_number() : 0};
+}
+
+constexpr const char* errno_name(int code) {
+  return code == EINVAL ? ", EINVAL" : code == ENOMEM ? ", ENOMEM" : code == EIO ? ", EIO" : "";
+}
+
+template <class Stream>
+error stream_failure(const Stream& st, const char* what, int code) {
+  const char* message = st.get_last_error != nullptr ? st.get_last_error(const_cast<Stream*>(&st)) : nullptr;
+  return error(std::string(what) + " failed (errno " + std::to_string(code) + errno_name(code) +
+               "): " + (message != nullptr ? message : "the producer gave no message"));
 }
 
 }  // namespace
@@ -134,71 +152,185 @@ void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* o
   fill_host_stream(std::move(p), out);
 }
 
-void export_device_array_stream(arrow::schema s, batch_source next, device_type type, stream_view producer,
+void export_array_stream(field f, array_source next, ArrowArrayStream* out) {
+  if (out == nullptr) throw invalid_argument("export_array_stream: null output ArrowArrayStream");
+  if (!next) throw invalid_argument("export_array_stream: no array source");
+  auto p = std::make_unique<stream_private<ArrowArray>>();
+  p->root = std::move(f);
+  p->produce = [next = std::move(next)](ArrowArray* o) {
+    std::optional<array_data> a = next();
+    if (!a) return false;
+    export_array(*a, o);
+    return true;
+  };
+  fill_host_stream(std::move(p), out);
+}
+
+void export_device_array_stream(arrow::schema s, batch_source next, const placement& where, stream_view producer,
                                 ArrowDeviceArrayStream* out) {
   if (out == nullptr) throw invalid_argument("export_device_array_stream: null output ArrowDeviceArrayStream");
   if (!next) throw invalid_argument("export_device_array_stream: no batch source");
   auto p = std::make_unique<stream_private<ArrowDeviceArray>>();
   p->schema = std::move(s);
-  p->produce = [next = std::move(next), type, producer](ArrowDeviceArray* o) {
+  p->produce = [next = std::move(next), where, producer](ArrowDeviceArray* o) {
     std::optional<record_batch> b = next();
     if (!b) return false;
-    export_declared(*b, type, producer, o);
+    export_declared(b->to_struct(), "batch", where, producer, o);
     return true;
   };
-  fill_device_stream(std::move(p), type, out);
+  fill_device_stream(std::move(p), where.type, out);
+}
+
+void export_device_array_stream(arrow::schema s, batch_source next, device_type type, stream_view producer,
+                                ArrowDeviceArrayStream* out) {
+  export_device_array_stream(std::move(s), std::move(next), stream_placement(type, producer), producer, out);
+}
+
+void export_device_array_stream(field f, array_source next, const placement& where, stream_view producer,
+                                ArrowDeviceArrayStream* out) {
+  if (out == nullptr) throw invalid_argument("export_device_array_stream: null output ArrowDeviceArrayStream");
+  if (!next) throw invalid_argument("export_device_array_stream: no array source");
+  auto p = std::make_unique<stream_private<ArrowDeviceArray>>();
+  p->root = std::move(f);
+  p->produce = [next = std::move(next), where, producer](ArrowDeviceArray* o) {
+    std::optional<array_data> a = next();
+    if (!a) return false;
+    export_declared(*a, "array", where, producer, o);
+    return true;
+  };
+  fill_device_stream(std::move(p), where.type, out);
 }
 
 // ---- import ------------------------------------------------------------------------------
+//
+// Streams come from outside: their callbacks and everything they give are
+// checked before use (NULL callbacks, a released schema, a failing call
+// with or without a message, items of another memory than declared).
+
+namespace {
+
+// The stream's schema, read once: as record batches' schema or as the
+// arrays' field (a wide schema costs a microsecond or more per column).
+// `st` has been taken over by the caller (released by it on failure).
+template <class Stream>
+void read_stream_schema(Stream& st, const char* what, stream_items items, owned_schema& c_schema, bool& batches,
+                        arrow::schema& schema, field& root) {
+  if (st.get_schema == nullptr || st.get_next == nullptr) {
+    throw invalid_data(what, "the stream has a NULL get_schema or get_next callback");
+  }
+  const int rc = st.get_schema(&st, c_schema.get());
+  if (rc != 0) throw stream_failure(st, (std::string(what) + ".get_schema").c_str(), rc);
+  if (c_schema.is_released()) throw invalid_data(what, "get_schema returned a released ArrowSchema");
+  const bool is_struct = c_schema->format != nullptr && std::string_view(c_schema->format) == "+s";
+  batches = items == stream_items::batches || (items == stream_items::by_schema && is_struct);
+  if (batches && is_struct) {
+    schema = read_schema(*c_schema.get());
+    return;
+  }
+  root = read_field(*c_schema.get());
+  if (batches) {
+    throw invalid_data(what, "a stream of record batches needs a struct schema, got " + root.type.to_string());
+  }
+}
+
+template <class State>
+State& live(const std::unique_ptr<State>& s, const char* what) {
+  if (!s) throw invalid_argument(std::string(what) + ": the reader was moved from");
+  return *s;
+}
+
+}  // namespace
 
 struct array_stream_reader::state {
   ArrowArrayStream stream{};
+  owned_schema c_schema;
+  bool batches = true;
   arrow::schema schema;
+  field root;
   import_options options;
   ~state() {
     if (stream.release != nullptr) stream.release(&stream);
   }
 };
 
-array_stream_reader::array_stream_reader(ArrowArrayStream* in, const import_options& options)
+array_stream_reader::array_stream_reader(ArrowArrayStream* in, const import_options& options, stream_items items)
     : state_(std::make_unique<state>()) {
   if (in == nullptr) throw invalid_argument("array_stream_reader: null ArrowArrayStream pointer");
   if (in->release == nullptr) throw invalid_data("stream", "the ArrowArrayStream is released (release == NULL)");
   state_->stream = *in;
   in->release = nullptr;
   state_->options = options;
-  owned_schema sc;
-  const int rc = state_->stream.get_schema(&state_->stream, sc.get());
-  if (rc != 0) throw stream_failure("ArrowArrayStream.get_schema", rc, state_->stream.get_last_error(&state_->stream));
-  state_->schema = import_schema(sc.get());
+  read_stream_schema(state_->stream, "ArrowArrayStream", items, state_->c_schema, state_->batches, state_->schema,
+                     state_->root);
 }
 
 array_stream_reader::~array_stream_reader() = default;
 array_stream_reader::array_stream_reader(array_stream_reader&&) noexcept = default;
 array_stream_reader& array_stream_reader::operator=(array_stream_reader&&) noexcept = default;
 
+bool array_stream_reader::reads_batches() const noexcept { return state_->batches; }
 const arrow::schema& array_stream_reader::schema() const noexcept { return state_->schema; }
+const field& array_stream_reader::root_field() const noexcept { return state_->root; }
+owned_schema array_stream_reader::take_c_schema() { return std::move(live(state_, "take_c_schema").c_schema); }
+
+namespace {
+
+// The next item of a host stream, or a released struct at the end.
+bool next_host(ArrowArrayStream& st, owned_array& a) {
+  const int rc = st.get_next(&st, a.get());
+  if (rc != 0) throw stream_failure(st, "ArrowArrayStream.get_next", rc);
+  return !a.is_released();
+}
+
+}  // namespace
 
 std::optional<record_batch> array_stream_reader::next() {
-  if (!state_) throw invalid_argument("array_stream_reader::next: the reader was moved from");
+  state& st = live(state_, "array_stream_reader::next");
+  if (!st.batches) throw invalid_argument("array_stream_reader::next: the stream is read as arrays (next_array)");
   owned_array a;
-  const int rc = state_->stream.get_next(&state_->stream, a.get());
-  if (rc != 0) throw stream_failure("ArrowArrayStream.get_next", rc, state_->stream.get_last_error(&state_->stream));
-  if (a.is_released()) return std::nullopt;
-  return import_record_batch(a.get(), state_->schema, state_->options);
+  if (!next_host(st.stream, a)) return std::nullopt;
+  return import_record_batch(a.get(), st.schema, st.options);
+}
+
+std::optional<array_data> array_stream_reader::next_array() {
+  state& st = live(state_, "array_stream_reader::next_array");
+  if (st.batches) throw invalid_argument("array_stream_reader::next_array: the stream is read as record batches (next)");
+  owned_array a;
+  if (!next_host(st.stream, a)) return std::nullopt;
+  return import_array(a.get(), st.root.type, st.options);
 }
 
 struct device_array_stream_reader::state {
   ArrowDeviceArrayStream stream{};
+  owned_schema c_schema;
+  bool batches = true;
   arrow::schema schema;
+  field root;
   device_type type = device_type::cpu;
   import_options options;
   ~state() {
     if (stream.release != nullptr) stream.release(&stream);
   }
+
+  // The next device array, checked against the declared type, and its
+  // placement; false at the end.
+  bool next(owned_device_array& a, placement* where) {
+    const int rc = stream.get_next(&stream, a.get());
+    if (rc != 0) throw stream_failure(stream, "ArrowDeviceArrayStream.get_next", rc);
+    if (a.is_released()) return false;
+    const device_type got = from_arrow_device_type(a->device_type);
+    if (got != type) {
+      throw invalid_data("stream", std::string("the stream declared ") + to_string(type) + " arrays but produced a " +
+                                       to_string(got) + " array");
+    }
+    // (The import checks device_id before anything is read.)
+    if (where != nullptr) *where = placement{got, got == device_type::cpu ? -1 : static_cast<int>(a->device_id)};
+    return true;
+  }
 };
 
-device_array_stream_reader::device_array_stream_reader(ArrowDeviceArrayStream* in, const import_options& options)
+device_array_stream_reader::device_array_stream_reader(ArrowDeviceArrayStream* in, const import_options& options,
+                                                       stream_items items)
     : state_(std::make_unique<state>()) {
   if (in == nullptr) throw invalid_argument("device_array_stream_reader: null ArrowDeviceArrayStream pointer");
   if (in->release == nullptr) throw invalid_data("stream", "the ArrowDeviceArrayStream is released (release == NULL)");
@@ -206,35 +338,46 @@ device_array_stream_reader::device_array_stream_reader(ArrowDeviceArrayStream* i
   in->release = nullptr;
   state_->options = options;
   state_->type = from_arrow_device_type(state_->stream.device_type);
-  owned_schema sc;
-  const int rc = state_->stream.get_schema(&state_->stream, sc.get());
-  if (rc != 0) {
-    throw stream_failure("ArrowDeviceArrayStream.get_schema", rc, state_->stream.get_last_error(&state_->stream));
-  }
-  state_->schema = import_schema(sc.get());
+  read_stream_schema(state_->stream, "ArrowDeviceArrayStream", items, state_->c_schema, state_->batches,
+                     state_->schema, state_->root);
 }
 
 device_array_stream_reader::~device_array_stream_reader() = default;
 device_array_stream_reader::device_array_stream_reader(device_array_stream_reader&&) noexcept = default;
 device_array_stream_reader& device_array_stream_reader::operator=(device_array_stream_reader&&) noexcept = default;
 
+bool device_array_stream_reader::reads_batches() const noexcept { return state_->batches; }
 const arrow::schema& device_array_stream_reader::schema() const noexcept { return state_->schema; }
+const field& device_array_stream_reader::root_field() const noexcept { return state_->root; }
 device_type device_array_stream_reader::type() const noexcept { return state_->type; }
+owned_schema device_array_stream_reader::take_c_schema() {
+  return std::move(live(state_, "take_c_schema").c_schema);
+}
 
-std::optional<record_batch> device_array_stream_reader::next(stream_view s) {
-  if (!state_) throw invalid_argument("device_array_stream_reader::next: the reader was moved from");
+std::optional<record_batch> device_array_stream_reader::next(stream_view s, placement* where) {
+  state& st = live(state_, "device_array_stream_reader::next");
+  if (!st.batches) {
+    throw invalid_argument("device_array_stream_reader::next: the stream is read as arrays (next_array)");
+  }
   owned_device_array a;
-  const int rc = state_->stream.get_next(&state_->stream, a.get());
-  if (rc != 0) {
-    throw stream_failure("ArrowDeviceArrayStream.get_next", rc, state_->stream.get_last_error(&state_->stream));
+  placement p;
+  if (!st.next(a, &p)) return std::nullopt;
+  record_batch b = import_device_record_batch(a.get(), st.schema, s, st.options);
+  if (where != nullptr) *where = p;
+  return b;
+}
+
+std::optional<array_data> device_array_stream_reader::next_array(stream_view s, placement* where) {
+  state& st = live(state_, "device_array_stream_reader::next_array");
+  if (st.batches) {
+    throw invalid_argument("device_array_stream_reader::next_array: the stream is read as record batches (next)");
   }
-  if (a.is_released()) return std::nullopt;
-  const device_type got = from_arrow_device_type(a->device_type);
-  if (got != state_->type) {
-    throw invalid_data("stream", std::string("the stream declared ") + to_string(state_->type) +
-                                     " arrays but produced a " + to_string(got) + " array");
-  }
-  return import_device_record_batch(a.get(), state_->schema, s, state_->options);
+  owned_device_array a;
+  placement p;
+  if (!st.next(a, &p)) return std::nullopt;
+  array_data d = import_device_array(a.get(), st.root.type, s, st.options);
+  if (where != nullptr) *where = p;
+  return d;
 }
 
 // ---- adapters --------------------------------------------------------------------------------
@@ -258,7 +401,7 @@ void to_device(ArrowArrayStream* in, const context& ctx, ArrowDeviceArrayStream*
     std::optional<record_batch> b = raw->reader.next();
     if (!b) return false;
     record_batch d = to_device_async(*b, raw->ctx, raw->st, array_transfer_options{validation_level::none});
-    export_declared(d, device_type::cuda, raw->st, o);
+    export_declared(d.to_struct(), "batch", stream_placement(device_type::cuda, raw->st), raw->st, o);
     return true;
   };
   fill_device_stream(std::move(p), device_type::cuda, out);

@@ -73,6 +73,30 @@ TEST(ArrowArray, SliceChecksBoundsAndNullCounts) {
   EXPECT_EQ(compute_null_count(a.slice(2, 1)), 0);
 }
 
+TEST(ArrowArray, NullCountsOfDeviceBitmapsAreCountedOnTheHost) {
+  std::vector<std::optional<std::int32_t>> values(100);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i % 3 != 0) values[i] = static_cast<std::int32_t>(i);
+  }
+  const array_data host = primitive<std::int32_t>(int32(), values);
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  const array_data dev = to_device(host, ctx, s);
+  for (const auto& [off, len] : std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 100}, {3, 50}, {13, 0}, {99, 1}}) {
+    SCOPED_TRACE(std::to_string(off) + "+" + std::to_string(len));
+    const array_data cut = dev.slice(off, len);
+    array_data unknown = cut;
+    unknown.null_count = -1;
+    std::int64_t expected = 0;
+    for (std::int64_t i = off; i < off + len; ++i) expected += i % 3 == 0 ? 1 : 0;
+    EXPECT_EQ(compute_null_count(unknown, s), expected);
+  }
+  array_data shrunk = dev;
+  shrunk.null_count = -1;
+  shrunk.buffers[0] = shrunk.buffers[0].slice(0, 5);
+  EXPECT_THROW(compute_null_count(shrunk, s), invalid_data);
+}
+
 TEST(ArrowArray, PlacementIsSharedByTheWholeTree) {
   array_data a = list_array(list(field("item", int32())), {0, 1}, {true}, primitive<std::int32_t>(int32(), {7}));
   EXPECT_EQ(placement_of(a), (placement{cuarrow::device_type::cpu, -1}));

@@ -114,6 +114,71 @@ TEST(ArrowCData, RecordBatchExportChecksItsColumns) {
   EXPECT_TRUE(same_values(b, back));
 }
 
+// An empty array of a type with an offsets buffer, with no buffers at all
+// (what the model allows: an empty offsets buffer).
+array_data empty_of(const data_type& t) {
+  array_data a;
+  a.type = t;
+  a.buffers.assign(layout_of(t).buffers.size(), cuarrow::buffer());
+  for (const field& f : t.children) a.children.push_back(empty_of(f.type));
+  return a;
+}
+
+std::vector<data_type> offsets_types() {
+  return {utf8(), large_utf8(), binary(), large_binary(), list(field("item", int32())), large_list(field("item", int32())), map(utf8(), int64())};
+}
+
+TEST(ArrowCData, EmptyArraysExportWhatArrowCppImports) {
+  // An empty offsets buffer is exported as one zero offset, not NULL.
+  for (const data_type& t : offsets_types()) {
+    SCOPED_TRACE(t.to_string());
+    owned_array arr;
+    export_array(empty_of(t), arr.get());
+    ASSERT_NE(arr->buffers[1], nullptr);
+    const int w = layout_of(t).buffers[1].byte_width;
+    std::int64_t first = -1;
+    if (w == 4) {
+      std::int32_t v;
+      std::memcpy(&v, arr->buffers[1], 4);
+      first = v;
+    } else {
+      std::memcpy(&first, arr->buffers[1], 8);
+    }
+    EXPECT_EQ(first, 0);
+    EXPECT_TRUE(same_values(empty_of(t), import_array(arr.get(), t)));
+  }
+  // An empty cut keeps its slice's offset (and an unknown null count) over
+  // buffers that may be empty: exported at offset 0 without nulls.
+  for (auto& [name, a] : sample_arrays()) {
+    if (a.length < 3) continue;
+    SCOPED_TRACE(name);
+    const array_data cut = a.slice(2, 0);
+    owned_array arr;
+    export_array(cut, arr.get());
+    EXPECT_EQ(arr->offset, 0);
+    EXPECT_EQ(arr->null_count, 0);
+    EXPECT_TRUE(same_values(cut, import_array(arr.get(), a.type, {validation_level::full})));
+  }
+  // Batch columns too.
+  record_batch b;
+  b.schema.fields = {field("s", utf8()), field("l", list(field("item", int32())))};
+  b.columns = {empty_of(utf8()), empty_of(list(field("item", int32())))};
+  owned_array arr;
+  export_record_batch(b, arr.get());
+  EXPECT_NE(arr->children[0]->buffers[1], nullptr);
+  EXPECT_NE(arr->children[1]->buffers[1], nullptr);
+  EXPECT_TRUE(same_values(b, import_record_batch(arr.get(), b.schema, {validation_level::full})));
+}
+
+TEST(ArrowCData, ANonEmptyArrayNeedsItsOffsets) {
+  array_data s = strings(utf8(), {"abc", "de"});
+  s.buffers[1] = cuarrow::buffer();
+  owned_array arr;
+  const std::string m = message_of([&] { export_array(s, arr.get()); });
+  EXPECT_NE(m.find("offsets buffer of 0 bytes for 2 values"), std::string::npos) << m;
+  EXPECT_TRUE(arr.is_released());
+}
+
 TEST(ArrowCData, ChildrenCanBeMovedOut) {
   array_data s = sample("struct");
   owned_array arr;
@@ -379,6 +444,81 @@ TEST(ArrowCDeviceData, HostArraysExportAsCpu) {
   EXPECT_EQ(arr->device_id, -1);
   EXPECT_EQ(arr->sync_event, nullptr);
   EXPECT_TRUE(same_values(sample("utf8"), import_device_array(arr.get(), utf8())));
+}
+
+TEST(ArrowCDeviceData, EmptyArraysGetZeroedOffsetsWhereTheyLive) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  for (const data_type& t : offsets_types()) {
+    SCOPED_TRACE(t.to_string());
+    const int w = layout_of(t).buffers[1].byte_width;
+    // Without buffers an array lives where its holder says.
+    export_options o;
+    o.if_no_buffers = placement{cuarrow::device_type::cuda, 0};
+    owned_device_array arr;
+    export_device_array(empty_of(t), s, arr.get(), nullptr, o);
+    EXPECT_EQ(arr->device_type, ARROW_DEVICE_CUDA);
+    EXPECT_EQ(arr->device_id, 0);
+    ASSERT_NE(arr->sync_event, nullptr);  // the zeroed offsets were filled on `s`
+    ASSERT_NE(arr->array.buffers[1], nullptr);
+    const auto address = reinterpret_cast<std::uintptr_t>(arr->array.buffers[1]);
+    cuarrow::buffer offsets = cuarrow::wrap_device(ctx, address, w, nullptr);
+    std::int64_t first = -1;
+    cuarrow::copy_to_host(&first, offsets, 0, w, s);
+    EXPECT_EQ(w == 4 ? static_cast<std::int32_t>(first) : first, 0);
+    // (The import of an empty array keeps no buffers.)
+    array_data back = import_device_array(arr.get(), t, s, {validation_level::full});
+    EXPECT_TRUE(same_values(empty_of(t), to_host(back, s)));
+
+    // Pinned memory gets pinned offsets.
+    o.if_no_buffers = placement{cuarrow::device_type::cuda_host, 0};
+    owned_device_array pinned;
+    export_device_array(empty_of(t), s, pinned.get(), nullptr, o);
+    EXPECT_EQ(pinned->device_type, ARROW_DEVICE_CUDA_HOST);
+    EXPECT_EQ(std::memcmp(pinned->array.buffers[1], "\0\0\0\0\0\0\0\0", static_cast<std::size_t>(w)), 0);
+    back = import_device_array(pinned.get(), t, s, {validation_level::full});
+    EXPECT_TRUE(same_values(empty_of(t), back));
+  }
+  // A cut device array: offset 0 over the buffers it has.
+  array_data d = to_device(sample("utf8"), ctx, s);
+  owned_device_array arr;
+  export_device_array(d.slice(1, 0), s, arr.get());
+  EXPECT_EQ(arr->array.offset, 0);
+  EXPECT_EQ(arr->device_type, ARROW_DEVICE_CUDA);
+  EXPECT_TRUE(same_values(empty_of(utf8()), to_host(import_device_array(arr.get(), utf8(), s), s)));
+}
+
+TEST(ArrowCDeviceData, ArraysWithoutBuffersAreLabelledWhereTheirHolderSays) {
+  array_data nulls;
+  nulls.type = null();
+  nulls.length = 5;
+  nulls.null_count = 5;
+  // Nothing said: CPU, as before.
+  owned_device_array cpu;
+  export_device_array(nulls, {}, cpu.get());
+  EXPECT_EQ(cpu->device_type, ARROW_DEVICE_CPU);
+  EXPECT_EQ(cpu->device_id, -1);
+  EXPECT_EQ(placement_of(nulls, placement{cuarrow::device_type::cuda, 0}).type, cuarrow::device_type::cuda);
+  const int last = cuarrow::device_count() - 1;
+  export_options o;
+  o.if_no_buffers = placement{cuarrow::device_type::cuda, last};
+  owned_device_array dev;
+  export_device_array(nulls, cuarrow::stream(cuarrow::context::get(last)), dev.get(), nullptr, o);
+  EXPECT_EQ(dev->device_type, ARROW_DEVICE_CUDA);
+  EXPECT_EQ(dev->device_id, last);
+  // Arrays with buffers are labelled by them, whatever is said.
+  owned_device_array host;
+  export_device_array(sample("int32"), {}, host.get(), nullptr, o);
+  EXPECT_EQ(host->device_type, ARROW_DEVICE_CPU);
+  // Record batches too.
+  record_batch b;
+  b.schema.fields = {field("n", null())};
+  b.num_rows = 5;
+  b.columns = {nulls};
+  owned_device_array batch;
+  export_device_record_batch(b, cuarrow::stream(cuarrow::context::get(last)), batch.get(), nullptr, o);
+  EXPECT_EQ(batch->device_type, ARROW_DEVICE_CUDA);
+  EXPECT_EQ(batch->device_id, last);
 }
 
 TEST(ArrowCDeviceData, UnsupportedDeviceTypesAreRefusedAndReleased) {

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <functional>
+#include <string>
 
 #include "arrow_test_util.hpp"
 #include "test_support.hpp"
@@ -166,6 +168,181 @@ TEST(ArrowCDeviceStream, EachDeviceBatchCarriesItsEvent) {
   EXPECT_NE(a->sync_event, nullptr);
   record_batch b = import_device_record_batch(a.get(), batches[0].schema);
   EXPECT_TRUE(same_values(batches[0], b));
+}
+
+array_source chunks_of(std::vector<array_data> v) {
+  auto state = std::make_shared<std::pair<std::vector<array_data>, std::size_t>>(std::move(v), 0);
+  return [state]() -> std::optional<array_data> {
+    if (state->second == state->first.size()) return std::nullopt;
+    return state->first[state->second++];
+  };
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+TEST(ArrowCStream, StreamsOfArraysOfAnyType) {
+  random_arrays gen(7);
+  for (int round = 0; round < 20; ++round) {
+    const field f("chunks", gen.type(2), true, {{"k", "v"}});
+    SCOPED_TRACE(f.type.to_string());
+    std::vector<array_data> chunks;
+    for (int i = 0; i < 3; ++i) chunks.push_back(gen.array(f.type, gen.uniform(0, 12)));
+    owned_array_stream st;
+    export_array_stream(f, chunks_of(chunks), st.get());
+    // Read as arrays whatever the type; by_schema reads a struct as batches.
+    const stream_items items = round % 2 == 0 ? stream_items::arrays : stream_items::by_schema;
+    array_stream_reader reader(st.get(), {validation_level::full}, items);
+    const bool batches = items == stream_items::by_schema && f.type.id == type_id::struct_;
+    ASSERT_EQ(reader.reads_batches(), batches);
+    owned_schema original = reader.take_c_schema();
+    ASSERT_FALSE(original.is_released());
+    EXPECT_EQ(read_field(*original.get()), f);
+    EXPECT_TRUE(reader.take_c_schema().is_released());
+    if (batches) continue;
+    EXPECT_EQ(reader.root_field(), f);
+    EXPECT_THROW(reader.next(), cuarrow::invalid_argument);
+    for (const array_data& c : chunks) {
+      std::optional<array_data> got = reader.next_array();
+      ASSERT_TRUE(got.has_value());
+      EXPECT_TRUE(same_values(c, *got));
+    }
+    EXPECT_FALSE(reader.next_array().has_value());
+  }
+}
+
+TEST(ArrowCDeviceStream, DeviceStreamsOfArraysOfAnyType) {
+  const int last = cuarrow::device_count() - 1;
+  cuarrow::context ctx = cuarrow::context::get(last);
+  cuarrow::stream producer(ctx);
+  array_data strings_chunk = strings(utf8(), {"a", std::nullopt, "ccc"});
+  array_data empty;  // no buffers at all: labelled where the stream says
+  empty.type = utf8();
+  empty.buffers.resize(3);
+  const field f("s", utf8());
+  std::vector<array_data> on_device{to_device_async(strings_chunk, ctx, producer), empty};
+  owned_device_array_stream st;
+  const placement where{cuarrow::device_type::cuda, last};
+  export_device_array_stream(f, chunks_of(on_device), where, producer, st.get());
+  EXPECT_EQ(st->device_type, ARROW_DEVICE_CUDA);
+  device_array_stream_reader reader(st.get(), {}, stream_items::by_schema);
+  EXPECT_FALSE(reader.reads_batches());
+  EXPECT_EQ(reader.root_field(), f);
+  cuarrow::stream consumer(ctx);
+  placement p;
+  std::optional<array_data> a = reader.next_array(consumer, &p);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(p, where);
+  EXPECT_TRUE(same_values(strings_chunk, to_host(*a, consumer)));
+  p = placement{};
+  a = reader.next_array(consumer, &p);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(p, where);
+  EXPECT_EQ(a->length, 0);
+  EXPECT_FALSE(reader.next_array(consumer).has_value());
+
+  // A host chunk with buffers in a CUDA stream is the stream's error.
+  owned_device_array_stream bad;
+  export_device_array_stream(f, chunks_of({strings_chunk}), where, producer, bad.get());
+  owned_device_array out;
+  EXPECT_EQ(bad->get_next(bad.get(), out.get()), EINVAL);
+  EXPECT_NE(std::string(bad->get_last_error(bad.get())).find("this array is in cpu memory"), std::string::npos);
+}
+
+// A stream whose callbacks are what a test sets.
+struct hand_made {
+  static inline int schema_rc = 0;
+  static inline bool released_schema = false;
+  static inline const char* message = nullptr;
+  static inline int releases = 0;
+  static int get_schema(ArrowArrayStream*, ArrowSchema* out) {
+    if (schema_rc != 0) return schema_rc;
+    if (released_schema) {
+      *out = ArrowSchema{};
+      return 0;
+    }
+    export_type(int32(), out);
+    return 0;
+  }
+  static int get_next(ArrowArrayStream*, ArrowArray*) { return EIO; }
+  static const char* get_last_error(ArrowArrayStream*) { return message; }
+  static void release(ArrowArrayStream* s) {
+    ++releases;
+    s->release = nullptr;
+  }
+  static ArrowArrayStream make() {
+    ArrowArrayStream s{};
+    s.get_schema = get_schema;
+    s.get_next = get_next;
+    s.get_last_error = get_last_error;
+    s.release = release;
+    return s;
+  }
+};
+
+TEST(ArrowCStream, HostileStreamsAreRefusedAndReleasedOnce) {
+  hand_made::releases = 0;
+  {
+    ArrowArrayStream s = hand_made::make();
+    s.get_next = nullptr;
+    const std::string m = message_of([&] { array_stream_reader r(&s); });
+    EXPECT_NE(m.find("ArrowArrayStream: the stream has a NULL get_schema or get_next callback"), std::string::npos)
+        << m;
+    EXPECT_THROW(array_stream_reader r(&s), invalid_data);  // taken: released now
+  }
+  {
+    ArrowArrayStream s = hand_made::make();
+    s.get_last_error = nullptr;
+    hand_made::schema_rc = EINVAL;
+    const std::string m = message_of([&] { array_stream_reader r(&s); });
+    hand_made::schema_rc = 0;
+    EXPECT_NE(m.find("ArrowArrayStream.get_schema failed (errno " + std::to_string(EINVAL) +
+                     ", EINVAL): the producer gave no message"),
+              std::string::npos)
+        << m;
+  }
+  {
+    ArrowArrayStream s = hand_made::make();
+    hand_made::released_schema = true;
+    EXPECT_THROW(array_stream_reader r(&s), invalid_data);
+    hand_made::released_schema = false;
+  }
+  {
+    ArrowArrayStream s = hand_made::make();
+    const std::string m = message_of([&] { array_stream_reader r(&s, {}, stream_items::batches); });
+    EXPECT_NE(m.find("a stream of record batches needs a struct schema, got int32"), std::string::npos) << m;
+  }
+  {
+    ArrowArrayStream s = hand_made::make();
+    hand_made::message = "the producer's own words";
+    array_stream_reader r(&s, {}, stream_items::by_schema);
+    const std::string m = message_of([&] { r.next_array(); });
+    hand_made::message = nullptr;
+    EXPECT_NE(m.find("ArrowArrayStream.get_next failed (errno " + std::to_string(EIO) +
+                     ", EIO): the producer's own words"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_EQ(hand_made::releases, 5);
+}
+
+TEST(ArrowCDeviceStream, ItemsOfUndeclaredMemoryAreRefused) {
+  record_batch b;
+  b.schema.fields = {field("x", int32())};
+  b.num_rows = 2;
+  b.columns = {primitive<std::int32_t>(int32(), {1, 2})};
+  owned_device_array_stream st;
+  export_device_array_stream(b.schema, from_vector({b}), cuarrow::device_type::cpu, {}, st.get());
+  st->device_type = ARROW_DEVICE_CUDA;  // a producer that says one thing and does another
+  device_array_stream_reader reader(st.get());
+  const std::string m = message_of([&] { reader.next(); });
+  EXPECT_NE(m.find("the stream declared cuda arrays but produced a cpu array"), std::string::npos) << m;
 }
 
 }  // namespace

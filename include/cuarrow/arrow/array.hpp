@@ -15,7 +15,8 @@
 // size) and is produced and consumed by export/import.
 //
 // array_data is a value: copying one copies handles, not memory.  Nothing
-// here reads device memory; equals() reads host-accessible memory only.
+// here reads device memory but compute_null_count (which copies the bits
+// it counts); equals() reads host-accessible memory only.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "cuarrow/arrow/type.hpp"
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/export.hpp"
+#include "cuarrow/stream.hpp"
 
 namespace cuarrow::arrow {
 
@@ -96,6 +98,9 @@ struct placement {
 /// dictionaries and variadic buffers included); cpu/-1 when there is none.
 /// Throws invalid_data naming the first buffer that lives elsewhere.
 CUARROW_EXPORT placement placement_of(const array_data& array);
+/// The same, or `if_no_buffers` for a tree without any non-empty buffer (a
+/// null array, an empty one), which has no memory to say where it lives.
+CUARROW_EXPORT placement placement_of(const array_data& array, const placement& if_no_buffers);
 
 /// A record batch: a schema and one array per field, all of num_rows rows.
 struct CUARROW_EXPORT record_batch {
@@ -127,9 +132,13 @@ CUARROW_EXPORT bool equals(const array_data& a, const array_data& b, std::string
 CUARROW_EXPORT bool equals(const record_batch& a, const record_batch& b, std::string* difference = nullptr);
 
 /// Number of null elements, counting from the validity bitmap when
-/// null_count is unknown (host-accessible memory only).  Types without a
-/// validity bitmap (null, unions, run-end encoded) report their own rule:
-/// null arrays are all null, the others 0.
+/// null_count is unknown.  Types without a validity bitmap (null, unions,
+/// run-end encoded) report their own rule: null arrays are all null, the
+/// others 0.  A bitmap in device memory is counted on the host: the bytes
+/// holding the array's bits are copied on `s` (synchronously).  A bitmap
+/// too small for offset + length is invalid_data.
+CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array, stream_view s);
+/// The same on the legacy default stream.
 CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array);
 
 }  // namespace cuarrow::arrow

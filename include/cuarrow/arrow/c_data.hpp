@@ -173,11 +173,21 @@ CUARROW_EXPORT record_batch import_record_batch(ArrowArray* in, ArrowSchema* sch
 struct export_options {
   /// Synchronize `s` before returning and export no sync event.
   bool synchronize = false;
+  /// Where an array without any buffer (a null array, an empty one) lives:
+  /// it has no memory to say so, its holder does.  Arrays with buffers are
+  /// labelled by their buffers.
+  placement if_no_buffers{};
 };
 
 /// Export an array whose buffers are all on one device (or all on the
 /// host): device_type and device_id from the buffers (placement_of), the
 /// sync event recorded on `s`, the stream the array was produced on.
+///
+/// What every export gives (host ones too), as Arrow C++ imports it: an
+/// empty array at offset 0 without nulls, and for an empty binary / list /
+/// map array whose offsets buffer is empty, one zero offset where the array
+/// lives (device memory filled on `s`) instead of NULL.  A non-empty
+/// array's offsets buffer too small for its length is invalid_data.
 CUARROW_EXPORT void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out,
                                         ArrowSchema* out_schema = nullptr, const export_options& options = {});
 CUARROW_EXPORT void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
@@ -198,33 +208,73 @@ CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, Arr
 
 // ---- streams ---------------------------------------------------------------
 
-/// Produces the next batch, or nullopt at the end.  Exceptions become the
-/// stream's error (errno EINVAL for invalid_argument, ENOMEM for
+/// Produces the next batch (or array), or nullopt at the end.  Exceptions
+/// become the stream's error (errno EINVAL for invalid_argument, ENOMEM for
 /// out_of_memory, EIO otherwise) with get_last_error giving the message.
 using batch_source = std::function<std::optional<record_batch>()>;
+using array_source = std::function<std::optional<array_data>()>;
 
 /// An ArrowArrayStream of host batches (export_record_batch each).
 CUARROW_EXPORT void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* out);
-/// An ArrowDeviceArrayStream of batches in `type` memory, each exported with
-/// an event recorded on `producer` (which must outlive the stream).  A batch
-/// in other memory is a stream error (EINVAL).
+/// An ArrowArrayStream of host arrays of `f`'s type, any type (a chunked
+/// array): get_schema gives the field (name, nullability, metadata).
+CUARROW_EXPORT void export_array_stream(field f, array_source next, ArrowArrayStream* out);
+/// An ArrowDeviceArrayStream of batches in `where`'s memory, each exported
+/// with an event recorded on `producer` (which must outlive the stream).  A
+/// batch without any buffer is labelled `where`; one in other memory is a
+/// stream error (EINVAL).
+CUARROW_EXPORT void export_device_array_stream(arrow::schema s, batch_source next, const placement& where,
+                                               stream_view producer, ArrowDeviceArrayStream* out);
+/// The same in `type` memory of the producer's device (device 0 for a
+/// default stream).
 CUARROW_EXPORT void export_device_array_stream(arrow::schema s, batch_source next, device_type type,
                                                stream_view producer, ArrowDeviceArrayStream* out);
+/// An ArrowDeviceArrayStream of arrays of `f`'s type, any type (a chunked
+/// array), in `where`'s memory, as the batch stream above.
+CUARROW_EXPORT void export_device_array_stream(field f, array_source next, const placement& where,
+                                               stream_view producer, ArrowDeviceArrayStream* out);
+
+/// How a stream reader reads a stream's items.
+enum class stream_items : std::uint8_t {
+  batches,   // record batches: the schema must be a struct ("+s")
+  arrays,    // arrays of the schema's type, whatever it is (a chunked array)
+  by_schema  // batches for a struct schema, arrays otherwise
+};
+
+// Streams come from outside and are checked: a released stream, NULL
+// get_schema or get_next callbacks and a released schema from get_schema
+// are invalid_data ("ArrowArrayStream" or "ArrowDeviceArrayStream"); a
+// failing callback is an error naming it with its errno and the
+// producer's message (get_last_error may be NULL); an item in other memory
+// than the stream declared is invalid_data.  The items are imported with
+// the import's checks.
 
 /// Consumes an ArrowArrayStream.  Not thread-safe (as the C stream).
 class CUARROW_EXPORT array_stream_reader {
  public:
-  /// Takes ownership of `in` (always); reads its schema.  Throws
-  /// invalid_data for a released stream or a failing get_schema.
-  explicit array_stream_reader(ArrowArrayStream* in, const import_options& options = {});
+  /// Takes ownership of `in` (always); reads its schema.
+  explicit array_stream_reader(ArrowArrayStream* in, const import_options& options = {},
+                               stream_items items = stream_items::batches);
   ~array_stream_reader();
   array_stream_reader(array_stream_reader&&) noexcept;
   array_stream_reader& operator=(array_stream_reader&&) noexcept;
 
+  /// Whether the items are record batches (next) or arrays (next_array).
+  bool reads_batches() const noexcept;
+  /// The batches' schema (empty when reading arrays).
   const arrow::schema& schema() const noexcept;
-  /// The next batch, nullopt at the end.  Throws error with the producer's
-  /// message when get_next fails.
+  /// The arrays' field (empty when reading batches).
+  const field& root_field() const noexcept;
+  /// The producer's ArrowSchema as it gave it (read, not consumed), moved
+  /// out to the caller to hand on: it keeps what the model does not (e.g. a
+  /// dictionary value type's metadata).  Later calls give a released one.
+  owned_schema take_c_schema();
+  /// The next batch, nullopt at the end (invalid_argument when reading
+  /// arrays).  Throws error with the producer's message when get_next fails.
   std::optional<record_batch> next();
+  /// The next array, nullopt at the end (invalid_argument when reading
+  /// batches).
+  std::optional<array_data> next_array();
 
  private:
   struct state;
@@ -234,16 +284,23 @@ class CUARROW_EXPORT array_stream_reader {
 /// Consumes an ArrowDeviceArrayStream.  Not thread-safe.
 class CUARROW_EXPORT device_array_stream_reader {
  public:
-  explicit device_array_stream_reader(ArrowDeviceArrayStream* in, const import_options& options = {});
+  explicit device_array_stream_reader(ArrowDeviceArrayStream* in, const import_options& options = {},
+                                      stream_items items = stream_items::batches);
   ~device_array_stream_reader();
   device_array_stream_reader(device_array_stream_reader&&) noexcept;
   device_array_stream_reader& operator=(device_array_stream_reader&&) noexcept;
 
+  bool reads_batches() const noexcept;
   const arrow::schema& schema() const noexcept;
+  const field& root_field() const noexcept;
+  owned_schema take_c_schema();
   /// The stream's declared device type.
   device_type type() const noexcept;
   /// The next batch, valid in the order of `s` (which waited on its event).
-  std::optional<record_batch> next(stream_view s = {});
+  /// `where` receives the placement its device array declared (what labels
+  /// an item without buffers).
+  std::optional<record_batch> next(stream_view s = {}, placement* where = nullptr);
+  std::optional<array_data> next_array(stream_view s = {}, placement* where = nullptr);
 
  private:
   struct state;
