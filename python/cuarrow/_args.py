@@ -18,12 +18,14 @@ def _index(value: Any, name: str) -> int:
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
 
 
-def _length_arg(value: Any, name: str) -> int:
-    """A byte count where -1 means "all"; other negative values are refused."""
-    value = _index(value, name)
-    if value < -1:
-        raise ValueError(f"{name} argument must be non-negative (or -1 for all), got {value}")
-    return value
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int64(value: Any, name: str) -> int:
+    """An integer argument for the core, saturated to 64 bits: a position or
+    count past that range is out of range of any buffer, which the core's
+    range checks then say in pyarrow's words."""
+    return min(max(_index(value, name), _INT64_MIN), _INT64_MAX)
 
 
 def _normalize_index(index: Any, length: int) -> int:

@@ -8,6 +8,8 @@ from typing import Any, List, Tuple, Union
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
+from cuarrow import _protocols
+from cuarrow._args import _stream_arg
 from cuarrow._arrays import (
     DeviceArray,
     DeviceChunkedArray,
@@ -22,8 +24,6 @@ from cuarrow._device import CPU as _CPU
 from cuarrow._device import CUDA as _CUDA
 from cuarrow._device import CUDA_MANAGED as _CUDA_MANAGED
 from cuarrow._memory import Context, _as_context
-from cuarrow._args import _stream_arg
-from cuarrow import _protocols
 from cuarrow._protocols import _DLPACK_NUMPY
 
 

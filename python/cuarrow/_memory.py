@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
 from cuarrow import _device, _protocols
-from cuarrow._args import _index, _length_arg, _normalize_index, _slice_bounds, _stream_arg
+from cuarrow._args import _index, _int64, _normalize_index, _slice_bounds, _stream_arg
 from cuarrow._driver import _device_count, _require_devices
 from cuarrow._ipc import IpcMemHandle
 
@@ -272,18 +272,13 @@ class Context:
                 return CudaBuffer._wrap(_lib.buffer_from_host(self._ctx, data))
             except (TypeError, BufferError):
                 pass
-        offset = _index(offset, "offset")
-        size = _length_arg(size, "size")
+        offset = _int64(offset, "offset")
+        size = _int64(size, "size")
         if isinstance(data, CudaBuffer):
             bsize = data.size
         else:
             bsize, _ = _host_nbytes(data, "data")
-        if offset < 0 or offset > bsize or (bsize and offset == bsize):
-            raise ValueError("offset argument is out-of-range")
-        if size == -1:
-            size = bsize - offset
-        elif offset + size > bsize:
-            raise ValueError("requested larger slice than available in device buffer")
+        size = _lib.source_count(bsize, offset, size)
         handle, device = _stream_arg(stream)
         result = _lib.allocate_device(self._ctx, size)
         if handle:
@@ -468,17 +463,10 @@ class CudaBuffer(_lib.Buffer):
         A `length` past the end is clamped to the available bytes (as in
         pyarrow); a negative one is refused.
         """
-        offset = _index(offset, "offset")
-        size = self.size
-        if offset < 0 or (size and offset >= size) or (not size and offset):
-            raise ValueError("offset argument is out-of-range")
-        if length is None:
-            length = size - offset
-        else:
-            length = _index(length, "length")
-            if length < 0:
-                raise ValueError(f"length argument must be non-negative, got {length}")
-            length = min(length, size - offset)
+        offset = _int64(offset, "offset")
+        if length is not None:
+            length = _int64(length, "length")
+        length = _lib.slice_length(self.size, offset, length)
         return CudaBuffer._wrap(self.raw_slice(offset, length), parent=self)
 
     def __getitem__(self, key: Any) -> Any:
@@ -525,18 +513,10 @@ class CudaBuffer(_lib.Buffer):
                 return buf
             except (TypeError, BufferError):
                 pass
-        size = self.size
-        position = _index(position, "position")
-        nbytes = _length_arg(nbytes, "nbytes")
-        if position < 0 or (size and position > size) or (size == 0 and position != 0):
-            raise ValueError("position argument is out-of-range")
+        position = _int64(position, "position")
+        nbytes = _int64(nbytes, "nbytes")
         if buf is None:
-            if nbytes == -1:
-                n = size - position
-            elif nbytes > size - position:
-                raise ValueError("requested more to copy than available from device buffer")
-            else:
-                n = nbytes
+            n = _lib.read_count(self.size, position, nbytes)
             if memory_pool is None and not resizable:
                 # Pinned memory from cuarrow's result pool (returned to the
                 # pool when the pyarrow.Buffer is freed): the DMA engine
@@ -546,14 +526,7 @@ class CudaBuffer(_lib.Buffer):
             out = pa.allocate_buffer(n, memory_pool=memory_pool, resizable=resizable)
         else:
             bsize, read_only = _host_nbytes(buf, "buf")
-            if nbytes == -1:
-                n = min(size - position, bsize)
-            elif nbytes > bsize:
-                raise ValueError("requested copy does not fit into host buffer")
-            elif nbytes > size - position:
-                raise ValueError("requested more to copy than available from device buffer")
-            else:
-                n = nbytes
+            n = _lib.read_count(self.size, position, nbytes, bsize)
             if read_only:
                 raise ValueError("the host buffer (buf) is read-only; pass writable memory")
             out = buf
@@ -567,20 +540,10 @@ class CudaBuffer(_lib.Buffer):
         `data` is any object supporting the buffer protocol.  ``nbytes=-1``
         copies as much as fits.  Synchronous (see `copy_to_host` for `stream`).
         """
-        size = self.size
-        position = _index(position, "position")
-        nbytes = _length_arg(nbytes, "nbytes")
-        if position < 0 or position > size:
-            raise ValueError("position argument is out-of-range")
+        position = _int64(position, "position")
+        nbytes = _int64(nbytes, "nbytes")
         bsize, _ = _host_nbytes(data, "data")
-        if nbytes == -1:
-            n = min(size - position, bsize)
-        elif nbytes > bsize:
-            raise ValueError("requested more to copy than available from host buffer")
-        elif nbytes > size - position:
-            raise ValueError("requested more to copy than available in device buffer")
-        else:
-            n = nbytes
+        n = _lib.write_count(self.size, position, nbytes, bsize, True)
         handle, device = _stream_arg(stream)
         _lib.copy_from_host(self, position, data, 0, n, handle, device)
         return n
@@ -591,19 +554,9 @@ class CudaBuffer(_lib.Buffer):
         for `stream`)."""
         if not isinstance(buf, CudaBuffer):
             raise TypeError("expected CudaBuffer instance, got %s" % (type(buf).__name__,))
-        size = self.size
-        position = _index(position, "position")
-        nbytes = _length_arg(nbytes, "nbytes")
-        if position < 0 or position > size:
-            raise ValueError("position argument is out-of-range")
-        if nbytes == -1:
-            n = min(size - position, buf.size)
-        elif nbytes > buf.size:
-            raise ValueError("requested more to copy than available from device buffer")
-        elif nbytes > size - position:
-            raise ValueError("requested more to copy than available in device buffer")
-        else:
-            n = nbytes
+        position = _int64(position, "position")
+        nbytes = _int64(nbytes, "nbytes")
+        n = _lib.write_count(self.size, position, nbytes, buf.size, False)
         handle, device = _stream_arg(stream)
         _lib.copy(self, position, buf, 0, n, handle, device)
         return n

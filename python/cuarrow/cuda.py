@@ -52,13 +52,17 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   _protocols   __cuda_array_interface__ and DLPack, for buffers and arrays
 #   _ipc         CUDA IPC memory handles
 #   _memory      Device, Context, CudaBuffer, HostBuffer, transfer options
+#   _numba       Numba interop (_memory loads it on use only)
 #   _streams     Stream, Event
 #   _io          BufferReader, BufferWriter, Arrow IPC messages
 #   _arrays      typed device data (DeviceArray ... DeviceTable)
 #   _convert     to_device, from_device
 
-from cuarrow._errors import CudaDriverError, CudaError, CudaOutOfMemoryError
+from cuarrow._arrays import DeviceArray, DeviceBitmap, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
+from cuarrow._convert import from_device, to_device
 from cuarrow._driver import driver_info, is_emulated, use_emulation, use_emulation_if_no_gpu
+from cuarrow._errors import CudaDriverError, CudaError, CudaOutOfMemoryError
+from cuarrow._io import BufferReader, BufferWriter, read_message, read_record_batch, serialize_record_batch
 from cuarrow._ipc import IpcMemHandle, _ipc_handle_from_bytes
 from cuarrow._memory import (
     Context,
@@ -72,9 +76,6 @@ from cuarrow._memory import (
     trim_pinned_pool,
 )
 from cuarrow._streams import Event, Stream
-from cuarrow._io import BufferReader, BufferWriter, read_message, read_record_batch, serialize_record_batch
-from cuarrow._arrays import DeviceArray, DeviceBitmap, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
-from cuarrow._convert import from_device, to_device
 
 __all__ = [
     "Context",
