@@ -288,3 +288,62 @@ TEST(Buffer, AllocationOnAForeignStreamOutlivesThatStream) {
   ctx.synchronize();
   EXPECT_EQ(ctx.bytes_allocated(), base);
 }
+
+// pyarrow.cuda's argument rules (cuarrow::ranges): the counts, and the
+// messages pyarrow users match on.
+namespace {
+template <class F>
+std::string range_error(F&& f) {
+  try {
+    f();
+  } catch (const cuarrow::out_of_range& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(BufferRanges, ReadCount) {
+  namespace r = cuarrow::ranges;
+  EXPECT_EQ(r::read_count(10, 0, -1), 10);
+  EXPECT_EQ(r::read_count(10, 4, -1), 6);
+  EXPECT_EQ(r::read_count(10, 10, -1), 0);
+  EXPECT_EQ(r::read_count(10, 4, 6), 6);
+  EXPECT_EQ(r::read_count(10, 4, -1, 3), 3);  // as much as fits
+  EXPECT_EQ(r::read_count(10, 4, 3, 3), 3);
+  EXPECT_EQ(range_error([] { r::read_count(10, 11, -1); }), "position argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::read_count(0, 1, -1); }), "position argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::read_count(10, -1, -1); }), "position argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::read_count(10, 4, 7); }), "requested more to copy than available from device buffer");
+  EXPECT_EQ(range_error([] { r::read_count(10, 4, 4, 3); }), "requested copy does not fit into host buffer");
+  EXPECT_EQ(range_error([] { r::read_count(10, 4, 7, 8); }), "requested more to copy than available from device buffer");
+  EXPECT_EQ(range_error([] { r::read_count(10, 0, -2); }), "nbytes argument must be non-negative (or -1 for all), got -2");
+}
+
+TEST(BufferRanges, WriteCount) {
+  namespace r = cuarrow::ranges;
+  EXPECT_EQ(r::write_count(10, 0, -1, 4, true), 4);
+  EXPECT_EQ(r::write_count(10, 8, -1, 4, true), 2);  // as much as fits
+  EXPECT_EQ(r::write_count(10, 10, -1, 4, false), 0);
+  EXPECT_EQ(range_error([] { r::write_count(10, 11, -1, 4, true); }), "position argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::write_count(10, 0, 5, 4, true); }), "requested more to copy than available from host buffer");
+  EXPECT_EQ(range_error([] { r::write_count(10, 0, 5, 4, false); }),
+            "requested more to copy than available from device buffer");
+  EXPECT_EQ(range_error([] { r::write_count(10, 8, 3, 4, true); }), "requested more to copy than available in device buffer");
+}
+
+TEST(BufferRanges, SourceCountAndSliceLength) {
+  namespace r = cuarrow::ranges;
+  EXPECT_EQ(r::source_count(10, 2, -1), 8);
+  EXPECT_EQ(r::source_count(10, 2, 8), 8);
+  EXPECT_EQ(r::source_count(0, 0, -1), 0);
+  EXPECT_EQ(range_error([] { r::source_count(10, 10, -1); }), "offset argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::source_count(10, 2, 9); }), "requested larger slice than available in device buffer");
+  EXPECT_EQ(range_error([] { r::source_count(10, 0, -3); }), "size argument must be non-negative (or -1 for all), got -3");
+  EXPECT_EQ(r::slice_length(10, 2, std::nullopt), 8);
+  EXPECT_EQ(r::slice_length(10, 2, 100), 8);  // clamped, as pyarrow
+  EXPECT_EQ(r::slice_length(0, 0, std::nullopt), 0);
+  EXPECT_EQ(range_error([] { r::slice_length(10, 10, std::nullopt); }), "offset argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::slice_length(0, 1, std::nullopt); }), "offset argument is out-of-range");
+  EXPECT_EQ(range_error([] { r::slice_length(10, 0, -1); }), "length argument must be non-negative, got -1");
+}

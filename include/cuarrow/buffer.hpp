@@ -146,6 +146,37 @@ class CUARROW_EXPORT buffer {
   bool owner_is_allocation_ = false;
 };
 
+/// pyarrow.cuda's argument rules for byte positions and counts, in one place:
+/// each resolves the arguments of one kind of call against the sizes
+/// involved, or throws out_of_range with pyarrow's message (the text
+/// pyarrow.cuda users match on).  A count of -1 means "all there is" (or
+/// "as much as fits" when the other side's size is given); other negative
+/// counts are refused.
+namespace ranges {
+
+/// Bytes to copy out of a buffer of `size` bytes from `position`
+/// (CudaBuffer.copy_to_host): into new memory when `dst_size` is -1, else
+/// into a destination of `dst_size` bytes.
+CUARROW_EXPORT std::int64_t read_count(std::int64_t size, std::int64_t position, std::int64_t nbytes,
+                                       std::int64_t dst_size = -1);
+
+/// Bytes to copy into a buffer of `size` bytes at `position` from a source
+/// of `src_size` bytes in host (copy_from_host) or device
+/// (copy_from_device) memory.
+CUARROW_EXPORT std::int64_t write_count(std::int64_t size, std::int64_t position, std::int64_t nbytes,
+                                        std::int64_t src_size, bool src_is_host);
+
+/// Bytes to take from a source of `src_size` bytes at `offset` (`size` -1:
+/// to the end) for a new buffer (Context.buffer_from_data).
+CUARROW_EXPORT std::int64_t source_count(std::int64_t src_size, std::int64_t offset, std::int64_t size);
+
+/// The length of a slice of a buffer of `size` bytes at `offset`
+/// (CudaBuffer.slice): to the end without `length`, else `length` clamped
+/// to the bytes there are.
+CUARROW_EXPORT std::int64_t slice_length(std::int64_t size, std::int64_t offset, std::optional<std::int64_t> length);
+
+}  // namespace ranges
+
 /// Device memory of `size` bytes from the context's memory resource (or
 /// `resource` if given), usable in the order of `s` and freed on `s`.  The
 /// buffer may outlive `s`: when a cuarrow `stream` is destroyed (which waits

@@ -1,8 +1,9 @@
 """Typed Arrow data on the GPU: arrays, chunked arrays, record batches and
 tables in device memory, with their Arrow types.
 
-Everything here is re-exported by :mod:`cuarrow.cuda`; see
-:func:`cuarrow.cuda.to_device` and :func:`cuarrow.cuda.from_device`.
+Everything public here is re-exported by :mod:`cuarrow.cuda`; the objects
+are made by :func:`cuarrow.cuda.to_device` and :func:`cuarrow.cuda.from_device`
+(cuarrow/_convert.py).
 
 Device data is never read by host code: ``to_host()`` copies it (one
 batched transfer per array, batch or chunk) and hands pyarrow an ordinary
@@ -14,41 +15,23 @@ and points to ``.values`` and ``.validity``.
 
 from __future__ import annotations
 
+import builtins
 import operator
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
-
-import builtins
 
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
-from cuarrow.cuda import Context, CudaBuffer, _as_context, _device_type, _index, _stream_arg
-
-__all__ = [
-    "DeviceArray",
-    "DeviceChunkedArray",
-    "DeviceRecordBatch",
-    "DeviceTable",
-    "DeviceBitmap",
-    "to_device",
-    "from_device",
-]
-
-# ARROW_DEVICE_* codes (the same numbers as DLPack's device types).
-_CPU, _CUDA, _CUDA_HOST, _CUDA_MANAGED = 1, 2, 3, 13
-_DEVICE_LABEL = {_CPU: "cpu", _CUDA: "cuda", _CUDA_HOST: "cuda_host", _CUDA_MANAGED: "cuda_managed"}
-
-# DLPack type codes.
-_DL_INT, _DL_UINT, _DL_FLOAT = 0, 1, 2
+from cuarrow import _device, _protocols
+from cuarrow._args import _index, _stream_arg
+from cuarrow._device import CPU as _CPU
+from cuarrow._device import CUDA as _CUDA
+from cuarrow._memory import Context, CudaBuffer, Device
+from cuarrow._protocols import _storage
 
 # Values shown by repr (copied to the host; nothing else is).
 _REPR_VALUES = 8
 _REPR_ROWS = 5
-
-
-# ---------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------
 
 
 def _check_kwargs(kwargs: dict) -> None:
@@ -100,18 +83,6 @@ def _child_types(t: pa.DataType) -> Optional[List[pa.DataType]]:
     return None
 
 
-def _storage(t: pa.DataType) -> pa.DataType:
-    while isinstance(t, pa.BaseExtensionType):
-        t = t.storage_type
-    return t
-
-
-def _device_label(placement: Tuple[int, int]) -> str:
-    kind, device_id = placement
-    label = _DEVICE_LABEL.get(kind, str(kind))
-    return label if kind == _CPU else f"{label}:{device_id}"
-
-
 def _wrap_buffer(raw: Any) -> Optional[CudaBuffer]:
     """A CudaBuffer for a device buffer; None for an absent one (an empty host
     buffer, the C++ layer's "no buffer")."""
@@ -145,187 +116,6 @@ def _refuse_cast(what: str, error: Exception) -> NotImplementedError:
         "type); casts are not implemented there. Pass requested_schema=None for the data's own schema, or "
         "cast on the host after to_host()."
     )
-
-
-def _mode_of(obj: Any) -> int:
-    """How to read a C stream: 2 record batches (a table), 1 arrays (a chunked
-    array), 0 decide by its schema (a struct is read as record batches)."""
-    if isinstance(obj, (pa.Table, pa.RecordBatchReader, DeviceTable, DeviceRecordBatch)):
-        return 2
-    if isinstance(obj, (pa.ChunkedArray, pa.Array, DeviceChunkedArray, DeviceArray)):
-        return 1
-    return 0
-
-
-def _capsule_pair(obj: Any, method: str) -> Tuple[Any, Any]:
-    """Call obj.<method>() and check it gave the protocol's (schema, array) pair."""
-    result = getattr(obj, method)()
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise TypeError(
-            f"{type(obj).__name__}.{method}() must return a (schema capsule, array capsule) tuple, "
-            f"got {type(result).__name__}"
-        )
-    return result
-
-
-def _looks_like_batch(obj: Any, schema_capsule: Any) -> bool:
-    """A producer of one struct array is a record batch when it is one
-    (pyarrow's or ours), or looks like one (has num_columns and schema)."""
-    if isinstance(obj, (pa.RecordBatch, DeviceRecordBatch)):
-        return True
-    if isinstance(obj, (pa.Array, DeviceArray)):
-        return False
-    if not (hasattr(obj, "num_columns") and hasattr(obj, "schema")):
-        return False
-    return _lib.schema_capsule_format(schema_capsule) == "+s"
-
-
-# ---------------------------------------------------------------------------
-# The tensor view of fixed-width arrays (__cuda_array_interface__, DLPack)
-# ---------------------------------------------------------------------------
-
-
-class _NoTensor(Exception):
-    """Why an array has no tensor view (the message completes "a <type> array ...")."""
-
-
-def _element(t: pa.DataType) -> Tuple[str, int, int]:
-    """(NumPy typestr, DLPack code, bits) of one element of a fixed-width
-    type; temporal types are their storage integers."""
-    st = _storage(t)
-    if pa.types.is_boolean(st):
-        raise _NoTensor(
-            "holds bit-packed booleans, which no __cuda_array_interface__ / DLPack dtype describes (they "
-            "need a byte per element); use .values, a DeviceBitmap of the value bits"
-        )
-    if pa.types.is_integer(st):
-        signed = pa.types.is_signed_integer(st)
-        bits = st.bit_width
-        return f"{'|' if bits == 8 else '<'}{'i' if signed else 'u'}{bits // 8}", _DL_INT if signed else _DL_UINT, bits
-    if pa.types.is_floating(st):
-        return f"<f{st.bit_width // 8}", _DL_FLOAT, st.bit_width
-    if pa.types.is_date(st) or pa.types.is_time(st) or pa.types.is_timestamp(st) or pa.types.is_duration(st):
-        bits = st.bit_width
-        return f"<i{bits // 8}", _DL_INT, bits
-    if pa.types.is_decimal(st):
-        raise _NoTensor(
-            f"holds {st.bit_width}-bit decimals (scaled integers), which have no standard dtype; "
-            "use .buffers()[1] for the raw bytes"
-        )
-    if pa.types.is_fixed_size_binary(st):
-        raise _NoTensor("holds fixed-size binary values, which have no dtype; use .buffers()[1] for the raw bytes")
-    if pa.types.is_dictionary(st):
-        raise _NoTensor("is dictionary-encoded; use .indices (integers, which have a tensor view) and .dictionary")
-    if pa.types.is_null(st):
-        raise _NoTensor("holds no values")
-    raise _NoTensor(
-        "is not a fixed-width array (integers, floats, dates, times, timestamps, durations, or fixed-size "
-        "lists of those), so it has no single dtype; use .buffers() for its buffers"
-    )
-
-
-def _nulls_message(arr: "DeviceArray", protocol: str, nulls: int, where: str = "") -> str:
-    return (
-        f"this {arr.type} array{where} has {nulls} null{'s' if nulls != 1 else ''}, and {protocol} carries no "
-        "validity, so they would be silently lost. Use arr.values (a device view of the values, with "
-        "unspecified values in null slots) together with arr.validity (the validity bitmap on the device, a "
-        "DeviceBitmap), or fill the nulls on the host first"
-    )
-
-
-class _Tensor:
-    """Where the elements of a fixed-width array live: a buffer, the byte
-    offset of element 0, the shape, and the element type."""
-
-    __slots__ = ("buffer", "byte_offset", "shape", "typestr", "code", "bits")
-
-    def __init__(self, buffer: Any, byte_offset: int, shape: Tuple[int, ...], typestr: str, code: int, bits: int):
-        self.buffer = buffer
-        self.byte_offset = byte_offset
-        self.shape = shape
-        self.typestr = typestr
-        self.code = code
-        self.bits = bits
-
-    @property
-    def nbytes(self) -> int:
-        n = self.bits // 8
-        for extent in self.shape:
-            n *= extent
-        return n
-
-
-def _tensor_of(arr: "DeviceArray", protocol: str, error: Callable[[str], Exception]) -> _Tensor:
-    t = arr.type
-    st = _storage(t)
-    try:
-        if pa.types.is_fixed_size_list(st):
-            typestr, code, bits = _element(st.value_type)
-        else:
-            typestr, code, bits = _element(t)
-    except _NoTensor as e:
-        raise error(f"a {t} array has no {protocol}: it {e}") from None
-    nulls = arr.null_count
-    if nulls:
-        raise error(_nulls_message(arr, protocol, nulls))
-    if pa.types.is_fixed_size_list(st):
-        k = st.list_size
-        child = arr._data.children()[0]
-        n = len(arr)
-        child_nulls = child.slice(arr.offset * k, n * k).null_count(0, -1)
-        if child_nulls:
-            raise error(_nulls_message(arr, protocol, child_nulls, " (its list values)"))
-        buf = child.buffers()[1]
-        return _Tensor(buf, (child.offset + arr.offset * k) * (bits // 8), (n, k), typestr, code, bits)
-    buf = arr._data.buffers()[1]
-    return _Tensor(buf, arr.offset * (bits // 8), (len(arr),), typestr, code, bits)
-
-
-def _dlpack_device_of(placement: Tuple[int, int]) -> Tuple[int, int]:
-    kind, device_id = placement
-    if kind == _CUDA_HOST:
-        return (_CUDA_HOST, 0)
-    return (kind, device_id)
-
-
-def _dlpack_export(
-    tensor: _Tensor,
-    placement: Tuple[int, int],
-    *,
-    stream: Optional[int],
-    max_version: Optional[Tuple[int, int]],
-    dl_device: Optional[Tuple[int, int]],
-    copy: Optional[bool],
-) -> Any:
-    device = _dlpack_device_of(placement)
-    if dl_device is not None and tuple(int(x) for x in dl_device) != device:
-        raise BufferError(
-            f"cannot export an array on {device} to DLPack device {tuple(dl_device)} "
-            "(cuarrow does not copy across devices in __dlpack__)"
-        )
-    ctx = _lib.Context.get(max(placement[1], 0))
-    source = tensor.buffer
-    offset = tensor.byte_offset
-    copied = False
-    if source.raw_device_type == _CPU:  # an empty array has no buffer: give an empty device one
-        source, offset = _lib.allocate_device(ctx, 0), 0
-    elif copy and tensor.nbytes:
-        fresh = _lib.allocate_device(ctx, tensor.nbytes)
-        _lib.copy(fresh, 0, source, offset, tensor.nbytes)
-        source, offset, copied = fresh, 0, True
-    if stream is not None and stream != -1:
-        stream = _index(stream, "stream")
-        if stream == 0:
-            raise ValueError("stream 0 is ambiguous for CUDA in DLPack; pass 1 for the legacy default stream")
-        if stream != 1:
-            _lib.stream_wait_for_default(ctx, stream)
-    versioned = max_version is not None and tuple(max_version)[0] >= 1
-    return _lib.to_dlpack_typed(source, offset, tensor.code, tensor.bits, list(tensor.shape), versioned, copied)
-
-
-# ---------------------------------------------------------------------------
-# Bitmaps
-# ---------------------------------------------------------------------------
 
 
 # pyarrow's own type and schema objects describe the data: cuarrow's model
@@ -420,13 +210,43 @@ class DeviceBitmap:
     def __repr__(self) -> str:
         return (
             f"<cuarrow.cuda.DeviceBitmap length={self.length} offset={self.offset} "
-            f"bytes={self.buffer.size} device={self.buffer._device_label()}>"
+            f"bytes={self.buffer.size} device={self.buffer._device.label()}>"
         )
 
 
-# ---------------------------------------------------------------------------
-# Arrays
-# ---------------------------------------------------------------------------
+def _row_range(offset: Any, length: Any, n: int) -> Tuple[int, int]:
+    """(offset, length) of a slice of `n` rows with pyarrow's argument rules:
+    negatives refused, offset and length clamped to the rows there are."""
+    offset = _index(offset, "offset")
+    if offset < 0:
+        raise IndexError("Offset must be non-negative")
+    offset = min(offset, n)
+    if length is None:
+        return offset, n - offset
+    length = _index(length, "length")
+    if length < 0:
+        raise ValueError("Length must be non-negative")
+    return offset, min(length, n - offset)
+
+
+def _rows(obj: Any, key: slice, what: str) -> Any:
+    """obj[start:stop] as obj.slice (step 1 only)."""
+    if (key.step or 1) != 1:
+        raise IndexError(f"only slices with step 1 are supported on {what}")
+    start, stop, _ = key.indices(len(obj))
+    return obj.slice(start, max(stop - start, 0))
+
+
+def _element(obj: Any, key: Any) -> Any:
+    """obj[i] for an integer (negative from the end): a pyarrow Scalar, one
+    element copied to the host."""
+    index = operator.index(key)
+    n = len(obj)
+    if index < 0:
+        index += n
+    if not 0 <= index < n:
+        raise IndexError("index out of bounds")
+    return obj.slice(index, 1).to_host()[0]
 
 
 class _DeviceData:
@@ -441,7 +261,7 @@ class _DeviceData:
     def device_type(self) -> Any:
         """``pyarrow.DeviceAllocationType.CUDA`` (``CUDA_HOST`` / ``CUDA_MANAGED``
         for imported pinned or managed memory)."""
-        return _device_type(self._placement()[0])
+        return _device.device_type(self._placement()[0])
 
     @property
     def device_id(self) -> int:
@@ -456,8 +276,6 @@ class _DeviceData:
     @property
     def device(self) -> Any:
         """The device the data is on (a cuarrow.cuda.Device: pyarrow.Device's attributes)."""
-        from cuarrow.cuda import Device
-
         return Device(*self._placement())
 
     @property
@@ -479,6 +297,22 @@ class _DeviceData:
             f"iterating a {type(self).__name__} would copy it to the host element by element; "
             "use to_host() (or to_pylist()) once"
         )
+
+    def to_host(self, *, stream: Any = None) -> Any:
+        raise NotImplementedError
+
+    def to_pylist(self) -> list:
+        """``to_host().to_pylist()``."""
+        return self.to_host().to_pylist()
+
+    def _equals(self, other: Any, host_type: type, **kwargs: Any) -> bool:
+        """True when `other` (an object of this class, or its pyarrow
+        counterpart `host_type`) holds the same data (compared on the host)."""
+        if isinstance(other, type(self)):
+            other = other.to_host()
+        if not isinstance(other, host_type):
+            raise TypeError(f"cannot compare a {type(self).__name__} with {type(other).__name__}")
+        return self.to_host().equals(other, **kwargs)
 
 
 _type_of = builtins.type
@@ -774,35 +608,15 @@ class DeviceArray(_DeviceData):
     # -- slicing ----------------------------------------------------------------
     def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceArray":
         """A zero-copy slice (pyarrow's rules: offset past the end gives an empty array)."""
-        offset = _index(offset, "offset")
-        if offset < 0:
-            raise IndexError("Offset must be non-negative")
-        n = len(self)
-        offset = min(offset, n)
-        if length is None:
-            length = n - offset
-        else:
-            length = _index(length, "length")
-            if length < 0:
-                raise ValueError("Length must be non-negative")
-            length = min(length, n - offset)
+        offset, length = _row_range(offset, length, len(self))
         return DeviceArray._wrap(self._data.slice(offset, length), self._type)
 
     def __getitem__(self, key: Any) -> Any:
         """A slice (zero-copy) for a slice; a pyarrow Scalar (one element copied
         to the host) for an integer."""
         if isinstance(key, slice):
-            if (key.step or 1) != 1:
-                raise IndexError("only slices with step 1 are supported on device arrays")
-            start, stop, _ = key.indices(len(self))
-            return self.slice(start, max(stop - start, 0))
-        index = operator.index(key)
-        n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("index out of bounds")
-        return self.slice(index, 1).to_host()[0]
+            return _rows(self, key, "device arrays")
+        return _element(self, key)
 
     # -- host copies ------------------------------------------------------------
     def to_host(self, *, stream: Any = None) -> pa.Array:
@@ -812,18 +626,10 @@ class DeviceArray(_DeviceData):
         the copies run on that stream after the work already queued there."""
         return _arrays_to_host(self.type, [self._data], stream)[0]
 
-    def to_pylist(self) -> list:
-        """``to_host().to_pylist()``."""
-        return self.to_host().to_pylist()
-
     def equals(self, other: Any) -> bool:
         """True when `other` (a DeviceArray or a pyarrow Array) holds the same
         values and type (compared on the host)."""
-        if isinstance(other, DeviceArray):
-            other = other.to_host()
-        if not isinstance(other, pa.Array):
-            raise TypeError(f"cannot compare a DeviceArray with {type(other).__name__}")
-        return self.to_host().equals(other)
+        return self._equals(other, pa.Array)
 
     def validate(self, *, full: bool = False) -> None:
         """Check the array's structure (``full``: every value too, which copies
@@ -873,20 +679,12 @@ class DeviceArray(_DeviceData):
         their storage integers; a fixed-size list as a 2-D array).  ``stream``
         is 1: the data is valid in the order of the legacy default stream.
         Raises TypeError for other arrays (with nulls: see ``.values``)."""
-        tensor = _tensor_of(self, "__cuda_array_interface__", TypeError)
+        tensor = _protocols._tensor_of(self, "__cuda_array_interface__", TypeError)
         address = tensor.buffer.address + tensor.byte_offset if tensor.nbytes else 0
-        return {
-            "shape": tensor.shape,
-            "typestr": tensor.typestr,
-            "descr": [("", tensor.typestr)],
-            "data": (address, not tensor.buffer.is_mutable),
-            "strides": None,
-            "version": 3,
-            "stream": 1,
-        }
+        return _protocols.cuda_array_interface(address, tensor.shape, tensor.typestr, not tensor.buffer.is_mutable)
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        return _dlpack_device_of(self._placement())
+        return _device.dlpack_device(self._placement())
 
     def __dlpack__(
         self,
@@ -901,9 +699,21 @@ class DeviceArray(_DeviceData):
         `stream` is the consumer's stream, made to wait for cuarrow's work
         (DLPack's integers: 1 the legacy default stream, 2 the per-thread
         one, -1 none).  Raises BufferError for other arrays."""
-        tensor = _tensor_of(self, "DLPack", BufferError)
-        return _dlpack_export(
-            tensor, self._placement(), stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+        tensor = _protocols._tensor_of(self, "DLPack", BufferError)
+        placement = self._placement()
+        return _protocols.dlpack_export(
+            tensor.buffer,
+            tensor.byte_offset,
+            tensor.shape,
+            tensor.code,
+            tensor.bits,
+            placement,
+            _lib.Context.get(max(placement[1], 0)),
+            "an array",
+            stream=stream,
+            max_version=max_version,
+            dl_device=dl_device,
+            copy=copy,
         )
 
     # -- display ------------------------------------------------------------------------
@@ -912,7 +722,7 @@ class DeviceArray(_DeviceData):
         nulls = f" null_count={raw}" if raw >= 0 else ""
         return (
             f"<cuarrow.cuda.DeviceArray type={self.type} length={len(self)}{nulls} "
-            f"device={_device_label(self._placement())}>"
+            f"device={_device.label(self._placement())}>"
         )
 
     def __repr__(self) -> str:
@@ -923,28 +733,11 @@ class DeviceArray(_DeviceData):
     __str__ = __repr__
 
 
-# ---------------------------------------------------------------------------
-# Chunked arrays
-# ---------------------------------------------------------------------------
-
-
-
 def _slice_pieces(pieces: List[Any], offset: Any, length: Any) -> List[Any]:
     """Zero-copy slices of consecutive pieces (chunks or batches) covering
     rows [offset, offset + length) of their concatenation, with pyarrow's
     argument rules (offset and length clamped, negatives refused)."""
-    offset = _index(offset, "offset")
-    if offset < 0:
-        raise IndexError("Offset must be non-negative")
-    n = sum(len(p) for p in pieces)
-    offset = min(offset, n)
-    if length is None:
-        length = n - offset
-    else:
-        length = _index(length, "length")
-        if length < 0:
-            raise ValueError("Length must be non-negative")
-        length = min(length, n - offset)
+    offset, length = _row_range(offset, length, sum(len(p) for p in pieces))
     out = []
     for piece in pieces:
         size = len(piece)
@@ -959,7 +752,39 @@ def _slice_pieces(pieces: List[Any], offset: Any, length: Any) -> List[Any]:
         offset = 0
     return out
 
-class DeviceChunkedArray(_DeviceData):
+
+class _DevicePieces(_DeviceData):
+    """What DeviceChunkedArray and DeviceTable share: consecutive device
+    pieces (chunks, or record batches) on one device, ``_where``; a slice is
+    zero-copy slices of the pieces."""
+
+    __slots__ = ()
+
+    _where: Tuple[int, int]
+
+    def _pieces(self) -> List[Any]:
+        raise NotImplementedError
+
+    def _with_pieces(self, pieces: List[Any]) -> Any:
+        """An object like this one over other pieces (on the same device)."""
+        raise NotImplementedError
+
+    def _placement(self) -> Tuple[int, int]:
+        return self._where
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self._pieces())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self._pieces())
+
+    def slice(self, offset: int = 0, length: Optional[int] = None) -> Any:
+        """A zero-copy slice across the pieces (pyarrow's rules)."""
+        return self._with_pieces(_slice_pieces(self._pieces(), offset, length))
+
+
+class DeviceChunkedArray(_DevicePieces):
     """A chunked Arrow array in GPU memory: device chunks of one type.
 
     ``to_host()`` gives back a ``pyarrow.ChunkedArray`` equal to the original.
@@ -978,8 +803,11 @@ class DeviceChunkedArray(_DeviceData):
         obj._where = where
         return obj
 
-    def _placement(self) -> Tuple[int, int]:
-        return self._where
+    def _pieces(self) -> List[Any]:
+        return self._chunks
+
+    def _with_pieces(self, pieces: List[Any]) -> "DeviceChunkedArray":
+        return DeviceChunkedArray._make(pieces, self._type, self._where)
 
     @property
     def type(self) -> pa.DataType:
@@ -999,9 +827,6 @@ class DeviceChunkedArray(_DeviceData):
     def iterchunks(self) -> Iterator[DeviceArray]:
         return iter(self._chunks)
 
-    def __len__(self) -> int:
-        return sum(len(c) for c in self._chunks)
-
     def length(self) -> int:
         return len(self)
 
@@ -1009,27 +834,10 @@ class DeviceChunkedArray(_DeviceData):
     def null_count(self) -> int:
         return sum(c.null_count for c in self._chunks)
 
-    @property
-    def nbytes(self) -> int:
-        return sum(c.nbytes for c in self._chunks)
-
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceChunkedArray":
-        """A zero-copy slice across chunks (pyarrow's rules)."""
-        return DeviceChunkedArray._make(_slice_pieces(self._chunks, offset, length), self._type, self._where)
-
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
-            if (key.step or 1) != 1:
-                raise IndexError("only slices with step 1 are supported on device arrays")
-            start, stop, _ = key.indices(len(self))
-            return self.slice(start, max(stop - start, 0))
-        index = operator.index(key)
-        n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("index out of bounds")
-        return self.slice(index, 1).to_host()[0]
+            return _rows(self, key, "device arrays")
+        return _element(self, key)
 
     def to_host(self, *, stream: Any = None) -> pa.ChunkedArray:
         """A ``pyarrow.ChunkedArray`` in host memory: one batched copy and one
@@ -1038,15 +846,8 @@ class DeviceChunkedArray(_DeviceData):
             return pa.chunked_array([], type=self._type)
         return pa.chunked_array(_arrays_to_host(self._type, [c._data for c in self._chunks], stream), type=self._type)
 
-    def to_pylist(self) -> list:
-        return self.to_host().to_pylist()
-
     def equals(self, other: Any) -> bool:
-        if isinstance(other, DeviceChunkedArray):
-            other = other.to_host()
-        if not isinstance(other, pa.ChunkedArray):
-            raise TypeError(f"cannot compare a DeviceChunkedArray with {type(other).__name__}")
-        return self.to_host().equals(other)
+        return self._equals(other, pa.ChunkedArray)
 
     def __arrow_c_device_stream__(self, requested_schema: Any = None, **kwargs: Any) -> Any:
         """A device stream (``arrow_device_array_stream`` capsule) of the
@@ -1073,15 +874,10 @@ class DeviceChunkedArray(_DeviceData):
         more = ",..." if len(self) > _REPR_VALUES else ""
         return (
             f"<cuarrow.cuda.DeviceChunkedArray type={self._type} length={len(self)} chunks={self.num_chunks} "
-            f"device={_device_label(self._where)}>\n[{shown}{more}]"
+            f"device={_device.label(self._where)}>\n[{shown}{more}]"
         )
 
     __str__ = __repr__
-
-
-# ---------------------------------------------------------------------------
-# Record batches and tables
-# ---------------------------------------------------------------------------
 
 
 def _column_index(schema: pa.Schema, key: Union[int, str]) -> int:
@@ -1184,42 +980,21 @@ class DeviceRecordBatch(_DeviceData):
         return sum(c.nbytes for c in self.columns)
 
     def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceRecordBatch":
-        offset = _index(offset, "offset")
-        if offset < 0:
-            raise IndexError("Offset must be non-negative")
-        n = len(self)
-        offset = min(offset, n)
-        if length is None:
-            length = n - offset
-        else:
-            length = _index(length, "length")
-            if length < 0:
-                raise ValueError("Length must be non-negative")
-            length = min(length, n - offset)
+        offset, length = _row_range(offset, length, len(self))
         return DeviceRecordBatch._wrap(self._data.slice(offset, length), self._schema)
 
     def __getitem__(self, key: Any) -> Any:
         """A column for a name or position; a zero-copy slice of rows for a slice."""
         if isinstance(key, slice):
-            if (key.step or 1) != 1:
-                raise IndexError("only slices with step 1 are supported on device record batches")
-            start, stop, _ = key.indices(len(self))
-            return self.slice(start, max(stop - start, 0))
+            return _rows(self, key, "device record batches")
         return self.column(key)
 
     def to_host(self, *, stream: Any = None) -> pa.RecordBatch:
         """A ``pyarrow.RecordBatch`` in host memory (one batched copy for all columns)."""
         return _batches_to_host(self.schema, [self._data], stream)[0]
 
-    def to_pylist(self) -> list:
-        return self.to_host().to_pylist()
-
     def equals(self, other: Any, check_metadata: bool = False) -> bool:
-        if isinstance(other, DeviceRecordBatch):
-            other = other.to_host()
-        if not isinstance(other, pa.RecordBatch):
-            raise TypeError(f"cannot compare a DeviceRecordBatch with {type(other).__name__}")
-        return self.to_host().equals(other, check_metadata=check_metadata)
+        return self._equals(other, pa.RecordBatch, check_metadata=check_metadata)
 
     def _requested(self, requested_schema: Any) -> Tuple[Any, pa.Schema]:
         """(the data, the schema to announce) for a requested schema."""
@@ -1259,7 +1034,7 @@ class DeviceRecordBatch(_DeviceData):
         more = f"\n(first {_REPR_ROWS} of {n} rows)" if n > _REPR_ROWS else ""
         return (
             f"<cuarrow.cuda.DeviceRecordBatch num_rows={n} num_columns={self.num_columns} "
-            f"device={_device_label(self._placement())}>\n{text}{more}"
+            f"device={_device.label(self._placement())}>\n{text}{more}"
         )
 
     __str__ = __repr__
@@ -1289,7 +1064,7 @@ def _table_placement(batches: Sequence["DeviceRecordBatch"], columns: Sequence[A
             where = p
         elif p != where:
             raise pa.ArrowInvalid(
-                f"record batch {i} is in {_device_label(p)} memory but batch 0 is in {_device_label(where)} "
+                f"record batch {i} is in {_device.label(p)} memory but batch 0 is in {_device.label(where)} "
                 "memory; a table must live on one device (copy it with to_device)"
             )
     if where is None:
@@ -1297,7 +1072,7 @@ def _table_placement(batches: Sequence["DeviceRecordBatch"], columns: Sequence[A
     return where
 
 
-class DeviceTable(_DeviceData):
+class DeviceTable(_DevicePieces):
     """A table in GPU memory: a schema and device record batches.
 
     ``to_host()`` gives back a ``pyarrow.Table`` equal to the original;
@@ -1375,8 +1150,11 @@ class DeviceTable(_DeviceData):
                 raise pa.ArrowInvalid(f"Schema at index {i} was different: \n{schema}\nvs\n{b.schema}")
         return DeviceTable._make(batches, schema, _table_placement(batches, []))
 
-    def _placement(self) -> Tuple[int, int]:
-        return self._where
+    def _pieces(self) -> List[Any]:
+        return self._batches
+
+    def _with_pieces(self, pieces: List[Any]) -> "DeviceTable":
+        return DeviceTable._make(pieces, self._schema, self._where)
 
     @property
     def schema(self) -> pa.Schema:
@@ -1384,10 +1162,7 @@ class DeviceTable(_DeviceData):
 
     @property
     def num_rows(self) -> int:
-        return sum(len(b) for b in self._batches)
-
-    def __len__(self) -> int:
-        return self.num_rows
+        return len(self)
 
     @property
     def num_columns(self) -> int:
@@ -1413,19 +1188,9 @@ class DeviceTable(_DeviceData):
     def field(self, i: Union[int, str]) -> pa.Field:
         return self._schema.field(_column_index(self._schema, i))
 
-    @property
-    def nbytes(self) -> int:
-        return sum(b.nbytes for b in self._batches)
-
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceTable":
-        return DeviceTable._make(_slice_pieces(self._batches, offset, length), self._schema, self._where)
-
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
-            if (key.step or 1) != 1:
-                raise IndexError("only slices with step 1 are supported on device tables")
-            start, stop, _ = key.indices(len(self))
-            return self.slice(start, max(stop - start, 0))
+            return _rows(self, key, "device tables")
         return self.column(key)
 
     def to_host(self, *, stream: Any = None) -> pa.Table:
@@ -1434,15 +1199,8 @@ class DeviceTable(_DeviceData):
         batches = _batches_to_host(self._schema, [b._data for b in self._batches], stream) if self._batches else []
         return pa.Table.from_batches(batches, schema=self._schema)
 
-    def to_pylist(self) -> list:
-        return self.to_host().to_pylist()
-
     def equals(self, other: Any, check_metadata: bool = False) -> bool:
-        if isinstance(other, DeviceTable):
-            other = other.to_host()
-        if not isinstance(other, pa.Table):
-            raise TypeError(f"cannot compare a DeviceTable with {type(other).__name__}")
-        return self.to_host().equals(other, check_metadata=check_metadata)
+        return self._equals(other, pa.Table, check_metadata=check_metadata)
 
     def __arrow_c_device_stream__(self, requested_schema: Any = None, **kwargs: Any) -> Any:
         """A device stream of the batches (a struct schema, as pyarrow's
@@ -1468,7 +1226,7 @@ class DeviceTable(_DeviceData):
         more = f"\n(first {_REPR_ROWS} of {n} rows)" if n > _REPR_ROWS else ""
         return (
             f"<cuarrow.cuda.DeviceTable num_rows={n} num_columns={self.num_columns} batches={len(self._batches)} "
-            f"device={_device_label(self._where)}>\n"
+            f"device={_device.label(self._where)}>\n"
             f"{_shown(lambda: _table_text([b.to_host() for b in head._batches], self._schema))}{more}"
         )
 
@@ -1476,296 +1234,3 @@ class DeviceTable(_DeviceData):
 
 
 DeviceObject = Union[DeviceArray, DeviceChunkedArray, DeviceRecordBatch, DeviceTable]
-
-
-# ---------------------------------------------------------------------------
-# to_device / from_device
-# ---------------------------------------------------------------------------
-
-
-def _arrays_to(ctx: Context, arrays: List[Any], handle: int, device: int) -> List[Any]:
-    return _lib.arrays_to_device(arrays, ctx._ctx, handle, device)
-
-
-def _batches_to(ctx: Context, batches: List[Any], handle: int, device: int) -> List[Any]:
-    return _lib.batches_to_device(batches, ctx._ctx, handle, device)
-
-
-def _known_null_count(data: Any) -> Any:
-    """Count the nulls of a host array before it moves (cheap on the host;
-    on the device it would take a copy of the bitmap)."""
-    if data.raw_null_count < 0:
-        return data.with_null_count(data.null_count(0, -1))
-    return data
-
-
-def _stream_result(
-    ctx: Context, result: Tuple[Any, ...], handle: int, device: int, source: Any = None
-) -> Union[DeviceChunkedArray, DeviceTable]:
-    """The device object for a stream read by the C++ layer; `source` (a
-    pyarrow object) supplies pyarrow's own schema or type."""
-    is_batches, schema_capsule, items = result[0], result[1], result[2]
-    where = (_CUDA, ctx.device_number)
-    if is_batches:
-        schema = getattr(source, "schema", None)
-        if not isinstance(schema, pa.Schema):
-            schema = pa.Schema._import_from_c_capsule(schema_capsule)
-        moved = _batches_to(ctx, items, handle, device)
-        return DeviceTable._make([DeviceRecordBatch._wrap(b, schema) for b in moved], schema, where)
-    t = source.type if isinstance(source, pa.ChunkedArray) else _field_of(schema_capsule).type
-    moved = _arrays_to(ctx, [_known_null_count(a) if a.placement[0] == _CPU else a for a in items], handle, device)
-    return DeviceChunkedArray._make([DeviceArray._wrap(a, t) for a in moved], t, where)
-
-
-def _validate_pyarrow(obj: Any) -> None:
-    try:
-        obj.validate()
-    except pa.ArrowInvalid as e:
-        raise pa.ArrowInvalid(
-            f"to_device: this pyarrow {type(obj).__name__} does not hold together ({e}); its buffers are smaller "
-            "than its lengths or offsets say, so copying it would read host memory that is not its own"
-        ) from e
-
-
-def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObject:
-    """Copy Arrow data to GPU memory, keeping its Arrow type.
-
-    `obj` is any Arrow object: one with ``__arrow_c_array__``,
-    ``__arrow_c_device_array__`` or ``__arrow_c_stream__`` /
-    ``__arrow_c_device_stream__`` (pyarrow's Array, ChunkedArray,
-    RecordBatch, Table and RecordBatchReader, and other Arrow libraries'
-    objects), or one of cuarrow's device objects (copied to `context`'s
-    device).  Returns a :class:`DeviceArray`, :class:`DeviceChunkedArray`,
-    :class:`DeviceRecordBatch` or :class:`DeviceTable`:
-
-    - pyarrow objects map by their class (a RecordBatchReader gives a table);
-    - other producers of one array give a DeviceArray, or a
-      DeviceRecordBatch when they look like a record batch (a struct array
-      from an object with ``num_columns`` and ``schema``);
-    - other producers of a stream give a DeviceTable when the stream's schema
-      is a struct (how tables and readers export themselves) and a
-      DeviceChunkedArray otherwise.
-
-    `context` is a :class:`Context` or a device number (default 0).  Each
-    array, batch or chunk moves in one batched transfer (one allocation, every
-    buffer copied on `stream`), sliced arrays copy only what they reference,
-    and `stream` (default: the legacy default stream) is synchronized once at
-    the end: the result is complete on return.  Input from another producer
-    is validated (structure and sizes) before anything is copied; a
-    malformed one raises ``pyarrow.ArrowInvalid``.
-    """
-    ctx = _as_context(context)
-    handle, device = _stream_arg(stream)
-    where = (_CUDA, ctx.device_number)
-
-    # cuarrow's own device objects: a device-to-device (or peer) copy.
-    if isinstance(obj, DeviceArray):
-        return DeviceArray._wrap(_arrays_to(ctx, [obj._data], handle, device)[0], obj._type)
-    if isinstance(obj, DeviceRecordBatch):
-        return DeviceRecordBatch._wrap(_batches_to(ctx, [obj._data], handle, device)[0], obj._schema)
-    if isinstance(obj, DeviceChunkedArray):
-        moved = _arrays_to(ctx, [c._data for c in obj._chunks], handle, device)
-        return DeviceChunkedArray._make([DeviceArray._wrap(a, obj.type) for a in moved], obj.type, where)
-    if isinstance(obj, DeviceTable):
-        moved = _batches_to(ctx, [b._data for b in obj._batches], handle, device)
-        return DeviceTable._make([DeviceRecordBatch._wrap(b, obj.schema) for b in moved], obj.schema, where)
-
-    # pyarrow's host objects, by class.  The C Data Interface carries no
-    # buffer sizes, so cuarrow sizes buffers from lengths and offsets; pyarrow
-    # knows the real sizes: its cheap validate() (no value is read, about
-    # 0.1 us a buffer) refuses an object whose offsets or lengths were
-    # changed to point past its buffers (e.g. through a zero-copy NumPy
-    # view), which would otherwise copy stray host bytes, or crash.
-    if isinstance(obj, (pa.RecordBatch, pa.Array, pa.Table, pa.ChunkedArray)):
-        _validate_pyarrow(obj)
-    if isinstance(obj, pa.RecordBatch):
-        batch = _lib.import_batch(*obj.__arrow_c_array__())
-        return DeviceRecordBatch._wrap(_batches_to(ctx, [batch], handle, device)[0], obj.schema)
-    if isinstance(obj, pa.Array):
-        data = _known_null_count(_lib.import_array(*obj.__arrow_c_array__()))
-        return DeviceArray._wrap(_arrays_to(ctx, [data], handle, device)[0], obj.type)
-    if isinstance(obj, (pa.Table, pa.RecordBatchReader, pa.ChunkedArray)):
-        result = _lib.read_stream(obj.__arrow_c_stream__(), _mode_of(obj))
-        return _stream_result(ctx, result, handle, device, obj)
-
-    # Other producers, by protocol: device arrays first (they may be anywhere).
-    if hasattr(obj, "__arrow_c_device_array__"):
-        schema_capsule, array_capsule = _capsule_pair(obj, "__arrow_c_device_array__")
-        if _looks_like_batch(obj, schema_capsule):
-            batch = _lib.import_device_batch(schema_capsule, array_capsule, handle, device)
-            moved = _batches_to(ctx, [batch], handle, device)[0]
-            return DeviceRecordBatch._wrap(moved, _schema_from(schema_capsule))
-        data = _lib.import_device_array(schema_capsule, array_capsule, handle, device)
-        if data.placement[0] == _CPU:
-            data = _known_null_count(data)
-        return DeviceArray._wrap(_arrays_to(ctx, [data], handle, device)[0], _type_from(schema_capsule))
-    if hasattr(obj, "__arrow_c_array__"):
-        schema_capsule, array_capsule = _capsule_pair(obj, "__arrow_c_array__")
-        if _looks_like_batch(obj, schema_capsule):
-            batch = _lib.import_batch(schema_capsule, array_capsule)
-            moved = _batches_to(ctx, [batch], handle, device)[0]
-            return DeviceRecordBatch._wrap(moved, _schema_from(schema_capsule))
-        data = _known_null_count(_lib.import_array(schema_capsule, array_capsule))
-        return DeviceArray._wrap(_arrays_to(ctx, [data], handle, device)[0], _type_from(schema_capsule))
-    if hasattr(obj, "__arrow_c_device_stream__"):
-        result = _lib.read_device_stream(obj.__arrow_c_device_stream__(), _mode_of(obj), handle, device)
-        return _stream_result(ctx, result, handle, device)
-    if hasattr(obj, "__arrow_c_stream__"):
-        return _stream_result(ctx, _lib.read_stream(obj.__arrow_c_stream__(), _mode_of(obj)), handle, device)
-
-    hint = ""
-    if hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__") or hasattr(obj, "__array__"):
-        hint = (
-            "; for a tensor already on the GPU use cuarrow.cuda.from_device(obj) (zero-copy), for a NumPy array "
-            "wrap it first: to_device(pa.array(ndarray))"
-        )
-    raise TypeError(
-        "to_device expects Arrow data: an object with __arrow_c_array__, __arrow_c_device_array__, "
-        f"__arrow_c_stream__ or __arrow_c_device_stream__ (pyarrow, nanoarrow, polars ...), not {type(obj).__name__}"
-        + hint
-    )
-
-
-def _refuse_cpu(obj: Any) -> TypeError:
-    return TypeError(
-        f"from_device imports data already in GPU memory, but this {type(obj).__name__} is in CPU memory; "
-        "use cuarrow.cuda.to_device(obj) to copy it to a GPU"
-    )
-
-
-# NumPy kinds of tensors that map to Arrow types: signed, unsigned, float,
-# datetime64, timedelta64.
-def _arrow_type_of_typestr(typestr: str) -> pa.DataType:
-    import numpy as np
-
-    dtype = np.dtype(typestr)
-    if dtype.byteorder == ">" or (dtype.byteorder == "=" and not np.little_endian):
-        raise TypeError(f"big-endian tensors ({typestr}) have no Arrow layout; Arrow data is little-endian")
-    if dtype.kind == "b":
-        raise TypeError(
-            "a bool tensor holds one byte per element, Arrow booleans one bit: view it as uint8 "
-            "(e.g. cupy_array.view(cupy.uint8), tensor.to(torch.uint8)) before importing"
-        )
-    if dtype.kind in "iuf":
-        return pa.from_numpy_dtype(dtype)
-    if dtype.kind in "mM":
-        unit, count = np.datetime_data(dtype)
-        if count != 1 or unit not in ("s", "ms", "us", "ns"):
-            raise TypeError(f"{dtype} has no Arrow equivalent (units s, ms, us, ns only)")
-        return pa.timestamp(unit) if dtype.kind == "M" else pa.duration(unit)
-    raise TypeError(f"tensors of dtype {dtype} have no Arrow equivalent (integers, floats, datetime64, timedelta64)")
-
-
-_DLPACK_NUMPY = {(_DL_INT, 8): "|i1", (_DL_INT, 16): "<i2", (_DL_INT, 32): "<i4", (_DL_INT, 64): "<i8",
-                 (_DL_UINT, 8): "|u1", (_DL_UINT, 16): "<u2", (_DL_UINT, 32): "<u4", (_DL_UINT, 64): "<u8",
-                 (_DL_FLOAT, 16): "<f2", (_DL_FLOAT, 32): "<f4", (_DL_FLOAT, 64): "<f8", (6, 8): "|b1"}  # fmt: skip
-
-
-def _from_tensor(obj: Any, context: Any, handle: int, device: int) -> DeviceArray:
-    """A zero-copy DeviceArray over a 1-D (primitive) or 2-D (fixed-size
-    list) C-contiguous tensor exposing __cuda_array_interface__ or DLPack."""
-    dl_device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
-    # The core's tensor reader checks shape, strides, dtype and span (and
-    # refuses a CAI mask, whose masked elements would come back valid).
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
-        info = _lib.read_cai(cai)
-        typestr = info["typestr"]
-    else:
-        try:
-            capsule = obj.__dlpack__(stream=1, max_version=(1, 0))
-        except TypeError:  # a producer without max_version (DLPack < 1.0)
-            capsule = obj.__dlpack__(stream=1)
-        info = _lib.dlpack_info(capsule)
-        del capsule
-        if info["lanes"] != 1 or (info["code"], info["bits"]) not in _DLPACK_NUMPY:
-            raise TypeError(f"DLPack dtype (code {info['code']}, {info['bits']} bits) has no Arrow equivalent")
-        typestr = _DLPACK_NUMPY[(info["code"], info["bits"])]
-    shape = info["shape"]
-    value_type = _arrow_type_of_typestr(typestr)
-    if len(shape) not in (1, 2):
-        raise TypeError(
-            f"from_device takes 1-D tensors (Arrow arrays) and 2-D ones (fixed-size lists), not {len(shape)}-D"
-        )
-    if not info["c_contiguous"]:
-        raise ValueError("the tensor is not C-contiguous; Arrow arrays are (copy it first, e.g. cupy.ascontiguousarray)")
-    if context is not None:
-        ctx = _as_context(context)
-    elif dl_device is not None and int(dl_device[0]) in (_CUDA, _CUDA_MANAGED):
-        ctx = Context(int(dl_device[1]))
-    else:
-        ctx = Context(0)
-    buf = ctx.buffer_from_object(obj)
-    where = (buf.raw_device_type if buf.size else _CUDA, ctx.device_number)
-    n = shape[0]
-    if len(shape) == 1:
-        data = _lib.make_array(
-            pa.field("", value_type).__arrow_c_schema__(), n, 0, 0, [None, buf], [], None, *where
-        )
-        return DeviceArray._wrap(data, value_type)
-    k = shape[1]
-    list_type = pa.list_(value_type, k)
-    values = _lib.make_array(
-        pa.field("item", value_type).__arrow_c_schema__(), n * k, 0, 0, [None, buf], [], None, *where
-    )
-    data = _lib.make_array(pa.field("", list_type).__arrow_c_schema__(), n, 0, 0, [None], [values], None, *where)
-    return DeviceArray._wrap(data, list_type)
-
-
-def from_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObject:
-    """Import data already in GPU memory, without copying it.
-
-    `obj` exposes one of:
-
-    - ``__arrow_c_device_array__`` (the C Device Data Interface): a
-      :class:`DeviceArray`, or a :class:`DeviceRecordBatch` for a record
-      batch (cuarrow's, pyarrow's, or a struct array from an object with
-      ``num_columns`` and ``schema``);
-    - ``__arrow_c_device_stream__``: a :class:`DeviceTable` for a struct
-      schema (or a table-like producer), else a :class:`DeviceChunkedArray`;
-    - ``__cuda_array_interface__`` or DLPack (CuPy, PyTorch, Numba ...): a
-      1-D C-contiguous tensor becomes a primitive DeviceArray without nulls
-      (datetime64 / timedelta64 give timestamps / durations), a 2-D one a
-      fixed-size list array (one list per row).  `context` chooses the
-      device for tensors that do not say (default: DLPack's device, else 0).
-
-    The producer's sync event is waited for on `stream` (default: the legacy
-    default stream, where cuarrow works); the result is valid in that
-    stream's order.  The imported structure is validated (structure and
-    sizes, reading the last offsets from the device in one batch); a
-    malformed one raises ``pyarrow.ArrowInvalid``.  Imported buffers are
-    read-only.  Data in CPU memory is refused: use :func:`to_device`.
-    cuarrow's own device objects go through the same protocols (a new,
-    read-only view of the same memory).
-    """
-    handle, device = _stream_arg(stream)
-    if hasattr(obj, "__arrow_c_device_array__"):
-        schema_capsule, array_capsule = _capsule_pair(obj, "__arrow_c_device_array__")
-        kind, _device_id = _lib.device_array_placement(array_capsule)
-        if kind == _CPU:
-            raise _refuse_cpu(obj)
-        if _looks_like_batch(obj, schema_capsule):
-            batch = _lib.import_device_batch(schema_capsule, array_capsule, handle, device)
-            return DeviceRecordBatch._wrap(batch, _schema_from(schema_capsule))
-        data = _lib.import_device_array(schema_capsule, array_capsule, handle, device)
-        return DeviceArray._wrap(data, _type_from(schema_capsule))
-    if hasattr(obj, "__arrow_c_device_stream__"):
-        is_batches, schema_capsule, items, kind = _lib.read_device_stream(
-            obj.__arrow_c_device_stream__(), _mode_of(obj), handle, device
-        )
-        if kind == _CPU:
-            raise _refuse_cpu(obj)
-        where = items[0].placement if items else (kind, 0)
-        if is_batches:
-            schema = pa.Schema._import_from_c_capsule(schema_capsule)
-            return DeviceTable._make([DeviceRecordBatch._wrap(b, schema) for b in items], schema, where)
-        field = _field_of(schema_capsule)
-        return DeviceChunkedArray._make([DeviceArray._wrap(a, field.type) for a in items], field.type, where)
-    if hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__"):
-        return _from_tensor(obj, context, handle, device)
-    if hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_stream__"):
-        raise _refuse_cpu(obj)
-    raise TypeError(
-        "from_device expects device data: an object with __arrow_c_device_array__, __arrow_c_device_stream__, "
-        f"__cuda_array_interface__ or __dlpack__, not {type(obj).__name__}"
-    )

@@ -14,7 +14,7 @@ import ctypes
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cuarrow.cuda import Context, CudaBuffer
+    from cuarrow._memory import Context, CudaBuffer
 
 
 def numpy_compat_for_numba() -> bool:
@@ -110,7 +110,7 @@ def to_numba_context(ctx: "Context") -> Any:
 
 
 def from_numba_context(context: Any = None) -> "Context":
-    from cuarrow.cuda import Context
+    from cuarrow._memory import Context
 
     if context is None:
         import numba.cuda
@@ -140,7 +140,7 @@ def to_numba(buf: "CudaBuffer") -> Any:
 def from_numba(mem: Any) -> "CudaBuffer":
     """A CudaBuffer viewing numba device memory (a MemoryPointer, the
     ``gpu_data`` of a device array, or a device array itself)."""
-    from cuarrow.cuda import Context
+    from cuarrow._memory import Context
 
     if not hasattr(mem, "device_pointer_value") and hasattr(mem, "gpu_data"):
         mem = mem.gpu_data

@@ -43,12 +43,18 @@ class host_view {
   bool held_ = false;
 };
 
-void check_host_range(std::int64_t offset, std::int64_t n, std::int64_t available, const char* role) {
-  if (offset < 0) throw cuarrow::out_of_range("negative offset " + std::to_string(offset) + " into the " + role);
-  if (n < 0) throw cuarrow::out_of_range("negative copy size " + std::to_string(n));
-  if (offset > available || n > available - offset) {
-    throw cuarrow::out_of_range("copy of " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
-                                " overruns the " + role + " of " + std::to_string(available) + " bytes");
+// The memory of a host view as a buffer: the core checks ranges in it.
+cuarrow::buffer host_range(const host_view& v, std::int64_t offset, std::int64_t size) {
+  return cuarrow::wrap_host(v.data(), v.size(), nullptr).slice(offset, size);
+}
+
+// pyarrow.cuda raises ValueError (not ArrowInvalid) for its argument ranges.
+template <class F>
+auto pyarrow_range(F&& resolve) {
+  try {
+    return resolve();
+  } catch (const cuarrow::out_of_range& e) {
+    throw nb::value_error(e.what());
   }
 }
 
@@ -204,6 +210,37 @@ void bind_buffer(nb::module_& m) {
       nb::arg("context"), nb::arg("address"), nb::arg("size"), nb::arg("owner").none(), nb::arg("is_mutable") = true,
       "A view of memory someone else owns; `owner` is kept alive while the view (or any slice) lives.");
 
+  // ---- pyarrow.cuda's argument ranges (cuarrow::ranges), as ValueError --------
+  m.def(
+      "read_count",
+      [](std::int64_t size, std::int64_t position, std::int64_t nbytes, std::int64_t dst_size) {
+        return pyarrow_range([&] { return cuarrow::ranges::read_count(size, position, nbytes, dst_size); });
+      },
+      nb::arg("size"), nb::arg("position"), nb::arg("nbytes"), nb::arg("dst_size") = -1,
+      "Bytes CudaBuffer.copy_to_host copies (cuarrow::ranges::read_count).");
+  m.def(
+      "write_count",
+      [](std::int64_t size, std::int64_t position, std::int64_t nbytes, std::int64_t src_size, bool src_is_host) {
+        return pyarrow_range(
+            [&] { return cuarrow::ranges::write_count(size, position, nbytes, src_size, src_is_host); });
+      },
+      nb::arg("size"), nb::arg("position"), nb::arg("nbytes"), nb::arg("src_size"), nb::arg("src_is_host"),
+      "Bytes copy_from_host / copy_from_device copy (cuarrow::ranges::write_count).");
+  m.def(
+      "source_count",
+      [](std::int64_t src_size, std::int64_t offset, std::int64_t size) {
+        return pyarrow_range([&] { return cuarrow::ranges::source_count(src_size, offset, size); });
+      },
+      nb::arg("src_size"), nb::arg("offset"), nb::arg("size"),
+      "Bytes Context.buffer_from_data takes (cuarrow::ranges::source_count).");
+  m.def(
+      "slice_length",
+      [](std::int64_t size, std::int64_t offset, std::optional<std::int64_t> length) {
+        return pyarrow_range([&] { return cuarrow::ranges::slice_length(size, offset, length); });
+      },
+      nb::arg("size"), nb::arg("offset"), nb::arg("length").none(),
+      "The length of CudaBuffer.slice (cuarrow::ranges::slice_length).");
+
   // ---- copies ---------------------------------------------------------------
   m.def(
       "copy",
@@ -219,8 +256,7 @@ void bind_buffer(nb::module_& m) {
       [](const Buffer& dst, std::int64_t dst_offset, nb::handle src, std::int64_t src_offset, std::int64_t size,
          std::uintptr_t stream, int device) {
         host_view v(src, false);
-        check_host_range(src_offset, size, v.size(), "source host buffer");
-        const auto* from = static_cast<const std::byte*>(v.data()) + src_offset;
+        const auto* from = host_range(v, src_offset, size).host_data();
         nb::gil_scoped_release r;
         cuarrow::copy_from_host(dst.buf, dst_offset, from, size, make_stream(stream, device));
       },
@@ -232,8 +268,7 @@ void bind_buffer(nb::module_& m) {
       [](nb::handle dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
          std::uintptr_t stream, int device) {
         host_view v(dst, true);
-        check_host_range(dst_offset, size, v.size(), "destination host buffer");
-        auto* to = static_cast<std::byte*>(v.data()) + dst_offset;
+        auto* to = host_range(v, dst_offset, size).mutable_host_data();
         nb::gil_scoped_release r;
         cuarrow::copy_to_host(to, src.buf, src_offset, size, make_stream(stream, device));
       },

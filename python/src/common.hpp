@@ -5,7 +5,9 @@
 // synchronization) and translates cuarrow's exceptions in one place
 // (errors.cpp).  Everything pyarrow-shaped (argument names, defaults, the
 // exact error messages pyarrow users match on) lives in the pure-Python
-// facade, cuarrow/cuda.py.
+// facade (cuarrow/cuda.py and its private modules), except the argument
+// range checks, which are the core's (cuarrow::ranges, with pyarrow's
+// messages; buffer.cpp raises them as ValueError).
 //
 // Locking: the GIL is always the outermost lock.  Code here never takes the
 // GIL while holding a cuarrow lock; the only place the GIL is taken from C++

@@ -116,14 +116,6 @@ nb::object export_state_capsule(export_state* st, bool versioned, bool read_only
   return nb::steal(cap);
 }
 
-nb::object export_dlpack(const Buffer& b, bool versioned, bool copied) {
-  auto* st = new export_state{};
-  st->buf = b.buf;
-  st->data = b.buf.address();
-  st->shape[0] = b.buf.size();
-  return export_state_capsule(st, versioned, !b.buf.is_mutable(), copied);
-}
-
 // A typed tensor over part of a buffer: elements of `bits` bits of DLPack
 // type `code`, `shape` (1 or 2 dimensions, row-major, compact) from byte
 // `byte_offset` of the buffer.
@@ -324,8 +316,6 @@ nb::dict read_cai(nb::handle desc) {
 }  // namespace
 
 void bind_dlpack(nb::module_& m) {
-  m.def("to_dlpack", &export_dlpack, nb::arg("buffer"), nb::arg("versioned") = true, nb::arg("copied") = false,
-        "A DLPack capsule (1-D uint8) over the buffer's bytes; the capsule keeps the memory alive.");
   m.def("to_dlpack_typed", &export_dlpack_typed, nb::arg("buffer"), nb::arg("byte_offset"), nb::arg("code"),
         nb::arg("bits"), nb::arg("shape"), nb::arg("versioned") = true, nb::arg("copied") = false,
         "A DLPack capsule of a typed, compact row-major tensor over part of a buffer; keeps the memory alive.");

@@ -9,7 +9,7 @@
 //   cuarrow::host_access_error  -> TypeError
 //   any other cuarrow::error    -> RuntimeError
 //
-// The Python classes are defined in cuarrow/cuda.py and handed over once at
+// The Python classes are defined in cuarrow/_errors.py and handed over once at
 // import (_set_error_types); until then the built-in bases are raised.
 #include <nanobind/stl/string.h>
 

@@ -101,7 +101,8 @@ def test_demo_without_any_gpu_or_driver_selects_emulation():
     code = (
         "import ctypes, sys\n"
         "from cuarrow import cuda\n"
-        "cuda._probe_real_gpus = lambda: (0, 'no CUDA driver is installed (test)')\n"
+        "from cuarrow import _driver\n"
+        "_driver._probe_real_gpus = lambda: (0, 'no CUDA driver is installed (test)')\n"
         "from cuarrow import demo\n"
         "sys.exit(demo.main([]))\n"
     )
