@@ -17,9 +17,13 @@ per call.  Every call has synchronous semantics: cuarrow's calls without
 synchronization of the stream it used, inside the timed region.
 
 Output: progress on stderr, the result table on stdout, and in the output
-folder ``results.json`` (machine, versions, every sample), ``results.txt``
-(the table), ``summary.md`` (the targets) and ``results.png`` (the plot).
-See bench/README.md for what each case measures and how to read the ratios.
+folder ``results.json`` (machine, versions, each case's summary: median,
+min, max, 10th and 90th percentiles, number of calls), ``results.txt`` (the
+table), ``summary.md`` (the targets) and ``results.png`` (the plot); with
+``--samples``, ``samples.json`` (every call's seconds: large, never
+committed).  ``--report-from DIR`` writes the last three again from DIR's
+results.json.  See bench/README.md for what each case measures and how to
+read the ratios.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import textwrap
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -86,7 +90,7 @@ def parse_size(text: str) -> int:
     return value
 
 
-def parse_sizes(text: str) -> List[int]:
+def parse_sizes(text: str) -> list[int]:
     return sorted({parse_size(s) for s in text.split(",") if s.strip()})
 
 
@@ -105,13 +109,13 @@ def _kind(obj: Any) -> str:
             return name
     if isinstance(obj, np.ndarray):
         return "numpy"
-    if isinstance(obj, pa.Buffer):
-        return "pyarrow"
     name = type(obj).__name__
     if name == "CudaBuffer":
         return "cuarrow-device"
-    if name == "HostBuffer":
+    if name == "HostBuffer":  # before pa.Buffer: cuarrow's HostBuffer is one
         return "cuarrow-host"
+    if isinstance(obj, pa.Buffer):
+        return "pyarrow"
     return name
 
 
@@ -180,10 +184,10 @@ class Case:
         fn: Callable[[], Any],
         semantics: str,
         *,
-        size_label: Optional[str] = None,
+        size_label: str | None = None,
         dest: Any = None,
-        expect: Optional[np.ndarray] = None,
-        verify: Optional[Callable[[Any], bool]] = None,
+        expect: np.ndarray | None = None,
+        verify: Callable[[Any], bool] | None = None,
         note: str = "",
     ) -> None:
         self.group = group
@@ -202,7 +206,7 @@ class Case:
     def name(self) -> str:
         return f"{self.impl} {self.label}" if self.impl != "raw" else self.label
 
-    def verify(self, result: Any) -> Optional[bool]:
+    def verify(self, result: Any) -> bool | None:
         if self.verify_fn is not None:
             return bool(self.verify_fn(result))
         if self.expect is None:
@@ -223,7 +227,15 @@ class Timing:
         self.max_reps = max_reps
 
 
-def measure(case: Case, timing: Timing) -> Dict[str, Any]:
+def sample_summary(samples: list[float]) -> dict[str, Any]:
+    """What results.json keeps of a case's timed calls (seconds): their
+    number, median, extremes and 10th / 90th percentiles."""
+    deciles = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
+    return {"n_samples": len(samples), "median_s": statistics.median(samples), "min_s": min(samples),
+            "max_s": max(samples), "p10_s": deciles[0], "p90_s": deciles[-1]}
+
+
+def measure(case: Case, timing: Timing) -> dict[str, Any]:
     """Warm up, then time calls one by one until the time budget and the
     minimum sample count are both reached (or max_reps).  The result of each
     call is dropped after its timer stops: freeing is not timed."""
@@ -235,7 +247,7 @@ def measure(case: Case, timing: Timing) -> Dict[str, Any]:
     for _ in range(warmups - 1):
         result = case.fn()
         del result
-    samples: List[float] = []
+    samples: list[float] = []
     clock = time.perf_counter_ns
     gc.collect()
     gc.disable()
@@ -254,7 +266,8 @@ def measure(case: Case, timing: Timing) -> Dict[str, Any]:
     finally:
         gc.enable()
     gc.collect()
-    med = statistics.median(samples)
+    summary = sample_summary(samples)
+    med = summary["median_s"]
     n = case.nbytes
     return {
         "group": case.group,
@@ -266,10 +279,8 @@ def measure(case: Case, timing: Timing) -> Dict[str, Any]:
         "size_label": case.size_label,
         "note": case.note,
         "verified": verified,
-        "samples_s": [round(x, 9) for x in samples],
-        "median_s": med,
-        "min_s": min(samples),
-        "max_s": max(samples),
+        "samples_s": [round(x, 9) for x in samples],  # only in samples.json (write_json leaves it out)
+        **summary,
         "gbps_median": n / med / 1e9,
         "gbps_min": n / max(samples) / 1e9,
         "gbps_max": n / min(samples) / 1e9,
@@ -308,7 +319,7 @@ class HostData:
 class Impl:
     name = "?"
 
-    def cases(self, group: str, n: int, host: HostData) -> List[Case]:
+    def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         return []
 
 
@@ -324,11 +335,12 @@ class Cuarrow(Impl):
         self.dsrc = self.ctx.buffer_from_data(host.src)
         self.ddst = self.ctx.new_buffer(m)
 
-    def cases(self, group: str, n: int, host: HostData) -> List[Case]:
+    def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         ctx, src, exp = self.ctx, host.src[:n], host.expect(n)
         pin, dsrc, ddst = self.pinned.slice(0, n), self.dsrc.slice(0, n), self.ddst.slice(0, n)
         dst = host.dst[:n]
-        C = lambda label, fn, sem, **kw: Case(group, "cuarrow", label, n, fn, sem, expect=exp, **kw)
+        def C(label, fn, sem, **kw):
+            return Case(group, "cuarrow", label, n, fn, sem, expect=exp, **kw)
         if group == "H2D pageable":
             return [
                 C("buffer_from_data(ndarray)", lambda: ctx.buffer_from_data(src), "alloc"),
@@ -354,7 +366,7 @@ class Cuarrow(Impl):
         return []
 
 
-def _memcpy_kinds(rt: Any) -> Tuple[int, int, int]:
+def _memcpy_kinds(rt: Any) -> tuple[int, int, int]:
     """cudaMemcpyHostToDevice, DeviceToHost, DeviceToDevice (CUDA's values if CuPy lacks the names)."""
     return (getattr(rt, "memcpyHostToDevice", 1), getattr(rt, "memcpyDeviceToHost", 2),
             getattr(rt, "memcpyDeviceToDevice", 3))
@@ -386,12 +398,13 @@ class Raw(Impl):
 
         return fn
 
-    def cases(self, group: str, n: int, host: HostData) -> List[Case]:
+    def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         rt, exp = self.rt, host.expect(n)
         dptr_src, dptr_dst = self.dsrc.data.ptr, self.ddst.data.ptr
         ddst = self.ddst[:n]
         H2D, D2H, D2D = _memcpy_kinds(rt)
-        C = lambda label, fn, dest: Case(group, "raw", label, n, fn, "into", dest=dest, expect=exp)
+        def C(label, fn, dest):
+            return Case(group, "raw", label, n, fn, "into", dest=dest, expect=exp)
         if group == "H2D pageable":
             return [C("raw cudaMemcpy pageable", self.copy_fn(dptr_dst, host.src.ctypes.data, n, H2D), ddst)]
         if group == "H2D pinned":
@@ -420,11 +433,12 @@ class Cupy(Impl):
         self.stream = cupy.cuda.get_current_stream()
         self.stream.synchronize()
 
-    def cases(self, group: str, n: int, host: HostData) -> List[Case]:
+    def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         cp, sync, exp = self.cp, self.stream.synchronize, host.expect(n)
         src, dst, pin = host.src[:n], host.dst[:n], self.pinned[:n]
         dsrc, ddst = self.dsrc[:n], self.ddst[:n]
-        C = lambda label, fn, sem, **kw: Case(group, "cupy", label, n, fn, sem, expect=exp, **kw)
+        def C(label, fn, sem, **kw):
+            return Case(group, "cupy", label, n, fn, sem, expect=exp, **kw)
 
         def alloc(f: Callable[[], Any]) -> Callable[[], Any]:
             def fn() -> Any:
@@ -479,11 +493,12 @@ class Numba(Impl):
         self.stream = nbcuda.default_stream()
         nbcuda.synchronize()
 
-    def cases(self, group: str, n: int, host: HostData) -> List[Case]:
+    def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         nb, sync, exp = self.nb, self.stream.synchronize, host.expect(n)
         src, dst, pin = host.src[:n], host.dst[:n], self.pinned[:n]
         dsrc, ddst = self.dsrc[:n], self.ddst[:n]
-        C = lambda label, fn, sem, **kw: Case(group, "numba", label, n, fn, sem, expect=exp, **kw)
+        def C(label, fn, sem, **kw):
+            return Case(group, "numba", label, n, fn, sem, expect=exp, **kw)
 
         def alloc(f: Callable[[], Any]) -> Callable[[], Any]:
             def fn() -> Any:
@@ -537,11 +552,12 @@ class Torch(Impl):
         self.stream = torch.cuda.current_stream()
         torch.cuda.synchronize()
 
-    def cases(self, group: str, n: int, host: HostData) -> List[Case]:
+    def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         sync, exp = self.stream.synchronize, host.expect(n)
         src, dst, pin = self.hsrc[:n], self.hdst[:n], self.pinned[:n]
         dsrc, ddst = self.dsrc[:n], self.ddst[:n]
-        C = lambda label, fn, sem, **kw: Case(group, "torch", label, n, fn, sem, expect=exp, **kw)
+        def C(label, fn, sem, **kw):
+            return Case(group, "torch", label, n, fn, sem, expect=exp, **kw)
 
         def alloc(f: Callable[[], Any]) -> Callable[[], Any]:
             def fn() -> Any:
@@ -632,7 +648,7 @@ def build_wide_table(columns: int, column_bytes: int) -> pa.Table:
     return pa.table(arrays)
 
 
-def table_buffers(table: pa.Table) -> List[pa.Buffer]:
+def table_buffers(table: pa.Table) -> list[pa.Buffer]:
     out = []
     for col in table.columns:
         for chunk in col.chunks:
@@ -650,22 +666,22 @@ class TableSet:
         self.views = [np.frombuffer(b, dtype=np.uint8) for b in self.buffers]
 
 
-def table_cases(ts: TableSet, impls: Dict[str, Any], host: HostData, cuda: Any, notes: List[str]) -> List[Case]:
+def table_cases(ts: TableSet, impls: dict[str, Any], host: HostData, cuda: Any, notes: list[str]) -> list[Case]:
     n = ts.nbytes
     size_label = f"{ts.title} ({fmt_size(n)})"
-    cases: List[Case] = []
+    cases: list[Case] = []
 
     def C(group: str, impl: str, label: str, fn: Callable[[], Any], sem: str, **kw: Any) -> Case:
         return Case(group, impl, label, n, fn, sem, size_label=size_label, **kw)
 
-    raw: Optional[Raw] = impls.get("raw")
+    raw: Raw | None = impls.get("raw")
     if raw is not None:
         h2d, d2h, _ = _memcpy_kinds(raw.rt)
         cases.append(C("table→device", "raw", "raw cudaMemcpy pinned, one buffer (link)",
                        raw.copy_fn(raw.ddst.data.ptr, raw.pinned.ctypes.data, n, h2d), "into"))
         cases.append(C("table→host", "raw", "raw cudaMemcpy pinned, one buffer (link)",
                        raw.copy_fn(raw.pinned.ctypes.data, raw.dsrc.data.ptr, n, d2h), "into"))
-    ca: Optional[Cuarrow] = impls.get("cuarrow")
+    ca: Cuarrow | None = impls.get("cuarrow")
     if ca is not None:
         ctx = ca.ctx
         src, dsrc = host.src[:n], ca.dsrc.slice(0, n)
@@ -686,7 +702,8 @@ def table_cases(ts: TableSet, impls: Dict[str, Any], host: HostData, cuda: Any, 
             table = ts.table
             back = getattr(dev0, "to_host", None)
             if back is None and hasattr(cuda, "to_host"):
-                back = lambda: cuda.to_host(dev0)
+                def back():
+                    return cuda.to_host(dev0)
                 back_label = "cuda.to_host(device table)"
             else:
                 back_label = f"{type(dev0).__name__}.to_host()"
@@ -711,7 +728,7 @@ def table_cases(ts: TableSet, impls: Dict[str, Any], host: HostData, cuda: Any, 
         cases.append(C("table→host", "cuarrow", "copy_to_host() per buffer",
                        lambda: [d.copy_to_host() for d in dev_bufs], "alloc"))
     views = ts.views
-    cp_impl: Optional[Cupy] = impls.get("cupy")
+    cp_impl: Cupy | None = impls.get("cupy")
     if cp_impl is not None:
         cp, sync = cp_impl.cp, cp_impl.stream.synchronize
         cp_dev = [cp.asarray(v) for v in views]
@@ -729,7 +746,7 @@ def table_cases(ts: TableSet, impls: Dict[str, Any], host: HostData, cuda: Any, 
 
         cases.append(C("table→device", "cupy", "cupy.asarray per buffer", cp_up, "alloc"))
         cases.append(C("table→host", "cupy", ".get() per buffer", cp_down, "alloc"))
-    nb_impl: Optional[Numba] = impls.get("numba")
+    nb_impl: Numba | None = impls.get("numba")
     if nb_impl is not None:
         nb, nsync = nb_impl.nb, nb_impl.stream.synchronize
         nb_dev = [nb.to_device(v) for v in views]
@@ -746,7 +763,7 @@ def table_cases(ts: TableSet, impls: Dict[str, Any], host: HostData, cuda: Any, 
 
         cases.append(C("table→device", "numba", "cuda.to_device per buffer", nb_up, "alloc"))
         cases.append(C("table→host", "numba", ".copy_to_host() per buffer", nb_down, "alloc"))
-    th_impl: Optional[Torch] = impls.get("torch")
+    th_impl: Torch | None = impls.get("torch")
     if th_impl is not None:
         torch, tsync = th_impl.torch, th_impl.stream.synchronize
         with warnings.catch_warnings():
@@ -776,16 +793,16 @@ def table_cases(ts: TableSet, impls: Dict[str, Any], host: HostData, cuda: Any, 
 # ---------------------------------------------------------------------------
 
 
-def _key(r: Dict[str, Any]) -> Tuple[str, str]:
+def _key(r: dict[str, Any]) -> tuple[str, str]:
     return r["group"], r["size_label"]
 
 
-def add_ratios(results: List[Dict[str, Any]]) -> None:
+def add_ratios(results: list[dict[str, Any]]) -> None:
     """× link: this figure / raw cudaMemcpy from (to) pinned memory, same
     direction and size (device to device: raw D2D).  × best peer: this figure
     / the fastest of CuPy, Numba, PyTorch in the same group and size with the
     same semantics (allocating or pre-allocated; any semantics if none)."""
-    link: Dict[Tuple[str, str], float] = {}
+    link: dict[tuple[str, str], float] = {}
     for r in results:
         if r["impl"] != "raw":
             continue
@@ -810,19 +827,19 @@ def add_ratios(results: List[Dict[str, Any]]) -> None:
             r["best_peer"] = None
 
 
-def _find(results: List[Dict[str, Any]], group: str, size_label: str, impl: str, label: str) -> Optional[Dict]:
+def _find(results: list[dict[str, Any]], group: str, size_label: str, impl: str, label: str) -> dict | None:
     for r in results:
         if r["group"] == group and r["size_label"] == size_label and r["impl"] == impl and r["label"] == label:
             return r
     return None
 
 
-def evaluate_targets(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def evaluate_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Issue 5's targets, checked against this run's medians.  Each verdict is
     attached to its row (r["target"], r["met"]) and returned as a list."""
     verdicts = []
 
-    def judge(r: Dict, text: str, ok: Optional[bool], value: str) -> None:
+    def judge(r: dict, text: str, ok: bool | None, value: str) -> None:
         r["target"] = text
         r["met"] = ok
         verdicts.append({"group": r["group"], "size": r["size_label"], "name": r["name"], "target": text,
@@ -894,7 +911,7 @@ def _fmt_us(x: float) -> str:
     return f"{x:.1f}" if x < 1000 else f"{x:.0f}"
 
 
-def _fmt_ratio(x: Optional[float]) -> str:
+def _fmt_ratio(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
@@ -904,11 +921,11 @@ IMPL_ORDER = {"raw": 0, "cuarrow": 1, "cupy": 2, "numba": 3, "torch": 4}
 TABLE_ORDER = {"mixed": 0, "wide": 1, "small": 2}
 
 
-def display_order(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def display_order(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Group order, then size (tables: mixed, wide, small columns), then raw, cuarrow, peers."""
     groups = GROUPS + TABLE_GROUPS
 
-    def key(ir: Tuple[int, Dict[str, Any]]) -> Tuple:
+    def key(ir: tuple[int, dict[str, Any]]) -> tuple:
         i, r = ir
         if r["group"] in TABLE_GROUPS:
             return (1, TABLE_ORDER.get(r.get("table_key"), 9), groups.index(r["group"]),
@@ -918,7 +935,7 @@ def display_order(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [r for _, r in sorted(enumerate(results), key=key)]
 
 
-def render_table(results: List[Dict[str, Any]]) -> str:
+def render_table(results: list[dict[str, Any]]) -> str:
     head = ["operation", "size", "implementation", "GB/s", "µs/call", "min–max", "× link", "× best peer",
             "data", "target", "met"]
     results = display_order(results)
@@ -940,7 +957,7 @@ def render_table(results: List[Dict[str, Any]]) -> str:
     right = {3, 4, 5, 6}
     lines = []
 
-    def line(cells: List[str]) -> str:
+    def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     lines.append(line(head).rstrip())
@@ -955,7 +972,7 @@ def render_table(results: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render_summary(meta: Dict[str, Any], verdicts: List[Dict[str, Any]], results: List[Dict[str, Any]]) -> str:
+def render_summary(meta: dict[str, Any], verdicts: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
     out = [f"# cuarrow transfer benchmark, {meta['date_utc']} on {meta['machine']['hostname']}", ""]
     gpu = meta["machine"].get("gpu_name") or "?"
     m = meta["machine"]
@@ -984,7 +1001,7 @@ def render_summary(meta: Dict[str, Any], verdicts: List[Dict[str, Any]], results
     return "\n".join(out) + "\n"
 
 
-def _size_axis(ax: Any, rows: List[Dict[str, Any]]) -> None:
+def _size_axis(ax: Any, rows: list[dict[str, Any]]) -> None:
     sizes = sorted({r["nbytes"] for r in rows})
     ax.set_xscale("log", base=2)
     if sizes:
@@ -998,7 +1015,7 @@ def _size_axis(ax: Any, rows: List[Dict[str, Any]]) -> None:
 IMPL_COLORS = {"raw": "black", "cuarrow": "tab:red", "cupy": "tab:blue", "numba": "tab:green", "torch": "tab:orange"}
 
 
-def plot(results: List[Dict[str, Any]], path: Path, title: str) -> Optional[str]:
+def plot(results: list[dict[str, Any]], path: Path, title: str) -> str | None:
     try:
         import matplotlib
 
@@ -1012,7 +1029,7 @@ def plot(results: List[Dict[str, Any]], path: Path, title: str) -> Optional[str]
     axes = [fig.add_subplot(grid[i // 3, i % 3]) for i in range(6)]
     for ax, group in zip(axes, GROUPS):
         rows = [r for r in results if r["group"] == group]
-        names: List[str] = []
+        names: list[str] = []
         for r in rows:
             if r["name"] not in names:
                 names.append(r["name"])
@@ -1077,7 +1094,7 @@ def plot(results: List[Dict[str, Any]], path: Path, title: str) -> Optional[str]
 # ---------------------------------------------------------------------------
 
 
-def _version(dist: str) -> Optional[str]:
+def _version(dist: str) -> str | None:
     try:
         from importlib.metadata import version
 
@@ -1086,8 +1103,8 @@ def _version(dist: str) -> Optional[str]:
         return None
 
 
-def machine_info(ctx: Any) -> Dict[str, Any]:
-    info: Dict[str, Any] = {
+def machine_info(ctx: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
@@ -1127,7 +1144,7 @@ def machine_info(ctx: Any) -> Dict[str, Any]:
     return info
 
 
-def git_commit(repo: Path) -> Optional[str]:
+def git_commit(repo: Path) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], check=False,
                              capture_output=True, text=True, timeout=10)
@@ -1148,19 +1165,82 @@ def git_commit(repo: Path) -> Optional[str]:
 # ---------------------------------------------------------------------------
 
 
-def write_json(path: Path, meta: Dict, results: List[Dict], verdicts: List[Dict], errors: List[Dict]) -> None:
-    """One JSON document; the metadata indented, then one line per case (samples in seconds)."""
+def write_json(path: Path, meta: dict, results: list[dict], verdicts: list[dict], errors: list[dict]) -> None:
+    """One JSON document; the metadata indented, then one line per case: its
+    summary (seconds), not its samples (write_samples), which would make the
+    file megabytes."""
     with open(path, "w") as f:
         f.write('{"meta": ' + json.dumps(meta, indent=1, default=str) + ',\n"targets": [\n')
         f.write(",\n".join(json.dumps(v, default=str, ensure_ascii=False) for v in verdicts))
         f.write('\n],\n"errors": ' + json.dumps(errors, default=str) + ',\n"results": [\n')
-        f.write(",\n".join(json.dumps(r, default=str, ensure_ascii=False) for r in results))
+        f.write(",\n".join(json.dumps({k: v for k, v in r.items() if k != "samples_s"}, default=str,
+                                       ensure_ascii=False) for r in results))
         f.write("\n]}\n")
 
 
-def load_peers(emulated: bool, notes: List[str]) -> Dict[str, Any]:
+def write_samples(path: Path, results: list[dict]) -> None:
+    """Every timed call's seconds, one line per case (--samples; .gitignore keeps them out of the repository)."""
+    with open(path, "w") as f:
+        f.write("[\n" + ",\n".join(json.dumps({k: r[k] for k in ("group", "size_label", "name", "samples_s")},
+                                               ensure_ascii=False) for r in results) + "\n]\n")
+
+
+def render_report(results: list[dict], verdicts: list[dict], notes: list[str], errors: list[dict],
+                  emulated: bool) -> str:
+    """results.txt: how to read it, the table, notes, failures and the targets."""
+    table_text = render_table(results)
+    header = []
+    if emulated:
+        header.append(EMULATION_BANNER)
+    header.append("GB/s = bytes / median seconds per call (1 GB = 1e9 B); min–max over the timed calls. "
+                  "× link = this / raw cudaMemcpy pinned, same direction and size (D2D: raw D2D). "
+                  "× best peer = this / fastest of CuPy, Numba, PyTorch, same operation and size, "
+                  "same semantics (allocating vs pre-allocated). Pre-allocated pageable memory was touched "
+                  "before timing (no page faults in those figures); calls that allocate their result "
+                  "(copy_to_host(), .get(), .cpu(), ...) pay their own page faults, as their users do.")
+    report = "\n".join(header[:-1] + textwrap.wrap(header[-1], 110)) + "\n\n" + table_text + "\n"
+    if notes:
+        report += "\n" + "\n".join(notes) + "\n"
+    if errors:
+        report += "\nFAILED cases:\n" + "\n".join(f"  {e['group']} {e['size_label']} {e['name']}: {e['error']}"
+                                                   for e in errors) + "\n"
+    met = sum(1 for v in verdicts if v["met"] is True)
+    missed = sum(1 for v in verdicts if v["met"] is False)
+    report += f"\ntargets (issue 5): {met} met, {missed} missed, {len(verdicts) - met - missed} not judged\n"
+    for v in verdicts:
+        word = {True: "met   ", False: "MISSED", None: "?     "}[v["met"]]
+        report += f"  {word} {v['group']} {v['size']} {v['name']}: {v['value']} (target {v['target']})\n"
+    if emulated:
+        report += "\n" + EMULATION_BANNER + "\n"
+    return report
+
+
+def plot_title(meta: dict[str, Any], host_name: str) -> str:
+    return (f"cuarrow transfers, {meta['date_utc']}, {meta['machine'].get('gpu_name')} on {host_name}"
+            + ("  [EMULATION: meaningless numbers]" if meta["emulated"] else ""))
+
+
+def report_from(src: Path, out_dir: Path, no_plot: bool) -> int:
+    """results.txt, summary.md and results.png written again from src/results.json
+    (the targets and ratios as the JSON records them)."""
+    data = json.loads((src / "results.json").read_text())
+    meta, results, verdicts, errors = data["meta"], data["results"], data["targets"], data["errors"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.txt").write_text(
+        render_report(results, verdicts, meta.get("notes", []), errors, meta["emulated"]))
+    (out_dir / "summary.md").write_text(render_summary(meta, verdicts, results))
+    if not no_plot:
+        host_name = meta.get("machine", {}).get("hostname") or src.name.split("-")[-1]
+        why = plot(results, out_dir / "results.png", plot_title(meta, host_name))
+        if why:
+            log(why)
+    log(f"wrote {out_dir}/results.txt, summary.md" + ("" if no_plot else ", results.png") + f" from {src}")
+    return 0
+
+
+def load_peers(emulated: bool, notes: list[str]) -> dict[str, Any]:
     """The peers that can run here; a printed note for each one that cannot."""
-    mods: Dict[str, Any] = {}
+    mods: dict[str, Any] = {}
     for name in PEERS:
         try:
             with warnings.catch_warnings():
@@ -1197,7 +1277,7 @@ def load_peers(emulated: bool, notes: List[str]) -> Dict[str, Any]:
     return mods
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
@@ -1216,7 +1296,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--min-reps", type=int, help="minimum timed calls per case (default 5; quick 3)")
     ap.add_argument("--max-reps", type=int, default=1000, help="maximum timed calls per case (default 1000)")
     ap.add_argument("--no-plot", action="store_true", help="do not write results.png")
+    ap.add_argument("--samples", action="store_true",
+                    help="also write samples.json: every timed call's seconds (megabytes; not for the repository)")
+    ap.add_argument("--report-from", type=Path, metavar="DIR",
+                    help="run nothing: write results.txt, summary.md and results.png again from DIR/results.json "
+                         "(into --out, default DIR)")
     args = ap.parse_args(argv)
+    if args.report_from is not None:
+        return report_from(args.report_from, args.out or args.report_from, args.no_plot)
 
     t_begin = time.time()
     quick = args.quick
@@ -1244,7 +1331,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         log(EMULATION_BANNER)
         log(f"    (emulation selected because: {why_emulated or 'CUARROW_CUDA_DRIVER'})")
     ctx = cuda.Context(0)
-    notes: List[str] = []
+    notes: list[str] = []
     if not hasattr(cuda, "to_device"):
         notes.append("skipped: cuarrow.cuda.to_device not available (the table cases time buffer-by-buffer "
                      "copies and the single-buffer references only)")
@@ -1254,7 +1341,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         log(n)
 
     # -- data ------------------------------------------------------------------
-    tables: List[TableSet] = []
+    tables: list[TableSet] = []
     if run_tables:
         log(f"building the mixed table (~{fmt_size(table_bytes)}) and {args.columns} columns × "
             f"{fmt_size(column_bytes)} ...")
@@ -1271,7 +1358,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     max_bytes = max([s for s in sizes] + [ts.nbytes for ts in tables])
     log(f"allocating and touching host and device memory ({fmt_size(max_bytes)} per buffer) ...")
     host = HostData(max_bytes)
-    impls: Dict[str, Any] = {}
+    impls: dict[str, Any] = {}
     try:
         impls["cuarrow"] = Cuarrow(cuda, host)
     except Exception as e:  # noqa: BLE001
@@ -1294,7 +1381,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     order = ["raw", "cuarrow", "cupy", "numba", "torch"]
 
     # -- cases -------------------------------------------------------------------
-    cases: List[Case] = []
+    cases: list[Case] = []
     for group in groups:
         for n in sizes:
             for name in order:
@@ -1309,8 +1396,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     log(f"{len(cases)} cases; {timing.budget:g} s of timed calls per case (at least {timing.min_reps} calls, "
         f"at most {timing.max_reps}); sizes {', '.join(fmt_size(s) for s in sizes)}")
-    results: List[Dict[str, Any]] = []
-    errors: List[Dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
     width = len(str(len(cases)))
     for i, case in enumerate(cases, 1):
         prefix = f"[{i:>{width}}/{len(cases)} {time.time() - t_begin:6.1f}s] {case.group} {case.size_label} {case.name}"
@@ -1330,35 +1417,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             fig = f"{r['us_median']:.2f} µs/call ({_fmt_gbps(r['gbps_median'])} GB/s)"
         else:
             fig = f"{_fmt_gbps(r['gbps_median'])} GB/s ({r['us_median']:.0f} µs/call)"
-        log(f"{prefix}: {fig}, {len(r['samples_s'])} calls{check}")
+        log(f"{prefix}: {fig}, {r['n_samples']} calls{check}")
 
     # -- report ---------------------------------------------------------------------
     add_ratios(results)
     verdicts = evaluate_targets(results)
-    table_text = render_table(results)
-    header = []
-    if emulated:
-        header.append(EMULATION_BANNER)
-    header.append("GB/s = bytes / median seconds per call (1 GB = 1e9 B); min–max over the timed calls. "
-                  "× link = this / raw cudaMemcpy pinned, same direction and size (D2D: raw D2D). "
-                  "× best peer = this / fastest of CuPy, Numba, PyTorch, same operation and size, "
-                  "same semantics (allocating vs pre-allocated). Pre-allocated pageable memory was touched "
-                  "before timing (no page faults in those figures); calls that allocate their result "
-                  "(copy_to_host(), .get(), .cpu(), ...) pay their own page faults, as their users do.")
-    report = "\n".join(header[:-1] + textwrap.wrap(header[-1], 110)) + "\n\n" + table_text + "\n"
-    if notes:
-        report += "\n" + "\n".join(notes) + "\n"
-    if errors:
-        report += "\nFAILED cases:\n" + "\n".join(f"  {e['group']} {e['size_label']} {e['name']}: {e['error']}"
-                                                   for e in errors) + "\n"
-    met = sum(1 for v in verdicts if v["met"] is True)
-    missed = sum(1 for v in verdicts if v["met"] is False)
-    report += f"\ntargets (issue 5): {met} met, {missed} missed, {len(verdicts) - met - missed} not judged\n"
-    for v in verdicts:
-        word = {True: "met   ", False: "MISSED", None: "?     "}[v["met"]]
-        report += f"  {word} {v['group']} {v['size']} {v['name']}: {v['value']} (target {v['target']})\n"
-    if emulated:
-        report += "\n" + EMULATION_BANNER + "\n"
+    report = render_report(results, verdicts, notes, errors, emulated)
     print(report, flush=True)
 
     repo = Path(__file__).resolve().parent.parent
@@ -1404,13 +1468,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     meta["wall_s"] = round(time.time() - t_begin, 1)
     write_json(out_dir / "results.json", meta, results, verdicts, errors)
+    if args.samples:
+        write_samples(out_dir / "samples.json", results)
     (out_dir / "results.txt").write_text(report)
     (out_dir / "summary.md").write_text(render_summary(meta, verdicts, results))
     plotted = False
     if not args.no_plot:
-        title = (f"cuarrow transfers, {meta['date_utc']}, {meta['machine'].get('gpu_name')} on {host_name}"
-                 + ("  [EMULATION: meaningless numbers]" if emulated else ""))
-        why = plot(results, out_dir / "results.png", title)
+        why = plot(results, out_dir / "results.png", plot_title(meta, host_name))
         plotted = why is None
         if why:
             log(why)

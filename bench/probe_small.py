@@ -42,8 +42,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from cuarrow import cuda
     from cuarrow import _cuarrow as lib  # the extension module
+    from cuarrow import cuda
 
     ctx = cuda.Context(0)
     a4 = np.arange(1, dtype=np.int32)

@@ -109,7 +109,8 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls per case")
     ap.add_argument("--variants", default="",
                     help="comma-separated NAME=KNOBS runs of this sweep, each in a fresh process with the knobs "
-                         "(e.g. 'base=,nt=CUARROW_STAGING_STREAMING_LIMIT=1G CUARROW_STAGING_NT=2'); --rounds times over")
+                         "(e.g. 'base=,nt=CUARROW_STAGING_STREAMING_LIMIT=1G CUARROW_STAGING_NT=2'); "
+                         "--rounds times over")
     ap.add_argument("--rounds", type=int, default=1, help="with --variants: repeat the whole list (drift shows)")
     args = ap.parse_args()
     if args.variants:
@@ -145,9 +146,9 @@ def main() -> int:
                 for t in threads:
                     cuda.set_transfer_options(staging_chunk_bytes=c, staging_threads=t, staging_threads_to_device=t,
                                              staging_threshold_bytes=4 * MiB)
-                    h2d_alloc = n / timed(lambda: ctx.buffer_from_data(src[:n]), 5, args.budget) / 1e9
-                    h2d_into = n / timed(lambda: dev.copy_from_host(src[:n]), 5, args.budget) / 1e9
-                    d2h_into = n / timed(lambda: dev.copy_to_host(0, n, buf=dst[:n]), 5, args.budget) / 1e9
+                    h2d_alloc = n / timed(lambda n=n: ctx.buffer_from_data(src[:n]), 5, args.budget) / 1e9
+                    h2d_into = n / timed(lambda n=n: dev.copy_from_host(src[:n]), 5, args.budget) / 1e9
+                    d2h_into = n / timed(lambda n=n: dev.copy_to_host(0, n, buf=dst[:n]), 5, args.budget) / 1e9
                     rows.append(dict(size=n, chunk=c, threads=t, h2d_alloc=h2d_alloc, h2d_into=h2d_into,
                                      d2h_into=d2h_into))
                     say(f"{n // MiB:>5}M {c // MiB:>5}M {t:>4} {h2d_alloc:>10.1f} {h2d_into:>10.1f} {d2h_into:>10.1f}")

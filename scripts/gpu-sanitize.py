@@ -266,8 +266,9 @@ def main() -> int:
     results.sort(key=lambda r: (list(TOOLS).index(r["tool"]), r["target"]))
     api_total = Counter()
     third_total = Counter()
+    version = subprocess.run([sanitizer, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     lines = ["# compute-sanitizer over the GPU suite", "",
-             f"- sanitizer: {subprocess.run([sanitizer, '--version'], capture_output=True, text=True).stdout.strip().splitlines()[-1]}",
+             f"- sanitizer: {version}",
              f"- date: {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}", "",
              "| tool | target | tests | sanitizer errors | hazards | CUDA API errors (deliberate / other) "
              "| unexplained | time |",

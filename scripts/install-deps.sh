@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what building and testing cuarrow needs on a fresh Debian machine
 # that has the CUDA toolkit (headers) already: compilers (g++, and clang for
-# the fuzz targets), CMake, GoogleTest from Debian; Python packages from
-# PyPI.  Idempotent and quick when done.
+# the fuzz targets), CMake, GoogleTest, clang-format from Debian; Python
+# packages (the lint tools' pinned versions too) from PyPI.  Idempotent and
+# quick when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,8 @@ command -v clang++ >/dev/null || need_apt+=(clang)
 # libFuzzer's runtime is not a dependency of Debian's clang package
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need_apt+=(libclang-rt-dev)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+# scripts/lint.sh: Debian's clang-format is the version of its clang
+command -v clang-format >/dev/null || need_apt+=(clang-format)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[deps] apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -29,5 +32,5 @@ if ! ls /usr/local/cuda/include/cuda.h >/dev/null 2>&1 && ! command -v nvcc >/de
 fi
 
 if [ "${CUARROW_SKIP_PYTHON:-0}" != 1 ]; then
-  python3 -m pip install -q -r python/requirements-test.txt
+  python3 -m pip install -q -r python/requirements-test.txt -r python/requirements-lint.txt
 fi

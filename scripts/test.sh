@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Every test that runs without a GPU, against the host emulation of the CUDA
-# driver: the C++ suite (warnings as errors), the same suite under
+# driver: first the style and type checks (scripts/lint.sh: ruff, mypy),
+# then the C++ suite (warnings as errors), the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, a short run of every fuzz
-# target (scripts/fuzz.sh), and the Python suite.
+# target (scripts/fuzz.sh), and the Python suite (and that the binding's
+# committed stub is the installed extension's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
+
+echo "=== Lint: ruff, mypy (scripts/lint.sh) ==="
+scripts/lint.sh
 
 echo "=== C++: build and test (emulated driver) ==="
 cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_WARNINGS_AS_ERRORS=ON >/dev/null
@@ -26,5 +31,6 @@ scripts/fuzz.sh
 if [ -f pyproject.toml ]; then
   echo "=== Python: build, install, test (emulated driver) ==="
   python3 -m pip install -q .
+  scripts/lint.sh stub
   CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 python3 -m pytest -q python/tests
 fi

@@ -11,8 +11,9 @@ all exercised.  If ``cuarrow.cuda.to_device`` does not exist yet, a stand-in
     CUARROW_CUDA_DRIVER=emulated python3 bench/selftest/run.py [--keep DIR]
 
 The figures it prints are meaningless (host memcpy on both sides); it checks
-that every case runs, reads back the right bytes, and that results.json,
-results.txt, summary.md (and results.png with matplotlib) are written.
+that every case runs, reads back the right bytes, and that results.json
+(summaries), samples.json, results.txt, summary.md (and results.png with
+matplotlib) are written, and written again the same by --report-from.
 Never put ``fakes/`` on a real run's path.
 """
 
@@ -27,8 +28,9 @@ os.environ.setdefault("CUARROW_CUDA_DRIVER", "emulated")
 sys.path.insert(0, str(HERE / "fakes"))
 sys.path.insert(0, str(HERE.parent))
 
-import bench
-from cuarrow import cuda
+import bench  # noqa: E402 - found through the sys.path set above, beside the fakes
+
+from cuarrow import cuda  # noqa: E402 - after the driver choice above
 
 
 class StandInDeviceTable:
@@ -57,7 +59,7 @@ def main() -> int:
     bench.load_peers = lambda emulated, notes: real_load_peers(False, notes)  # the fakes run on the emulation
     out = keep or Path(tempfile.mkdtemp(prefix="cuarrow-bench-selftest-"))
     rc = bench.main(["--quick", "--sizes", "4,4K,1M,2M", "--table-bytes", "4M", "--columns", "1000",
-                     "--column-bytes", "4K", "--budget", "0.02", "--out", str(out)])
+                     "--column-bytes", "4K", "--budget", "0.02", "--samples", "--out", str(out)])
     problems = []
     if rc != 0:
         problems.append(f"bench.main returned {rc}")
@@ -82,6 +84,19 @@ def main() -> int:
     for name in ("results.txt", "summary.md"):
         if not (out / name).is_file():
             problems.append(f"{name} not written")
+    # results.json keeps summaries; every call's seconds go to samples.json (--samples)
+    if any("samples_s" in r or "n_samples" not in r or not r["min_s"] <= r["p10_s"] <= r["median_s"]
+           <= r["p90_s"] <= r["max_s"] for r in results):
+        problems.append("results.json holds samples, or a case's summary is missing or out of order")
+    samples = json.loads((out / "samples.json").read_text()) if (out / "samples.json").is_file() else []
+    if [len(s["samples_s"]) for s in samples] != [r["n_samples"] for r in results]:
+        problems.append("samples.json does not hold each case's samples")
+    # the reports come out the same from results.json alone
+    again = out / "again"
+    bench.main(["--report-from", str(out), "--out", str(again), "--no-plot"])
+    for name in ("results.txt", "summary.md"):
+        if not (again / name).is_file() or (again / name).read_text() != (out / name).read_text():
+            problems.append(f"--report-from wrote another {name}")
     try:
         import matplotlib  # noqa: F401
 

@@ -210,7 +210,7 @@ class DeviceBitmap:
     def __repr__(self) -> str:
         return (
             f"<cuarrow.cuda.DeviceBitmap length={self.length} offset={self.offset} "
-            f"bytes={self.buffer.size} device={self.buffer._device.label()}>"
+            f"bytes={self.buffer.size} device={self.buffer._device_label()}>"
         )
 
 
@@ -357,7 +357,9 @@ def _device_arrays(values: Any, what: str) -> List["DeviceArray"]:
     return out
 
 
-def _batch_schema(arrays: List["DeviceArray"], names: Any, schema: Any, metadata: Any) -> pa.Schema:
+def _batch_schema(
+    arrays: Sequence[Union["DeviceArray", "DeviceChunkedArray"]], names: Any, schema: Any, metadata: Any
+) -> pa.Schema:
     """The schema of a batch (or table) from_arrays builds, with pyarrow's argument rules."""
     if schema is not None:
         if names is not None:
@@ -390,6 +392,9 @@ class DeviceArray(_DeviceData):
     """
 
     __slots__ = ("_data", "_type", "__weakref__")
+
+    _data: _lib.ArrayData
+    _type: Optional[pa.DataType]  # read from _data when first asked
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -792,6 +797,9 @@ class DeviceChunkedArray(_DevicePieces):
 
     __slots__ = ("_chunks", "_type", "_where", "__weakref__")
 
+    _chunks: List[DeviceArray]
+    _type: pa.DataType
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use cuarrow.cuda.to_device(chunked_array) or cuarrow.cuda.from_device(obj)")
 
@@ -907,6 +915,9 @@ class DeviceRecordBatch(_DeviceData):
     """
 
     __slots__ = ("_data", "_schema", "__weakref__")
+
+    _data: _lib.BatchData
+    _schema: Optional[pa.Schema]  # read from _data when first asked
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use cuarrow.cuda.to_device(record_batch) or cuarrow.cuda.from_device(obj)")
@@ -1081,6 +1092,9 @@ class DeviceTable(_DevicePieces):
 
     __slots__ = ("_batches", "_schema", "_where", "__weakref__")
 
+    _batches: List[DeviceRecordBatch]
+    _schema: pa.Schema
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use cuarrow.cuda.to_device(table) or cuarrow.cuda.from_device(obj)")
 
@@ -1124,8 +1138,10 @@ class DeviceTable(_DevicePieces):
         for start, stop in zip(cuts, cuts[1:]):
             cols = [_one_piece(_slice_pieces(ps, start, stop - start)) for ps in pieces]
             batches.append(DeviceRecordBatch.from_arrays(cols, schema=schema))
-        if not batches and all(isinstance(c, DeviceArray) for c in columns):
-            batches.append(DeviceRecordBatch.from_arrays(columns, schema=schema))
+        if not batches:
+            plain = [c for c in columns if isinstance(c, DeviceArray)]
+            if len(plain) == len(columns):
+                batches.append(DeviceRecordBatch.from_arrays(plain, schema=schema))
         where = _table_placement(batches, columns)
         return DeviceTable._make(batches, schema, where)
 

@@ -257,7 +257,9 @@ def _from_tensor(obj: Any, context: Any, handle: int, device: int) -> DeviceArra
             f"from_device takes 1-D tensors (Arrow arrays) and 2-D ones (fixed-size lists), not {len(shape)}-D"
         )
     if not info["c_contiguous"]:
-        raise ValueError("the tensor is not C-contiguous; Arrow arrays are (copy it first, e.g. cupy.ascontiguousarray)")
+        raise ValueError(
+            "the tensor is not C-contiguous; Arrow arrays are (copy it first, e.g. cupy.ascontiguousarray)"
+        )
     if context is not None:
         ctx = _as_context(context)
     elif dl_device is not None and int(dl_device[0]) in (_CUDA, _CUDA_MANAGED):

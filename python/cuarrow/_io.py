@@ -15,7 +15,7 @@ from cuarrow._memory import Context, CudaBuffer, HostBuffer, _host_nbytes, new_h
 
 def _check_device_buffer(obj: Any) -> "CudaBuffer":
     if not isinstance(obj, CudaBuffer):
-        raise TypeError("expected CudaBuffer instance, got %s" % (type(obj).__name__,))
+        raise TypeError(f"expected CudaBuffer instance, got {type(obj).__name__}")
     return obj
 
 
@@ -105,7 +105,7 @@ class BufferReader(_DeviceFile):
             raise ValueError(f"nbytes must be non-negative (or -1/None for all), got {nbytes}")
         return min(nbytes, remaining)
 
-    def read(self, nbytes: Optional[int] = None) -> bytes:  # type: ignore[override]
+    def read(self, nbytes: Optional[int] = None) -> bytes:
         """Read up to `nbytes` (default: all remaining) into host bytes."""
         self._check_open()
         n = self._count(nbytes)
@@ -133,7 +133,7 @@ class BufferReader(_DeviceFile):
             _lib.copy_to_host(out, 0, self.buffer, offset, n)
         return bytes(out)
 
-    def readinto(self, b: Any) -> int:  # type: ignore[override]
+    def readinto(self, b: Any) -> int:
         """Read into writable host memory `b`; returns the number of bytes read."""
         self._check_open()
         bsize, read_only = _host_nbytes(b, "b")
@@ -208,6 +208,7 @@ class BufferWriter(_DeviceFile):
         if self.closed:
             return
         if self._staged:
+            assert self._staging is not None  # bytes are staged only in a staging buffer
             _lib.copy(self.buffer, self._position - self._staged, self._staging.raw, 0, self._staged)
             self._staged = 0
 
@@ -218,7 +219,7 @@ class BufferWriter(_DeviceFile):
                 f"{self.buffer.size}"
             )
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         """Write host data at the position; returns the number of bytes written."""
         self._check_open()
         nbytes, _ = _host_nbytes(data, "data")
@@ -256,7 +257,7 @@ class BufferWriter(_DeviceFile):
 
 def _check_context(ctx: Any) -> Context:
     if not isinstance(ctx, Context):
-        raise TypeError("expected Context instance, got %s" % (type(ctx).__name__,))
+        raise TypeError(f"expected Context instance, got {type(ctx).__name__}")
     return ctx
 
 
@@ -276,10 +277,10 @@ class _HostStream(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def read(self, nbytes: Optional[int] = -1) -> bytes:  # type: ignore[override]
+    def read(self, nbytes: Optional[int] = -1) -> bytes:
         return self._reader.read(nbytes)
 
-    def readinto(self, b: Any) -> int:  # type: ignore[override]
+    def readinto(self, b: Any) -> int:
         return self._reader.readinto(b)
 
     def seek(self, position: int, whence: int = 0) -> int:
@@ -296,7 +297,7 @@ def serialize_record_batch(batch: Any, ctx: Any) -> CudaBuffer:
     """Write a record batch as one Arrow IPC message into device memory of `ctx`."""
     ctx = _check_context(ctx)
     if not isinstance(batch, pa.RecordBatch):
-        raise TypeError("expected RecordBatch instance, got %s" % (type(batch).__name__,))
+        raise TypeError(f"expected RecordBatch instance, got {type(batch).__name__}")
     return ctx.buffer_from_data(batch.serialize())
 
 
@@ -311,7 +312,7 @@ def read_message(source: Any, pool: Any = None) -> Any:
     if isinstance(source, CudaBuffer):
         source = BufferReader(source)
     elif not isinstance(source, BufferReader):
-        raise TypeError("expected CudaBuffer or BufferReader instance, got %s" % (type(source).__name__,))
+        raise TypeError(f"expected CudaBuffer or BufferReader instance, got {type(source).__name__}")
     return pa.ipc.read_message(_HostStream(source))
 
 
@@ -322,5 +323,5 @@ def read_record_batch(buffer: Any, schema: Any, *, dictionary_memo: Any = None, 
     `read_message`.
     """
     if not isinstance(buffer, CudaBuffer):
-        raise TypeError("expected CudaBuffer instance, got %s" % (type(buffer).__name__,))
+        raise TypeError(f"expected CudaBuffer instance, got {type(buffer).__name__}")
     return pa.ipc.read_record_batch(buffer.copy_to_host(), schema, dictionary_memo=dictionary_memo)

@@ -21,6 +21,8 @@ class IpcMemHandle:
 
     __slots__ = ("_handle", "__weakref__")
 
+    _handle: _lib.IpcMemoryHandle
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
             "Do not call IpcMemHandle's constructor directly, use `CudaBuffer.export_for_ipc` or "

@@ -3,7 +3,7 @@ HostBuffer (pinned host memory), and the options of transfers between them."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, SupportsIndex, Tuple
 
 import pyarrow as pa
 
@@ -113,7 +113,9 @@ def set_transfer_options(**options: int) -> None:
     current = transfer_options()
     unknown = set(options) - set(current)
     if unknown:
-        raise TypeError(f"unknown transfer option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(current))}")
+        raise TypeError(
+            f"unknown transfer option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(current))}"
+        )
     current.update(options)
     _lib.set_transfer_options(**current)
 
@@ -311,7 +313,7 @@ class Context:
             device_type, _device_id = obj.__dlpack_device__()
             if int(device_type) in _device.CUDA_CODES:
                 return self._from_dlpack(obj)
-        raise pa.ArrowTypeError("cannot create device buffer view from `%s` object" % (type(obj),))
+        raise pa.ArrowTypeError(f"cannot create device buffer view from `{type(obj)}` object")
 
     def _from_cuda_array_interface(self, obj: Any) -> "CudaBuffer":
         # The core's tensor reader checks every field (a mask is refused).
@@ -346,7 +348,7 @@ class Context:
         that is not a CUDA IPC handle, raises ``CudaError``.
         """
         if not isinstance(ipc_handle, IpcMemHandle):
-            raise TypeError("expected IpcMemHandle instance, got %s" % (type(ipc_handle).__name__,))
+            raise TypeError(f"expected IpcMemHandle instance, got {type(ipc_handle).__name__}")
         return CudaBuffer._wrap(_lib.open_ipc(self._ctx, ipc_handle._handle))
 
     # -- misc ---------------------------------------------------------------
@@ -380,6 +382,8 @@ class CudaBuffer(_lib.Buffer):
             "`<cuarrow.cuda.Context instance>.new_buffer` (or buffer_from_data, "
             "foreign_buffer, buffer_from_object) method instead."
         )
+
+    _parent: Optional[CudaBuffer]
 
     @classmethod
     def _wrap(cls, raw: _lib.Buffer, parent: Optional["CudaBuffer"] = None) -> "CudaBuffer":
@@ -420,7 +424,9 @@ class CudaBuffer(_lib.Buffer):
     @property
     def context(self) -> Context:
         """Returns the CUDA driver context of this buffer."""
-        return Context._wrap(self.raw_context)
+        raw = self.raw_context
+        assert raw is not None  # only ordinary host memory has none, and a CudaBuffer never holds it
+        return Context._wrap(raw)
 
     @property
     def parent(self) -> Optional["CudaBuffer"]:
@@ -553,7 +559,7 @@ class CudaBuffer(_lib.Buffer):
         returns the number of bytes copied.  Synchronous (see `copy_to_host`
         for `stream`)."""
         if not isinstance(buf, CudaBuffer):
-            raise TypeError("expected CudaBuffer instance, got %s" % (type(buf).__name__,))
+            raise TypeError(f"expected CudaBuffer instance, got {type(buf).__name__}")
         position = _int64(position, "position")
         nbytes = _int64(nbytes, "nbytes")
         n = _lib.write_count(self.size, position, nbytes, buf.size, False)
@@ -838,7 +844,7 @@ class HostBuffer(pa.Buffer):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __reduce_ex__(self, protocol: int) -> Any:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
         # Pickles as pyarrow.Buffer's bytes would: pinned memory does not travel.
         return pa.py_buffer, (self.to_pybytes(),)
 

@@ -27,7 +27,7 @@ def numpy_compat_for_numba() -> bool:
 
     if hasattr(np, "row_stack"):
         return False
-    np.row_stack = np.vstack  # type: ignore[attr-defined]
+    np.row_stack = np.vstack  # type: ignore[attr-defined, unused-ignore]  # gone from some numpy versions
     return True
 
 
@@ -58,7 +58,7 @@ def _bindings():
         from cuda.bindings import driver as binding
     except ImportError:  # older cuda-python
         try:
-            from cuda import cuda as binding  # type: ignore[no-redef]
+            from cuda import cuda as binding  # type: ignore[no-redef, unused-ignore]  # redefined if cuda-python ships types
         except ImportError:
             return None
     return binding

@@ -92,7 +92,9 @@ def main(argv: Optional[list] = None) -> int:
         prog="cuarrow-demo", description="Walk through the Arrow 'CUDA Integration' page with cuarrow.cuda."
     )
     parser.add_argument(
-        "--emulated", action="store_true", help="run on cuarrow's host emulation of the CUDA driver even if there is a GPU"
+        "--emulated",
+        action="store_true",
+        help="run on cuarrow's host emulation of the CUDA driver even if there is a GPU",
     )
     args = parser.parse_args(argv)
 

@@ -98,7 +98,9 @@ def nested_types():
         pa.list_(pa.struct([("k", pa.string()), ("v", pa.list_(pa.int64()))])),
         pa.struct([("m", pa.map_(pa.string(), pa.struct([("x", pa.float32()), ("y", pa.list_(item, 2))])))]),
         pa.large_list(pa.dense_union([pa.field("l", pa.list_(pa.string())), pa.field("d", pa.decimal128(12, 3))])),
-        pa.struct([("ree", pa.run_end_encoded(pa.int32(), pa.int64())), ("dict", pa.dictionary(pa.int16(), pa.string()))]),
+        pa.struct(
+            [("ree", pa.run_end_encoded(pa.int32(), pa.int64())), ("dict", pa.dictionary(pa.int16(), pa.string()))]
+        ),
         pa.list_(pa.list_(pa.list_(pa.timestamp("us", tz="UTC")))),
         pa.struct([("label", LabelType("kind")), ("inner", pa.struct([("fsb", pa.binary(3))]))]),
     ]  # fmt: skip
@@ -266,7 +268,9 @@ def random_array(t: pa.DataType, n: int, rng, null_p: float = 0.2) -> pa.Array:
         return pa.UnionArray.from_dense(types, pa.array(offsets, pa.int32()), children, names, codes)
     if pa.types.is_run_end_encoded(t):
         if n == 0:
-            return pa.RunEndEncodedArray.from_arrays(pa.array([], t.run_end_type), random_array(t.value_type, 0, rng), type=t)
+            return pa.RunEndEncodedArray.from_arrays(
+                pa.array([], t.run_end_type), random_array(t.value_type, 0, rng), type=t
+            )
         runs = int(rng.integers(1, n + 1))
         cuts = np.sort(rng.choice(np.arange(1, n), size=runs - 1, replace=False)) if runs > 1 else np.array([], int)
         run_ends = np.concatenate([cuts, [n]]).astype(t.run_end_type.to_pandas_dtype())

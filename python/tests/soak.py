@@ -892,7 +892,7 @@ def op_transfer_options(s, rng, note):
     with s.options_lock:
         cuda.set_transfer_options(**choice)
         now = cuda.transfer_options()
-    for k, v in choice.items():
+    for k in choice:
         # another thread may have changed them since; only a sane value is asked for
         expect(isinstance(now[k], int) and now[k] >= 0, f"{k} = {now[k]!r}")
 
@@ -913,7 +913,10 @@ def op_errors(s, rng, note):
     n = int(rng.integers(1, 5000))
     dbuf = ctx.buffer_from_data(bytes(s.data(rng, n)))
     cases = {
-        "copy_to_host position past end": (ValueError, lambda: dbuf.copy_to_host(position=n + 1 + int(rng.integers(1000)))),
+        "copy_to_host position past end": (
+            ValueError,
+            lambda: dbuf.copy_to_host(position=n + 1 + int(rng.integers(1000))),
+        ),
         "copy_to_host nbytes past end": (ValueError, lambda: dbuf.copy_to_host(position=1, nbytes=n)),
         "copy_to_host into a too small buf": (ValueError, lambda: dbuf.copy_to_host(nbytes=n, buf=bytearray(n - 1))),
         "copy_to_host into read-only memory": (ValueError, lambda: dbuf.copy_to_host(nbytes=1, buf=b"x" * n)),
@@ -1026,7 +1029,10 @@ def run_phase(s, seconds, threads, phase, kinds, weights, log):
             with s.lock:
                 done = sum(s.counts.values())
                 failed = sum(s.failures.values())
-            log(f"[soak] {phase}: {time.monotonic() - t0:6.0f} s, {done} ops, {failed} failures, rss {_rss_bytes() / MiB:.0f} MiB")
+            log(
+                f"[soak] {phase}: {time.monotonic() - t0:6.0f} s, {done} ops, {failed} failures, "
+                f"rss {_rss_bytes() / MiB:.0f} MiB"
+            )
     s.stop.set()
     hung = []
     join_deadline = time.monotonic() + s.args.join_timeout
@@ -1057,7 +1063,9 @@ def fix_malloc_threshold(threshold=128 * 1024):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seconds", type=float, default=60, help="length of the measured phase")
     p.add_argument("--warmup", type=float, default=None, help="warm-up seconds (default: 10%% of --seconds, 3..30)")
     p.add_argument("--threads", type=int, default=16)
@@ -1070,7 +1078,8 @@ def main(argv=None):
         "--checkpoint-every",
         type=float,
         default=60.0,
-        help="stop all threads about every this many seconds to compare the figures and sample RSS (0: only at the end)",
+        help="stop all threads about every this many seconds to compare the figures and sample RSS "
+        "(0: only at the end)",
     )
     p.add_argument("--report-every", type=float, default=10.0, help="progress line every this many seconds")
     p.add_argument("--join-timeout", type=float, default=180.0, help="seconds threads get to finish their last op")
@@ -1121,7 +1130,10 @@ def main(argv=None):
     warm_counts = dict(s.counts)
     warm_failures = dict(s.failures)
     start_exact, start_reported = s.measure(trim=True)
-    log(f"[soak] warm-up: {warm_s:.1f} s, {sum(warm_counts.values())} ops; start: rss {start_reported['host.rss_bytes'] / MiB:.0f} MiB")
+    log(
+        f"[soak] warm-up: {warm_s:.1f} s, {sum(warm_counts.values())} ops; "
+        f"start: rss {start_reported['host.rss_bytes'] / MiB:.0f} MiB"
+    )
     s.counts.clear()
     s.expected.clear()
     measured_s = 0.0
@@ -1174,9 +1186,16 @@ def main(argv=None):
     if hung:
         checkpoint_drift = {}
     passed = (
-        not hung and failures == 0 and not drift and not checkpoint_drift and rss_ok and sum(warm_failures.values()) == 0
+        not hung
+        and failures == 0
+        and not drift
+        and not checkpoint_drift
+        and rss_ok
+        and sum(warm_failures.values()) == 0
     )
-    checkpoints.append({"seconds": round(measured_s, 1), "ops": sum(s.counts.values()), "rss": rss1, "drift": len(drift)})
+    checkpoints.append(
+        {"seconds": round(measured_s, 1), "ops": sum(s.counts.values()), "rss": rss1, "drift": len(drift)}
+    )
     report = {
         "passed": passed,
         "driver": "emulated" if s.emulated else "real",
@@ -1241,7 +1260,8 @@ def summary(r):
         f"copies up to {r['max_bytes']} B",
         f"- operations: {r['ops_total']} ({r['ops_total'] / max(r['seconds'], 1e-9):.0f}/s); "
         + ", ".join(f"{k} {v}" for k, v in r["ops"].items()),
-        f"- failures: {r['failures_total']}" + (f" ({r['failures']}, warm-up {r['warmup_failures']})" if r["failures_total"] else ""),
+        f"- failures: {r['failures_total']}"
+        + (f" ({r['failures']}, warm-up {r['warmup_failures']})" if r["failures_total"] else ""),
         f"- expected errors raised: {r['expected_errors_total']} of {len(r['expected_errors'])} kinds",
         "- drift (after warm-up vs checkpoints and end, must be none): "
         + (
@@ -1249,12 +1269,14 @@ def summary(r):
             if not r["drift"] and not r["checkpoint_drift"]
             else ", ".join(f"{k} {v['start']} -> {v['end']}" for k, v in r["drift"].items()) or "at checkpoints"
         ),
-        f"- compared exactly: {len(r['start'])} figures (device bytes, device pools' used bytes, pinned pool in use, pyarrow bytes, live objects"
+        f"- compared exactly: {len(r['start'])} figures (device bytes, device pools' used bytes, pinned pool in use, "
+        "pyarrow bytes, live objects"
         + (", emulation counts" if r["driver"] == "emulated" else "")
         + ", IPC child)",
         f"- pinned pool cached at the end (trimmed before comparing): {r['pinned_pool_cached_bytes_end']} B",
         f"- host RSS: {r['rss']['start'] / MiB:.1f} -> {r['rss']['end'] / MiB:.1f} MiB "
-        f"(growth {r['rss']['growth'] / MiB:+.1f} MiB, bound {r['rss']['bound'] / MiB:.1f} MiB: {'ok' if r['rss']['ok'] else 'EXCEEDED'})",
+        f"(growth {r['rss']['growth'] / MiB:+.1f} MiB, bound {r['rss']['bound'] / MiB:.1f} MiB: "
+        f"{'ok' if r['rss']['ok'] else 'EXCEEDED'})",
     ]
     cached = {k: v for k, v in r["reported_end"].items() if k.endswith("pool_cached_bytes")}
     if cached:
@@ -1278,7 +1300,8 @@ def summary(r):
     if r["hung_threads"]:
         lines.append(f"- HUNG threads: {r['hung_threads']}")
     for d in r["failure_details"][:5]:
-        lines.append(f"- failure {d['kind']} (thread {d['thread']}, op {d['op']}, {d['params']}): {d['error'].strip().splitlines()[-1]}")
+        last = d["error"].strip().splitlines()[-1]
+        lines.append(f"- failure {d['kind']} (thread {d['thread']}, op {d['op']}, {d['params']}): {last}")
     return "\n".join(lines)
 
 

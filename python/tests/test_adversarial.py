@@ -10,9 +10,9 @@ import textwrap
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from c_structs import POINTER, ArrowArray, ArrowDeviceArrayStream, ArrowSchema, Keeper, read_struct
 from conftest import CAIProducer
+
 from cuarrow import cuda
 
 ARROW_DEVICE_CPU, ARROW_DEVICE_CUDA, ARROW_DEVICE_CUDA_HOST = 1, 2, 3

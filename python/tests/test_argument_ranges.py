@@ -4,8 +4,6 @@ pyarrow.cuda raises (not pyarrow.ArrowInvalid, its subclass)."""
 
 import pytest
 
-from cuarrow import cuda
-
 
 def _raises_value_error(call, match):
     with pytest.raises(ValueError, match=match) as info:

@@ -11,8 +11,8 @@ import weakref
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import CAIProducer
+
 from cuarrow import cuda
 
 
@@ -181,7 +181,7 @@ def test_dlpack_capsule_keeps_memory_alive(ctx):
 
     class Once:
         def __dlpack__(self, **kwargs):
-            return capsule
+            return capsule  # noqa: F821 - deleted below only after the last call
 
         def __dlpack_device__(self):
             return (2, 0)

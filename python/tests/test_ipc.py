@@ -12,12 +12,12 @@ import os
 import pickle
 import struct
 
+import ipc_child
 import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import make_random_buffer
 
-import ipc_child
 from cuarrow import cuda
 
 

@@ -640,7 +640,9 @@ def test_DeviceArray_from_buffers_matches_pyarrow(ctx):
 
 def test_DeviceArray_from_buffers_errors(ctx, ctx1):
     values = _dev(ctx, np.arange(3, dtype=np.int64))
-    with pytest.raises(ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"):
+    with pytest.raises(
+        ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"
+    ):
         cuda.DeviceArray.from_buffers(pa.int64(), 3, [values])
     with pytest.raises(pa.ArrowInvalid, match="values buffer too small: needs 32 bytes"):
         cuda.DeviceArray.from_buffers(pa.int64(), 4, [None, values])
@@ -660,7 +662,9 @@ def test_DeviceArray_from_buffers_errors(ctx, ctx1):
     with pytest.raises(pa.ArrowInvalid, match="last offset 9 is past the end"):
         cuda.DeviceArray.from_buffers(pa.utf8(), 1, [None, strs_offsets, _dev(ctx, np.zeros(1, np.uint8))])
     ints = cuda.DeviceArray.from_buffers(pa.int64(), 3, [None, values])
-    with pytest.raises(ValueError, match=r"Type's expected number of children \(1\) did not match the passed number \(0\)"):
+    with pytest.raises(
+        ValueError, match=r"Type's expected number of children \(1\) did not match the passed number \(0\)"
+    ):
         cuda.DeviceArray.from_buffers(pa.list_(pa.int64()), 0, [None, None])
     with pytest.raises(ValueError, match=r"child 0 \(\"item\"\) has type int64"):
         cuda.DeviceArray.from_buffers(
@@ -772,7 +776,9 @@ def test_DeviceArray_from_buffers_pyarrow_layouts(ctx):
     host = pa.Array.from_buffers(t, 3, [None, pa.py_buffer(codes)], children=[ints.to_host()])
     dev = cuda.DeviceArray.from_buffers(t, 3, [None, _dev(ctx, codes)], children=[ints])
     assert dev.to_host().equals(host)
-    with pytest.raises(ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"):
+    with pytest.raises(
+        ValueError, match=r"Type's expected number of buffers \(2\) did not match the passed number \(1\)"
+    ):
         cuda.DeviceArray.from_buffers(t, 3, [_dev(ctx, codes)], children=[ints])
     with pytest.raises(ValueError, match="must be None"):
         cuda.DeviceArray.from_buffers(t, 3, [_dev(ctx, codes), _dev(ctx, codes)], children=[ints])

@@ -37,7 +37,9 @@ def run_soak(tmp_path, *args):
 
 
 def test_soak_short(tmp_path):
-    rc, r, output = run_soak(tmp_path, "--seconds", "36", "--warmup", "5", "--threads", "16", "--seed", "12", "--checkpoint-every", "12")
+    rc, r, output = run_soak(
+        tmp_path, "--seconds", "36", "--warmup", "5", "--threads", "16", "--seed", "12", "--checkpoint-every", "12"
+    )
     print(output[-4000:])
     assert r["failures_total"] == 0, (r["failures"], r["failure_details"][:3])
     assert r["drift"] == {}, r["drift"]

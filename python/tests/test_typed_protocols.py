@@ -353,8 +353,8 @@ def _int32_buffer(keeper, values):
 
 def test_hand_made_structs():
     k = Keeper()
-    good = cuda.to_device(Returns((k.capsule(k.schema("i"), "arrow_schema"),
-                                   k.capsule(k.array(3, [None, _int32_buffer(k, [4, 5, 6])]), "arrow_array"))))  # fmt: skip
+    good_array = k.array(3, [None, _int32_buffer(k, [4, 5, 6])])
+    good = cuda.to_device(Returns((k.capsule(k.schema("i"), "arrow_schema"), k.capsule(good_array, "arrow_array"))))
     assert good.to_host().equals(pa.array([4, 5, 6], pa.int32()))
     cases = [
         ("?", dict(length=3, buffers=[None, _int32_buffer(k, [1, 2, 3])]), "format"),
@@ -381,7 +381,9 @@ def test_hand_made_device_arrays():
     k = Keeper()
     rocm = k.device_array(k.array(1, [None, _int32_buffer(k, [1])]), device_type=10)
     with pytest.raises(pa.ArrowInvalid, match="ARROW_DEVICE_ROCM"):
-        cuda.from_device(Returns((k.capsule(k.schema("i"), "arrow_schema"), k.capsule(rocm, "arrow_device_array")), True))
+        cuda.from_device(
+            Returns((k.capsule(k.schema("i"), "arrow_schema"), k.capsule(rocm, "arrow_device_array")), True)
+        )
     released = k.device_array(k.array(1, [None, _int32_buffer(k, [1])]), device_type=2)
     released.array.release = type(released.array.release)()
     with pytest.raises(pa.ArrowInvalid, match="released"):
@@ -400,7 +402,9 @@ def test_broken_streams():
     stream = ArrowDeviceArrayStream()
     stream.device_type = 2
     calls = []
-    stream.release = k.keep(DeviceStreamRelease(lambda p: calls.append(1) or setattr(p.contents, "release", DeviceStreamRelease())))
+    stream.release = k.keep(
+        DeviceStreamRelease(lambda p: calls.append(1) or setattr(p.contents, "release", DeviceStreamRelease()))
+    )
     with pytest.raises(pa.ArrowInvalid, match="NULL get_schema"):
         cuda.from_device(DeviceStreamFixed(k.capsule(stream, "arrow_device_array_stream")))
     assert calls == [1]  # taken, then released once

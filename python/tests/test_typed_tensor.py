@@ -98,14 +98,18 @@ def test_fixed_size_lists_are_two_dimensional():
     info = lib.dlpack_info(d.__dlpack__())
     assert info["shape"] == (5, 3) and info["strides"] == (24, 8) and info["c_contiguous"]  # strides in bytes
     with pytest.raises(TypeError, match="list values"):
-        cuda.to_device(pa.FixedSizeListArray.from_arrays(pa.array([1.0, None, 3.0, 4.0]), 2)).__cuda_array_interface__
+        _ = cuda.to_device(
+            pa.FixedSizeListArray.from_arrays(pa.array([1.0, None, 3.0, 4.0]), 2)
+        ).__cuda_array_interface__
 
 
 def test_nulls_are_refused_with_a_pointer_to_values_and_validity():
     x = pa.array([1, None, 3, 4], pa.int32())
     d = cuda.to_device(x)
-    with pytest.raises(TypeError, match=r"1 null, and __cuda_array_interface__ carries no validity.*\.values.*\.validity"):
-        d.__cuda_array_interface__
+    with pytest.raises(
+        TypeError, match=r"1 null, and __cuda_array_interface__ carries no validity.*\.values.*\.validity"
+    ):
+        _ = d.__cuda_array_interface__
     with pytest.raises(BufferError, match=r"DLPack carries no validity.*arr\.values.*arr\.validity"):
         d.__dlpack__()
     assert not _has_cai(d)
@@ -126,7 +130,7 @@ def test_nulls_are_refused_with_a_pointer_to_values_and_validity():
 
 def _has_cai(d):
     try:
-        d.__cuda_array_interface__
+        _ = d.__cuda_array_interface__
     except TypeError:
         return False
     return True
@@ -147,7 +151,7 @@ def test_booleans_have_a_bitmap_not_a_dtype():
     x = pa.array([True, False, None, True, True]).slice(1)
     d = cuda.to_device(x)
     with pytest.raises(TypeError, match="bit-packed booleans.*DeviceBitmap"):
-        d.__cuda_array_interface__
+        _ = d.__cuda_array_interface__
     with pytest.raises(BufferError, match="bit-packed"):
         d.__dlpack__()
     assert d.values.to_numpy().tolist()[:1] == [False]
@@ -171,7 +175,7 @@ def test_booleans_have_a_bitmap_not_a_dtype():
 def test_types_without_a_dtype_are_refused(x, match):
     d = cuda.to_device(x)
     with pytest.raises(TypeError, match=match):
-        d.__cuda_array_interface__
+        _ = d.__cuda_array_interface__
     with pytest.raises(BufferError, match=match):
         d.__dlpack__()
 

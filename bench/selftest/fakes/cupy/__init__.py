@@ -1,6 +1,8 @@
 """Fake CuPy on host memory: only to exercise bench.py's code paths."""
 import numpy as np
+
 from . import cuda as cuda
+
 uint8 = np.uint8
 __version__ = "fake"
 
@@ -14,9 +16,11 @@ class ndarray:
     @property
     def data(self): return _Mem(self._a)
     def get(self, stream=None, order="C", out=None):
-        if out is None: return self._a.copy()
+        if out is None:
+            return self._a.copy()
         assert out.shape == self._a.shape
-        out[...] = self._a; return out
+        out[...] = self._a
+        return out
     def set(self, arr, stream=None): self._a[...] = arr
     def copy(self): return ndarray(self._a.copy())
 

@@ -1,4 +1,6 @@
 import ctypes
+
+
 class _Stream:
     def synchronize(self): pass
 def get_current_stream(): return _Stream()
