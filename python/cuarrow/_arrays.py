@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
 from cuarrow import _device, _protocols
-from cuarrow._args import _index, _stream_arg
+from cuarrow._args import _index
 from cuarrow._device import CPU as _CPU
 from cuarrow._device import CUDA as _CUDA
 from cuarrow._memory import Context, CudaBuffer, Device
@@ -134,8 +134,7 @@ def _import_batch(schema: pa.Schema, capsule: Any) -> pa.RecordBatch:
 def _arrays_to_host(type_: pa.DataType, datas: list, stream: Any) -> list:
     """pyarrow Arrays of device ArrayDatas: one batched copy; the arrays are
     built while it runs and handed over once it is done."""
-    handle, device = _stream_arg(stream)
-    transfer, capsules = _lib.arrays_to_host_begin(datas, handle, device)
+    transfer, capsules = _lib.arrays_to_host_begin(datas, stream)
     arrays = [_import_array(type_, c) for c in capsules]
     transfer.wait()
     return arrays
@@ -143,8 +142,7 @@ def _arrays_to_host(type_: pa.DataType, datas: list, stream: Any) -> list:
 
 def _batches_to_host(schema: pa.Schema, datas: list, stream: Any) -> list:
     """pyarrow RecordBatches of device BatchDatas, as _arrays_to_host."""
-    handle, device = _stream_arg(stream)
-    transfer, capsules = _lib.batches_to_host_begin(datas, handle, device)
+    transfer, capsules = _lib.batches_to_host_begin(datas, stream)
     batches = [_import_batch(schema, c) for c in capsules]
     transfer.wait()
     return batches
@@ -479,7 +477,7 @@ class DeviceArray(_DeviceData):
         bitmap's bytes) and remembered."""
         n = self._data.raw_null_count
         if n < 0:
-            n = self._data.null_count(0, -1)
+            n = self._data.null_count()
             self._data = self._data.with_null_count(n)
         return n
 

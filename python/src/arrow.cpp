@@ -327,7 +327,7 @@ auto source_of(std::vector<T> items) {
 ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::vector<std::optional<Buffer>>& buffers,
                    std::int64_t null_count, std::int64_t offset, const std::vector<ArrayData>& children,
                    std::shared_ptr<const ca::array_data> dictionary, int device_type, int device_id, int validation,
-                   std::uintptr_t stream, int device) {
+                   cuarrow::stream_view stream) {
   auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
   ca::field f = ca::read_field(*s);
   std::vector<cuarrow::buffer> bufs;
@@ -341,7 +341,7 @@ ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::ve
   const ca::placement where = placement_from(device_type, device_id);
   nb::gil_scoped_release r;
   ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
-                                    std::move(dictionary), o, make_stream(stream, device));
+                                    std::move(dictionary), o, stream);
   return ArrayData{std::move(f), std::move(d), where};
 }
 
@@ -453,12 +453,12 @@ void bind_arrow(nb::module_& m) {
           "values they hold).")
       .def(
           "null_count",
-          [](const ArrayData& a, std::uintptr_t stream, int device) -> std::int64_t {
+          [](const ArrayData& a, cuarrow::stream_view stream) -> std::int64_t {
             if (a.data.null_count >= 0) return a.data.null_count;
             nb::gil_scoped_release r;
-            return ca::compute_null_count(a.data, make_stream(stream, device));
+            return ca::compute_null_count(a.data, stream);
           },
-          nb::arg("stream") = 0, nb::arg("device") = -1,
+          nb::arg("stream") = nb::none(),
           "The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to "
           "the host for that, once per call).")
       .def(
@@ -490,13 +490,13 @@ void bind_arrow(nb::module_& m) {
           "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
       .def(
           "validate",
-          [](const ArrayData& a, int level, std::uintptr_t stream, int device) {
+          [](const ArrayData& a, int level, cuarrow::stream_view stream) {
             ca::validate_options o;
             o.level = level_of(level);
             nb::gil_scoped_release r;
-            ca::validate(a.data, o, make_stream(stream, device));
+            ca::validate(a.data, o, stream);
           },
-          nb::arg("level") = 1, nb::arg("stream") = 0, nb::arg("device") = -1);
+          nb::arg("level") = 1, nb::arg("stream") = nb::none());
 
   nb::class_<BatchData>(m, "BatchData", "A record batch (cuarrow::arrow::record_batch) with its declared placement.")
       .def_prop_ro("num_rows", [](const BatchData& b) { return b.batch.num_rows; })
@@ -601,7 +601,7 @@ void bind_arrow(nb::module_& m) {
       nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
   m.def(
       "import_device_array",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, std::uintptr_t stream, int device,
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
          int validation) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
@@ -610,15 +610,15 @@ void bind_arrow(nb::module_& m) {
         const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
         const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
         nb::gil_scoped_release r;
-        ca::array_data d = ca::import_device_array(a, f.type, make_stream(stream, device), o);
+        ca::array_data d = ca::import_device_array(a, f.type, stream, o);
         return ArrayData{std::move(f), std::move(d), declared};
       },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none(),
       nb::arg("validation") = 1,
       "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
   m.def(
       "import_device_batch",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, std::uintptr_t stream, int device,
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
          int validation) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
@@ -627,9 +627,9 @@ void bind_arrow(nb::module_& m) {
         const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
         const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
         nb::gil_scoped_release r;
-        return BatchData{ca::import_device_record_batch(a, sc, make_stream(stream, device), o), declared};
+        return BatchData{ca::import_device_record_batch(a, sc, stream, o), declared};
       },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none(),
       nb::arg("validation") = 1, "Import a device record batch.");
 
   m.def(
@@ -659,7 +659,7 @@ void bind_arrow(nb::module_& m) {
       "BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.");
   m.def(
       "read_device_stream",
-      [](nb::handle capsule, int mode, std::uintptr_t stream, int device, int validation) {
+      [](nb::handle capsule, int mode, cuarrow::stream_view s, int validation) {
         auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
         ca::import_options o{level_of(validation)};
         std::optional<ca::device_array_stream_reader> reader;
@@ -670,7 +670,6 @@ void bind_arrow(nb::module_& m) {
         {
           nb::gil_scoped_release g;
           reader.emplace(in, o, items_of(mode));
-          const cuarrow::stream_view s = make_stream(stream, device);
           ca::placement p;
           if (reader->reads_batches()) {
             while (std::optional<ca::record_batch> b = reader->next(s, &p)) {
@@ -693,7 +692,7 @@ void bind_arrow(nb::module_& m) {
         return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
                               static_cast<int>(reader->type()));
       },
-      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(),
       nb::arg("validation") = 1,
       "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
 
@@ -701,35 +700,34 @@ void bind_arrow(nb::module_& m) {
       "make_array",
       [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
-         std::optional<ArrayData> dictionary, int device_type, int device_id, int validation, std::uintptr_t stream,
-         int device) {
+         std::optional<ArrayData> dictionary, int device_type, int device_id, int validation,
+         cuarrow::stream_view stream) {
         std::shared_ptr<const ca::array_data> dict;
         if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
         return array_of(schema_capsule, length, buffers, null_count, offset, children, std::move(dict), device_type,
-                        device_id, validation, stream, device);
+                        device_id, validation, stream);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("validation") = 1, nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("validation") = 1, nb::arg("stream") = nb::none(),
       "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` "
       "(at least cheaply).  The placement is declared for an array without buffers.");
   m.def(
       "array_from_buffers",
       [](nb::handle schema_capsule, std::int64_t length, std::vector<std::optional<Buffer>> buffers,
          std::int64_t null_count, std::int64_t offset, std::vector<ArrayData> children, int device_type,
-         int device_id, std::uintptr_t stream, int device) {
+         int device_id, cuarrow::stream_view stream) {
         return array_of(schema_capsule, length, buffers, null_count, offset, children, nullptr, device_type,
-                        device_id, 1, stream, device);
+                        device_id, 1, stream);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("buffers"), nb::arg("null_count"), nb::arg("offset"),
-      nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = 0,
-      nb::arg("device") = -1,
+      nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = nb::none(),
       "cuarrow::arrow::make_array over buffers (None: absent) and children: checked (counts, one device, cheap "
       "validation on `stream`) before it is returned.  The placement is declared for an array without buffers.");
   m.def(
       "batch_from_arrays",
       [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
-         std::uintptr_t stream, int device) {
+         cuarrow::stream_view stream) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         ca::schema sc = ca::read_schema(*s);
         std::vector<ca::array_data> cols;
@@ -737,16 +735,16 @@ void bind_arrow(nb::module_& m) {
         for (const ArrayData& c : columns) cols.push_back(c.data);
         const ca::placement where = placement_from(device_type, device_id);
         nb::gil_scoped_release r;
-        return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, make_stream(stream, device)), where};
+        return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, stream), where};
       },
       nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("stream") = nb::none(),
       "cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.");
 
   // ---- transfers ----------------------------------------------------------------------
   m.def(
       "arrays_to_device",
-      [](nb::handle src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+      [](nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
         const std::vector<const ArrayData*> items = borrowed<ArrayData>(src, "arrays_to_device");
         std::vector<ArrayData> out;
         if (items.empty()) return out;
@@ -755,19 +753,18 @@ void bind_arrow(nb::module_& m) {
         std::vector<ca::array_data> moved;
         {
           nb::gil_scoped_release r;
-          const cuarrow::stream_view s = make_stream(stream, device);
           moved = with_values(items, data_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
         }
         out.reserve(items.size());
         for (std::size_t i = 0; i < items.size(); ++i) out.push_back(ArrayData{items[i]->field, std::move(moved[i]), where});
         return out;
       },
-      nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("validation") = 0,
+      nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
       "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
       "synchronized once at the end.");
   m.def(
       "batches_to_device",
-      [](nb::handle src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+      [](nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
         const std::vector<const BatchData*> items = borrowed<BatchData>(src, "batches_to_device");
         std::vector<BatchData> out;
         if (items.empty()) return out;
@@ -776,20 +773,19 @@ void bind_arrow(nb::module_& m) {
         std::vector<ca::record_batch> moved;
         {
           nb::gil_scoped_release r;
-          const cuarrow::stream_view s = make_stream(stream, device);
           moved = with_values(items, batch_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
         }
         out.reserve(moved.size());
         for (auto& b : moved) out.push_back(BatchData{std::move(b), where});
         return out;
       },
-      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = nb::none(),
       nb::arg("validation") = 0, "Record batches on the context's device, as arrays_to_device.");
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
   m.def(
       "batches_to_host_begin",
-      [](nb::handle src, std::uintptr_t stream, int device) {
+      [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<BatchData>(
             src, "batches_to_host_begin", batch_of,
             [](const std::vector<const BatchData*>& items) {
@@ -797,15 +793,15 @@ void bind_arrow(nb::module_& m) {
               for (const ca::field& f : items[0]->batch.schema.fields) early = early && importable_in_flight(f.type);
               return early;
             },
-            host_batch_capsule, make_stream(stream, device));
+            host_batch_capsule, stream);
       },
-      nb::arg("batches"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("batches"), nb::arg("stream") = nb::none(),
       "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
       "batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types "
       "pyarrow's importer reads (binary and string offsets, ...) have been waited for already.");
   m.def(
       "arrays_to_host_begin",
-      [](nb::handle src, std::uintptr_t stream, int device) {
+      [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<ArrayData>(
             src, "arrays_to_host_begin", data_of,
             [](const std::vector<const ArrayData*>& items) {
@@ -813,9 +809,9 @@ void bind_arrow(nb::module_& m) {
               for (const ArrayData* a : items) early = early && importable_in_flight(a->data.type);
               return early;
             },
-            host_array_capsule, make_stream(stream, device));
+            host_array_capsule, stream);
       },
-      nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("arrays"), nb::arg("stream") = nb::none(),
       "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
       "copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for "
       "types pyarrow's importer reads).");
@@ -828,27 +824,27 @@ void bind_arrow(nb::module_& m) {
   // ---- export ---------------------------------------------------------------------------
   m.def(
       "export_device_array",
-      [](const ArrayData& a, std::uintptr_t stream, int device) {
+      [](const ArrayData& a, cuarrow::stream_view stream) {
         nb::object schema = schema_capsule_of_field(a.field);
         nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
           nb::gil_scoped_release r;
-          export_device(a.data, a.where, make_stream(stream, device), out);
+          export_device(a.data, a.where, stream, out);
         });
         return nb::make_tuple(schema, array);
       },
-      nb::arg("array"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("array"), nb::arg("stream") = nb::none(),
       "(\"arrow_schema\", \"arrow_device_array\") capsules; the sync event is recorded on `stream`.");
   m.def(
       "export_device_batch",
-      [](const BatchData& b, std::uintptr_t stream, int device) {
+      [](const BatchData& b, cuarrow::stream_view stream) {
         nb::object schema = schema_capsule_of_schema(b.batch.schema);
         nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
           nb::gil_scoped_release r;
-          export_device(b.batch.to_struct(), b.where, make_stream(stream, device), out);
+          export_device(b.batch.to_struct(), b.where, stream, out);
         });
         return nb::make_tuple(schema, array);
       },
-      nb::arg("batch"), nb::arg("stream") = 0, nb::arg("device") = -1, "Device capsules of a record batch.");
+      nb::arg("batch"), nb::arg("stream") = nb::none(), "Device capsules of a record batch.");
   m.def(
       "export_device_array_stream",
       [](nb::handle schema_capsule, std::vector<ArrayData> chunks, int device_type, int device_id) {
