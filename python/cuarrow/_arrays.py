@@ -255,6 +255,10 @@ class _DeviceData:
     def _placement(self) -> Tuple[int, int]:
         raise NotImplementedError
 
+    def _raw_context(self) -> Any:
+        """The binding's context of the memory (None for host memory)."""
+        raise NotImplementedError
+
     @property
     def device_type(self) -> Any:
         """``pyarrow.DeviceAllocationType.CUDA`` (``CUDA_HOST`` / ``CUDA_MANAGED``
@@ -278,8 +282,9 @@ class _DeviceData:
 
     @property
     def context(self) -> Context:
-        """The Context (primary context) of the device the data is on."""
-        return Context._wrap(_lib.Context.get(max(self.device_id, 0)))
+        """The Context the data's memory is in (data without memory: its device's primary context)."""
+        raw = self._raw_context()
+        return Context._wrap(raw if raw is not None else _lib.Context.get(0))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise TypeError(
@@ -452,6 +457,9 @@ class DeviceArray(_DeviceData):
 
     def _placement(self) -> Tuple[int, int]:
         return self._data.placement
+
+    def _raw_context(self) -> Any:
+        return self._data.raw_context
 
     # -- metadata ---------------------------------------------------------------
     @property
@@ -706,7 +714,7 @@ class DeviceArray(_DeviceData):
             tensor.code,
             tensor.bits,
             placement,
-            _lib.Context.get(max(placement[1], 0)),
+            self.context._ctx,
             "an array",
             stream=stream,
             max_version=max_version,
@@ -769,6 +777,10 @@ class _DevicePieces(_DeviceData):
 
     def _placement(self) -> Tuple[int, int]:
         return self._where
+
+    def _raw_context(self) -> Any:
+        pieces = self._pieces()
+        return pieces[0]._raw_context() if pieces else _lib.Context.get(max(self._where[1], 0))
 
     def __len__(self) -> int:
         return sum(len(p) for p in self._pieces())
@@ -938,6 +950,9 @@ class DeviceRecordBatch(_DeviceData):
 
     def _placement(self) -> Tuple[int, int]:
         return self._data.placement
+
+    def _raw_context(self) -> Any:
+        return self._data.raw_context
 
     @property
     def schema(self) -> pa.Schema:

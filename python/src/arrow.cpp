@@ -388,6 +388,8 @@ void bind_arrow(nb::module_& m) {
                    },
                    "(device type code, device id) of the memory; the declared placement for an array without "
                    "buffers.")
+      .def_prop_ro("raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
+                   "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
       .def_prop_ro("has_validity_buffer",
                    [](const ArrayData& a) {
                      return ca::layout_of(a.data.type).has_validity && !a.data.buffers.empty() &&
@@ -506,6 +508,7 @@ void bind_arrow(nb::module_& m) {
                      ca::placement p = ca::placement_of(b.batch.to_struct(), b.where);
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    })
+      .def_prop_ro("raw_context", [](const BatchData& b) { return ca::context_of(b.batch.to_struct(), b.where); })
       .def(
           "columns",
           [](const BatchData& b) {

@@ -58,7 +58,24 @@ void collect_placement(const array_data& a, const std::string& path, std::option
   if (a.dictionary) collect_placement(*a.dictionary, detail::dictionary_path(path), found, found_at);
 }
 
+const context* find_context(const array_data& a) {
+  for (const buffer& b : a.buffers) {
+    if (b.size() > 0 && b.get_context()) return &*b.get_context();
+  }
+  for (const array_data& c : a.children) {
+    if (const context* found = find_context(c)) return found;
+  }
+  return a.dictionary ? find_context(*a.dictionary) : nullptr;
+}
+
 }  // namespace
+
+std::optional<context> context_of(const array_data& array, const placement& if_no_buffers) {
+  if (const context* found = find_context(array)) return *found;
+  const placement where = placement_of(array, if_no_buffers);
+  if (where.type == device_type::cpu) return std::nullopt;
+  return context::get(where.device_id < 0 ? 0 : where.device_id);
+}
 
 placement placement_of(const array_data& array) { return placement_of(array, placement{}); }
 

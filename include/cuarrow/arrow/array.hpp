@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,12 @@ CUARROW_EXPORT placement placement_of(const array_data& array);
 /// The same, or `if_no_buffers` for a tree without any non-empty buffer (a
 /// null array, an empty one), which has no memory to say where it lives.
 CUARROW_EXPORT placement placement_of(const array_data& array, const placement& if_no_buffers);
+/// The context to work on the tree's memory in: that of its first
+/// non-empty buffer that has one (device, pinned or managed memory), primary
+/// or not.  For a tree without any non-empty buffer, the primary context of
+/// the device of `if_no_buffers` (where its holder declares it to be).
+/// nullopt for host memory.
+CUARROW_EXPORT std::optional<context> context_of(const array_data& array, const placement& if_no_buffers = {});
 
 /// A record batch: a schema and one array per field, all of num_rows rows.
 struct CUARROW_EXPORT record_batch {
