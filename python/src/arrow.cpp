@@ -26,6 +26,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -199,36 +200,6 @@ nb::object host_batch_capsule(const ca::record_batch& b) {
   });
 }
 
-// Whether pyarrow can import an array of this type before its bytes have
-// landed.  Arrow C++'s C Data importer reads the LAST OFFSET of binary and
-// string arrays (the data buffer's size is not in the struct), so those, and
-// every type not known to be safe, are imported only after the copy is done.
-// Fixed-width values, lists' offsets and struct children are not read.
-bool importable_in_flight(const ca::data_type& t) {
-  switch (t.id) {
-    case ca::type_id::binary:
-    case ca::type_id::large_binary:
-    case ca::type_id::utf8:
-    case ca::type_id::large_utf8:
-    case ca::type_id::binary_view:
-    case ca::type_id::utf8_view:
-    case ca::type_id::list_view:
-    case ca::type_id::large_list_view:
-    case ca::type_id::sparse_union:
-    case ca::type_id::dense_union:
-    case ca::type_id::run_end_encoded:
-    // Arrow C++ counts the nulls of a map's entries and keys when it builds
-    // the array (and aborts on any).
-    case ca::type_id::map: return false;
-    case ca::type_id::dictionary: return t.value_type != nullptr && importable_in_flight(*t.value_type);
-    default:
-      for (const ca::field& c : t.children) {
-        if (!importable_in_flight(c.type)) return false;
-      }
-      return true;
-  }
-}
-
 // Host copies in flight (cuarrow::arrow::to_host_async), for Python: the
 // host data is exported while the DMA runs, and wait() is called before the
 // result is handed to anyone.  Dropped unwaited, the memory still stays
@@ -349,10 +320,10 @@ ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::ve
 
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
 // to_host_async: the capsules are made while the DMA runs unless
-// `importable(items)` says pyarrow's importer would read the bytes, in
-// which case the copy is waited for first.
-template <class T, class Get, class Importable, class Capsule>
-nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Importable importable, Capsule capsule_of,
+// `reads(item)` says pyarrow's importer reads bytes of it
+// (importer_reads_values), in which case the copy is waited for first.
+template <class T, class Get, class Reads, class Capsule>
+nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Reads reads, Capsule capsule_of,
                         cuarrow::stream_view s) {
   const std::vector<const T*> items = borrowed<T>(src, what);
   nb::list capsules;
@@ -364,7 +335,7 @@ nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Importable im
     t.emplace(to_host_begin(items, get, s));
   }
   auto shared = std::make_shared<transfer>(std::move(*t));
-  if (!importable(items)) {
+  if (std::ranges::any_of(items, [&](const T* item) { return reads(*item); })) {
     nb::gil_scoped_release r;
     shared->wait();
   }
@@ -425,14 +396,8 @@ void bind_arrow(nb::module_& m) {
       .def(
           "indices",
           [](const ArrayData& a) {
-            if (a.data.type.id != ca::type_id::dictionary) {
-              throw cuarrow::invalid_argument("indices: not a dictionary array (" + a.data.type.to_string() + ")");
-            }
-            ArrayData out = a;
-            out.data.type = ca::data_type(a.data.type.index_type);
-            out.data.dictionary = nullptr;
-            out.field = ca::field(a.field.name, out.data.type, a.field.nullable);
-            return out;
+            ca::array_data d = a.data.dictionary_indices();
+            return ArrayData{ca::field(a.field.name, d.type, a.field.nullable), std::move(d), a.where};
           },
           "The indices of a dictionary array, as an integer array over the same buffers.")
       .def(
@@ -443,14 +408,7 @@ void bind_arrow(nb::module_& m) {
           nb::arg("offset"), nb::arg("length"), "A zero-copy slice (out_of_range checked).")
       .def(
           "without_validity",
-          [](const ArrayData& a) {
-            ArrayData out = a;
-            if (ca::layout_of(a.data.type).has_validity && !out.data.buffers.empty()) {
-              out.data.buffers[0] = cuarrow::buffer();
-            }
-            out.data.null_count = 0;
-            return out;
-          },
+          [](const ArrayData& a) { return ArrayData{a.field, a.data.without_validity(), a.where}; },
           "The same array over the same buffers with the validity bitmap dropped (null slots show whatever "
           "values they hold).")
       .def(
@@ -521,38 +479,14 @@ void bind_arrow(nb::module_& m) {
       .def(
           "slice",
           [](const BatchData& b, std::int64_t offset, std::int64_t length) {
-            if (offset < 0 || length < 0 || offset > b.batch.num_rows || length > b.batch.num_rows - offset) {
-              throw cuarrow::out_of_range("slice(" + std::to_string(offset) + ", " + std::to_string(length) +
-                                          ") is outside a record batch of " + std::to_string(b.batch.num_rows) +
-                                          " rows");
-            }
-            BatchData out = b;
-            out.batch.num_rows = length;
-            for (ca::array_data& c : out.batch.columns) c = c.slice(offset, length);
-            return out;
+            return BatchData{b.batch.slice(offset, length), b.where};
           },
           nb::arg("offset"), nb::arg("length"))
       .def(
           "with_schema",
           [](const BatchData& b, nb::handle schema_capsule) {
             auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
-            ca::schema sc = ca::read_schema(*s);
-            if (sc.fields.size() != b.batch.schema.fields.size()) {
-              throw cuarrow::invalid_argument("the requested schema has " + std::to_string(sc.fields.size()) +
-                                              " fields, the batch has " +
-                                              std::to_string(b.batch.schema.fields.size()) + " columns");
-            }
-            for (std::size_t i = 0; i < sc.fields.size(); ++i) {
-              if (!(sc.fields[i].type == b.batch.schema.fields[i].type)) {
-                throw cuarrow::invalid_argument("column " + std::to_string(i) + " (\"" +
-                                                b.batch.schema.fields[i].name + "\"): the requested type " +
-                                                sc.fields[i].type.to_string() + " is not the column's type " +
-                                                b.batch.schema.fields[i].type.to_string());
-              }
-            }
-            BatchData out = b;
-            out.batch.schema = std::move(sc);
-            return out;
+            return BatchData{b.batch.with_schema(ca::read_schema(*s)), b.where};
           },
           nb::arg("schema_capsule"),
           "The same batch under another schema whose fields have the columns' physical types.")
@@ -791,10 +725,9 @@ void bind_arrow(nb::module_& m) {
       [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<BatchData>(
             src, "batches_to_host_begin", batch_of,
-            [](const std::vector<const BatchData*>& items) {
-              bool early = true;
-              for (const ca::field& f : items[0]->batch.schema.fields) early = early && importable_in_flight(f.type);
-              return early;
+            [](const BatchData& b) {
+              return std::ranges::any_of(b.batch.schema.fields,
+                                         [](const ca::field& f) { return ca::importer_reads_values(f.type); });
             },
             host_batch_capsule, stream);
       },
@@ -806,12 +739,7 @@ void bind_arrow(nb::module_& m) {
       "arrays_to_host_begin",
       [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<ArrayData>(
-            src, "arrays_to_host_begin", data_of,
-            [](const std::vector<const ArrayData*>& items) {
-              bool early = true;
-              for (const ArrayData* a : items) early = early && importable_in_flight(a->data.type);
-              return early;
-            },
+            src, "arrays_to_host_begin", data_of, [](const ArrayData& a) { return ca::importer_reads_values(a.data.type); },
             host_array_capsule, stream);
       },
       nb::arg("arrays"), nb::arg("stream") = nb::none(),

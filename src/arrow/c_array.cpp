@@ -321,6 +321,29 @@ void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_sch
   }
 }
 
+bool importer_reads_values(const data_type& type) {
+  switch (type.id) {
+    case type_id::binary:
+    case type_id::large_binary:
+    case type_id::utf8:
+    case type_id::large_utf8:
+    case type_id::binary_view:
+    case type_id::utf8_view:
+    case type_id::list_view:
+    case type_id::large_list_view:
+    case type_id::sparse_union:
+    case type_id::dense_union:
+    case type_id::run_end_encoded:
+    case type_id::map: return true;
+    case type_id::dictionary: return type.value_type == nullptr || importer_reads_values(*type.value_type);
+    default:
+      for (const field& c : type.children) {
+        if (importer_reads_values(c.type)) return true;
+      }
+      return false;
+  }
+}
+
 void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema) {
   if (out == nullptr) throw invalid_argument("export_record_batch: null output ArrowArray");
   for (const array_data& column : batch.columns) {

@@ -86,6 +86,12 @@ struct CUARROW_EXPORT array_data {
   /// array's offset).  The null count becomes unknown (-1) unless it was 0.
   /// Throws out_of_range.
   array_data slice(std::int64_t off, std::int64_t len) const;
+  /// The same array over the same buffers without its validity bitmap (null
+  /// count 0): null slots show whatever values they hold.
+  array_data without_validity() const;
+  /// The indices of a dictionary array: an integer array over the same
+  /// buffers.  Throws invalid_argument for other arrays.
+  array_data dictionary_indices() const;
 };
 
 /// Where the memory of an array tree lives.
@@ -123,6 +129,13 @@ struct CUARROW_EXPORT record_batch {
   /// The same, taking the columns and fields over from `array` (left valid
   /// but unspecified).
   static record_batch from_struct(array_data&& array, key_value_metadata metadata = {});
+
+  /// A zero-copy slice of `len` rows from `off` (every column sliced).
+  /// Throws out_of_range.
+  record_batch slice(std::int64_t off, std::int64_t len) const;
+  /// The same columns under `other`, whose fields have the columns' types
+  /// (other names, nullability or metadata).  Throws invalid_argument.
+  record_batch with_schema(arrow::schema other) const;
 };
 
 // ---- comparison -----------------------------------------------------------
