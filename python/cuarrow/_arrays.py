@@ -444,14 +444,9 @@ class DeviceArray(_DeviceData):
         children = [] if children is None else _device_arrays(children, "children")
         buffers = _core_layout(type, buffers)
         where = _declared_placement(buffers, children)
-        data = _lib.array_from_buffers(
-            pa.field("", type).__arrow_c_schema__(),
-            length,
-            buffers,
-            null_count,
-            offset,
-            [c._data for c in children],
-            *where,
+        data = _lib.make_array(
+            pa.field("", type).__arrow_c_schema__(), length, null_count, offset, buffers, [c._data for c in children],
+            None, *where
         )
         return DeviceArray._wrap(data, type)
 

@@ -293,29 +293,6 @@ auto source_of(std::vector<T> items) {
   };
 }
 
-// cuarrow::arrow::make_array under the capsule's field (which keeps
-// extension metadata), with its declared placement.
-ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::vector<std::optional<Buffer>>& buffers,
-                   std::int64_t null_count, std::int64_t offset, const std::vector<ArrayData>& children,
-                   std::shared_ptr<const ca::array_data> dictionary, int device_type, int device_id, int validation,
-                   cuarrow::stream_view stream) {
-  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-  ca::field f = ca::read_field(*s);
-  std::vector<cuarrow::buffer> bufs;
-  bufs.reserve(buffers.size());
-  for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
-  std::vector<ca::array_data> kids;
-  kids.reserve(children.size());
-  for (const ArrayData& c : children) kids.push_back(c.data);
-  ca::validate_options o;
-  o.level = level_of(validation);
-  const ca::placement where = placement_from(device_type, device_id);
-  nb::gil_scoped_release r;
-  ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
-                                    std::move(dictionary), o, stream);
-  return ArrayData{std::move(f), std::move(d), where};
-}
-
 }  // namespace
 
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
@@ -639,28 +616,26 @@ void bind_arrow(nb::module_& m) {
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
          std::optional<ArrayData> dictionary, int device_type, int device_id, int validation,
          cuarrow::stream_view stream) {
+        // Under the capsule's field, which keeps extension metadata.
+        ca::field f = ca::read_field(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
+        std::vector<cuarrow::buffer> bufs;
+        for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
+        std::vector<ca::array_data> kids;
+        for (ArrayData& c : children) kids.push_back(std::move(c.data));
         std::shared_ptr<const ca::array_data> dict;
         if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
-        return array_of(schema_capsule, length, buffers, null_count, offset, children, std::move(dict), device_type,
-                        device_id, validation, stream);
+        ca::validate_options o;
+        o.level = level_of(validation);
+        nb::gil_scoped_release r;
+        ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
+                                          std::move(dict), o, stream);
+        return ArrayData{std::move(f), std::move(d), placement_from(device_type, device_id)};
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
       nb::arg("validation") = 1, nb::arg("stream") = nb::none(),
       "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` "
       "(at least cheaply).  The placement is declared for an array without buffers.");
-  m.def(
-      "array_from_buffers",
-      [](nb::handle schema_capsule, std::int64_t length, std::vector<std::optional<Buffer>> buffers,
-         std::int64_t null_count, std::int64_t offset, std::vector<ArrayData> children, int device_type,
-         int device_id, cuarrow::stream_view stream) {
-        return array_of(schema_capsule, length, buffers, null_count, offset, children, nullptr, device_type,
-                        device_id, 1, stream);
-      },
-      nb::arg("schema_capsule"), nb::arg("length"), nb::arg("buffers"), nb::arg("null_count"), nb::arg("offset"),
-      nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = nb::none(),
-      "cuarrow::arrow::make_array over buffers (None: absent) and children: checked (counts, one device, cheap "
-      "validation on `stream`) before it is returned.  The placement is declared for an array without buffers.");
   m.def(
       "batch_from_arrays",
       [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
