@@ -1,14 +1,13 @@
 """Conversion of arguments: integers (``operator.index``, with the argument's
-name in the TypeError), Python's negative indices and slices, and stream
-arguments.  Range checks are the core's (its out_of_range errors carry
-pyarrow's messages), not this module's."""
+name in the TypeError), Python's negative indices and slices.  Range checks
+are the core's (its out_of_range errors carry pyarrow's messages), not this
+module's; stream arguments go to the binding as they are (its stream caster
+converts them)."""
 
 from __future__ import annotations
 
 import operator
 from typing import Any, Tuple
-
-from cuarrow import _cuarrow as _lib
 
 
 def _index(value: Any, name: str) -> int:
@@ -45,32 +44,3 @@ def _slice_bounds(key: slice, length: int) -> Tuple[int, int]:
     start, stop, _ = key.indices(length)
     return start, max(stop - start, 0)
 
-
-def _stream_arg(stream: Any) -> Tuple[int, int]:
-    """(handle, device) of a stream argument; (0, -1) is the legacy default stream."""
-    if stream is None:
-        return 0, -1
-    if isinstance(stream, _lib.Stream):  # cuarrow.cuda.Stream
-        return stream.handle, stream.raw_context.device_number
-    protocol = getattr(stream, "__cuda_stream__", None)
-    if protocol is not None:
-        value = protocol() if callable(protocol) else protocol
-        try:
-            _version, handle = value
-            return int(handle), -1
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"{type(stream).__name__}.__cuda_stream__ must give a (version, handle) tuple, got {value!r}"
-            ) from None
-    if isinstance(stream, bool):
-        pass
-    elif isinstance(stream, int):
-        return stream, -1
-    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream without __cuda_stream__
-        return int(stream.cuda_stream), -1
-    elif hasattr(type(stream), "__int__") and not isinstance(stream, float):  # numba-cuda streams
-        return int(stream), -1
-    raise TypeError(
-        "stream must be a cuarrow.cuda.Stream, an object with __cuda_stream__ (CuPy, PyTorch, "
-        f"numba-cuda, cuda.core streams), an integer CUstream handle or None, not {type(stream).__name__}"
-    )

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
 from cuarrow import _device, _protocols
-from cuarrow._args import _index, _stream_arg
+from cuarrow._args import _index
 from cuarrow._device import CPU as _CPU
 from cuarrow._device import CUDA as _CUDA
 from cuarrow._memory import Context, CudaBuffer, Device
@@ -134,8 +134,7 @@ def _import_batch(schema: pa.Schema, capsule: Any) -> pa.RecordBatch:
 def _arrays_to_host(type_: pa.DataType, datas: list, stream: Any) -> list:
     """pyarrow Arrays of device ArrayDatas: one batched copy; the arrays are
     built while it runs and handed over once it is done."""
-    handle, device = _stream_arg(stream)
-    transfer, capsules = _lib.arrays_to_host_begin(datas, handle, device)
+    transfer, capsules = _lib.arrays_to_host_begin(datas, stream)
     arrays = [_import_array(type_, c) for c in capsules]
     transfer.wait()
     return arrays
@@ -143,8 +142,7 @@ def _arrays_to_host(type_: pa.DataType, datas: list, stream: Any) -> list:
 
 def _batches_to_host(schema: pa.Schema, datas: list, stream: Any) -> list:
     """pyarrow RecordBatches of device BatchDatas, as _arrays_to_host."""
-    handle, device = _stream_arg(stream)
-    transfer, capsules = _lib.batches_to_host_begin(datas, handle, device)
+    transfer, capsules = _lib.batches_to_host_begin(datas, stream)
     batches = [_import_batch(schema, c) for c in capsules]
     transfer.wait()
     return batches
@@ -257,6 +255,10 @@ class _DeviceData:
     def _placement(self) -> Tuple[int, int]:
         raise NotImplementedError
 
+    def _raw_context(self) -> Any:
+        """The binding's context of the memory (None for host memory)."""
+        raise NotImplementedError
+
     @property
     def device_type(self) -> Any:
         """``pyarrow.DeviceAllocationType.CUDA`` (``CUDA_HOST`` / ``CUDA_MANAGED``
@@ -280,8 +282,9 @@ class _DeviceData:
 
     @property
     def context(self) -> Context:
-        """The Context (primary context) of the device the data is on."""
-        return Context._wrap(_lib.Context.get(max(self.device_id, 0)))
+        """The Context the data's memory is in (data without memory: its device's primary context)."""
+        raw = self._raw_context()
+        return Context._wrap(raw if raw is not None else _lib.Context.get(0))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise TypeError(
@@ -446,19 +449,17 @@ class DeviceArray(_DeviceData):
         children = [] if children is None else _device_arrays(children, "children")
         buffers = _core_layout(type, buffers)
         where = _declared_placement(buffers, children)
-        data = _lib.array_from_buffers(
-            pa.field("", type).__arrow_c_schema__(),
-            length,
-            buffers,
-            null_count,
-            offset,
-            [c._data for c in children],
-            *where,
+        data = _lib.make_array(
+            pa.field("", type).__arrow_c_schema__(), length, null_count, offset, buffers, [c._data for c in children],
+            None, *where
         )
         return DeviceArray._wrap(data, type)
 
     def _placement(self) -> Tuple[int, int]:
         return self._data.placement
+
+    def _raw_context(self) -> Any:
+        return self._data.raw_context
 
     # -- metadata ---------------------------------------------------------------
     @property
@@ -484,7 +485,7 @@ class DeviceArray(_DeviceData):
         bitmap's bytes) and remembered."""
         n = self._data.raw_null_count
         if n < 0:
-            n = self._data.null_count(0, -1)
+            n = self._data.null_count()
             self._data = self._data.with_null_count(n)
         return n
 
@@ -713,7 +714,7 @@ class DeviceArray(_DeviceData):
             tensor.code,
             tensor.bits,
             placement,
-            _lib.Context.get(max(placement[1], 0)),
+            self.context._ctx,
             "an array",
             stream=stream,
             max_version=max_version,
@@ -776,6 +777,10 @@ class _DevicePieces(_DeviceData):
 
     def _placement(self) -> Tuple[int, int]:
         return self._where
+
+    def _raw_context(self) -> Any:
+        pieces = self._pieces()
+        return pieces[0]._raw_context() if pieces else _lib.Context.get(max(self._where[1], 0))
 
     def __len__(self) -> int:
         return sum(len(p) for p in self._pieces())
@@ -951,6 +956,9 @@ class DeviceRecordBatch(_DeviceData):
 
     def _placement(self) -> Tuple[int, int]:
         return self._data.placement
+
+    def _raw_context(self) -> Any:
+        return self._data.raw_context
 
     @property
     def schema(self) -> pa.Schema:

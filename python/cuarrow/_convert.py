@@ -9,7 +9,6 @@ import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
 from cuarrow import _protocols
-from cuarrow._args import _stream_arg
 from cuarrow._arrays import (
     DeviceArray,
     DeviceChunkedArray,
@@ -60,24 +59,24 @@ def _looks_like_batch(obj: Any, schema_capsule: Any) -> bool:
     return _lib.schema_capsule_format(schema_capsule) == "+s"
 
 
-def _arrays_to(ctx: Context, arrays: List[Any], handle: int, device: int) -> List[Any]:
-    return _lib.arrays_to_device(arrays, ctx._ctx, handle, device)
+def _arrays_to(ctx: Context, arrays: List[Any], stream: Any) -> List[Any]:
+    return _lib.arrays_to_device(arrays, ctx._ctx, stream)
 
 
-def _batches_to(ctx: Context, batches: List[Any], handle: int, device: int) -> List[Any]:
-    return _lib.batches_to_device(batches, ctx._ctx, handle, device)
+def _batches_to(ctx: Context, batches: List[Any], stream: Any) -> List[Any]:
+    return _lib.batches_to_device(batches, ctx._ctx, stream)
 
 
 def _known_null_count(data: Any) -> Any:
     """Count the nulls of a host array before it moves (cheap on the host;
     on the device it would take a copy of the bitmap)."""
     if data.raw_null_count < 0:
-        return data.with_null_count(data.null_count(0, -1))
+        return data.with_null_count(data.null_count())
     return data
 
 
 def _stream_result(
-    ctx: Context, result: Tuple[Any, ...], handle: int, device: int, source: Any = None
+    ctx: Context, result: Tuple[Any, ...], stream: Any, source: Any = None
 ) -> Union[DeviceChunkedArray, DeviceTable]:
     """The device object for a stream read by the C++ layer; `source` (a
     pyarrow object) supplies pyarrow's own schema or type."""
@@ -87,10 +86,10 @@ def _stream_result(
         schema = getattr(source, "schema", None)
         if not isinstance(schema, pa.Schema):
             schema = pa.Schema._import_from_c_capsule(schema_capsule)
-        moved = _batches_to(ctx, items, handle, device)
+        moved = _batches_to(ctx, items, stream)
         return DeviceTable._make([DeviceRecordBatch._wrap(b, schema) for b in moved], schema, where)
     t = source.type if isinstance(source, pa.ChunkedArray) else _field_of(schema_capsule).type
-    moved = _arrays_to(ctx, [_known_null_count(a) if a.placement[0] == _CPU else a for a in items], handle, device)
+    moved = _arrays_to(ctx, [_known_null_count(a) if a.placement[0] == _CPU else a for a in items], stream)
     return DeviceChunkedArray._make([DeviceArray._wrap(a, t) for a in moved], t, where)
 
 
@@ -132,19 +131,19 @@ def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObj
     malformed one raises ``pyarrow.ArrowInvalid``.
     """
     ctx = _as_context(context)
-    handle, device = _stream_arg(stream)
+    _lib.check_stream(stream)  # a bad one is refused before any work
     where = (_CUDA, ctx.device_number)
 
     # cuarrow's own device objects: a device-to-device (or peer) copy.
     if isinstance(obj, DeviceArray):
-        return DeviceArray._wrap(_arrays_to(ctx, [obj._data], handle, device)[0], obj._type)
+        return DeviceArray._wrap(_arrays_to(ctx, [obj._data], stream)[0], obj._type)
     if isinstance(obj, DeviceRecordBatch):
-        return DeviceRecordBatch._wrap(_batches_to(ctx, [obj._data], handle, device)[0], obj._schema)
+        return DeviceRecordBatch._wrap(_batches_to(ctx, [obj._data], stream)[0], obj._schema)
     if isinstance(obj, DeviceChunkedArray):
-        moved = _arrays_to(ctx, [c._data for c in obj._chunks], handle, device)
+        moved = _arrays_to(ctx, [c._data for c in obj._chunks], stream)
         return DeviceChunkedArray._make([DeviceArray._wrap(a, obj.type) for a in moved], obj.type, where)
     if isinstance(obj, DeviceTable):
-        moved = _batches_to(ctx, [b._data for b in obj._batches], handle, device)
+        moved = _batches_to(ctx, [b._data for b in obj._batches], stream)
         return DeviceTable._make([DeviceRecordBatch._wrap(b, obj.schema) for b in moved], obj.schema, where)
 
     # pyarrow's host objects, by class.  The C Data Interface carries no
@@ -157,38 +156,38 @@ def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObj
         _validate_pyarrow(obj)
     if isinstance(obj, pa.RecordBatch):
         batch = _lib.import_batch(*obj.__arrow_c_array__())
-        return DeviceRecordBatch._wrap(_batches_to(ctx, [batch], handle, device)[0], obj.schema)
+        return DeviceRecordBatch._wrap(_batches_to(ctx, [batch], stream)[0], obj.schema)
     if isinstance(obj, pa.Array):
         data = _known_null_count(_lib.import_array(*obj.__arrow_c_array__()))
-        return DeviceArray._wrap(_arrays_to(ctx, [data], handle, device)[0], obj.type)
+        return DeviceArray._wrap(_arrays_to(ctx, [data], stream)[0], obj.type)
     if isinstance(obj, (pa.Table, pa.RecordBatchReader, pa.ChunkedArray)):
         result = _lib.read_stream(obj.__arrow_c_stream__(), _mode_of(obj))
-        return _stream_result(ctx, result, handle, device, obj)
+        return _stream_result(ctx, result, stream, obj)
 
     # Other producers, by protocol: device arrays first (they may be anywhere).
     if hasattr(obj, "__arrow_c_device_array__"):
         schema_capsule, array_capsule = _capsule_pair(obj, "__arrow_c_device_array__")
         if _looks_like_batch(obj, schema_capsule):
-            batch = _lib.import_device_batch(schema_capsule, array_capsule, handle, device)
-            moved = _batches_to(ctx, [batch], handle, device)[0]
+            batch = _lib.import_device_batch(schema_capsule, array_capsule, stream)
+            moved = _batches_to(ctx, [batch], stream)[0]
             return DeviceRecordBatch._wrap(moved, _schema_from(schema_capsule))
-        data = _lib.import_device_array(schema_capsule, array_capsule, handle, device)
+        data = _lib.import_device_array(schema_capsule, array_capsule, stream)
         if data.placement[0] == _CPU:
             data = _known_null_count(data)
-        return DeviceArray._wrap(_arrays_to(ctx, [data], handle, device)[0], _type_from(schema_capsule))
+        return DeviceArray._wrap(_arrays_to(ctx, [data], stream)[0], _type_from(schema_capsule))
     if hasattr(obj, "__arrow_c_array__"):
         schema_capsule, array_capsule = _capsule_pair(obj, "__arrow_c_array__")
         if _looks_like_batch(obj, schema_capsule):
             batch = _lib.import_batch(schema_capsule, array_capsule)
-            moved = _batches_to(ctx, [batch], handle, device)[0]
+            moved = _batches_to(ctx, [batch], stream)[0]
             return DeviceRecordBatch._wrap(moved, _schema_from(schema_capsule))
         data = _known_null_count(_lib.import_array(schema_capsule, array_capsule))
-        return DeviceArray._wrap(_arrays_to(ctx, [data], handle, device)[0], _type_from(schema_capsule))
+        return DeviceArray._wrap(_arrays_to(ctx, [data], stream)[0], _type_from(schema_capsule))
     if hasattr(obj, "__arrow_c_device_stream__"):
-        result = _lib.read_device_stream(obj.__arrow_c_device_stream__(), _mode_of(obj), handle, device)
-        return _stream_result(ctx, result, handle, device)
+        result = _lib.read_device_stream(obj.__arrow_c_device_stream__(), _mode_of(obj), stream)
+        return _stream_result(ctx, result, stream)
     if hasattr(obj, "__arrow_c_stream__"):
-        return _stream_result(ctx, _lib.read_stream(obj.__arrow_c_stream__(), _mode_of(obj)), handle, device)
+        return _stream_result(ctx, _lib.read_stream(obj.__arrow_c_stream__(), _mode_of(obj)), stream)
 
     hint = ""
     if hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__") or hasattr(obj, "__array__"):
@@ -233,7 +232,7 @@ def _arrow_type_of_typestr(typestr: str) -> pa.DataType:
     raise TypeError(f"tensors of dtype {dtype} have no Arrow equivalent (integers, floats, datetime64, timedelta64)")
 
 
-def _from_tensor(obj: Any, context: Any, handle: int, device: int) -> DeviceArray:
+def _from_tensor(obj: Any, context: Any) -> DeviceArray:
     """A zero-copy DeviceArray over a 1-D (primitive) or 2-D (fixed-size
     list) C-contiguous tensor exposing __cuda_array_interface__ or DLPack."""
     dl_device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
@@ -309,20 +308,20 @@ def from_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceO
     cuarrow's own device objects go through the same protocols (a new,
     read-only view of the same memory).
     """
-    handle, device = _stream_arg(stream)
+    _lib.check_stream(stream)  # a bad one is refused before any work
     if hasattr(obj, "__arrow_c_device_array__"):
         schema_capsule, array_capsule = _capsule_pair(obj, "__arrow_c_device_array__")
         kind, _device_id = _lib.device_array_placement(array_capsule)
         if kind == _CPU:
             raise _refuse_cpu(obj)
         if _looks_like_batch(obj, schema_capsule):
-            batch = _lib.import_device_batch(schema_capsule, array_capsule, handle, device)
+            batch = _lib.import_device_batch(schema_capsule, array_capsule, stream)
             return DeviceRecordBatch._wrap(batch, _schema_from(schema_capsule))
-        data = _lib.import_device_array(schema_capsule, array_capsule, handle, device)
+        data = _lib.import_device_array(schema_capsule, array_capsule, stream)
         return DeviceArray._wrap(data, _type_from(schema_capsule))
     if hasattr(obj, "__arrow_c_device_stream__"):
         is_batches, schema_capsule, items, kind = _lib.read_device_stream(
-            obj.__arrow_c_device_stream__(), _mode_of(obj), handle, device
+            obj.__arrow_c_device_stream__(), _mode_of(obj), stream
         )
         if kind == _CPU:
             raise _refuse_cpu(obj)
@@ -333,7 +332,7 @@ def from_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceO
         field = _field_of(schema_capsule)
         return DeviceChunkedArray._make([DeviceArray._wrap(a, field.type) for a in items], field.type, where)
     if hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__"):
-        return _from_tensor(obj, context, handle, device)
+        return _from_tensor(obj, context)
     if hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_stream__"):
         raise _refuse_cpu(obj)
     raise TypeError(

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
 from cuarrow import _device, _protocols
-from cuarrow._args import _index, _int64, _normalize_index, _slice_bounds, _stream_arg
+from cuarrow._args import _index, _int64, _normalize_index, _slice_bounds
 from cuarrow._driver import _device_count, _require_devices
 from cuarrow._ipc import IpcMemHandle
 
@@ -281,14 +281,14 @@ class Context:
         else:
             bsize, _ = _host_nbytes(data, "data")
         size = _lib.source_count(bsize, offset, size)
-        handle, device = _stream_arg(stream)
+        _lib.check_stream(stream)
         result = _lib.allocate_device(self._ctx, size)
-        if handle:
-            _lib.stream_wait_for_default(self._ctx, handle, device)
+        if stream is not None:
+            _lib.stream_wait_for_default(self._ctx, stream)
         if isinstance(data, CudaBuffer):
-            _lib.copy(result, 0, data, offset, size, handle, device)
+            _lib.copy(result, 0, data, offset, size, stream)
         else:
-            _lib.copy_from_host(result, 0, data, offset, size, handle, device)
+            _lib.copy_from_host(result, 0, data, offset, size, stream)
         return CudaBuffer._wrap(result)
 
     def buffer_from_object(self, obj: Any) -> "CudaBuffer":
@@ -510,7 +510,7 @@ class CudaBuffer(_lib.Buffer):
         if buf is None and position == 0 and nbytes == -1 and memory_pool is None and not resizable and stream is None:
             # The whole buffer into the pinned result pool, in one call (what
             # a small copy costs is mostly calls); -1: to the end.
-            return pa.py_buffer(_lib.copy_to_new_host(self, 0, -1, 0, -1))
+            return pa.py_buffer(_lib.copy_to_new_host(self, 0, -1))
         if buf is not None and position == 0 and nbytes == -1 and stream is None and not isinstance(buf, CudaBuffer):
             # The common case in one call; anything unusual (read-only or
             # non-contiguous memory ...) takes the checked path for its message.
@@ -527,8 +527,7 @@ class CudaBuffer(_lib.Buffer):
                 # Pinned memory from cuarrow's result pool (returned to the
                 # pool when the pyarrow.Buffer is freed): the DMA engine
                 # writes it at the link's speed.
-                handle, device = _stream_arg(stream)
-                return pa.py_buffer(_lib.copy_to_new_host(self, position, n, handle, device))
+                return pa.py_buffer(_lib.copy_to_new_host(self, position, n, stream))
             out = pa.allocate_buffer(n, memory_pool=memory_pool, resizable=resizable)
         else:
             bsize, read_only = _host_nbytes(buf, "buf")
@@ -536,8 +535,7 @@ class CudaBuffer(_lib.Buffer):
             if read_only:
                 raise ValueError("the host buffer (buf) is read-only; pass writable memory")
             out = buf
-        handle, device = _stream_arg(stream)
-        _lib.copy_to_host(out, 0, self, position, n, handle, device)
+        _lib.copy_to_host(out, 0, self, position, n, stream)
         return out
 
     def copy_from_host(self, data: Any, position: int = 0, nbytes: int = -1, *, stream: Any = None) -> int:
@@ -550,8 +548,7 @@ class CudaBuffer(_lib.Buffer):
         nbytes = _int64(nbytes, "nbytes")
         bsize, _ = _host_nbytes(data, "data")
         n = _lib.write_count(self.size, position, nbytes, bsize, True)
-        handle, device = _stream_arg(stream)
-        _lib.copy_from_host(self, position, data, 0, n, handle, device)
+        _lib.copy_from_host(self, position, data, 0, n, stream)
         return n
 
     def copy_from_device(self, buf: "CudaBuffer", position: int = 0, nbytes: int = -1, *, stream: Any = None) -> int:
@@ -563,8 +560,7 @@ class CudaBuffer(_lib.Buffer):
         position = _int64(position, "position")
         nbytes = _int64(nbytes, "nbytes")
         n = _lib.write_count(self.size, position, nbytes, buf.size, False)
-        handle, device = _stream_arg(stream)
-        _lib.copy(self, position, buf, 0, n, handle, device)
+        _lib.copy(self, position, buf, 0, n, stream)
         return n
 
     def to_pybytes(self) -> bytes:

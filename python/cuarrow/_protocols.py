@@ -109,7 +109,7 @@ def _tensor_of(arr: Any, protocol: str, error: Callable[[str], Exception]) -> _T
         k = st.list_size
         child = arr._data.children()[0]
         n = len(arr)
-        child_nulls = child.slice(arr.offset * k, n * k).null_count(0, -1)
+        child_nulls = child.slice(arr.offset * k, n * k).null_count()
         if child_nulls:
             raise error(_nulls_message(arr, protocol, child_nulls, " (its list values)"))
         buf = child.buffers()[1]

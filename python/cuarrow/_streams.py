@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from cuarrow import _cuarrow as _lib
-from cuarrow._args import _stream_arg
 from cuarrow._memory import Context, _as_context
 
 
@@ -52,11 +51,6 @@ class Event(_lib.Event):
 
     def __init__(self, context: Any = None, *, timing: bool = False) -> None:
         super().__init__(_as_context(context)._ctx, timing)
-
-    def record(self, stream: Any = None) -> None:  # type: ignore[override]
-        """Capture the work queued so far on `stream` (default: the legacy default stream)."""
-        handle, device = _stream_arg(stream)
-        super().record(handle, device)
 
     def elapsed_time(self, end: "Event") -> float:
         """Milliseconds from this event to `end` (both recorded, completed, with timing)."""

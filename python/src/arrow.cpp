@@ -26,6 +26,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -199,36 +200,6 @@ nb::object host_batch_capsule(const ca::record_batch& b) {
   });
 }
 
-// Whether pyarrow can import an array of this type before its bytes have
-// landed.  Arrow C++'s C Data importer reads the LAST OFFSET of binary and
-// string arrays (the data buffer's size is not in the struct), so those, and
-// every type not known to be safe, are imported only after the copy is done.
-// Fixed-width values, lists' offsets and struct children are not read.
-bool importable_in_flight(const ca::data_type& t) {
-  switch (t.id) {
-    case ca::type_id::binary:
-    case ca::type_id::large_binary:
-    case ca::type_id::utf8:
-    case ca::type_id::large_utf8:
-    case ca::type_id::binary_view:
-    case ca::type_id::utf8_view:
-    case ca::type_id::list_view:
-    case ca::type_id::large_list_view:
-    case ca::type_id::sparse_union:
-    case ca::type_id::dense_union:
-    case ca::type_id::run_end_encoded:
-    // Arrow C++ counts the nulls of a map's entries and keys when it builds
-    // the array (and aborts on any).
-    case ca::type_id::map: return false;
-    case ca::type_id::dictionary: return t.value_type != nullptr && importable_in_flight(*t.value_type);
-    default:
-      for (const ca::field& c : t.children) {
-        if (!importable_in_flight(c.type)) return false;
-      }
-      return true;
-  }
-}
-
 // Host copies in flight (cuarrow::arrow::to_host_async), for Python: the
 // host data is exported while the DMA runs, and wait() is called before the
 // result is handed to anyone.  Dropped unwaited, the memory still stays
@@ -322,37 +293,14 @@ auto source_of(std::vector<T> items) {
   };
 }
 
-// cuarrow::arrow::make_array under the capsule's field (which keeps
-// extension metadata), with its declared placement.
-ArrayData array_of(nb::handle schema_capsule, std::int64_t length, const std::vector<std::optional<Buffer>>& buffers,
-                   std::int64_t null_count, std::int64_t offset, const std::vector<ArrayData>& children,
-                   std::shared_ptr<const ca::array_data> dictionary, int device_type, int device_id, int validation,
-                   std::uintptr_t stream, int device) {
-  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-  ca::field f = ca::read_field(*s);
-  std::vector<cuarrow::buffer> bufs;
-  bufs.reserve(buffers.size());
-  for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
-  std::vector<ca::array_data> kids;
-  kids.reserve(children.size());
-  for (const ArrayData& c : children) kids.push_back(c.data);
-  ca::validate_options o;
-  o.level = level_of(validation);
-  const ca::placement where = placement_from(device_type, device_id);
-  nb::gil_scoped_release r;
-  ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
-                                    std::move(dictionary), o, make_stream(stream, device));
-  return ArrayData{std::move(f), std::move(d), where};
-}
-
 }  // namespace
 
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
 // to_host_async: the capsules are made while the DMA runs unless
-// `importable(items)` says pyarrow's importer would read the bytes, in
-// which case the copy is waited for first.
-template <class T, class Get, class Importable, class Capsule>
-nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Importable importable, Capsule capsule_of,
+// `reads(item)` says pyarrow's importer reads bytes of it
+// (importer_reads_values), in which case the copy is waited for first.
+template <class T, class Get, class Reads, class Capsule>
+nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Reads reads, Capsule capsule_of,
                         cuarrow::stream_view s) {
   const std::vector<const T*> items = borrowed<T>(src, what);
   nb::list capsules;
@@ -364,7 +312,7 @@ nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Importable im
     t.emplace(to_host_begin(items, get, s));
   }
   auto shared = std::make_shared<transfer>(std::move(*t));
-  if (!importable(items)) {
+  if (std::ranges::any_of(items, [&](const T* item) { return reads(*item); })) {
     nb::gil_scoped_release r;
     shared->wait();
   }
@@ -388,6 +336,8 @@ void bind_arrow(nb::module_& m) {
                    },
                    "(device type code, device id) of the memory; the declared placement for an array without "
                    "buffers.")
+      .def_prop_ro("raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
+                   "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
       .def_prop_ro("has_validity_buffer",
                    [](const ArrayData& a) {
                      return ca::layout_of(a.data.type).has_validity && !a.data.buffers.empty() &&
@@ -423,14 +373,8 @@ void bind_arrow(nb::module_& m) {
       .def(
           "indices",
           [](const ArrayData& a) {
-            if (a.data.type.id != ca::type_id::dictionary) {
-              throw cuarrow::invalid_argument("indices: not a dictionary array (" + a.data.type.to_string() + ")");
-            }
-            ArrayData out = a;
-            out.data.type = ca::data_type(a.data.type.index_type);
-            out.data.dictionary = nullptr;
-            out.field = ca::field(a.field.name, out.data.type, a.field.nullable);
-            return out;
+            ca::array_data d = a.data.dictionary_indices();
+            return ArrayData{ca::field(a.field.name, d.type, a.field.nullable), std::move(d), a.where};
           },
           "The indices of a dictionary array, as an integer array over the same buffers.")
       .def(
@@ -441,24 +385,17 @@ void bind_arrow(nb::module_& m) {
           nb::arg("offset"), nb::arg("length"), "A zero-copy slice (out_of_range checked).")
       .def(
           "without_validity",
-          [](const ArrayData& a) {
-            ArrayData out = a;
-            if (ca::layout_of(a.data.type).has_validity && !out.data.buffers.empty()) {
-              out.data.buffers[0] = cuarrow::buffer();
-            }
-            out.data.null_count = 0;
-            return out;
-          },
+          [](const ArrayData& a) { return ArrayData{a.field, a.data.without_validity(), a.where}; },
           "The same array over the same buffers with the validity bitmap dropped (null slots show whatever "
           "values they hold).")
       .def(
           "null_count",
-          [](const ArrayData& a, std::uintptr_t stream, int device) -> std::int64_t {
+          [](const ArrayData& a, cuarrow::stream_view stream) -> std::int64_t {
             if (a.data.null_count >= 0) return a.data.null_count;
             nb::gil_scoped_release r;
-            return ca::compute_null_count(a.data, make_stream(stream, device));
+            return ca::compute_null_count(a.data, stream);
           },
-          nb::arg("stream") = 0, nb::arg("device") = -1,
+          nb::arg("stream") = nb::none(),
           "The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to "
           "the host for that, once per call).")
       .def(
@@ -490,13 +427,13 @@ void bind_arrow(nb::module_& m) {
           "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
       .def(
           "validate",
-          [](const ArrayData& a, int level, std::uintptr_t stream, int device) {
+          [](const ArrayData& a, int level, cuarrow::stream_view stream) {
             ca::validate_options o;
             o.level = level_of(level);
             nb::gil_scoped_release r;
-            ca::validate(a.data, o, make_stream(stream, device));
+            ca::validate(a.data, o, stream);
           },
-          nb::arg("level") = 1, nb::arg("stream") = 0, nb::arg("device") = -1);
+          nb::arg("level") = 1, nb::arg("stream") = nb::none());
 
   nb::class_<BatchData>(m, "BatchData", "A record batch (cuarrow::arrow::record_batch) with its declared placement.")
       .def_prop_ro("num_rows", [](const BatchData& b) { return b.batch.num_rows; })
@@ -506,6 +443,7 @@ void bind_arrow(nb::module_& m) {
                      ca::placement p = ca::placement_of(b.batch.to_struct(), b.where);
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    })
+      .def_prop_ro("raw_context", [](const BatchData& b) { return ca::context_of(b.batch.to_struct(), b.where); })
       .def(
           "columns",
           [](const BatchData& b) {
@@ -518,38 +456,14 @@ void bind_arrow(nb::module_& m) {
       .def(
           "slice",
           [](const BatchData& b, std::int64_t offset, std::int64_t length) {
-            if (offset < 0 || length < 0 || offset > b.batch.num_rows || length > b.batch.num_rows - offset) {
-              throw cuarrow::out_of_range("slice(" + std::to_string(offset) + ", " + std::to_string(length) +
-                                          ") is outside a record batch of " + std::to_string(b.batch.num_rows) +
-                                          " rows");
-            }
-            BatchData out = b;
-            out.batch.num_rows = length;
-            for (ca::array_data& c : out.batch.columns) c = c.slice(offset, length);
-            return out;
+            return BatchData{b.batch.slice(offset, length), b.where};
           },
           nb::arg("offset"), nb::arg("length"))
       .def(
           "with_schema",
           [](const BatchData& b, nb::handle schema_capsule) {
             auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
-            ca::schema sc = ca::read_schema(*s);
-            if (sc.fields.size() != b.batch.schema.fields.size()) {
-              throw cuarrow::invalid_argument("the requested schema has " + std::to_string(sc.fields.size()) +
-                                              " fields, the batch has " +
-                                              std::to_string(b.batch.schema.fields.size()) + " columns");
-            }
-            for (std::size_t i = 0; i < sc.fields.size(); ++i) {
-              if (!(sc.fields[i].type == b.batch.schema.fields[i].type)) {
-                throw cuarrow::invalid_argument("column " + std::to_string(i) + " (\"" +
-                                                b.batch.schema.fields[i].name + "\"): the requested type " +
-                                                sc.fields[i].type.to_string() + " is not the column's type " +
-                                                b.batch.schema.fields[i].type.to_string());
-              }
-            }
-            BatchData out = b;
-            out.batch.schema = std::move(sc);
-            return out;
+            return BatchData{b.batch.with_schema(ca::read_schema(*s)), b.where};
           },
           nb::arg("schema_capsule"),
           "The same batch under another schema whose fields have the columns' physical types.")
@@ -601,7 +515,7 @@ void bind_arrow(nb::module_& m) {
       nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
   m.def(
       "import_device_array",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, std::uintptr_t stream, int device,
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
          int validation) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
@@ -610,15 +524,15 @@ void bind_arrow(nb::module_& m) {
         const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
         const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
         nb::gil_scoped_release r;
-        ca::array_data d = ca::import_device_array(a, f.type, make_stream(stream, device), o);
+        ca::array_data d = ca::import_device_array(a, f.type, stream, o);
         return ArrayData{std::move(f), std::move(d), declared};
       },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none(),
       nb::arg("validation") = 1,
       "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
   m.def(
       "import_device_batch",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, std::uintptr_t stream, int device,
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
          int validation) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
@@ -627,9 +541,9 @@ void bind_arrow(nb::module_& m) {
         const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
         const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
         nb::gil_scoped_release r;
-        return BatchData{ca::import_device_record_batch(a, sc, make_stream(stream, device), o), declared};
+        return BatchData{ca::import_device_record_batch(a, sc, stream, o), declared};
       },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none(),
       nb::arg("validation") = 1, "Import a device record batch.");
 
   m.def(
@@ -659,7 +573,7 @@ void bind_arrow(nb::module_& m) {
       "BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.");
   m.def(
       "read_device_stream",
-      [](nb::handle capsule, int mode, std::uintptr_t stream, int device, int validation) {
+      [](nb::handle capsule, int mode, cuarrow::stream_view s, int validation) {
         auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
         ca::import_options o{level_of(validation)};
         std::optional<ca::device_array_stream_reader> reader;
@@ -670,7 +584,6 @@ void bind_arrow(nb::module_& m) {
         {
           nb::gil_scoped_release g;
           reader.emplace(in, o, items_of(mode));
-          const cuarrow::stream_view s = make_stream(stream, device);
           ca::placement p;
           if (reader->reads_batches()) {
             while (std::optional<ca::record_batch> b = reader->next(s, &p)) {
@@ -693,7 +606,7 @@ void bind_arrow(nb::module_& m) {
         return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
                               static_cast<int>(reader->type()));
       },
-      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(),
       nb::arg("validation") = 1,
       "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
 
@@ -701,35 +614,32 @@ void bind_arrow(nb::module_& m) {
       "make_array",
       [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
-         std::optional<ArrayData> dictionary, int device_type, int device_id, int validation, std::uintptr_t stream,
-         int device) {
+         std::optional<ArrayData> dictionary, int device_type, int device_id, int validation,
+         cuarrow::stream_view stream) {
+        // Under the capsule's field, which keeps extension metadata.
+        ca::field f = ca::read_field(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
+        std::vector<cuarrow::buffer> bufs;
+        for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
+        std::vector<ca::array_data> kids;
+        for (ArrayData& c : children) kids.push_back(std::move(c.data));
         std::shared_ptr<const ca::array_data> dict;
         if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
-        return array_of(schema_capsule, length, buffers, null_count, offset, children, std::move(dict), device_type,
-                        device_id, validation, stream, device);
+        ca::validate_options o;
+        o.level = level_of(validation);
+        nb::gil_scoped_release r;
+        ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
+                                          std::move(dict), o, stream);
+        return ArrayData{std::move(f), std::move(d), placement_from(device_type, device_id)};
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("validation") = 1, nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("validation") = 1, nb::arg("stream") = nb::none(),
       "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` "
       "(at least cheaply).  The placement is declared for an array without buffers.");
   m.def(
-      "array_from_buffers",
-      [](nb::handle schema_capsule, std::int64_t length, std::vector<std::optional<Buffer>> buffers,
-         std::int64_t null_count, std::int64_t offset, std::vector<ArrayData> children, int device_type,
-         int device_id, std::uintptr_t stream, int device) {
-        return array_of(schema_capsule, length, buffers, null_count, offset, children, nullptr, device_type,
-                        device_id, 1, stream, device);
-      },
-      nb::arg("schema_capsule"), nb::arg("length"), nb::arg("buffers"), nb::arg("null_count"), nb::arg("offset"),
-      nb::arg("children"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream") = 0,
-      nb::arg("device") = -1,
-      "cuarrow::arrow::make_array over buffers (None: absent) and children: checked (counts, one device, cheap "
-      "validation on `stream`) before it is returned.  The placement is declared for an array without buffers.");
-  m.def(
       "batch_from_arrays",
       [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
-         std::uintptr_t stream, int device) {
+         cuarrow::stream_view stream) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         ca::schema sc = ca::read_schema(*s);
         std::vector<ca::array_data> cols;
@@ -737,16 +647,16 @@ void bind_arrow(nb::module_& m) {
         for (const ArrayData& c : columns) cols.push_back(c.data);
         const ca::placement where = placement_from(device_type, device_id);
         nb::gil_scoped_release r;
-        return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, make_stream(stream, device)), where};
+        return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, stream), where};
       },
       nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("stream") = nb::none(),
       "cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.");
 
   // ---- transfers ----------------------------------------------------------------------
   m.def(
       "arrays_to_device",
-      [](nb::handle src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+      [](nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
         const std::vector<const ArrayData*> items = borrowed<ArrayData>(src, "arrays_to_device");
         std::vector<ArrayData> out;
         if (items.empty()) return out;
@@ -755,19 +665,18 @@ void bind_arrow(nb::module_& m) {
         std::vector<ca::array_data> moved;
         {
           nb::gil_scoped_release r;
-          const cuarrow::stream_view s = make_stream(stream, device);
           moved = with_values(items, data_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
         }
         out.reserve(items.size());
         for (std::size_t i = 0; i < items.size(); ++i) out.push_back(ArrayData{items[i]->field, std::move(moved[i]), where});
         return out;
       },
-      nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("validation") = 0,
+      nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
       "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
       "synchronized once at the end.");
   m.def(
       "batches_to_device",
-      [](nb::handle src, const cuarrow::context& ctx, std::uintptr_t stream, int device, int validation) {
+      [](nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
         const std::vector<const BatchData*> items = borrowed<BatchData>(src, "batches_to_device");
         std::vector<BatchData> out;
         if (items.empty()) return out;
@@ -776,46 +685,39 @@ void bind_arrow(nb::module_& m) {
         std::vector<ca::record_batch> moved;
         {
           nb::gil_scoped_release r;
-          const cuarrow::stream_view s = make_stream(stream, device);
           moved = with_values(items, batch_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
         }
         out.reserve(moved.size());
         for (auto& b : moved) out.push_back(BatchData{std::move(b), where});
         return out;
       },
-      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = nb::none(),
       nb::arg("validation") = 0, "Record batches on the context's device, as arrays_to_device.");
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
   m.def(
       "batches_to_host_begin",
-      [](nb::handle src, std::uintptr_t stream, int device) {
+      [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<BatchData>(
             src, "batches_to_host_begin", batch_of,
-            [](const std::vector<const BatchData*>& items) {
-              bool early = true;
-              for (const ca::field& f : items[0]->batch.schema.fields) early = early && importable_in_flight(f.type);
-              return early;
+            [](const BatchData& b) {
+              return std::ranges::any_of(b.batch.schema.fields,
+                                         [](const ca::field& f) { return ca::importer_reads_values(f.type); });
             },
-            host_batch_capsule, make_stream(stream, device));
+            host_batch_capsule, stream);
       },
-      nb::arg("batches"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("batches"), nb::arg("stream") = nb::none(),
       "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
       "batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types "
       "pyarrow's importer reads (binary and string offsets, ...) have been waited for already.");
   m.def(
       "arrays_to_host_begin",
-      [](nb::handle src, std::uintptr_t stream, int device) {
+      [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<ArrayData>(
-            src, "arrays_to_host_begin", data_of,
-            [](const std::vector<const ArrayData*>& items) {
-              bool early = true;
-              for (const ArrayData* a : items) early = early && importable_in_flight(a->data.type);
-              return early;
-            },
-            host_array_capsule, make_stream(stream, device));
+            src, "arrays_to_host_begin", data_of, [](const ArrayData& a) { return ca::importer_reads_values(a.data.type); },
+            host_array_capsule, stream);
       },
-      nb::arg("arrays"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("arrays"), nb::arg("stream") = nb::none(),
       "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
       "copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for "
       "types pyarrow's importer reads).");
@@ -828,27 +730,27 @@ void bind_arrow(nb::module_& m) {
   // ---- export ---------------------------------------------------------------------------
   m.def(
       "export_device_array",
-      [](const ArrayData& a, std::uintptr_t stream, int device) {
+      [](const ArrayData& a, cuarrow::stream_view stream) {
         nb::object schema = schema_capsule_of_field(a.field);
         nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
           nb::gil_scoped_release r;
-          export_device(a.data, a.where, make_stream(stream, device), out);
+          export_device(a.data, a.where, stream, out);
         });
         return nb::make_tuple(schema, array);
       },
-      nb::arg("array"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("array"), nb::arg("stream") = nb::none(),
       "(\"arrow_schema\", \"arrow_device_array\") capsules; the sync event is recorded on `stream`.");
   m.def(
       "export_device_batch",
-      [](const BatchData& b, std::uintptr_t stream, int device) {
+      [](const BatchData& b, cuarrow::stream_view stream) {
         nb::object schema = schema_capsule_of_schema(b.batch.schema);
         nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
           nb::gil_scoped_release r;
-          export_device(b.batch.to_struct(), b.where, make_stream(stream, device), out);
+          export_device(b.batch.to_struct(), b.where, stream, out);
         });
         return nb::make_tuple(schema, array);
       },
-      nb::arg("batch"), nb::arg("stream") = 0, nb::arg("device") = -1, "Device capsules of a record batch.");
+      nb::arg("batch"), nb::arg("stream") = nb::none(), "Device capsules of a record batch.");
   m.def(
       "export_device_array_stream",
       [](nb::handle schema_capsule, std::vector<ArrayData> chunks, int device_type, int device_id) {

@@ -157,15 +157,15 @@ void bind_buffer(nb::module_& m) {
   // ---- allocation and wrapping ---------------------------------------------
   m.def(
       "allocate_device",
-      [](const cuarrow::context& ctx, std::int64_t size, std::uintptr_t stream, int device, bool plain) {
+      [](const cuarrow::context& ctx, std::int64_t size, cuarrow::stream_view stream, bool plain) {
         // One stateless cuMemAlloc resource for all contexts (never destroyed:
         // buffers may be freed after static destructors ran).
         static const auto* cu_mem_alloc =
             new std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>());
-        return make(cuarrow::allocate_device(ctx, size, make_stream(stream, device), plain ? *cu_mem_alloc : nullptr),
+        return make(cuarrow::allocate_device(ctx, size, stream, plain ? *cu_mem_alloc : nullptr),
                     false);
       },
-      nb::arg("context"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1, nb::arg("plain") = false,
+      nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false,
       release_gil(),
       "Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc "
       "(plain_device_resource): memory CUDA IPC can export, which pool memory is not.");
@@ -245,63 +245,61 @@ void bind_buffer(nb::module_& m) {
   m.def(
       "copy",
       [](const Buffer& dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
-         std::uintptr_t stream, int device) {
-        cuarrow::copy(dst.buf, dst_offset, src.buf, src_offset, size, make_stream(stream, device));
+         cuarrow::stream_view stream) {
+        cuarrow::copy(dst.buf, dst_offset, src.buf, src_offset, size, stream);
       },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = 0, nb::arg("device") = -1, release_gil(),
+      nb::arg("stream") = nb::none(), release_gil(),
       "Copy between any two buffers, queued on the stream, which is synchronized before returning.");
   m.def(
       "copy_from_host",
       [](const Buffer& dst, std::int64_t dst_offset, nb::handle src, std::int64_t src_offset, std::int64_t size,
-         std::uintptr_t stream, int device) {
+         cuarrow::stream_view stream) {
         host_view v(src, false);
         const auto* from = host_range(v, src_offset, size).host_data();
         nb::gil_scoped_release r;
-        cuarrow::copy_from_host(dst.buf, dst_offset, from, size, make_stream(stream, device));
+        cuarrow::copy_from_host(dst.buf, dst_offset, from, size, stream);
       },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("stream") = nb::none(),
       "Copy `size` bytes of a host object (buffer protocol) into a buffer; synchronous.");
   m.def(
       "copy_to_host",
       [](nb::handle dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
-         std::uintptr_t stream, int device) {
+         cuarrow::stream_view stream) {
         host_view v(dst, true);
         auto* to = host_range(v, dst_offset, size).mutable_host_data();
         nb::gil_scoped_release r;
-        cuarrow::copy_to_host(to, src.buf, src_offset, size, make_stream(stream, device));
+        cuarrow::copy_to_host(to, src.buf, src_offset, size, stream);
       },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("stream") = nb::none(),
       "Copy `size` bytes of a buffer into a writable host object; synchronous.");
   m.def(
       "copy_to_new_host",
-      [](const Buffer& src, std::int64_t src_offset, std::int64_t size, std::uintptr_t stream, int device) {
+      [](const Buffer& src, std::int64_t src_offset, std::int64_t size, cuarrow::stream_view stream) {
         cuarrow::buffer part = src.buf.slice(src_offset, size);
         cuarrow::buffer out;
         {
           nb::gil_scoped_release r;
-          out = cuarrow::copy_to_new_host(part, make_stream(stream, device));
+          out = cuarrow::copy_to_new_host(part, stream);
         }
         return Buffer{std::move(out), true};
       },
-      nb::arg("src"), nb::arg("src_offset"), nb::arg("size"), nb::arg("stream") = 0, nb::arg("device") = -1,
+      nb::arg("src"), nb::arg("src_offset"), nb::arg("size"), nb::arg("stream") = nb::none(),
       "A new host buffer (exposing the buffer protocol) holding `size` bytes of `src` from `src_offset`: pinned "
       "memory from cuarrow's result pool when there is room, so the DMA writes at the link's speed; synchronous.");
   m.def(
       "fill",
-      [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, std::uintptr_t stream,
-         int device) {
-        cuarrow::stream_view s = make_stream(stream, device);
+      [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, cuarrow::stream_view s) {
         cuarrow::fill_async(dst.buf, offset, size, value, s);
         if (size > 0 && dst.buf.get_context()) {
           cuarrow::scoped_context guard(*dst.buf.get_context());
           s.synchronize();
         }
       },
-      nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"), nb::arg("stream") = 0,
-      nb::arg("device") = -1, release_gil(), "Set bytes to a value; synchronous.");
+      nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"), nb::arg("stream") = nb::none(),
+      release_gil(), "Set bytes to a value; synchronous.");
 }
 
 }  // namespace cuarrow_py

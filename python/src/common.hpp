@@ -36,13 +36,13 @@ struct Buffer {
   bool host_view = false;
 };
 
-/// A stream_view from the integer handle the facade passes (0: the legacy
-/// default stream) and the device it belongs to (-1: unknown, asked from the
-/// driver when needed).
-inline cuarrow::stream_view make_stream(std::uintptr_t handle, int device) {
-  if (handle == 0) return cuarrow::stream_view();
-  return cuarrow::stream_view(reinterpret_cast<CUstream>(handle), device);
-}
+/// The stream a Python stream argument names: None (the legacy default
+/// stream), a cuarrow Stream (its view, device known), an object with
+/// __cuda_stream__ (a method or an attribute giving (version, handle): CuPy,
+/// PyTorch, numba-cuda, cuda.core), an int (not a bool) CUstream handle, an
+/// object with .cuda_stream (older PyTorch) or __int__ (numba-cuda; not a
+/// float).  Throws nb::type_error saying what a stream argument may be.
+cuarrow::stream_view stream_of(nb::handle obj);
 
 /// An owner that keeps a Python object alive for as long as a C++ buffer
 /// (and every copy of its handle: slices, DLPack exports, pending copies)
@@ -73,3 +73,33 @@ void bind_arrow(nb::module_& m);
 void bind_ipc(nb::module_& m);
 
 }  // namespace cuarrow_py
+
+NAMESPACE_BEGIN(NB_NAMESPACE)
+NAMESPACE_BEGIN(detail)
+
+/// Binding functions take stream arguments as cuarrow::stream_view.  The
+/// caster accepts every object and converts it (stream_of) when the function
+/// is called, with the GIL held: a bad stream raises stream_of's TypeError,
+/// which says what a stream may be, rather than nanobind's "incompatible
+/// function arguments" (from_python cannot raise an error of its own).
+template <>
+struct type_caster<cuarrow::stream_view> {
+  static constexpr auto Name = const_name("object");
+  template <typename T>
+  using Cast = cuarrow::stream_view;
+  template <typename T>
+  static constexpr bool can_cast() {
+    return true;
+  }
+  bool from_python(handle src, uint32_t, cleanup_list*) noexcept {
+    src_ = src;
+    return true;
+  }
+  explicit operator cuarrow::stream_view() { return cuarrow_py::stream_of(src_); }
+
+ private:
+  handle src_;
+};
+
+NAMESPACE_END(detail)
+NAMESPACE_END(NB_NAMESPACE)

@@ -28,7 +28,81 @@ nb::dict properties_dict(const cuarrow::device_properties& p) {
   return d;
 }
 
+// getattr(obj, name), or nullopt when it raises AttributeError (hasattr's
+// rule: any other error propagates).
+std::optional<nb::object> attr_of(nb::handle obj, const char* name) {
+  PyObject* v = PyObject_GetAttrString(obj.ptr(), name);
+  if (v != nullptr) return nb::steal(v);
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+  PyErr_Clear();
+  return std::nullopt;
+}
+
+// int(obj), raising as Python does.
+nb::object to_int(nb::handle obj) {
+  PyObject* i = PyNumber_Long(obj.ptr());
+  if (i == nullptr) throw nb::python_error();
+  return nb::steal(i);
+}
+
+// The stream of a CUstream handle int(obj), which must be an address.
+cuarrow::stream_view handle_stream(nb::handle obj) {
+  nb::object i = to_int(obj);
+  const unsigned long long h = PyLong_AsUnsignedLongLong(i.ptr());
+  if (PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    throw nb::type_error(
+        ("a CUstream handle is an address (0 <= handle < 2**64), not " + std::string(nb::repr(i).c_str())).c_str());
+  }
+  if (h == 0) return cuarrow::stream_view();
+  return cuarrow::stream_view(reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(h)));
+}
+
+// The handle of a __cuda_stream__ value: `_version, handle = value` then
+// int(handle); nullopt when that raises TypeError or ValueError.
+std::optional<nb::object> protocol_handle(nb::handle value) {
+  try {
+    nb::object it = nb::steal(PyObject_GetIter(value.ptr()));
+    if (!it.is_valid()) throw nb::python_error();
+    nb::object items[3];
+    std::size_t n = 0;
+    for (PyObject* item; n < 3 && (item = PyIter_Next(it.ptr())) != nullptr;) items[n++] = nb::steal(item);
+    if (PyErr_Occurred() != nullptr) throw nb::python_error();
+    if (n != 2) return std::nullopt;
+    return to_int(items[1]);
+  } catch (const nb::python_error& e) {
+    if (e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError)) return std::nullopt;
+    throw;
+  }
+}
+
+std::string type_name_of(nb::handle obj) { return nb::cast<std::string>(obj.type().attr("__name__")); }
+
 }  // namespace
+
+cuarrow::stream_view stream_of(nb::handle obj) {
+  if (obj.is_none()) return cuarrow::stream_view();
+  if (nb::isinstance<cuarrow::stream>(obj)) return nb::cast<const cuarrow::stream&>(obj).view();
+  if (std::optional<nb::object> protocol = attr_of(obj, "__cuda_stream__"); protocol && !protocol->is_none()) {
+    nb::object value = PyCallable_Check(protocol->ptr()) ? (*protocol)() : *protocol;
+    std::optional<nb::object> handle = protocol_handle(value);
+    if (!handle) {
+      throw nb::type_error((type_name_of(obj) + ".__cuda_stream__ must give a (version, handle) tuple, got " +
+                            nb::repr(value).c_str())
+                               .c_str());
+    }
+    return handle_stream(*handle);
+  }
+  if (PyLong_Check(obj.ptr()) && !PyBool_Check(obj.ptr())) return handle_stream(obj);
+  if (!PyBool_Check(obj.ptr())) {
+    if (std::optional<nb::object> torch = attr_of(obj, "cuda_stream")) return handle_stream(*torch);
+    if (attr_of(obj.type(), "__int__") && !PyFloat_Check(obj.ptr())) return handle_stream(obj);  // numba-cuda
+  }
+  throw nb::type_error(("stream must be a cuarrow.cuda.Stream, an object with __cuda_stream__ (CuPy, PyTorch, "
+                        "numba-cuda, cuda.core streams), an integer CUstream handle or None, not " +
+                        type_name_of(obj))
+                           .c_str());
+}
 
 void bind_context(nb::module_& m) {
   // ---- driver -------------------------------------------------------------
@@ -175,37 +249,35 @@ void bind_context(nb::module_& m) {
           nb::arg("context"), nb::arg("timing") = false)
       .def_prop_ro("handle", [](const cuarrow::event& e) { return handle_int(e.handle()); })
       .def_prop_ro("raw_context", &cuarrow::event::get_context)
-      .def(
-          "record",
-          [](cuarrow::event& e, std::uintptr_t stream, int device) { e.record(make_stream(stream, device)); },
-          nb::arg("stream") = 0, nb::arg("device") = -1, release_gil())
+      .def("record", &cuarrow::event::record, nb::arg("stream") = nb::none(), release_gil(),
+           "Capture the work queued so far on `stream` (default: the legacy default stream).")
       .def("query", &cuarrow::event::query, release_gil())
       .def("synchronize", &cuarrow::event::synchronize, release_gil())
       .def("elapsed_ms_since", &cuarrow::event::elapsed_ms_since, nb::arg("start"), release_gil());
 
-  // Raw stream handles (foreign streams: CuPy, PyTorch, Numba ...).
+  // Streams of any kind (cuarrow's, CuPy, PyTorch, Numba ... or a handle).
+  m.def(
+      "check_stream", [](cuarrow::stream_view) {}, nb::arg("stream").none(),
+      "Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any "
+      "work).");
   m.def(
       "stream_synchronize",
-      [](const cuarrow::context& ctx, std::uintptr_t stream, int device) {
+      [](const cuarrow::context& ctx, cuarrow::stream_view stream) {
         // The default streams act on the current context: make it ctx's.
         cuarrow::scoped_context guard(ctx);
-        make_stream(stream, device).synchronize();
+        stream.synchronize();
       },
-      nb::arg("context"), nb::arg("stream"), nb::arg("device") = -1, release_gil(),
+      nb::arg("context"), nb::arg("stream"), release_gil(),
       "Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.");
   m.def(
-      "stream_device",
-      [](std::uintptr_t stream) { return make_stream(stream, -1).device_number(); }, nb::arg("stream"), release_gil(),
-      "The device a stream handle belongs to (-1 for the default streams).");
-  m.def(
       "stream_wait_for_default",
-      [](const cuarrow::context& ctx, std::uintptr_t stream, int device) {
+      [](const cuarrow::context& ctx, cuarrow::stream_view stream) {
         // Order `stream` after everything queued so far on the context's
         // legacy default stream, where cuarrow's synchronous operations
         // (allocations included) run, without blocking the host.
-        make_stream(stream, device).wait_for(cuarrow::stream_view(), ctx);
+        stream.wait_for(cuarrow::stream_view(), ctx);
       },
-      nb::arg("context"), nb::arg("stream"), nb::arg("device") = -1, release_gil(),
+      nb::arg("context"), nb::arg("stream"), release_gil(),
       "Make a stream wait for the work queued so far on the legacy default stream of a context.");
 }
 

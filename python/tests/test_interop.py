@@ -337,6 +337,58 @@ def test_stream_argument_errors(ctx):
         dbuf.copy_to_host(stream=Bad())
 
 
+def test_stream_argument_shapes(ctx):
+    # Every shape the binding's stream caster takes: __cuda_stream__ as an
+    # attribute, .cuda_stream (older PyTorch), __int__ (numba-cuda), an int subclass.
+    own = cuda.Stream(ctx)
+
+    class Attribute:
+        __cuda_stream__ = (0, own.handle)
+
+    class Torch:
+        cuda_stream = own.handle
+
+    class Numba:
+        def __int__(self):
+            return own.handle
+
+    class Handle(int):
+        pass
+
+    dbuf = ctx.buffer_from_data(b"abcd")
+    for stream in (Attribute(), Torch(), Numba(), Handle(own.handle), 0):
+        assert dbuf.copy_to_host(stream=stream).to_pybytes() == b"abcd"
+        event = cuda.Event(ctx)
+        event.record(stream)
+        event.synchronize()
+
+
+def test_stream_argument_refusals(ctx):
+    dbuf = ctx.new_buffer(4)
+    for bad in (True, 1.0, object()):
+        with pytest.raises(TypeError, match=f"stream must be .* not {type(bad).__name__}"):
+            dbuf.copy_to_host(stream=bad)
+    with pytest.raises(TypeError, match="stream must be"):
+        cuda.Event(ctx).record("default")
+
+    class Three:
+        def __cuda_stream__(self):
+            return (0, 1, 2)
+
+    class NotAnInteger:
+        __cuda_stream__ = (0, "abc")
+
+    for bad in (Three(), NotAnInteger()):
+        with pytest.raises(TypeError, match=f"{type(bad).__name__}.__cuda_stream__ must give a .version, handle. tuple"):
+            dbuf.copy_to_host(stream=bad)
+    with pytest.raises(TypeError, match="CUstream handle is an address"):
+        dbuf.copy_to_host(stream=-1)
+    with pytest.raises(TypeError, match="stream must be"):
+        cuda.to_device(pa.array([1]), stream="default")
+    with pytest.raises(TypeError, match="stream must be"):
+        cuda.from_device(ctx.buffer_from_data(b"abcd"), stream="default")
+
+
 @pytest.mark.multi_device
 def test_stream_of_another_device_refused(ctx, ctx1):
     s1 = cuda.Stream(ctx1)

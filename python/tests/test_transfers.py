@@ -140,7 +140,7 @@ def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning
     assert all(batch.schema is back.schema or batch.schema.equals(schema) for batch in back.to_batches())
 
     # The binding's steps: capsules describe the data at once; bytes after wait().
-    transfer, capsules = lib.batches_to_host_begin([b._data for b in d._batches], 0, -1)
+    transfer, capsules = lib.batches_to_host_begin([b._data for b in d._batches], None)
     assert len(capsules) == 3
     batches = [pa.RecordBatch._import_from_c(lib.capsule_address(c), schema) for c in capsules]
     transfer.wait()
@@ -151,7 +151,7 @@ def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning
     with pytest.raises(TypeError, match="PyCapsule"):
         lib.capsule_address(object())
     with pytest.raises(TypeError, match="BatchData"):
-        lib.batches_to_host_begin([object()], 0, -1)
+        lib.batches_to_host_begin([object()], None)
     with pytest.raises(TypeError, match="batches_to_device: expected .*BatchData"):
         lib.batches_to_device([d._batches[0]._data, "not a batch"], ctx._ctx)
     with pytest.raises(TypeError, match="arrays_to_device: expected .*ArrayData"):
@@ -160,7 +160,7 @@ def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning
 
     # Dropped unwaited: the memory stays alive until the copies have run.
     before = cuda.pinned_pool_stats()["in_use_bytes"]
-    transfer, capsules = lib.batches_to_host_begin([b._data for b in d._batches], 0, -1)
+    transfer, capsules = lib.batches_to_host_begin([b._data for b in d._batches], None)
     del transfer, capsules
     gc.collect()
     ctx.synchronize()

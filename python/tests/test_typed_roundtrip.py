@@ -313,6 +313,16 @@ def test_stream_argument(ctx):
 
 
 @pytest.mark.multi_device
+def test_context_is_that_of_the_memory(ctx1):
+    x = pa.array([1, 2, None])
+    d = cuda.to_device(x, ctx1)
+    assert d.context == ctx1
+    assert cuda.to_device(pa.table({"x": x}), ctx1).context == ctx1
+    assert cuda.to_device(pa.chunked_array([x]), ctx1).context == ctx1
+    assert cuda.to_device(pa.nulls(3), ctx1).context == ctx1  # no memory: its device's
+
+
+@pytest.mark.multi_device
 def test_other_device_and_device_to_device_copies(ctx1):
     x = sample(pa.struct([("a", pa.string()), ("b", pa.list_(pa.float64()))]), 25, seed=11)
     d1 = cuda.to_device(x, ctx1)

@@ -27,6 +27,23 @@ array_data array_data::slice(std::int64_t off, std::int64_t len) const {
   return out;
 }
 
+array_data array_data::without_validity() const {
+  array_data out = *this;
+  if (layout_of(type).has_validity && !out.buffers.empty()) out.buffers[0] = buffer();
+  out.null_count = 0;
+  return out;
+}
+
+array_data array_data::dictionary_indices() const {
+  if (type.id != type_id::dictionary) {
+    throw invalid_argument("indices: not a dictionary array (" + type.to_string() + ")");
+  }
+  array_data out = *this;
+  out.type = data_type(type.index_type);
+  out.dictionary = nullptr;
+  return out;
+}
+
 // ---- placement ---------------------------------------------------------------------
 
 namespace {
@@ -58,7 +75,24 @@ void collect_placement(const array_data& a, const std::string& path, std::option
   if (a.dictionary) collect_placement(*a.dictionary, detail::dictionary_path(path), found, found_at);
 }
 
+const context* find_context(const array_data& a) {
+  for (const buffer& b : a.buffers) {
+    if (b.size() > 0 && b.get_context()) return &*b.get_context();
+  }
+  for (const array_data& c : a.children) {
+    if (const context* found = find_context(c)) return found;
+  }
+  return a.dictionary ? find_context(*a.dictionary) : nullptr;
+}
+
 }  // namespace
+
+std::optional<context> context_of(const array_data& array, const placement& if_no_buffers) {
+  if (const context* found = find_context(array)) return *found;
+  const placement where = placement_of(array, if_no_buffers);
+  if (where.type == device_type::cpu) return std::nullopt;
+  return context::get(where.device_id < 0 ? 0 : where.device_id);
+}
 
 placement placement_of(const array_data& array) { return placement_of(array, placement{}); }
 
@@ -122,6 +156,34 @@ record_batch record_batch::from_struct(array_data&& array, key_value_metadata me
     }
   }
   return b;
+}
+
+record_batch record_batch::slice(std::int64_t off, std::int64_t len) const {
+  if (off < 0 || len < 0 || off > num_rows || len > num_rows - off) {
+    throw out_of_range("slice(" + std::to_string(off) + ", " + std::to_string(len) +
+                       ") is outside a record batch of " + std::to_string(num_rows) + " rows");
+  }
+  record_batch out = *this;
+  out.num_rows = len;
+  for (array_data& c : out.columns) c = c.slice(off, len);
+  return out;
+}
+
+record_batch record_batch::with_schema(arrow::schema other) const {
+  if (other.fields.size() != schema.fields.size()) {
+    throw invalid_argument("the requested schema has " + std::to_string(other.fields.size()) +
+                           " fields, the batch has " + std::to_string(schema.fields.size()) + " columns");
+  }
+  for (std::size_t i = 0; i < other.fields.size(); ++i) {
+    if (!(other.fields[i].type == schema.fields[i].type)) {
+      throw invalid_argument("column " + std::to_string(i) + " (\"" + schema.fields[i].name +
+                             "\"): the requested type " + other.fields[i].type.to_string() +
+                             " is not the column's type " + schema.fields[i].type.to_string());
+    }
+  }
+  record_batch out = *this;
+  out.schema = std::move(other);
+  return out;
 }
 
 // ---- null counts ---------------------------------------------------------------------------

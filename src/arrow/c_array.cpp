@@ -126,10 +126,10 @@ struct tree_path {
 
 // Where an export's memory lives, for the zeroed offsets it may have to
 // supply (see fill_array): one small buffer per export, made at the first
-// need, in the tree's memory (a device one filled on `s`).
+// need, in the tree's memory (a device one filled on `s`), of its context.
 class export_target {
  public:
-  export_target(placement where, stream_view s) : where_(where), s_(s) {}
+  export_target(const array_data* tree, placement where, stream_view s) : tree_(tree), where_(where), s_(s) {}
 
   // A buffer of at least 8 zero bytes where the tree lives, and its address.
   const void* zeros(std::vector<buffer>& keep) {
@@ -137,7 +137,7 @@ class export_target {
     alignas(64) static constexpr std::uint8_t kZeros[64] = {};
     if (where_.type == device_type::cpu) return kZeros;
     if (!zeros_) {
-      const context ctx = context::get(where_.device_id < 0 ? 0 : where_.device_id);
+      const context ctx = context_of(*tree_, where_).value();
       if (where_.type == device_type::cuda) {
         zeros_ = allocate_device(ctx, 8, s_);
         fill_async(*zeros_, 0, 8, 0, s_);
@@ -152,6 +152,7 @@ class export_target {
   }
 
  private:
+  const array_data* tree_;  // null for host exports
   placement where_;
   stream_view s_;
   std::optional<buffer> zeros_;
@@ -312,11 +313,34 @@ void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_sch
   }
   owned_schema schema;
   if (out_schema != nullptr) export_type(array.type, schema.get());
-  export_target to(placement{}, stream_view());
+  export_target to(nullptr, placement{}, stream_view());
   fill_root(array, out, to);
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
     schema->release = nullptr;
+  }
+}
+
+bool importer_reads_values(const data_type& type) {
+  switch (type.id) {
+    case type_id::binary:
+    case type_id::large_binary:
+    case type_id::utf8:
+    case type_id::large_utf8:
+    case type_id::binary_view:
+    case type_id::utf8_view:
+    case type_id::list_view:
+    case type_id::large_list_view:
+    case type_id::sparse_union:
+    case type_id::dense_union:
+    case type_id::run_end_encoded:
+    case type_id::map: return true;
+    case type_id::dictionary: return type.value_type == nullptr || importer_reads_values(*type.value_type);
+    default:
+      for (const field& c : type.children) {
+        if (importer_reads_values(c.type)) return true;
+      }
+      return false;
   }
 }
 
@@ -333,7 +357,7 @@ void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema
   }
   owned_schema schema;
   if (out_schema != nullptr) export_schema(batch.schema, schema.get());
-  export_target to(placement{}, stream_view());
+  export_target to(nullptr, placement{}, stream_view());
   fill_batch_root(batch, out, to);
   if (out_schema != nullptr) {
     *out_schema = *schema.get();
@@ -351,7 +375,7 @@ void export_device_array(const array_data& array, stream_view s, ArrowDeviceArra
 
   // The tree first: zeroed offsets it supplies are filled on `s`, before
   // the event is recorded (or the stream synchronized).
-  export_target to(where, s);
+  export_target to(&array, where, s);
   owned_array root;
   fill_root(array, root.get(), to);
   std::unique_ptr<exported_event> sync;
@@ -359,7 +383,7 @@ void export_device_array(const array_data& array, stream_view s, ArrowDeviceArra
     if (options.synchronize) {
       detail::synchronize(s, where.device_id);
     } else {
-      sync = std::make_unique<exported_event>(context::get(where.device_id < 0 ? 0 : where.device_id));
+      sync = std::make_unique<exported_event>(context_of(array, where).value());
       sync->ev.record(s);
     }
   }

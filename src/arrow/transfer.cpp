@@ -315,7 +315,7 @@ host_groups groups_to_host_async(const tree_groups& t, stream_view s, const arra
   std::optional<std::pair<stream_view, int>> copy_wait;
   if (any) {
     const stream_view cs = copy_stream(common, s);
-    const context ctx = context::get(common.device_id);
+    const context ctx = context_of(*copied.groups.front().front()).value();
     std::vector<std::vector<array_data>> moved =
         detail::copy_groups_async(copied.groups, copied.paths, detail::destination_kind::host, &ctx, cs, cache);
     copy_wait.emplace(cs, common.device_id);

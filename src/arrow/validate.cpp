@@ -677,7 +677,7 @@ void validate_roots(const std::vector<validation_root>& roots, validation_level 
     }
     const stream_view rs = stream_for_device(s, where[i].device_id);
     note(rs, where[i].device_id);
-    const context ctx = context::get(where[i].device_id);
+    const context ctx = context_of(*roots[i].array).value();
     copies[i] = copy_tree_async(*roots[i].array, destination_kind::host, &ctx, rs, cache);
   }
   for (const auto& [v, dev] : to_sync) synchronize(v, dev);

@@ -126,6 +126,69 @@ TEST(ArrowArray, RecordBatchAsStruct) {
   EXPECT_THROW(record_batch::from_struct(primitive<std::int32_t>(int32(), {1})), invalid_data);
 }
 
+TEST(ArrowArray, RecordBatchSliceAndSchema) {
+  record_batch b;
+  b.schema.fields = {field("x", int32()), field("y", utf8())};
+  b.num_rows = 3;
+  b.columns = {primitive<std::int32_t>(int32(), {1, 2, 3}), strings(utf8(), {"a", std::nullopt, "c"})};
+  record_batch s = b.slice(1, 2);
+  EXPECT_EQ(s.num_rows, 2);
+  EXPECT_TRUE(equals(s.columns[1], strings(utf8(), {std::nullopt, "c"})));
+  EXPECT_EQ(b.slice(3, 0).num_rows, 0);
+  EXPECT_THROW(b.slice(2, 2), cuarrow::out_of_range);
+  EXPECT_THROW(b.slice(-1, 1), cuarrow::out_of_range);
+  // Another schema of the same types: other names, nullability, metadata.
+  schema other;
+  other.fields = {field("a", int32(), false), field("b", utf8())};
+  other.metadata = {{"k", "v"}};
+  record_batch renamed = b.with_schema(other);
+  EXPECT_EQ(renamed.schema.fields[0].name, "a");
+  EXPECT_EQ(renamed.schema.metadata.size(), 1u);
+  EXPECT_TRUE(equals(renamed.columns[1], b.columns[1]));
+  other.fields.pop_back();
+  EXPECT_THROW(b.with_schema(other), cuarrow::invalid_argument);
+  other.fields = {field("x", int64()), field("y", utf8())};
+  try {
+    (void)b.with_schema(other);
+    FAIL() << "a type change was accepted";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("column 0 (\"x\"): the requested type int64"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ArrowArray, ValidityAndDictionaryIndicesOverTheSameBuffers) {
+  array_data a = primitive<std::int32_t>(int32(), {1, std::nullopt, 3});
+  array_data bare = a.without_validity();
+  EXPECT_EQ(bare.null_count, 0);
+  EXPECT_EQ(bare.buffers[0].size(), 0);
+  EXPECT_EQ(bare.buffers[1].address(), a.buffers[1].address());
+  EXPECT_NO_THROW(validate(bare, {validation_level::full, true}));
+  for (auto& [name, d] : sample_arrays()) {
+    if (d.type.id != type_id::dictionary) {
+      EXPECT_THROW((void)d.dictionary_indices(), cuarrow::invalid_argument) << name;
+      continue;
+    }
+    array_data i = d.dictionary_indices();
+    EXPECT_EQ(i.type, data_type(d.type.index_type)) << name;
+    EXPECT_EQ(i.dictionary, nullptr) << name;
+    EXPECT_EQ(i.buffers[1].address(), d.buffers[1].address()) << name;
+    EXPECT_NO_THROW(validate(i, {validation_level::full, true})) << name;
+  }
+}
+
+TEST(ArrowArray, WhatArrowCppsImporterReads) {
+  EXPECT_FALSE(importer_reads_values(int32()));
+  EXPECT_FALSE(importer_reads_values(list(field("item", float64()))));
+  EXPECT_FALSE(importer_reads_values(struct_({field("a", int8()), field("b", boolean())})));
+  EXPECT_TRUE(importer_reads_values(utf8()));
+  EXPECT_TRUE(importer_reads_values(large_binary()));
+  EXPECT_TRUE(importer_reads_values(list(field("item", utf8()))));
+  EXPECT_TRUE(importer_reads_values(struct_({field("a", int8()), field("s", utf8())})));
+  EXPECT_TRUE(importer_reads_values(map(int32(), int32())));
+  EXPECT_TRUE(importer_reads_values(dictionary(int8(), utf8())));
+  EXPECT_FALSE(importer_reads_values(dictionary(int8(), int64())));
+}
+
 TEST(ArrowDeviceView, ViewsApplyOffsetsAndValidity) {
   array_data ints = primitive<std::int32_t>(int32(), {1, std::nullopt, 3, 4, std::nullopt, 6, 7, 8, 9, 10});
   auto v = make_primitive_view<std::int32_t>(ints.slice(3, 5));

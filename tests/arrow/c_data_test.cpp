@@ -578,5 +578,29 @@ TEST(ArrowCDeviceData, TwoDevices) {
   EXPECT_TRUE(same_values(x, to_device(back, c0, s0)));
 }
 
+TEST(ArrowCDeviceData, WorkGoesToTheContextOfTheMemory) {
+  CUARROW_REQUIRE_DEVICES(2);
+  cuarrow::context c1 = cuarrow::context::get(1);
+  array_data x = sample("deep");
+  EXPECT_FALSE(context_of(x).has_value());  // host memory
+  array_data d = to_device(x, c1);
+  ASSERT_TRUE(context_of(d).has_value());
+  EXPECT_EQ(*context_of(d), c1);
+  array_data nulls;  // no buffers: the context of where it is declared to be
+  nulls.type = null();
+  nulls.length = 3;
+  nulls.null_count = 3;
+  EXPECT_FALSE(context_of(nulls).has_value());
+  EXPECT_EQ(context_of(nulls, placement{cuarrow::device_type::cuda, 1}), c1);
+  // The export's sync event is one of the memory's context (device 1),
+  // whatever context is current.
+  cuarrow::scoped_context current(cuarrow::context::get(0));
+  owned_device_array arr;
+  export_device_array(d, cuarrow::stream_view(), arr.get());
+  ASSERT_NE(arr->sync_event, nullptr);
+  EXPECT_EQ(arr->device_id, 1);
+  EXPECT_TRUE(same_values(x, to_host(d)));
+}
+
 }  // namespace
 }  // namespace cuarrow_arrow_test

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,12 @@ struct CUARROW_EXPORT array_data {
   /// array's offset).  The null count becomes unknown (-1) unless it was 0.
   /// Throws out_of_range.
   array_data slice(std::int64_t off, std::int64_t len) const;
+  /// The same array over the same buffers without its validity bitmap (null
+  /// count 0): null slots show whatever values they hold.
+  array_data without_validity() const;
+  /// The indices of a dictionary array: an integer array over the same
+  /// buffers.  Throws invalid_argument for other arrays.
+  array_data dictionary_indices() const;
 };
 
 /// Where the memory of an array tree lives.
@@ -101,6 +108,12 @@ CUARROW_EXPORT placement placement_of(const array_data& array);
 /// The same, or `if_no_buffers` for a tree without any non-empty buffer (a
 /// null array, an empty one), which has no memory to say where it lives.
 CUARROW_EXPORT placement placement_of(const array_data& array, const placement& if_no_buffers);
+/// The context to work on the tree's memory in: that of its first
+/// non-empty buffer that has one (device, pinned or managed memory), primary
+/// or not.  For a tree without any non-empty buffer, the primary context of
+/// the device of `if_no_buffers` (where its holder declares it to be).
+/// nullopt for host memory.
+CUARROW_EXPORT std::optional<context> context_of(const array_data& array, const placement& if_no_buffers = {});
 
 /// A record batch: a schema and one array per field, all of num_rows rows.
 struct CUARROW_EXPORT record_batch {
@@ -116,6 +129,13 @@ struct CUARROW_EXPORT record_batch {
   /// The same, taking the columns and fields over from `array` (left valid
   /// but unspecified).
   static record_batch from_struct(array_data&& array, key_value_metadata metadata = {});
+
+  /// A zero-copy slice of `len` rows from `off` (every column sliced).
+  /// Throws out_of_range.
+  record_batch slice(std::int64_t off, std::int64_t len) const;
+  /// The same columns under `other`, whose fields have the columns' types
+  /// (other names, nullability or metadata).  Throws invalid_argument.
+  record_batch with_schema(arrow::schema other) const;
 };
 
 // ---- comparison -----------------------------------------------------------

@@ -159,6 +159,16 @@ struct import_options {
 CUARROW_EXPORT void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_schema = nullptr);
 CUARROW_EXPORT void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema = nullptr);
 
+/// Whether Arrow C++'s C Data importer (pyarrow's) reads the bytes of an
+/// exported array of this type, not only its structure: the last offset of
+/// binary and string arrays (the data buffer's size is not in the struct),
+/// and the types not known to be safe (views, unions, run-end encoded, map,
+/// whose entries' nulls it counts).  An export of host data whose copy is
+/// still in flight (to_host_async) is handed to it only after wait() when
+/// this is true; fixed-width values, lists' offsets and struct children
+/// are not read.
+CUARROW_EXPORT bool importer_reads_values(const data_type& type);
+
 /// Import a host array of `type` (pyarrow's __arrow_c_array__).  Consumes `in`.
 CUARROW_EXPORT array_data import_array(ArrowArray* in, const data_type& type, const import_options& options = {});
 /// Consumes both `in` and `schema`.
