@@ -132,7 +132,10 @@ class Event:
     @property
     def raw_context(self) -> Context: ...
 
-    def record(self, stream: int = 0, device: int = -1) -> None: ...
+    def record(self, stream: object | None = None) -> None:
+        """
+        Capture the work queued so far on `stream` (default: the legacy default stream).
+        """
 
     def query(self) -> bool: ...
 
@@ -140,15 +143,17 @@ class Event:
 
     def elapsed_ms_since(self, start: Event) -> float: ...
 
-def stream_synchronize(context: Context, stream: int, device: int = -1) -> None:
+def check_stream(stream: object | None) -> None:
+    """
+    Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any work).
+    """
+
+def stream_synchronize(context: Context, stream: object) -> None:
     """
     Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.
     """
 
-def stream_device(stream: int) -> int:
-    """The device a stream handle belongs to (-1 for the default streams)."""
-
-def stream_wait_for_default(context: Context, stream: int, device: int = -1) -> None:
+def stream_wait_for_default(context: Context, stream: object) -> None:
     """
     Make a stream wait for the work queued so far on the legacy default stream of a context.
     """
@@ -196,7 +201,7 @@ class Buffer:
     def raw_read_only(self, host_view: bool = False) -> Buffer:
         """The same memory, read-only."""
 
-def allocate_device(context: Context, size: int, stream: int = 0, device: int = -1, plain: bool = False) -> Buffer:
+def allocate_device(context: Context, size: int, stream: object | None = None, plain: bool = False) -> Buffer:
     """
     Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc (plain_device_resource): memory CUDA IPC can export, which pool memory is not.
     """
@@ -236,27 +241,27 @@ def source_count(src_size: int, offset: int, size: int) -> int:
 def slice_length(size: int, offset: int, length: int | None) -> int:
     """The length of CudaBuffer.slice (cuarrow::ranges::slice_length)."""
 
-def copy(dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: int = 0, device: int = -1) -> None:
+def copy(dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: object | None = None) -> None:
     """
     Copy between any two buffers, queued on the stream, which is synchronized before returning.
     """
 
-def copy_from_host(dst: Buffer, dst_offset: int, src: object, src_offset: int, size: int, stream: int = 0, device: int = -1) -> None:
+def copy_from_host(dst: Buffer, dst_offset: int, src: object, src_offset: int, size: int, stream: object | None = None) -> None:
     """
     Copy `size` bytes of a host object (buffer protocol) into a buffer; synchronous.
     """
 
-def copy_to_host(dst: object, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: int = 0, device: int = -1) -> None:
+def copy_to_host(dst: object, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: object | None = None) -> None:
     """
     Copy `size` bytes of a buffer into a writable host object; synchronous.
     """
 
-def copy_to_new_host(src: Buffer, src_offset: int, size: int, stream: int = 0, device: int = -1) -> Buffer:
+def copy_to_new_host(src: Buffer, src_offset: int, size: int, stream: object | None = None) -> Buffer:
     """
     A new host buffer (exposing the buffer protocol) holding `size` bytes of `src` from `src_offset`: pinned memory from cuarrow's result pool when there is room, so the DMA writes at the link's speed; synchronous.
     """
 
-def fill(dst: Buffer, offset: int, size: int, value: int, stream: int = 0, device: int = -1) -> None:
+def fill(dst: Buffer, offset: int, size: int, value: int, stream: object | None = None) -> None:
     """Set bytes to a value; synchronous."""
 
 def to_dlpack_typed(buffer: Buffer, byte_offset: int, code: int, bits: int, shape: Sequence[int], versioned: bool = True, copied: bool = False) -> object:
@@ -304,6 +309,12 @@ class ArrayData:
         """
 
     @property
+    def raw_context(self) -> Context | None:
+        """
+        The context of the memory (cuarrow::arrow::context_of); None for host memory.
+        """
+
+    @property
     def has_validity_buffer(self) -> bool: ...
 
     def buffers(self) -> list[Buffer]:
@@ -332,7 +343,7 @@ class ArrayData:
         The same array over the same buffers with the validity bitmap dropped (null slots show whatever values they hold).
         """
 
-    def null_count(self, stream: int = 0, device: int = -1) -> int:
+    def null_count(self, stream: object | None = None) -> int:
         """
         The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to the host for that, once per call).
         """
@@ -349,7 +360,7 @@ class ArrayData:
         An "arrow_schema" capsule of the array's field (type, name, nullability, metadata).
         """
 
-    def validate(self, level: int = 1, stream: int = 0, device: int = -1) -> None: ...
+    def validate(self, level: int = 1, stream: object | None = None) -> None: ...
 
 class BatchData:
     """
@@ -364,6 +375,9 @@ class BatchData:
 
     @property
     def placement(self) -> tuple[int, int]: ...
+
+    @property
+    def raw_context(self) -> Context | None: ...
 
     def columns(self) -> list[ArrayData]: ...
 
@@ -397,12 +411,12 @@ def device_array_placement(device_array_capsule: object) -> tuple[int, int]:
     (ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.
     """
 
-def import_device_array(schema_capsule: object, device_array_capsule: object, stream: int = 0, device: int = -1, validation: int = 1) -> ArrayData:
+def import_device_array(schema_capsule: object, device_array_capsule: object, stream: object | None = None, validation: int = 1) -> ArrayData:
     """
     Import a device array; `stream` waits for its sync event and orders the reads of its offsets.
     """
 
-def import_device_batch(schema_capsule: object, device_array_capsule: object, stream: int = 0, device: int = -1, validation: int = 1) -> BatchData:
+def import_device_batch(schema_capsule: object, device_array_capsule: object, stream: object | None = None, validation: int = 1) -> BatchData:
     """Import a device record batch."""
 
 def read_stream(capsule: object, mode: int = 0, validation: int = 1) -> tuple:
@@ -410,32 +424,27 @@ def read_stream(capsule: object, mode: int = 0, validation: int = 1) -> tuple:
     Read a host stream ("arrow_array_stream") to its end: (is_batches, schema capsule, [ArrayData or BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.
     """
 
-def read_device_stream(capsule: object, mode: int = 0, stream: int = 0, device: int = -1, validation: int = 1) -> tuple:
+def read_device_stream(capsule: object, mode: int = 0, stream: object | None = None, validation: int = 1) -> tuple:
     """
     Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).
     """
 
-def make_array(schema_capsule: object, length: int, null_count: int, offset: int, buffers: Sequence[Buffer | None], children: Sequence[ArrayData], dictionary: ArrayData | None, device_type: int, device_id: int, validation: int = 1, stream: int = 0, device: int = -1) -> ArrayData:
+def make_array(schema_capsule: object, length: int, null_count: int, offset: int, buffers: Sequence[Buffer | None], children: Sequence[ArrayData], dictionary: ArrayData | None, device_type: int, device_id: int, validation: int = 1, stream: object | None = None) -> ArrayData:
     """
     cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` (at least cheaply).  The placement is declared for an array without buffers.
     """
 
-def array_from_buffers(schema_capsule: object, length: int, buffers: Sequence[Buffer | None], null_count: int, offset: int, children: Sequence[ArrayData], device_type: int, device_id: int, stream: int = 0, device: int = -1) -> ArrayData:
-    """
-    cuarrow::arrow::make_array over buffers (None: absent) and children: checked (counts, one device, cheap validation on `stream`) before it is returned.  The placement is declared for an array without buffers.
-    """
-
-def batch_from_arrays(schema_capsule: object, columns: Sequence[ArrayData], device_type: int, device_id: int, stream: int = 0, device: int = -1) -> BatchData:
+def batch_from_arrays(schema_capsule: object, columns: Sequence[ArrayData], device_type: int, device_id: int, stream: object | None = None) -> BatchData:
     """
     cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.
     """
 
-def arrays_to_device(arrays: object, context: Context, stream: int = 0, device: int = -1, validation: int = 0) -> list[ArrayData]:
+def arrays_to_device(arrays: object, context: Context, stream: object | None = None, validation: int = 0) -> list[ArrayData]:
     """
     Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is synchronized once at the end.
     """
 
-def batches_to_device(batches: object, context: Context, stream: int = 0, device: int = -1, validation: int = 0) -> list[BatchData]:
+def batches_to_device(batches: object, context: Context, stream: object | None = None, validation: int = 0) -> list[BatchData]:
     """Record batches on the context's device, as arrays_to_device."""
 
 class HostTransfer:
@@ -444,12 +453,12 @@ class HostTransfer:
     def wait(self) -> None:
         """Waits for the copies (once; later calls return at once)."""
 
-def batches_to_host_begin(batches: object, stream: int = 0, device: int = -1) -> tuple:
+def batches_to_host_begin(batches: object, stream: object | None = None) -> tuple:
     """
     (HostTransfer, ["arrow_array" capsule]) for record batches (of one device) copied to host memory in one batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types pyarrow's importer reads (binary and string offsets, ...) have been waited for already.
     """
 
-def arrays_to_host_begin(arrays: object, stream: int = 0, device: int = -1) -> tuple:
+def arrays_to_host_begin(arrays: object, stream: object | None = None) -> tuple:
     """
     (HostTransfer, ["arrow_array" capsule]) for arrays (of one device) copied to host memory in one batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for types pyarrow's importer reads).
     """
@@ -459,12 +468,12 @@ def capsule_address(capsule: object) -> int:
     The address of the unreleased ArrowArray in an "arrow_array" capsule (for pyarrow's _import_from_c, which takes the schema as a pyarrow object; the capsule must outlive the import).
     """
 
-def export_device_array(array: ArrayData, stream: int = 0, device: int = -1) -> tuple:
+def export_device_array(array: ArrayData, stream: object | None = None) -> tuple:
     """
     ("arrow_schema", "arrow_device_array") capsules; the sync event is recorded on `stream`.
     """
 
-def export_device_batch(batch: BatchData, stream: int = 0, device: int = -1) -> tuple:
+def export_device_batch(batch: BatchData, stream: object | None = None) -> tuple:
     """Device capsules of a record batch."""
 
 def export_device_array_stream(schema_capsule: object, chunks: Sequence[ArrayData], device_type: int, device_id: int) -> object:

@@ -379,7 +379,8 @@ def test_stream_argument_refusals(ctx):
         __cuda_stream__ = (0, "abc")
 
     for bad in (Three(), NotAnInteger()):
-        with pytest.raises(TypeError, match=f"{type(bad).__name__}.__cuda_stream__ must give a .version, handle. tuple"):
+        expected = f"{type(bad).__name__}.__cuda_stream__ must give a .version, handle. tuple"
+        with pytest.raises(TypeError, match=expected):
             dbuf.copy_to_host(stream=bad)
     with pytest.raises(TypeError, match="CUstream handle is an address"):
         dbuf.copy_to_host(stream=-1)
