@@ -39,6 +39,10 @@
 
 namespace cuarrow {
 
+namespace detail {
+struct ipc_handle_factory;  // src/ipc_handle_factory.hpp
+}  // namespace detail
+
 class CUARROW_EXPORT ipc_memory_handle {
  public:
   /// Size of the driver's CUipcMemHandle.
@@ -76,7 +80,7 @@ class CUARROW_EXPORT ipc_memory_handle {
   /// "cuarrow.ipc_memory_handle(size=16, offset=256, device=0)".
   std::string describe() const;
 
-  // Internal: made by export_ipc and deserialize.
+  // Construction is through export_ipc and deserialize.
   struct fields {
     std::array<std::byte, driver_handle_size> driver_handle{};
     std::int64_t offset = 0;
@@ -85,10 +89,16 @@ class CUARROW_EXPORT ipc_memory_handle {
     std::uint64_t exporter = 0;  // random id of the exporting process; 0 unknown
     std::shared_ptr<const void> keep_alive;
   };
-  explicit ipc_memory_handle(fields f);
+  /// The exporting process's random id (0: unknown, e.g. pyarrow's format).
   std::uint64_t exporter_token() const noexcept { return exporter_; }
 
  private:
+  // Only cuarrow makes handles from fields (export_ipc, deserialize): a
+  // public constructor would let anyone forge a handle that keeps nothing
+  // alive or claims another process's export.
+  friend struct detail::ipc_handle_factory;
+  explicit ipc_memory_handle(fields f);
+
   std::array<std::byte, driver_handle_size> driver_handle_{};
   std::int64_t offset_ = 0;
   std::int64_t size_ = 0;
