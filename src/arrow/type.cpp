@@ -7,8 +7,6 @@
 #include <string>
 #include <utility>
 
-#include "cuarrow/arrow/array.hpp"
-
 namespace cuarrow::arrow {
 
 // ---- errors -----------------------------------------------------------------

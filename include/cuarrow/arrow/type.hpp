@@ -12,6 +12,9 @@
 // Format strings (ArrowSchema.format) are parsed and produced here; a bad
 // one is an invalid_format naming the format and the field path.
 //
+// layout_of gives the buffers an array of a type holds (array.hpp's
+// array_data lists its buffers in that order).
+//
 // Every type here is a value type: copyable, comparable, thread-compatible.
 #pragma once
 
@@ -254,5 +257,42 @@ CUARROW_EXPORT bool is_signed_integer(type_id id) noexcept;
 CUARROW_EXPORT int bit_width(const data_type& type) noexcept;
 /// Number of children the type requires, or -1 when the type says (struct, unions).
 CUARROW_EXPORT int required_children(type_id id) noexcept;
+
+// ---- layouts --------------------------------------------------------------
+
+/// What one buffer of an array holds.
+enum class buffer_role : std::uint8_t {
+  validity,      // bitmap, 1 bit per element (bit offset = array offset)
+  bitmap,        // boolean values, 1 bit per element
+  values,        // fixed-width values, byte_width bytes per element
+  offsets,       // length + 1 offsets (binary, lists, map), byte_width 4 or 8
+  data,          // the bytes the offsets point into (binary / utf8 and large forms)
+  list_offsets,  // list view: one offset per element
+  list_sizes,    // list view: one size per element
+  views,         // binary / utf8 view: 16 bytes per element
+  variadic,      // binary / utf8 view: the data buffers (any number)
+  type_ids,      // union: int8 type code per element
+  union_offsets  // dense union: int32 offset into the selected child per element
+};
+
+CUARROW_EXPORT const char* to_string(buffer_role role) noexcept;
+
+struct buffer_spec {
+  buffer_role role;
+  std::int32_t byte_width;  // bytes per element; 0 for bitmaps, data and variadic buffers
+};
+
+struct type_layout {
+  /// The fixed buffers, in order (view types: validity and views; their
+  /// variadic buffers follow).
+  std::vector<buffer_spec> buffers;
+  /// binary_view / utf8_view: any number of variadic buffers follow.
+  bool variadic = false;
+  /// The first buffer is a validity bitmap.
+  bool has_validity = false;
+};
+
+/// The buffer layout of `type` (a dictionary: its indices').
+CUARROW_EXPORT type_layout layout_of(const data_type& type);
 
 }  // namespace cuarrow::arrow
