@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "cuarrow/arrow/array.hpp"
@@ -112,6 +113,17 @@ using owned_array = c_owned<ArrowArray>;
 using owned_device_array = c_owned<ArrowDeviceArray>;
 using owned_array_stream = c_owned<ArrowArrayStream>;
 using owned_device_array_stream = c_owned<ArrowDeviceArrayStream>;
+
+// ---- format strings -------------------------------------------------------
+
+/// The C Data Interface format string of `type` (for a dictionary: its index
+/// type's, the values travel in ArrowSchema.dictionary).
+CUARROW_EXPORT std::string to_format(const data_type& type);
+
+/// Parse one format string.  Nested types come back without children (the
+/// ArrowSchema's children supply them); for "+ud:"/"+us:" the type codes are
+/// filled.  `path` names the field in errors.  Throws invalid_format.
+CUARROW_EXPORT data_type parse_format(std::string_view format, std::string_view path = "field");
 
 // ---- schemas --------------------------------------------------------------
 

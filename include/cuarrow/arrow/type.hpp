@@ -9,8 +9,9 @@
 // Extension types travel as their storage type plus the field metadata keys
 // "ARROW:extension:name" and "ARROW:extension:metadata".
 //
-// Format strings (ArrowSchema.format) are parsed and produced here; a bad
-// one is an invalid_format naming the format and the field path.
+// Format strings (ArrowSchema.format) are the C Data Interface's:
+// to_format / parse_format are in c_data.hpp; a bad one is an
+// invalid_format (below) naming the format and the field path.
 //
 // layout_of gives the buffers an array of a type holds (array.hpp's
 // array_data lists its buffers in that order).
@@ -233,17 +234,6 @@ CUARROW_EXPORT data_type dense_union(std::vector<field> fields, std::vector<std:
 CUARROW_EXPORT data_type run_end_encoded(data_type run_end_type, data_type value_type);
 /// `index_type` must be an integer type.
 CUARROW_EXPORT data_type dictionary(data_type index_type, data_type value_type, bool ordered = false);
-
-// ---- format strings -------------------------------------------------------
-
-/// The C Data Interface format string of `type` (for a dictionary: its index
-/// type's, the values travel in ArrowSchema.dictionary).
-CUARROW_EXPORT std::string to_format(const data_type& type);
-
-/// Parse one format string.  Nested types come back without children (the
-/// ArrowSchema's children supply them); for "+ud:"/"+us:" the type codes are
-/// filled.  `path` names the field in errors.  Throws invalid_format.
-CUARROW_EXPORT data_type parse_format(std::string_view format, std::string_view path = "field");
 
 // ---- type properties ------------------------------------------------------
 
