@@ -116,8 +116,9 @@ class CUARROW_EXPORT ipc_memory_handle {
 /// call.  Pinned or host memory and stream-ordered pool memory throw
 /// invalid_argument saying why and what to do; driver failures cuda_error.
 /// The handle keeps `b`'s memory alive (in this process) while it lives.
-/// Export does not synchronize: finish writing the buffer (synchronize its
-/// stream) before another process reads it.
+/// No stream: export neither waits for nor orders anything, so finish
+/// writing the buffer (synchronize its stream) before another process reads
+/// it.
 CUARROW_EXPORT ipc_memory_handle export_ipc(const buffer& b);
 
 /// Opens a handle another process exported, as a device buffer of `ctx`'s
@@ -128,8 +129,10 @@ CUARROW_EXPORT ipc_memory_handle export_ipc(const buffer& b);
 /// buffer (and slice) using it is gone.  Size 0 gives an empty buffer
 /// without a driver call.  A handle exported by this process, or one whose
 /// range is not inside the exported allocation, throws invalid_argument;
-/// driver failures (exporter gone, not a handle) cuda_error.  The opened
-/// memory does not count in ctx.bytes_allocated().
+/// driver failures (exporter gone, not a handle) cuda_error, out_of_memory
+/// when the mapping finds no address space.  Synchronous, no stream: the
+/// bytes are whatever the exporter had written when it synchronized.  The
+/// opened memory does not count in ctx.bytes_allocated().
 CUARROW_EXPORT buffer open_ipc(const context& ctx, const ipc_memory_handle& handle);
 
 }  // namespace cuarrow

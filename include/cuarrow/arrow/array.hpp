@@ -98,8 +98,10 @@ CUARROW_EXPORT bool equals(const record_batch& a, const record_batch& b, std::st
 /// null_count is unknown.  Types without a validity bitmap (null, unions,
 /// run-end encoded) report their own rule: null arrays are all null, the
 /// others 0.  A bitmap in device memory is counted on the host: the bytes
-/// holding the array's bits are copied on `s` (synchronously).  A bitmap
-/// too small for offset + length is invalid_data.
+/// holding the array's bits are copied on `s` (synchronously).  A pinned or
+/// managed bitmap is read at once, without waiting for `s`: work writing it
+/// must be complete.  A bitmap too small for offset + length is
+/// invalid_data; copy failures cuda_error.
 CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array, stream_view s);
 /// The same on the legacy default stream.
 CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array);

@@ -17,6 +17,8 @@
 // array_data lists its buffers in that order).
 //
 // Every type here is a value type: copyable, comparable, thread-compatible.
+// Nothing here touches memory, the driver or a stream; a factory given
+// parameters outside what Arrow allows throws invalid_argument.
 #pragma once
 
 #include <cstdint>
@@ -203,7 +205,8 @@ CUARROW_EXPORT data_type float64();
 CUARROW_EXPORT data_type decimal(std::int32_t precision, std::int32_t scale, int bit_width = 128);
 CUARROW_EXPORT data_type date32();
 CUARROW_EXPORT data_type date64();
-/// time32 takes second or milli; time64 micro or nano.
+/// time32 takes second or milli; time64 micro or nano (invalid_argument
+/// otherwise).
 CUARROW_EXPORT data_type time32(time_unit unit);
 CUARROW_EXPORT data_type time64(time_unit unit);
 CUARROW_EXPORT data_type timestamp(time_unit unit, std::string timezone = {});
@@ -211,6 +214,7 @@ CUARROW_EXPORT data_type duration(time_unit unit);
 CUARROW_EXPORT data_type interval_months();
 CUARROW_EXPORT data_type interval_day_time();
 CUARROW_EXPORT data_type interval_month_day_nano();
+/// Throws invalid_argument for a negative width.
 CUARROW_EXPORT data_type fixed_size_binary(std::int32_t byte_width);
 CUARROW_EXPORT data_type binary();
 CUARROW_EXPORT data_type large_binary();
@@ -218,7 +222,8 @@ CUARROW_EXPORT data_type utf8();
 CUARROW_EXPORT data_type large_utf8();
 CUARROW_EXPORT data_type binary_view();
 CUARROW_EXPORT data_type utf8_view();
-/// List types take their value field (conventionally named "item").
+/// List types take their value field (conventionally named "item");
+/// fixed_size_list throws invalid_argument for a negative size.
 CUARROW_EXPORT data_type list(field value);
 CUARROW_EXPORT data_type large_list(field value);
 CUARROW_EXPORT data_type list_view(field value);
@@ -227,12 +232,13 @@ CUARROW_EXPORT data_type fixed_size_list(field value, std::int32_t list_size);
 CUARROW_EXPORT data_type struct_(std::vector<field> fields);
 /// map<key, item>: one child "entries" = struct<key (non-nullable), value>.
 CUARROW_EXPORT data_type map(data_type key, data_type item, bool keys_sorted = false, bool item_nullable = true);
-/// Unions; `type_codes` defaults to 0..n-1.  Codes must be distinct, 0..127.
+/// Unions; `type_codes` defaults to 0..n-1.  Codes must be distinct, 0..127,
+/// one per field (invalid_argument otherwise).
 CUARROW_EXPORT data_type sparse_union(std::vector<field> fields, std::vector<std::int8_t> type_codes = {});
 CUARROW_EXPORT data_type dense_union(std::vector<field> fields, std::vector<std::int8_t> type_codes = {});
-/// `run_end_type` is int16, int32 or int64.
+/// `run_end_type` is int16, int32 or int64 (invalid_argument otherwise).
 CUARROW_EXPORT data_type run_end_encoded(data_type run_end_type, data_type value_type);
-/// `index_type` must be an integer type.
+/// `index_type` must be an integer type (invalid_argument otherwise).
 CUARROW_EXPORT data_type dictionary(data_type index_type, data_type value_type, bool ordered = false);
 
 // ---- type properties ------------------------------------------------------
