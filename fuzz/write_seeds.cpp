@@ -16,6 +16,7 @@
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/ipc.hpp"
 #include "cuarrow/tensor.hpp"
+#include "ipc_handle_factory.hpp"
 
 using namespace cuarrow::arrow;  // NOLINT
 namespace fs = std::filesystem;
@@ -235,7 +236,7 @@ int main(int argc, char** argv) {
       f.device_id = dev;
       f.exporter = 0x1234567890abcdefull;
       for (std::size_t b = 0; b < f.driver_handle.size(); ++b) f.driver_handle[b] = static_cast<std::byte>(b * 7);
-      const auto bytes = cuarrow::ipc_memory_handle(f).serialize();
+      const auto bytes = cuarrow::detail::ipc_handle_factory::make(f).serialize();
       write(root / "ipc_handle", "cuarrow_" + std::to_string(k++),
             std::string(1, '\0') + std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
       ++count;

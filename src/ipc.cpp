@@ -2,6 +2,7 @@
 // (docs/ipc.md).
 #include "cuarrow/ipc.hpp"
 #include "buffer_factory.hpp"
+#include "ipc_handle_factory.hpp"
 
 #include <unistd.h>
 
@@ -293,7 +294,7 @@ ipc_memory_handle export_ipc(const buffer& b) {
   ipc_memory_handle::fields f;
   f.device_id = b.device_id();
   f.exporter = process_id_token();
-  if (b.size() == 0) return ipc_memory_handle(std::move(f));
+  if (b.size() == 0) return detail::ipc_handle_factory::make(std::move(f));
   if (!b.get_context()) throw invalid_argument("export_ipc: this device buffer has no context");
   const context& ctx = *b.get_context();
   scoped_context guard(ctx);
@@ -313,7 +314,7 @@ ipc_memory_handle export_ipc(const buffer& b) {
     f.device_id = m->exporter_device;
     f.exporter = m->exporter;
     f.keep_alive = b.owner();
-    return ipc_memory_handle(std::move(f));
+    return detail::ipc_handle_factory::make(std::move(f));
   }
 
   // Stream-ordered pool memory cannot be exported with legacy IPC (the
@@ -354,7 +355,7 @@ ipc_memory_handle export_ipc(const buffer& b) {
   f.offset = static_cast<std::int64_t>(b.address() - start);
   f.size = b.size();
   f.keep_alive = b.owner();
-  return ipc_memory_handle(std::move(f));
+  return detail::ipc_handle_factory::make(std::move(f));
 }
 
 // ---- open -------------------------------------------------------------------------------

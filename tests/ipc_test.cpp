@@ -7,12 +7,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "../src/ipc_handle_factory.hpp"
 #include "child_process.hpp"
 #include "test_support.hpp"
 
 using namespace cuarrow_test;
+
+// Only cuarrow makes handles (export_ipc, deserialize): no handle from
+// hand-filled fields, which could claim memory nobody exported.
+static_assert(!std::is_constructible_v<cuarrow::ipc_memory_handle, cuarrow::ipc_memory_handle::fields>);
 
 namespace {
 
@@ -40,7 +46,7 @@ cuarrow::ipc_memory_handle sample_handle(std::int64_t offset, std::int64_t size,
   f.size = size;
   f.device_id = device;
   f.exporter = 0x1234;
-  return cuarrow::ipc_memory_handle(std::move(f));
+  return cuarrow::detail::ipc_handle_factory::make(std::move(f));
 }
 
 std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
@@ -436,12 +442,11 @@ TEST(Ipc, RangesOutsideTheAllocationAreRefusedByTheImporter) {
   cuarrow::context ctx = cuarrow::context::get(0);
   cuarrow::buffer b = plain_buffer(ctx, pattern(4096, 6));
   cuarrow::ipc_memory_handle h = cuarrow::export_ipc(b.slice(4000));
-  cuarrow::ipc_memory_handle::fields f;
-  f.driver_handle = h.driver_handle();
-  f.offset = h.offset();
-  f.size = 1000;  // 4000 + 1000 > 4096
-  f.device_id = 0;
-  child_result r = run_self("ipc_open_refused", {to_hex(cuarrow::ipc_memory_handle(std::move(f)).serialize())});
+  // The handle's bytes, edited on their way to claim more than was exported.
+  std::vector<std::byte> wire = h.serialize();
+  put_le<std::int64_t>(wire, 24, 1000);  // size: 4000 + 1000 > 4096
+  reseal(wire);
+  child_result r = run_self("ipc_open_refused", {to_hex(wire)});
   ASSERT_TRUE(r.ok()) << r.output;
   EXPECT_TRUE(contains(r.output, "runs past the exported allocation of 4096 bytes")) << r.output;
 }

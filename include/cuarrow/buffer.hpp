@@ -184,7 +184,11 @@ CUARROW_EXPORT std::int64_t slice_length(std::int64_t size, std::int64_t offset,
 /// buffer allocated on a foreign stream is moved to the legacy default stream
 /// right after the allocation (free_stream() tells which).
 /// Contents are uninitialized.  size 0 gives an empty device buffer without
-/// calling the driver.  Throws out_of_memory, cuda_error, invalid_argument.
+/// calling the driver.  Returns once the allocation is queued on `s` (no
+/// synchronization); cuarrow's copies on other streams wait for it
+/// (is_stream_ordered), other code must order its work after `s` itself.
+/// Throws out_of_memory, cuda_error, invalid_argument (negative size),
+/// device_mismatch (a stream of another device).
 CUARROW_EXPORT buffer allocate_device(const context& ctx, std::int64_t size, stream_view s = {},
                                       std::shared_ptr<device_memory_resource> resource = nullptr);
 
@@ -193,8 +197,10 @@ CUARROW_EXPORT buffer allocate_device(const context& ctx, std::int64_t size, str
 /// maps the memory itself and registers it with the driver
 /// (cuMemHostRegister), so it stays valid for host code even if the context
 /// is destroyed under cuarrow (another component's extra primary-context
-/// release, cudaDeviceReset): only the pinning ends.  Throws out_of_memory
-/// when the driver cannot pin that much, cuda_error, invalid_argument.
+/// release, cudaDeviceReset): only the pinning ends.  Synchronous, no
+/// stream: ready on return.  Throws out_of_memory when the driver cannot
+/// pin that much, std::bad_alloc when the host cannot map it, cuda_error,
+/// invalid_argument (negative size).
 CUARROW_EXPORT buffer allocate_pinned(const context& ctx, std::int64_t size);
 
 /// Pins (page-locks) `size` bytes of ordinary host memory at `data` that the
@@ -204,7 +210,8 @@ CUARROW_EXPORT buffer allocate_pinned(const context& ctx, std::int64_t size);
 /// (cuMemHostUnregister) when the last handle goes, before `owner` is
 /// released.  Throws invalid_argument (null data with a size, negative
 /// size), cuda_error (e.g. CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED when
-/// the range overlaps a registered one), out_of_memory.
+/// the range overlaps a registered one), out_of_memory.  Synchronous, no
+/// stream.
 CUARROW_EXPORT buffer register_host(const context& ctx, void* data, std::int64_t size,
                                     std::shared_ptr<const void> owner, bool is_mutable = true);
 
@@ -213,7 +220,10 @@ CUARROW_EXPORT buffer register_host(const context& ctx, void* data, std::int64_t
 /// pinned_pool_limit_bytes) or no pinned memory can be had.  The block goes
 /// back to the pool, still pinned, when the last handle is gone.  Used for
 /// the results of device-to-host copies, which the DMA engine then writes at
-/// the link's speed.
+/// the link's speed.  Contents are whatever the block held (not zeroed);
+/// unlike allocate_pinned the block is not mapped for device access.
+/// Synchronous, no stream.  Throws invalid_argument (negative size),
+/// cuda_error (making `ctx` current); a failure to pin is nullopt.
 CUARROW_EXPORT std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_t size);
 
 struct pinned_pool_statistics {
@@ -224,18 +234,26 @@ CUARROW_EXPORT pinned_pool_statistics pinned_pool_stats();
 /// Unpin and free every cached block of the pool.
 CUARROW_EXPORT void trim_pinned_pool();
 
-/// Ordinary host memory, 64-byte aligned.  Type cpu.
+/// Ordinary host memory, 64-byte aligned, uninitialized.  Type cpu.  No
+/// driver call.  Throws invalid_argument (negative size), std::bad_alloc.
 CUARROW_EXPORT buffer allocate_host(std::int64_t size);
 
 /// A view of device memory someone else owns.  `owner` is kept alive as long
 /// as the view and its slices are; pass nullptr when the caller guarantees
 /// the lifetime.  The memory must belong to `ctx`'s device; this is checked
-/// against the driver's pointer attributes where the driver can tell.
+/// against the driver's pointer attributes where the driver can tell
+/// (device_mismatch), and memory the driver knows as managed or pinned host
+/// memory is labelled cuda_managed or cuda_host instead of cuda.  Throws
+/// invalid_argument (negative size), cuda_error.  No stream: the buffer is
+/// not stream-ordered, so work that wrote the memory must be ordered before
+/// cuarrow's copies by the caller (copy on that stream, or synchronize it).
 CUARROW_EXPORT buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size,
                                   std::shared_ptr<const void> owner, bool is_mutable = true);
 
 /// A view of host memory someone else owns (type cpu, or cuda_host when
-/// `pinned_ctx` names the context it is pinned or registered with).
+/// `pinned_ctx` names the context it is pinned or registered with; that is
+/// not checked).  No driver call, no stream.  Throws invalid_argument
+/// (negative size, null data with a size).
 CUARROW_EXPORT buffer wrap_host(const void* data, std::int64_t size, std::shared_ptr<const void> owner,
                                 bool is_mutable = true, std::optional<context> pinned_ctx = std::nullopt);
 

@@ -64,11 +64,14 @@ class CUARROW_EXPORT context {
  public:
   /// The primary context of device `device_number`.  Throws invalid_argument
   /// for a bad number ("Invalid CUDA device number 3 (should be between 0 and
-  /// 1, inclusive)"), driver_error when there is no driver or no device.
+  /// 1, inclusive)"), driver_error when there is no driver or no device,
+  /// cuda_error when the retain or a property query fails.  No stream work.
   static context get(int device_number = 0);
 
   /// Adopt a foreign CUcontext (not retained, not destroyed by cuarrow).
-  /// The device number is read from the context itself.
+  /// The device number is read from the context itself.  Throws
+  /// invalid_argument for a null handle, cuda_error when the driver cannot
+  /// use it (e.g. a destroyed context).  No stream work.
   static context wrap(CUcontext handle);
 
   int device_number() const noexcept;
@@ -78,6 +81,7 @@ class CUARROW_EXPORT context {
   const device_properties& properties() const noexcept;
 
   /// Wait until all work on this context is done (cuCtxSynchronize).
+  /// Throws cuda_error, also for a failure of earlier queued work.
   void synchronize() const;
 
   /// Bytes of device memory currently allocated through cuarrow on this
@@ -98,15 +102,18 @@ class CUARROW_EXPORT context {
 
   /// The memory resource device buffers of this context are allocated from
   /// (default: the device's stream-ordered pool, or cuMemAlloc where pools
-  /// are unsupported).
+  /// are unsupported).  The default is made on first use: cuda_error if the
+  /// pool cannot be had.
   std::shared_ptr<device_memory_resource> memory_resource() const;
   /// Install another resource (an RMM, CuPy or PyTorch pool adapter, ...).
   /// Buffers allocated before keep the resource that allocated them.
-  /// nullptr restores the default.
+  /// nullptr restores the default (cuda_error as above).
   void set_memory_resource(std::shared_ptr<device_memory_resource> resource) const;
 
   /// Enable direct access from this context to `peer`'s memory, once; returns
   /// false where the hardware cannot (then copies are staged by the driver).
+  /// A failed probe is reported (warning handler) and taken as false; a
+  /// failure of cuCtxEnablePeerAccess other than "unsupported" is cuda_error.
   bool enable_peer_access(const context& peer) const;
 
   friend bool operator==(const context& a, const context& b) noexcept {
@@ -124,7 +131,9 @@ class CUARROW_EXPORT context {
 
 /// Makes a context current on this thread for its lifetime, restoring the
 /// previous one after (cuCtxPushCurrent / cuCtxPopCurrent; nothing is pushed
-/// when the context is already current).  Not movable.
+/// when the context is already current).  Not movable.  The constructors
+/// throw cuda_error when the push fails; a failed pop is reported through
+/// the warning handler.
 class CUARROW_EXPORT scoped_context {
  public:
   explicit scoped_context(const context& ctx);

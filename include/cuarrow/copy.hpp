@@ -21,7 +21,9 @@
 //   only after the work already queued on `s` is done, as the driver does
 //   before staging pageable memory: such a call waits for earlier work, never
 //   for its own DMAs to a device (the pipeline's excepted, see below);
-// - a size of 0 is a no-op after the checks.
+// - a size of 0 is a no-op after the checks;
+// - a driver call that fails is a cuda_error; a failure of a queued copy
+//   surfaces at the next synchronization of `s`.
 #pragma once
 
 #include <cstdint>
@@ -143,18 +145,25 @@ CUARROW_EXPORT void copy_to_host_async(void* dst, const buffer& src, std::int64_
 CUARROW_EXPORT void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size,
                                  stream_view s = {});
 
-/// Set `size` bytes of dst from dst_offset to `value`.
+/// Set `size` bytes of dst from dst_offset to `value`: device and managed
+/// memory with a memset queued on `s`; host memory (cpu, cuda_host) by the
+/// host at once, after synchronizing `s`, so the call then returns complete.
 CUARROW_EXPORT void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size,
                                std::uint8_t value, stream_view s);
 
-/// A new device buffer on `ctx` holding a copy of `size` bytes at `src`.
+/// A new device buffer on `ctx` holding a copy of `size` bytes at `src`:
+/// allocated and copied on `s`, which is synchronized before returning.
+/// Throws as allocate_device and copy do.
 CUARROW_EXPORT buffer copy_to_device(const context& ctx, const void* src, std::int64_t size,
                                      stream_view s = {});
-/// A new device buffer on `ctx` holding a copy of `src` (any device type).
+/// A new device buffer on `ctx` holding a copy of `src` (any device type),
+/// complete on return (as above).
 CUARROW_EXPORT buffer copy_to_device(const context& ctx, const buffer& src, stream_view s = {});
 /// A new host buffer holding a copy of `src`: pinned memory from the result
 /// pool (type cuda_host) when `src` is device memory and the pool has room,
 /// else ordinary memory (type cpu) filled through the staging pipeline.
+/// Copied on `s`, which is synchronized before returning.  Throws as copy
+/// does, std::bad_alloc for ordinary memory.
 CUARROW_EXPORT buffer copy_to_new_host(const buffer& src, stream_view s = {});
 
 }  // namespace cuarrow

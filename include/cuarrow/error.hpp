@@ -14,6 +14,15 @@
 //   cuMemAlloc(1048576 bytes) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory
 // An operation that throws leaves every object it touched usable.
 // Destructors never throw: failures there go to the warning handler.
+//
+// How the headers state errors and streams: each constructor, allocator,
+// export and import names what it throws by the types above (docs/errors.md
+// says which driver results become which).  Not repeated there: any call
+// that needs the driver throws driver_error when none can be loaded (the
+// first such call loads it), and failures of work queued earlier on a
+// stream surface as cuda_error at the next call that synchronizes it.  Each
+// also says which stream its work is ordered on, whether it synchronizes,
+// and what the caller must do before reading the result.
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,10 @@
 
 namespace cuarrow {
 
+namespace detail {
+struct ipc_handle_factory;  // src/ipc_handle_factory.hpp
+}  // namespace detail
+
 class CUARROW_EXPORT ipc_memory_handle {
  public:
   /// Size of the driver's CUipcMemHandle.
@@ -76,7 +80,7 @@ class CUARROW_EXPORT ipc_memory_handle {
   /// "cuarrow.ipc_memory_handle(size=16, offset=256, device=0)".
   std::string describe() const;
 
-  // Internal: made by export_ipc and deserialize.
+  // Construction is through export_ipc and deserialize.
   struct fields {
     std::array<std::byte, driver_handle_size> driver_handle{};
     std::int64_t offset = 0;
@@ -85,10 +89,16 @@ class CUARROW_EXPORT ipc_memory_handle {
     std::uint64_t exporter = 0;  // random id of the exporting process; 0 unknown
     std::shared_ptr<const void> keep_alive;
   };
-  explicit ipc_memory_handle(fields f);
+  /// The exporting process's random id (0: unknown, e.g. pyarrow's format).
   std::uint64_t exporter_token() const noexcept { return exporter_; }
 
  private:
+  // Only cuarrow makes handles from fields (export_ipc, deserialize): a
+  // public constructor would let anyone forge a handle that keeps nothing
+  // alive or claims another process's export.
+  friend struct detail::ipc_handle_factory;
+  explicit ipc_memory_handle(fields f);
+
   std::array<std::byte, driver_handle_size> driver_handle_{};
   std::int64_t offset_ = 0;
   std::int64_t size_ = 0;
@@ -106,8 +116,9 @@ class CUARROW_EXPORT ipc_memory_handle {
 /// call.  Pinned or host memory and stream-ordered pool memory throw
 /// invalid_argument saying why and what to do; driver failures cuda_error.
 /// The handle keeps `b`'s memory alive (in this process) while it lives.
-/// Export does not synchronize: finish writing the buffer (synchronize its
-/// stream) before another process reads it.
+/// No stream: export neither waits for nor orders anything, so finish
+/// writing the buffer (synchronize its stream) before another process reads
+/// it.
 CUARROW_EXPORT ipc_memory_handle export_ipc(const buffer& b);
 
 /// Opens a handle another process exported, as a device buffer of `ctx`'s
@@ -118,8 +129,10 @@ CUARROW_EXPORT ipc_memory_handle export_ipc(const buffer& b);
 /// buffer (and slice) using it is gone.  Size 0 gives an empty buffer
 /// without a driver call.  A handle exported by this process, or one whose
 /// range is not inside the exported allocation, throws invalid_argument;
-/// driver failures (exporter gone, not a handle) cuda_error.  The opened
-/// memory does not count in ctx.bytes_allocated().
+/// driver failures (exporter gone, not a handle) cuda_error, out_of_memory
+/// when the mapping finds no address space.  Synchronous, no stream: the
+/// bytes are whatever the exporter had written when it synchronized.  The
+/// opened memory does not count in ctx.bytes_allocated().
 CUARROW_EXPORT buffer open_ipc(const context& ctx, const ipc_memory_handle& handle);
 
 }  // namespace cuarrow

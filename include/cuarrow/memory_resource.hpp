@@ -24,9 +24,10 @@ class CUARROW_EXPORT device_memory_resource {
  public:
   virtual ~device_memory_resource() = default;
 
-  /// Allocate `bytes` (> 0) of device memory usable in the order of `s`.
-  /// Called with the resource's context current.  Throws out_of_memory
-  /// (with the byte count) or cuda_error.
+  /// Allocate `bytes` (> 0) of device memory usable in the order of `s`
+  /// (work on other streams must wait for `s` first).  Called with the
+  /// resource's context current.  Throws out_of_memory (with the byte
+  /// count) or cuda_error.
   virtual std::uintptr_t allocate(std::int64_t bytes, stream_view s) = 0;
 
   /// Free memory from allocate(), ordered after the work queued on `s`.
@@ -43,12 +44,18 @@ class CUARROW_EXPORT device_memory_resource {
 /// reuse instead of being returned to the driver at every synchronization.
 class CUARROW_EXPORT async_pool_resource final : public device_memory_resource {
  public:
-  /// Throws cuda_error (CUDA_ERROR_NOT_SUPPORTED) where pools are unsupported.
+  /// Throws cuda_error (CUDA_ERROR_NOT_SUPPORTED) where pools are
+  /// unsupported, cuda_error when the pool cannot be had.  No stream work.
   explicit async_pool_resource(const context& ctx);
+  /// cuMemAllocAsync on `s`: returns at once; the memory is valid in the
+  /// order of `s`.  Throws out_of_memory, cuda_error.
   std::uintptr_t allocate(std::int64_t bytes, stream_view s) override;
+  /// cuMemFreeAsync on `s`; when `s` was destroyed since, cuMemFree (which
+  /// waits for the context's work).
   void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
   std::string name() const override { return "cuda_async_pool"; }
   /// Return cached memory to the driver, keeping at most `keep_bytes`.
+  /// Throws cuda_error.
   void trim(std::int64_t keep_bytes = 0);
 
  private:
@@ -62,12 +69,16 @@ class CUARROW_EXPORT plain_device_resource final : public device_memory_resource
  public:
   plain_device_resource() = default;
   explicit plain_device_resource(const context&) {}
+  /// cuMemAlloc: synchronous, `s` is not used.  Throws out_of_memory,
+  /// cuda_error.
   std::uintptr_t allocate(std::int64_t bytes, stream_view s) override;
+  /// cuMemFree: synchronous, `s` is not used.
   void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
   std::string name() const override { return "cuda_malloc"; }
 };
 
 /// The resource a context starts with: the async pool where supported.
+/// Throws cuda_error when the pool cannot be had.
 CUARROW_EXPORT std::shared_ptr<device_memory_resource> make_default_resource(const context& ctx);
 
 }  // namespace cuarrow

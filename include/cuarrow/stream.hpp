@@ -52,7 +52,8 @@ class CUARROW_EXPORT stream_view {
   void synchronize() const;
   /// True when all queued work is done.
   bool query() const;
-  /// Make later work on this stream wait for `e` (cuStreamWaitEvent).
+  /// Make later work on this stream wait for `e` (cuStreamWaitEvent);
+  /// returns at once.  Throws invalid_argument (moved-from event), cuda_error.
   void wait(const event& e) const;
   /// The same for an event cuarrow does not own (the sync event of an
   /// imported C Device Data Interface array); it must stay valid for the
@@ -76,7 +77,10 @@ class CUARROW_EXPORT stream_view {
 class CUARROW_EXPORT stream {
  public:
   /// A new stream on `ctx`.  Non-blocking by default: it does not
-  /// synchronize with the legacy default stream.
+  /// synchronize with the legacy default stream.  Throws cuda_error
+  /// (cuStreamCreate).  The destructor waits for the stream's work before
+  /// destroying it (its buffers are then freed on the legacy default
+  /// stream); failures there go to the warning handler.
   explicit stream(const context& ctx, unsigned int flags = CU_STREAM_NON_BLOCKING);
   ~stream();
   stream(stream&& other) noexcept;
@@ -102,7 +106,8 @@ class CUARROW_EXPORT stream {
 class CUARROW_EXPORT event {
  public:
   /// A new event on `ctx`; timing is disabled by default (cheapest, and what
-  /// the Arrow C Device Data Interface asks of sync events).
+  /// the Arrow C Device Data Interface asks of sync events).  Throws
+  /// cuda_error (cuEventCreate).
   explicit event(const context& ctx, unsigned int flags = CU_EVENT_DISABLE_TIMING);
   ~event();
   event(event&& other) noexcept;
@@ -110,8 +115,9 @@ class CUARROW_EXPORT event {
   event(const event&) = delete;
   event& operator=(const event&) = delete;
 
-  /// Capture the work queued on `s` so far.  `s` must belong to this event's
-  /// device (device_mismatch otherwise).
+  /// Capture the work queued on `s` so far; returns at once.  `s` must
+  /// belong to this event's device (device_mismatch otherwise); throws
+  /// invalid_argument (moved-from event), cuda_error.
   void record(stream_view s);
   /// True when the recorded work is done (or nothing was recorded).
   bool query() const;

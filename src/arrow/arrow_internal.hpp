@@ -16,6 +16,15 @@
 
 namespace cuarrow::arrow::detail {
 
+// ---- type parameters (type.cpp), checked by the factories and parse_format ----
+
+// Why a decimal's precision does not fit its bit width (or the width is not
+// 32, 64, 128 or 256), or "" when it does.
+std::string decimal_problem(std::int32_t precision, int bits);
+// Why union type codes are wrong for `n_children` children (count,
+// negative, repeated), or "" when they are fine.
+std::string union_codes_problem(const std::vector<std::int8_t>& codes, std::size_t n_children);
+
 // ---- paths in error messages --------------------------------------------------
 
 inline std::string column_path(const std::string& name) { return "column \"" + name + "\""; }

@@ -1,4 +1,4 @@
-// Arrow arrays made of cuarrow buffers: layouts, array_data, record batches.
+// Arrow arrays made of cuarrow buffers: array_data, record batches.
 //
 // array_data is the owning model of one Arrow array, the same shape as the C
 // Data Interface's ArrowArray: a type, a length, an offset (in elements,
@@ -31,43 +31,6 @@
 #include "cuarrow/stream.hpp"
 
 namespace cuarrow::arrow {
-
-// ---- layouts --------------------------------------------------------------
-
-/// What one buffer of an array holds.
-enum class buffer_role : std::uint8_t {
-  validity,      // bitmap, 1 bit per element (bit offset = array offset)
-  bitmap,        // boolean values, 1 bit per element
-  values,        // fixed-width values, byte_width bytes per element
-  offsets,       // length + 1 offsets (binary, lists, map), byte_width 4 or 8
-  data,          // the bytes the offsets point into (binary / utf8 and large forms)
-  list_offsets,  // list view: one offset per element
-  list_sizes,    // list view: one size per element
-  views,         // binary / utf8 view: 16 bytes per element
-  variadic,      // binary / utf8 view: the data buffers (any number)
-  type_ids,      // union: int8 type code per element
-  union_offsets  // dense union: int32 offset into the selected child per element
-};
-
-CUARROW_EXPORT const char* to_string(buffer_role role) noexcept;
-
-struct buffer_spec {
-  buffer_role role;
-  std::int32_t byte_width;  // bytes per element; 0 for bitmaps, data and variadic buffers
-};
-
-struct type_layout {
-  /// The fixed buffers, in order (view types: validity and views; their
-  /// variadic buffers follow).
-  std::vector<buffer_spec> buffers;
-  /// binary_view / utf8_view: any number of variadic buffers follow.
-  bool variadic = false;
-  /// The first buffer is a validity bitmap.
-  bool has_validity = false;
-};
-
-/// The buffer layout of `type` (a dictionary: its indices').
-CUARROW_EXPORT type_layout layout_of(const data_type& type);
 
 // ---- arrays ---------------------------------------------------------------
 
@@ -155,8 +118,10 @@ CUARROW_EXPORT bool equals(const record_batch& a, const record_batch& b, std::st
 /// null_count is unknown.  Types without a validity bitmap (null, unions,
 /// run-end encoded) report their own rule: null arrays are all null, the
 /// others 0.  A bitmap in device memory is counted on the host: the bytes
-/// holding the array's bits are copied on `s` (synchronously).  A bitmap
-/// too small for offset + length is invalid_data.
+/// holding the array's bits are copied on `s` (synchronously).  A pinned or
+/// managed bitmap is read at once, without waiting for `s`: work writing it
+/// must be complete.  A bitmap too small for offset + length is
+/// invalid_data; copy failures cuda_error.
 CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array, stream_view s);
 /// The same on the legacy default stream.
 CUARROW_EXPORT std::int64_t compute_null_count(const array_data& array);

@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "cuarrow/arrow/array.hpp"
@@ -113,11 +114,24 @@ using owned_device_array = c_owned<ArrowDeviceArray>;
 using owned_array_stream = c_owned<ArrowArrayStream>;
 using owned_device_array_stream = c_owned<ArrowDeviceArrayStream>;
 
+// ---- format strings -------------------------------------------------------
+
+/// The C Data Interface format string of `type` (for a dictionary: its index
+/// type's, the values travel in ArrowSchema.dictionary).  Throws
+/// invalid_argument for a type id outside the enum.  No memory, no stream.
+CUARROW_EXPORT std::string to_format(const data_type& type);
+
+/// Parse one format string.  Nested types come back without children (the
+/// ArrowSchema's children supply them); for "+ud:"/"+us:" the type codes are
+/// filled.  `path` names the field in errors.  Throws invalid_format.
+CUARROW_EXPORT data_type parse_format(std::string_view format, std::string_view path = "field");
+
 // ---- schemas --------------------------------------------------------------
 
 /// Export a field (name, type, nullability, metadata; dictionaries as
 /// ArrowSchema.dictionary).  Throws invalid_argument for an invalid type
-/// (e.g. a dictionary without value type).
+/// (e.g. a dictionary without value type) or a null `out`.  No memory is
+/// read and no stream used (as for every schema function here).
 CUARROW_EXPORT void export_field(const field& f, ArrowSchema* out);
 /// A nameless, nullable field of `type`.
 CUARROW_EXPORT void export_type(const data_type& type, ArrowSchema* out);
@@ -156,6 +170,10 @@ struct import_options {
 /// Export an array whose buffers are host-accessible (cpu, cuda_host,
 /// cuda_managed); host_access_error for device memory (use
 /// export_device_array, or to_host first).  With `out_schema`, its type too.
+/// Also throws invalid_argument (null `out`), invalid_data (buffers or
+/// children that do not match the type, buffers in several places).  No
+/// stream, no synchronization: pinned or managed memory is exported as it
+/// is, so work writing it must be complete.
 CUARROW_EXPORT void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_schema = nullptr);
 CUARROW_EXPORT void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema = nullptr);
 
@@ -170,6 +188,8 @@ CUARROW_EXPORT void export_record_batch(const record_batch& batch, ArrowArray* o
 CUARROW_EXPORT bool importer_reads_values(const data_type& type);
 
 /// Import a host array of `type` (pyarrow's __arrow_c_array__).  Consumes `in`.
+/// Throws invalid_argument (null `in`), invalid_data (released, malformed),
+/// invalid_format (a bad schema).  No stream: the memory is host memory.
 CUARROW_EXPORT array_data import_array(ArrowArray* in, const data_type& type, const import_options& options = {});
 /// Consumes both `in` and `schema`.
 CUARROW_EXPORT array_data import_array(ArrowArray* in, ArrowSchema* schema, const import_options& options = {});
@@ -198,6 +218,12 @@ struct export_options {
 /// map array whose offsets buffer is empty, one zero offset where the array
 /// lives (device memory filled on `s`) instead of NULL.  A non-empty
 /// array's offsets buffer too small for its length is invalid_data.
+///
+/// Returns at once: the consumer waits on the event (with
+/// options.synchronize, `s` is synchronized instead).  A CPU array carries
+/// no event and is exported as it is.  Throws invalid_argument (null
+/// `out`), invalid_data (a malformed tree, buffers in several places),
+/// cuda_error (event, fill).
 CUARROW_EXPORT void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out,
                                         ArrowSchema* out_schema = nullptr, const export_options& options = {});
 CUARROW_EXPORT void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
@@ -206,7 +232,10 @@ CUARROW_EXPORT void export_device_record_batch(const record_batch& batch, stream
 
 /// Import a device array of `type`; `s` waits for its sync event and orders
 /// the batched read of last offsets.  Consumes `in`.  Throws invalid_data
-/// (released, malformed), invalid_argument (unsupported device type).
+/// (released, malformed), invalid_argument (unsupported device type),
+/// invalid_format (a bad schema), cuda_error.  The wait does not block the
+/// host; reading last offsets and validating device memory synchronize `s`
+/// (once per batched read).  The result is valid in the order of `s`.
 CUARROW_EXPORT array_data import_device_array(ArrowDeviceArray* in, const data_type& type, stream_view s = {},
                                               const import_options& options = {});
 CUARROW_EXPORT array_data import_device_array(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s = {},
@@ -224,6 +253,12 @@ CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, Arr
 using batch_source = std::function<std::optional<record_batch>()>;
 using array_source = std::function<std::optional<array_data>()>;
 
+/// The stream exports below throw invalid_argument for a null `out` or an
+/// empty source; the source runs when the consumer calls get_next, and
+/// each item is exported then, as export_record_batch / export_array /
+/// export_device_array do it (device items: an event recorded on
+/// `producer`, which the consumer waits on).
+///
 /// An ArrowArrayStream of host batches (export_record_batch each).
 CUARROW_EXPORT void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* out);
 /// An ArrowArrayStream of host arrays of `f`'s type, any type (a chunked
@@ -262,7 +297,9 @@ enum class stream_items : std::uint8_t {
 /// Consumes an ArrowArrayStream.  Not thread-safe (as the C stream).
 class CUARROW_EXPORT array_stream_reader {
  public:
-  /// Takes ownership of `in` (always); reads its schema.
+  /// Takes ownership of `in` (always); reads its schema.  Throws
+  /// invalid_argument (null `in`), invalid_data and invalid_format (as
+  /// above), error (get_schema failed).  No stream.
   explicit array_stream_reader(ArrowArrayStream* in, const import_options& options = {},
                                stream_items items = stream_items::batches);
   ~array_stream_reader();
@@ -294,6 +331,8 @@ class CUARROW_EXPORT array_stream_reader {
 /// Consumes an ArrowDeviceArrayStream.  Not thread-safe.
 class CUARROW_EXPORT device_array_stream_reader {
  public:
+  /// Takes ownership of `in` (always); reads its schema.  Throws as
+  /// array_stream_reader's constructor.  No stream.
   explicit device_array_stream_reader(ArrowDeviceArrayStream* in, const import_options& options = {},
                                       stream_items items = stream_items::batches);
   ~device_array_stream_reader();
@@ -306,9 +345,11 @@ class CUARROW_EXPORT device_array_stream_reader {
   owned_schema take_c_schema();
   /// The stream's declared device type.
   device_type type() const noexcept;
-  /// The next batch, valid in the order of `s` (which waited on its event).
-  /// `where` receives the placement its device array declared (what labels
-  /// an item without buffers).
+  /// The next batch, valid in the order of `s` (which waited on its event;
+  /// `s` is synchronized only to read device memory, as
+  /// import_device_array does).  `where` receives the placement its device array
+  /// declared (what labels an item without buffers).  Throws as
+  /// import_device_array, error (get_next failed).
   std::optional<record_batch> next(stream_view s = {}, placement* where = nullptr);
   std::optional<array_data> next_array(stream_view s = {}, placement* where = nullptr);
 
@@ -319,11 +360,13 @@ class CUARROW_EXPORT device_array_stream_reader {
 
 /// A device stream yielding each batch of `in` copied to `ctx`'s device, one
 /// batched transfer per batch on a stream the adapter owns, each exported
-/// with its event.  Consumes `in`.
+/// with its event.  Consumes `in`.  Throws as array_stream_reader's
+/// constructor, cuda_error (creating the stream).
 CUARROW_EXPORT void to_device(ArrowArrayStream* in, const context& ctx, ArrowDeviceArrayStream* out,
                               const array_transfer_options& options = {});
-/// A host stream yielding each batch of `in` copied to host memory.
-/// Consumes `in`.
+/// A host stream yielding each batch of `in` copied to host memory, each
+/// complete when handed out (read and copied on the legacy default stream).
+/// Consumes `in`.  Throws as device_array_stream_reader's constructor.
 CUARROW_EXPORT void to_host(ArrowDeviceArrayStream* in, ArrowArrayStream* out, const array_transfer_options& options = {});
 
 // ---- small helpers ----------------------------------------------------------

@@ -55,7 +55,10 @@ struct array_transfer_options {
 /// A copy of `src` (host, pinned or another device's memory) in device
 /// memory of `ctx`, queued on `s`.  `s` must belong to `ctx`'s device or to
 /// the source's (device_mismatch otherwise).  Throws invalid_data for a
-/// malformed source (before any copy), out_of_memory, cuda_error.
+/// malformed source (before any copy), out_of_memory, cuda_error.  Returns
+/// before the copies finish: use the result on `s`, or synchronize `s`
+/// before other streams or the host read it.  (Validating a device source
+/// may synchronize `s`, before the copies.)
 CUARROW_EXPORT array_data to_device_async(const array_data& src, const context& ctx, stream_view s,
                                           const array_transfer_options& options = {});
 /// to_device_async, then one synchronization of `s`.
@@ -72,6 +75,10 @@ CUARROW_EXPORT record_batch to_device(const record_batch& src, const context& ct
 /// room, else into ordinary memory (type cpu).  A source already in
 /// host-accessible memory (cpu, cuda_host, cuda_managed) is returned as is,
 /// buffers shared, after `s` is synchronized; so are such columns of a batch.
+/// `s` orders the source: the copies run on it when it belongs to the
+/// source's device; a stream of another device is synchronized first and
+/// the copies run on the source device's legacy default stream.  Throws
+/// invalid_data, out_of_memory, std::bad_alloc, cuda_error.
 ///
 /// The result is what host code (pyarrow, equals(), the caller) reads
 /// without further checks, so unless options.validation is none, every
@@ -150,6 +157,8 @@ class host_transfer {
 /// one validation; staged copies into ordinary memory, used when the
 /// result pool is full, are complete on return).  Use it to build what
 /// refers to the data (a pyarrow table, an export) while the DMA runs.
+/// Streams and errors as to_host; the checks of the results are made by
+/// wait().
 CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src,
                                                                     stream_view s = {},
                                                                     const array_transfer_options& options = {});
@@ -158,7 +167,9 @@ CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_async(std::span<
                                                                       const array_transfer_options& options = {});
 
 /// A copy of `src` in pinned host memory of `ctx` (device type cuda_host),
-/// complete on return.
+/// complete on return (copied on `s` as to_host copies).  The result is not
+/// checked as to_host's is.  Throws invalid_data, out_of_memory,
+/// std::bad_alloc, cuda_error.
 CUARROW_EXPORT array_data to_pinned(const array_data& src, const context& ctx, stream_view s = {},
                                     const array_transfer_options& options = {});
 

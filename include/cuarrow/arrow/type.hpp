@@ -9,10 +9,16 @@
 // Extension types travel as their storage type plus the field metadata keys
 // "ARROW:extension:name" and "ARROW:extension:metadata".
 //
-// Format strings (ArrowSchema.format) are parsed and produced here; a bad
-// one is an invalid_format naming the format and the field path.
+// Format strings (ArrowSchema.format) are the C Data Interface's:
+// to_format / parse_format are in c_data.hpp; a bad one is an
+// invalid_format (below) naming the format and the field path.
+//
+// layout_of gives the buffers an array of a type holds (array.hpp's
+// array_data lists its buffers in that order).
 //
 // Every type here is a value type: copyable, comparable, thread-compatible.
+// Nothing here touches memory, the driver or a stream; a factory given
+// parameters outside what Arrow allows throws invalid_argument.
 #pragma once
 
 #include <cstdint>
@@ -199,7 +205,8 @@ CUARROW_EXPORT data_type float64();
 CUARROW_EXPORT data_type decimal(std::int32_t precision, std::int32_t scale, int bit_width = 128);
 CUARROW_EXPORT data_type date32();
 CUARROW_EXPORT data_type date64();
-/// time32 takes second or milli; time64 micro or nano.
+/// time32 takes second or milli; time64 micro or nano (invalid_argument
+/// otherwise).
 CUARROW_EXPORT data_type time32(time_unit unit);
 CUARROW_EXPORT data_type time64(time_unit unit);
 CUARROW_EXPORT data_type timestamp(time_unit unit, std::string timezone = {});
@@ -207,6 +214,7 @@ CUARROW_EXPORT data_type duration(time_unit unit);
 CUARROW_EXPORT data_type interval_months();
 CUARROW_EXPORT data_type interval_day_time();
 CUARROW_EXPORT data_type interval_month_day_nano();
+/// Throws invalid_argument for a negative width.
 CUARROW_EXPORT data_type fixed_size_binary(std::int32_t byte_width);
 CUARROW_EXPORT data_type binary();
 CUARROW_EXPORT data_type large_binary();
@@ -214,7 +222,8 @@ CUARROW_EXPORT data_type utf8();
 CUARROW_EXPORT data_type large_utf8();
 CUARROW_EXPORT data_type binary_view();
 CUARROW_EXPORT data_type utf8_view();
-/// List types take their value field (conventionally named "item").
+/// List types take their value field (conventionally named "item");
+/// fixed_size_list throws invalid_argument for a negative size.
 CUARROW_EXPORT data_type list(field value);
 CUARROW_EXPORT data_type large_list(field value);
 CUARROW_EXPORT data_type list_view(field value);
@@ -223,24 +232,14 @@ CUARROW_EXPORT data_type fixed_size_list(field value, std::int32_t list_size);
 CUARROW_EXPORT data_type struct_(std::vector<field> fields);
 /// map<key, item>: one child "entries" = struct<key (non-nullable), value>.
 CUARROW_EXPORT data_type map(data_type key, data_type item, bool keys_sorted = false, bool item_nullable = true);
-/// Unions; `type_codes` defaults to 0..n-1.  Codes must be distinct, 0..127.
+/// Unions; `type_codes` defaults to 0..n-1.  Codes must be distinct, 0..127,
+/// one per field (invalid_argument otherwise).
 CUARROW_EXPORT data_type sparse_union(std::vector<field> fields, std::vector<std::int8_t> type_codes = {});
 CUARROW_EXPORT data_type dense_union(std::vector<field> fields, std::vector<std::int8_t> type_codes = {});
-/// `run_end_type` is int16, int32 or int64.
+/// `run_end_type` is int16, int32 or int64 (invalid_argument otherwise).
 CUARROW_EXPORT data_type run_end_encoded(data_type run_end_type, data_type value_type);
-/// `index_type` must be an integer type.
+/// `index_type` must be an integer type (invalid_argument otherwise).
 CUARROW_EXPORT data_type dictionary(data_type index_type, data_type value_type, bool ordered = false);
-
-// ---- format strings -------------------------------------------------------
-
-/// The C Data Interface format string of `type` (for a dictionary: its index
-/// type's, the values travel in ArrowSchema.dictionary).
-CUARROW_EXPORT std::string to_format(const data_type& type);
-
-/// Parse one format string.  Nested types come back without children (the
-/// ArrowSchema's children supply them); for "+ud:"/"+us:" the type codes are
-/// filled.  `path` names the field in errors.  Throws invalid_format.
-CUARROW_EXPORT data_type parse_format(std::string_view format, std::string_view path = "field");
 
 // ---- type properties ------------------------------------------------------
 
@@ -254,5 +253,42 @@ CUARROW_EXPORT bool is_signed_integer(type_id id) noexcept;
 CUARROW_EXPORT int bit_width(const data_type& type) noexcept;
 /// Number of children the type requires, or -1 when the type says (struct, unions).
 CUARROW_EXPORT int required_children(type_id id) noexcept;
+
+// ---- layouts --------------------------------------------------------------
+
+/// What one buffer of an array holds.
+enum class buffer_role : std::uint8_t {
+  validity,      // bitmap, 1 bit per element (bit offset = array offset)
+  bitmap,        // boolean values, 1 bit per element
+  values,        // fixed-width values, byte_width bytes per element
+  offsets,       // length + 1 offsets (binary, lists, map), byte_width 4 or 8
+  data,          // the bytes the offsets point into (binary / utf8 and large forms)
+  list_offsets,  // list view: one offset per element
+  list_sizes,    // list view: one size per element
+  views,         // binary / utf8 view: 16 bytes per element
+  variadic,      // binary / utf8 view: the data buffers (any number)
+  type_ids,      // union: int8 type code per element
+  union_offsets  // dense union: int32 offset into the selected child per element
+};
+
+CUARROW_EXPORT const char* to_string(buffer_role role) noexcept;
+
+struct buffer_spec {
+  buffer_role role;
+  std::int32_t byte_width;  // bytes per element; 0 for bitmaps, data and variadic buffers
+};
+
+struct type_layout {
+  /// The fixed buffers, in order (view types: validity and views; their
+  /// variadic buffers follow).
+  std::vector<buffer_spec> buffers;
+  /// binary_view / utf8_view: any number of variadic buffers follow.
+  bool variadic = false;
+  /// The first buffer is a validity bitmap.
+  bool has_validity = false;
+};
+
+/// The buffer layout of `type` (a dictionary: its indices').
+CUARROW_EXPORT type_layout layout_of(const data_type& type);
 
 }  // namespace cuarrow::arrow

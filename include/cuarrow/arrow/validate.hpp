@@ -48,7 +48,8 @@ struct validate_options {
 };
 
 /// Validate `array`.  Device memory is read on `s` (the stream the array is
-/// valid on), which is synchronized once for each batched read.
+/// valid on), which is synchronized once for each batched read; nothing is
+/// pending on return.  Throws invalid_data, cuda_error.
 CUARROW_EXPORT void validate(const array_data& array, const validate_options& options = {}, stream_view s = {});
 /// Each column, with root `column "name"`.
 CUARROW_EXPORT void validate(const record_batch& batch, const validate_options& options = {}, stream_view s = {});
@@ -72,7 +73,9 @@ CUARROW_EXPORT void validate(const record_batch& batch, const validate_options& 
 /// `null_count` (-1: unknown), `offset` (elements, applied to every buffer),
 /// `children` (one per child of the type) and, for a dictionary type, its
 /// `dictionary`.  Device memory is read on `s` (cheap validation reads the
-/// first and last offsets of offset-based arrays).
+/// first and last offsets of offset-based arrays), synchronized once for
+/// the batched read: `s` must order the writes of the buffers' producers.
+/// The result shares the buffers (handles, not copies).
 CUARROW_EXPORT array_data make_array(const data_type& type, std::int64_t length, std::vector<buffer> buffers,
                                      std::int64_t null_count = -1, std::int64_t offset = 0,
                                      std::vector<array_data> children = {},
