@@ -414,10 +414,13 @@ void to_host(ArrowDeviceArrayStream* in, ArrowArrayStream* out, const array_tran
   p->schema = reader->schema();
   p->keep = reader;
   device_array_stream_reader* raw = reader.get();
-  p->produce = [raw](ArrowArray* o) {
+  // Host readers index with what the batch holds: to_host checks that
+  // (offsets, view ranges, type ids) at the caller's level, as to_host()
+  // of a batch does; the reader's import checked the structure only.
+  p->produce = [raw, options](ArrowArray* o) {
     std::optional<record_batch> b = raw->next();
     if (!b) return false;
-    record_batch h = to_host(*b, stream_view(), array_transfer_options{validation_level::none});
+    record_batch h = to_host(*b, stream_view(), options);
     export_record_batch(h, o);
     return true;
   };

@@ -197,6 +197,35 @@ TEST(ArrowAdversarial, SliceOffsetsNeverRunPastTheCopiedData) {
   EXPECT_TRUE(same_values(sample("utf8").slice(0, 3), dev.slice(0, 3)));
 }
 
+// The device-to-host stream adapter hands each batch to host readers: it
+// checks what they index with, as to_host does (it used to skip that check,
+// so offsets cheap import validation lets through reached the consumer).
+TEST(ArrowAdversarial, HostStreamAdapterChecksWhatHostReadersIndexWith) {
+  array_data a = sample("utf8");  // offsets 0 1 1 1 12 15 15 18
+  a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[3] = 17; });
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  record_batch b;
+  b.schema.fields = {field("s", a.type)};
+  b.num_rows = a.length;
+  b.columns = {to_device(a, ctx)};
+  owned_device_array_stream dev;
+  bool given = false;
+  export_device_array_stream(
+      b.schema,
+      [b, given]() mutable -> std::optional<record_batch> {
+        if (given) return std::nullopt;
+        given = true;
+        return b;
+      },
+      cuarrow::device_type::cuda, {}, dev.get());
+  owned_array_stream host;
+  to_host(dev.get(), host.get());
+  owned_array item;
+  EXPECT_EQ(host->get_next(host.get(), item.get()), EINVAL);
+  const std::string m = host->get_last_error(host.get());
+  EXPECT_NE(m.find("offsets decrease at element 3: 17 then 12"), std::string::npos) << m;
+}
+
 TEST(ArrowAdversarial, ListOffsetsDecreasingInTheMiddle) {
   array_data a = sample("list");  // offsets 0 2 2 2 3 7 over 7 ints
   a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[2] = 6; });
