@@ -411,10 +411,7 @@ void bind_arrow(nb::module_& m) {
           [](const ArrayData& a, nb::handle schema_capsule) {
             auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
             ca::field f = ca::read_field(*s);
-            if (!(f.type == a.data.type)) {
-              throw cuarrow::invalid_argument("the requested type " + f.type.to_string() +
-                                              " is not the array's type " + a.data.type.to_string());
-            }
+            ca::check_field_of(f, a.data);
             ArrayData out = a;
             out.field = std::move(f);
             return out;
