@@ -411,10 +411,7 @@ void bind_arrow(nb::module_& m) {
           [](const ArrayData& a, nb::handle schema_capsule) {
             auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
             ca::field f = ca::read_field(*s);
-            if (!(f.type == a.data.type)) {
-              throw cuarrow::invalid_argument("the requested type " + f.type.to_string() +
-                                              " is not the array's type " + a.data.type.to_string());
-            }
+            ca::check_field_of(f, a.data);
             ArrayData out = a;
             out.field = std::move(f);
             return out;
@@ -552,20 +549,15 @@ void bind_arrow(nb::module_& m) {
         auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
         ca::import_options o{level_of(validation)};
         std::optional<ca::array_stream_reader> reader;
-        std::vector<ca::array_data> arrays;
-        std::vector<ca::record_batch> batches;
+        ca::stream_contents all;
         {
           nb::gil_scoped_release g;
           reader.emplace(in, o, items_of(mode));
-          if (reader->reads_batches()) {
-            while (std::optional<ca::record_batch> b = reader->next()) batches.push_back(std::move(*b));
-          } else {
-            while (std::optional<ca::array_data> a = reader->next_array()) arrays.push_back(std::move(*a));
-          }
+          all = reader->read_all();
         }
         nb::list items;
-        for (auto& a : arrays) items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
-        for (auto& b : batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
+        for (auto& a : all.arrays) items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
+        for (auto& b : all.batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
         return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items);
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
@@ -577,31 +569,18 @@ void bind_arrow(nb::module_& m) {
         auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
         ca::import_options o{level_of(validation)};
         std::optional<ca::device_array_stream_reader> reader;
-        nb::list items;
-        std::vector<ca::array_data> arrays;
-        std::vector<ca::record_batch> batches;
-        std::vector<ca::placement> placements;
+        ca::stream_contents all;
         {
           nb::gil_scoped_release g;
           reader.emplace(in, o, items_of(mode));
-          ca::placement p;
-          if (reader->reads_batches()) {
-            while (std::optional<ca::record_batch> b = reader->next(s, &p)) {
-              batches.push_back(std::move(*b));
-              placements.push_back(p);
-            }
-          } else {
-            while (std::optional<ca::array_data> a = reader->next_array(s, &p)) {
-              arrays.push_back(std::move(*a));
-              placements.push_back(p);
-            }
-          }
+          all = reader->read_all(s);
         }
-        for (std::size_t i = 0; i < arrays.size(); ++i) {
-          items.append(nb::cast(ArrayData{reader->root_field(), std::move(arrays[i]), placements[i]}));
+        nb::list items;
+        for (std::size_t i = 0; i < all.arrays.size(); ++i) {
+          items.append(nb::cast(ArrayData{reader->root_field(), std::move(all.arrays[i]), all.placements[i]}));
         }
-        for (std::size_t i = 0; i < batches.size(); ++i) {
-          items.append(nb::cast(BatchData{std::move(batches[i]), placements[i]}));
+        for (std::size_t i = 0; i < all.batches.size(); ++i) {
+          items.append(nb::cast(BatchData{std::move(all.batches[i]), all.placements[i]}));
         }
         return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
                               static_cast<int>(reader->type()));

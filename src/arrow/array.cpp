@@ -186,6 +186,13 @@ record_batch record_batch::with_schema(arrow::schema other) const {
   return out;
 }
 
+void check_field_of(const field& f, const array_data& a) {
+  if (!(f.type == a.type)) {
+    throw invalid_argument("the requested type " + f.type.to_string() + " is not the array's type " +
+                           a.type.to_string());
+  }
+}
+
 // ---- null counts ---------------------------------------------------------------------------
 
 std::int64_t compute_null_count(const array_data& a, stream_view s) {

@@ -300,6 +300,16 @@ std::optional<array_data> array_stream_reader::next_array() {
   return import_array(a.get(), st.root.type, st.options);
 }
 
+stream_contents array_stream_reader::read_all() {
+  stream_contents out;
+  if (live(state_, "array_stream_reader::read_all").batches) {
+    while (std::optional<record_batch> b = next()) out.batches.push_back(std::move(*b));
+  } else {
+    while (std::optional<array_data> a = next_array()) out.arrays.push_back(std::move(*a));
+  }
+  return out;
+}
+
 struct device_array_stream_reader::state {
   ArrowDeviceArrayStream stream{};
   owned_schema c_schema;
@@ -378,6 +388,23 @@ std::optional<array_data> device_array_stream_reader::next_array(stream_view s, 
   array_data d = import_device_array(a.get(), st.root.type, s, st.options);
   if (where != nullptr) *where = p;
   return d;
+}
+
+stream_contents device_array_stream_reader::read_all(stream_view s) {
+  stream_contents out;
+  placement p;
+  if (live(state_, "device_array_stream_reader::read_all").batches) {
+    while (std::optional<record_batch> b = next(s, &p)) {
+      out.batches.push_back(std::move(*b));
+      out.placements.push_back(p);
+    }
+  } else {
+    while (std::optional<array_data> a = next_array(s, &p)) {
+      out.arrays.push_back(std::move(*a));
+      out.placements.push_back(p);
+    }
+  }
+  return out;
 }
 
 // ---- adapters --------------------------------------------------------------------------------

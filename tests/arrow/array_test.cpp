@@ -156,6 +156,18 @@ TEST(ArrowArray, RecordBatchSliceAndSchema) {
   }
 }
 
+TEST(ArrowArray, AFieldLabelsAnArrayOfItsType) {
+  const array_data a = primitive<std::int32_t>(int32(), {1, std::nullopt, 3});
+  EXPECT_NO_THROW(check_field_of(field("renamed", int32(), false, {{"k", "v"}}), a));
+  try {
+    check_field_of(field("x", int64()), a);
+    FAIL() << "a type change was accepted";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the requested type int64 is not the array's type int32"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ArrowArray, ValidityAndDictionaryIndicesOverTheSameBuffers) {
   array_data a = primitive<std::int32_t>(int32(), {1, std::nullopt, 3});
   array_data bare = a.without_validity();

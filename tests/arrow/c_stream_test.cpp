@@ -217,6 +217,52 @@ TEST(ArrowCStream, StreamsOfArraysOfAnyType) {
   }
 }
 
+TEST(ArrowCStream, ReadAllReadsEveryItemAsTheReaderReads) {
+  random_arrays gen(11);
+  const field f("chunks", gen.type(2), true);
+  std::vector<array_data> chunks;
+  for (int i = 0; i < 3; ++i) chunks.push_back(gen.array(f.type, gen.uniform(0, 12)));
+  owned_array_stream st;
+  export_array_stream(f, chunks_of(chunks), st.get());
+  array_stream_reader reader(st.get(), {validation_level::full}, stream_items::arrays);
+  ASSERT_TRUE(reader.next_array().has_value());  // read_all reads what is left
+  stream_contents all = reader.read_all();
+  EXPECT_TRUE(all.batches.empty());
+  EXPECT_TRUE(all.placements.empty());
+  ASSERT_EQ(all.arrays.size(), 2U);
+  EXPECT_TRUE(same_values(chunks[1], all.arrays[0]));
+  EXPECT_TRUE(same_values(chunks[2], all.arrays[1]));
+  EXPECT_TRUE(reader.read_all().arrays.empty());
+
+  array_stream_reader moved(std::move(reader));
+  EXPECT_THROW(reader.read_all(), cuarrow::invalid_argument);  // NOLINT(bugprone-use-after-move)
+}
+
+TEST(ArrowCDeviceStream, ReadAllGivesEachItemsPlacement) {
+  const int last = cuarrow::device_count() - 1;
+  cuarrow::context ctx = cuarrow::context::get(last);
+  cuarrow::stream producer(ctx);
+  array_data strings_chunk = strings(utf8(), {"a", std::nullopt, "ccc"});
+  array_data empty;  // no buffers at all: labelled where the stream says
+  empty.type = utf8();
+  empty.buffers.resize(3);
+  const field f("s", utf8());
+  std::vector<array_data> on_device{to_device_async(strings_chunk, ctx, producer), empty};
+  owned_device_array_stream st;
+  const placement where{cuarrow::device_type::cuda, last};
+  export_device_array_stream(f, chunks_of(on_device), where, producer, st.get());
+  device_array_stream_reader reader(st.get(), {}, stream_items::by_schema);
+  cuarrow::stream consumer(ctx);
+  stream_contents all = reader.read_all(consumer);
+  EXPECT_TRUE(all.batches.empty());
+  ASSERT_EQ(all.arrays.size(), 2U);
+  ASSERT_EQ(all.placements.size(), 2U);
+  EXPECT_EQ(all.placements[0], where);
+  EXPECT_EQ(all.placements[1], where);
+  EXPECT_TRUE(same_values(strings_chunk, to_host(all.arrays[0], consumer)));
+  EXPECT_EQ(all.arrays[1].length, 0);
+}
+
 TEST(ArrowCDeviceStream, DeviceStreamsOfArraysOfAnyType) {
   const int last = cuarrow::device_count() - 1;
   cuarrow::context ctx = cuarrow::context::get(last);

@@ -101,6 +101,11 @@ struct CUARROW_EXPORT record_batch {
   record_batch with_schema(arrow::schema other) const;
 };
 
+/// Throws invalid_argument unless `f` can label `a`: its type is a's type
+/// (another name, nullability or metadata), what with_schema asks of each
+/// column.
+CUARROW_EXPORT void check_field_of(const field& f, const array_data& a);
+
 // ---- comparison -----------------------------------------------------------
 
 /// True when `a` and `b` hold the same logical values: equal types, lengths,

@@ -45,6 +45,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "cuarrow/arrow/array.hpp"
 #include "cuarrow/arrow/c_abi.h"
@@ -286,6 +287,16 @@ enum class stream_items : std::uint8_t {
   by_schema  // batches for a struct schema, arrays otherwise
 };
 
+/// A stream's items read to its end (read_all): its batches when the
+/// reader reads batches, its arrays otherwise, and for a device stream the
+/// placement each item's device array declared (what labels an item without
+/// buffers), in the items' order.
+struct stream_contents {
+  std::vector<record_batch> batches;
+  std::vector<array_data> arrays;
+  std::vector<placement> placements;
+};
+
 // Streams come from outside and are checked: a released stream, NULL
 // get_schema or get_next callbacks and a released schema from get_schema
 // are invalid_data ("ArrowArrayStream" or "ArrowDeviceArrayStream"); a
@@ -322,6 +333,9 @@ class CUARROW_EXPORT array_stream_reader {
   /// The next array, nullopt at the end (invalid_argument when reading
   /// batches).
   std::optional<array_data> next_array();
+  /// Every item left, batches or arrays as the reader reads them (no
+  /// placements: a host stream declares none).
+  stream_contents read_all();
 
  private:
   struct state;
@@ -352,6 +366,9 @@ class CUARROW_EXPORT device_array_stream_reader {
   /// import_device_array, error (get_next failed).
   std::optional<record_batch> next(stream_view s = {}, placement* where = nullptr);
   std::optional<array_data> next_array(stream_view s = {}, placement* where = nullptr);
+  /// Every item left, batches or arrays as the reader reads them, each valid
+  /// in the order of `s`, with the placement each declared.
+  stream_contents read_all(stream_view s = {});
 
  private:
   struct state;
