@@ -231,8 +231,14 @@ def sample_summary(samples: list[float]) -> dict[str, Any]:
     """What results.json keeps of a case's timed calls (seconds): their
     number, median, extremes and 10th / 90th percentiles."""
     deciles = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
-    return {"n_samples": len(samples), "median_s": statistics.median(samples), "min_s": min(samples),
-            "max_s": max(samples), "p10_s": deciles[0], "p90_s": deciles[-1]}
+    return {
+        "n_samples": len(samples),
+        "median_s": statistics.median(samples),
+        "min_s": min(samples),
+        "max_s": max(samples),
+        "p10_s": deciles[0],
+        "p90_s": deciles[-1],
+    }
 
 
 def measure(case: Case, timing: Timing) -> dict[str, Any]:
@@ -339,8 +345,10 @@ class Cuarrow(Impl):
         ctx, src, exp = self.ctx, host.src[:n], host.expect(n)
         pin, dsrc, ddst = self.pinned.slice(0, n), self.dsrc.slice(0, n), self.ddst.slice(0, n)
         dst = host.dst[:n]
+
         def C(label, fn, sem, **kw):
             return Case(group, "cuarrow", label, n, fn, sem, expect=exp, **kw)
+
         if group == "H2D pageable":
             return [
                 C("buffer_from_data(ndarray)", lambda: ctx.buffer_from_data(src), "alloc"),
@@ -368,8 +376,11 @@ class Cuarrow(Impl):
 
 def _memcpy_kinds(rt: Any) -> tuple[int, int, int]:
     """cudaMemcpyHostToDevice, DeviceToHost, DeviceToDevice (CUDA's values if CuPy lacks the names)."""
-    return (getattr(rt, "memcpyHostToDevice", 1), getattr(rt, "memcpyDeviceToHost", 2),
-            getattr(rt, "memcpyDeviceToDevice", 3))
+    return (
+        getattr(rt, "memcpyHostToDevice", 1),
+        getattr(rt, "memcpyDeviceToHost", 2),
+        getattr(rt, "memcpyDeviceToDevice", 3),
+    )
 
 
 class Raw(Impl):
@@ -403,8 +414,10 @@ class Raw(Impl):
         dptr_src, dptr_dst = self.dsrc.data.ptr, self.ddst.data.ptr
         ddst = self.ddst[:n]
         H2D, D2H, D2D = _memcpy_kinds(rt)
+
         def C(label, fn, dest):
             return Case(group, "raw", label, n, fn, "into", dest=dest, expect=exp)
+
         if group == "H2D pageable":
             return [C("raw cudaMemcpy pageable", self.copy_fn(dptr_dst, host.src.ctypes.data, n, H2D), ddst)]
         if group == "H2D pinned":
@@ -437,6 +450,7 @@ class Cupy(Impl):
         cp, sync, exp = self.cp, self.stream.synchronize, host.expect(n)
         src, dst, pin = host.src[:n], host.dst[:n], self.pinned[:n]
         dsrc, ddst = self.dsrc[:n], self.ddst[:n]
+
         def C(label, fn, sem, **kw):
             return Case(group, "cupy", label, n, fn, sem, expect=exp, **kw)
 
@@ -497,6 +511,7 @@ class Numba(Impl):
         nb, sync, exp = self.nb, self.stream.synchronize, host.expect(n)
         src, dst, pin = host.src[:n], host.dst[:n], self.pinned[:n]
         dsrc, ddst = self.dsrc[:n], self.ddst[:n]
+
         def C(label, fn, sem, **kw):
             return Case(group, "numba", label, n, fn, sem, expect=exp, **kw)
 
@@ -556,6 +571,7 @@ class Torch(Impl):
         sync, exp = self.stream.synchronize, host.expect(n)
         src, dst, pin = self.hsrc[:n], self.hdst[:n], self.pinned[:n]
         dsrc, ddst = self.dsrc[:n], self.ddst[:n]
+
         def C(label, fn, sem, **kw):
             return Case(group, "torch", label, n, fn, sem, expect=exp, **kw)
 
@@ -582,8 +598,12 @@ class Torch(Impl):
         if group == "H2D pinned":
             return [
                 C(".cuda(non_blocking=True)", alloc(lambda: pin.cuda(non_blocking=True)), "alloc"),
-                C("dev.copy_(pinned, non_blocking=True)", into(lambda: ddst.copy_(pin, non_blocking=True)), "into",
-                  dest=ddst),
+                C(
+                    "dev.copy_(pinned, non_blocking=True)",
+                    into(lambda: ddst.copy_(pin, non_blocking=True)),
+                    "into",
+                    dest=ddst,
+                ),
             ]
         if group == "D2H pageable":
             return [
@@ -591,8 +611,14 @@ class Torch(Impl):
                 C("host.copy_(dev)", into(lambda: dst.copy_(dsrc)), "into", dest=dst),
             ]
         if group == "D2H pinned":
-            return [C("pinned.copy_(dev, non_blocking=True)", into(lambda: pin.copy_(dsrc, non_blocking=True)), "into",
-                      dest=pin)]
+            return [
+                C(
+                    "pinned.copy_(dev, non_blocking=True)",
+                    into(lambda: pin.copy_(dsrc, non_blocking=True)),
+                    "into",
+                    dest=pin,
+                )
+            ]
         if group == "D2D":
             return [
                 C(".clone()", alloc(lambda: dsrc.clone()), "alloc"),
@@ -624,7 +650,10 @@ def build_mixed_table(target_bytes: int, seed: int = 7) -> pa.Table:
     chars = rng.integers(97, 123, size=int(offsets[-1]), dtype=np.uint8)
     validity = np.packbits(valid, bitorder="little")
     strings = pa.StringArray.from_buffers(
-        rows, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(chars), pa.py_buffer(validity),
+        rows,
+        pa.py_buffer(offsets.astype(np.int32)),
+        pa.py_buffer(chars),
+        pa.py_buffer(validity),
         null_count=int(rows - valid.sum()),
     )
     llen = rng.integers(0, 9, size=rows, dtype=np.int64)
@@ -677,33 +706,64 @@ def table_cases(ts: TableSet, impls: dict[str, Any], host: HostData, cuda: Any, 
     raw: Raw | None = impls.get("raw")
     if raw is not None:
         h2d, d2h, _ = _memcpy_kinds(raw.rt)
-        cases.append(C("table→device", "raw", "raw cudaMemcpy pinned, one buffer (link)",
-                       raw.copy_fn(raw.ddst.data.ptr, raw.pinned.ctypes.data, n, h2d), "into"))
-        cases.append(C("table→host", "raw", "raw cudaMemcpy pinned, one buffer (link)",
-                       raw.copy_fn(raw.pinned.ctypes.data, raw.dsrc.data.ptr, n, d2h), "into"))
+        cases.append(
+            C(
+                "table→device",
+                "raw",
+                "raw cudaMemcpy pinned, one buffer (link)",
+                raw.copy_fn(raw.ddst.data.ptr, raw.pinned.ctypes.data, n, h2d),
+                "into",
+            )
+        )
+        cases.append(
+            C(
+                "table→host",
+                "raw",
+                "raw cudaMemcpy pinned, one buffer (link)",
+                raw.copy_fn(raw.pinned.ctypes.data, raw.dsrc.data.ptr, n, d2h),
+                "into",
+            )
+        )
     ca: Cuarrow | None = impls.get("cuarrow")
     if ca is not None:
         ctx = ca.ctx
         src, dsrc = host.src[:n], ca.dsrc.slice(0, n)
-        cases.append(C("table→device", "cuarrow", "buffer_from_data, one buffer of the same bytes",
-                       lambda: ctx.buffer_from_data(src), "alloc"))
-        cases.append(C("table→host", "cuarrow", "copy_to_host(), one buffer of the same bytes",
-                       lambda: dsrc.copy_to_host(), "alloc"))
+        cases.append(
+            C(
+                "table→device",
+                "cuarrow",
+                "buffer_from_data, one buffer of the same bytes",
+                lambda: ctx.buffer_from_data(src),
+                "alloc",
+            )
+        )
+        cases.append(
+            C(
+                "table→host",
+                "cuarrow",
+                "copy_to_host(), one buffer of the same bytes",
+                lambda: dsrc.copy_to_host(),
+                "alloc",
+            )
+        )
         to_device = getattr(cuda, "to_device", None)
         dev0 = None
         if to_device is not None:
             try:  # once, untimed: the device table that to_host() copies back, and its type's name
                 dev0 = to_device(ts.table)
             except Exception as e:  # noqa: BLE001
-                notes.append(f"FAILED: cuarrow.cuda.to_device({ts.title}) raised {type(e).__name__}: {e}; "
-                             "its cases are left out")
+                notes.append(
+                    f"FAILED: cuarrow.cuda.to_device({ts.title}) raised {type(e).__name__}: {e}; its cases are left out"
+                )
                 log(notes[-1])
         if dev0 is not None:
             table = ts.table
             back = getattr(dev0, "to_host", None)
             if back is None and hasattr(cuda, "to_host"):
+
                 def back():
                     return cuda.to_host(dev0)
+
                 back_label = "cuda.to_host(device table)"
             else:
                 back_label = f"{type(dev0).__name__}.to_host()"
@@ -713,20 +773,44 @@ def table_cases(ts: TableSet, impls: dict[str, Any], host: HostData, cuda: Any, 
                     result = pa.Table.from_batches([result])
                 return bool(result.equals(table))
 
-            cases.append(C("table→device", "cuarrow", "cuda.to_device(table)", lambda: to_device(table), "alloc",
-                           verify=lambda dev: same(dev.to_host() if hasattr(dev, "to_host") else cuda.to_host(dev))))
+            cases.append(
+                C(
+                    "table→device",
+                    "cuarrow",
+                    "cuda.to_device(table)",
+                    lambda: to_device(table),
+                    "alloc",
+                    verify=lambda dev: same(dev.to_host() if hasattr(dev, "to_host") else cuda.to_host(dev)),
+                )
+            )
             if back is None:
-                notes.append(f"skipped: {ts.title} to the host: {type(dev0).__name__} has no to_host() and "
-                             "cuarrow.cuda has no to_host")
+                notes.append(
+                    f"skipped: {ts.title} to the host: {type(dev0).__name__} has no to_host() and "
+                    "cuarrow.cuda has no to_host"
+                )
                 log(notes[-1])
             else:
                 cases.append(C("table→host", "cuarrow", back_label, back, "alloc", verify=same))
         bufs = ts.buffers
-        cases.append(C("table→device", "cuarrow", "buffer_from_data per buffer",
-                       lambda: [ctx.buffer_from_data(b) for b in bufs], "alloc"))
+        cases.append(
+            C(
+                "table→device",
+                "cuarrow",
+                "buffer_from_data per buffer",
+                lambda: [ctx.buffer_from_data(b) for b in bufs],
+                "alloc",
+            )
+        )
         dev_bufs = [ctx.buffer_from_data(b) for b in bufs]
-        cases.append(C("table→host", "cuarrow", "copy_to_host() per buffer",
-                       lambda: [d.copy_to_host() for d in dev_bufs], "alloc"))
+        cases.append(
+            C(
+                "table→host",
+                "cuarrow",
+                "copy_to_host() per buffer",
+                lambda: [d.copy_to_host() for d in dev_bufs],
+                "alloc",
+            )
+        )
     views = ts.views
     cp_impl: Cupy | None = impls.get("cupy")
     if cp_impl is not None:
@@ -842,8 +926,9 @@ def evaluate_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def judge(r: dict, text: str, ok: bool | None, value: str) -> None:
         r["target"] = text
         r["met"] = ok
-        verdicts.append({"group": r["group"], "size": r["size_label"], "name": r["name"], "target": text,
-                         "value": value, "met": ok})
+        verdicts.append(
+            {"group": r["group"], "size": r["size_label"], "name": r["name"], "target": text, "value": value, "met": ok}
+        )
 
     big = {64 * MiB, GiB}
     for r in results:
@@ -868,27 +953,38 @@ def evaluate_targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 judge(r, "≤ 12 µs", r["us_median"] <= 12, f"{r['us_median']:.1f} µs")
         elif g in ("H2D pinned", "D2H pinned") and n >= 64 * MiB:
             lk = r.get("ratio_link")
-            judge(r, "≥ 0.95 × raw pinned", None if lk is None else lk >= 0.95,
-                  "no raw figure" if lk is None else f"{lk:.2f} × raw")
+            judge(
+                r,
+                "≥ 0.95 × raw pinned",
+                None if lk is None else lk >= 0.95,
+                "no raw figure" if lk is None else f"{lk:.2f} × raw",
+            )
         elif g == "D2D" and lab == "copy_from_device" and n >= 64 * MiB:
             lk = r.get("ratio_link")
-            judge(r, "≥ 0.9 × raw D2D", None if lk is None else lk >= 0.9,
-                  "no raw figure" if lk is None else f"{lk:.2f} × raw")
-        elif g in TABLE_GROUPS and (lab == "cuda.to_device(table)" or lab.endswith(".to_host()")
-                                            or lab.startswith("cuda.to_host")):
+            judge(
+                r,
+                "≥ 0.9 × raw D2D",
+                None if lk is None else lk >= 0.9,
+                "no raw figure" if lk is None else f"{lk:.2f} × raw",
+            )
+        elif g in TABLE_GROUPS and (
+            lab == "cuda.to_device(table)" or lab.endswith(".to_host()") or lab.startswith("cuda.to_host")
+        ):
             key = r.get("table_key")
             if key == "mixed" and n >= 0.9 * GiB:
                 judge(r, "≥ 35 GB/s", gb >= 35, f"{gb:.1f} GB/s")
             elif key == "wide" and r.get("table_columns", 0) >= 1000 and r.get("table_column_bytes") == MiB:
-                ref_label = ("buffer_from_data, one buffer of the same bytes" if g == "table→device"
-                             else "copy_to_host(), one buffer of the same bytes")
+                ref_label = (
+                    "buffer_from_data, one buffer of the same bytes"
+                    if g == "table→device"
+                    else "copy_to_host(), one buffer of the same bytes"
+                )
                 ref = _find(results, g, r["size_label"], "cuarrow", ref_label)
                 if ref is None:
                     judge(r, "≥ 0.8 × one buffer", None, "no single-buffer figure")
                 else:
                     x = gb / ref["gbps_median"]
-                    judge(r, "≥ 0.8 × one buffer", x >= 0.8,
-                          f"{x:.2f} × one buffer ({ref['gbps_median']:.1f} GB/s)")
+                    judge(r, "≥ 0.8 × one buffer", x >= 0.8, f"{x:.2f} × one buffer ({ref['gbps_median']:.1f} GB/s)")
     return verdicts
 
 
@@ -928,16 +1024,32 @@ def display_order(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(ir: tuple[int, dict[str, Any]]) -> tuple:
         i, r = ir
         if r["group"] in TABLE_GROUPS:
-            return (1, TABLE_ORDER.get(r.get("table_key"), 9), groups.index(r["group"]),
-                    IMPL_ORDER.get(r["impl"], 9), i)
+            return (
+                1,
+                TABLE_ORDER.get(r.get("table_key"), 9),
+                groups.index(r["group"]),
+                IMPL_ORDER.get(r["impl"], 9),
+                i,
+            )
         return (0, groups.index(r["group"]), r["nbytes"], IMPL_ORDER.get(r["impl"], 9), i)
 
     return [r for _, r in sorted(enumerate(results), key=key)]
 
 
 def render_table(results: list[dict[str, Any]]) -> str:
-    head = ["operation", "size", "implementation", "GB/s", "µs/call", "min–max", "× link", "× best peer",
-            "data", "target", "met"]
+    head = [
+        "operation",
+        "size",
+        "implementation",
+        "GB/s",
+        "µs/call",
+        "min–max",
+        "× link",
+        "× best peer",
+        "data",
+        "target",
+        "met",
+    ]
     results = display_order(results)
     rows = []
     for r in results:
@@ -948,11 +1060,21 @@ def render_table(results: list[dict[str, Any]]) -> str:
             spread = f"{r['min_s'] * 1e6:.1f}–{r['max_s'] * 1e6:.1f} µs"
         else:
             spread = f"{_fmt_gbps(r['gbps_min'])}–{_fmt_gbps(r['gbps_max'])} GB/s"
-        rows.append([
-            r["group"], r["size_label"], r["name"], _fmt_gbps(r["gbps_median"]), _fmt_us(r["us_median"]), spread,
-            _fmt_ratio(r.get("ratio_link")), bp_text, {True: "ok", False: "WRONG", None: "–"}[r.get("verified")],
-            r.get("target", ""), met,
-        ])
+        rows.append(
+            [
+                r["group"],
+                r["size_label"],
+                r["name"],
+                _fmt_gbps(r["gbps_median"]),
+                _fmt_us(r["us_median"]),
+                spread,
+                _fmt_ratio(r.get("ratio_link")),
+                bp_text,
+                {True: "ok", False: "WRONG", None: "–"}[r.get("verified")],
+                r.get("target", ""),
+                met,
+            ]
+        )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)] if rows else [len(h) for h in head]
     right = {3, 4, 5, 6}
     lines = []
@@ -976,28 +1098,42 @@ def render_summary(meta: dict[str, Any], verdicts: list[dict[str, Any]], results
     out = [f"# cuarrow transfer benchmark, {meta['date_utc']} on {meta['machine']['hostname']}", ""]
     gpu = meta["machine"].get("gpu_name") or "?"
     m = meta["machine"]
-    out.append(f"- machine: {gpu}; {m.get('nvidia_smi') or 'nvidia-smi not available'}; "
-               f"{m['cpu_count']} CPUs ({m.get('cpu_model', '?')}), {m.get('mem_total', '?')} RAM; "
-               f"Python {m['python']}")
+    out.append(
+        f"- machine: {gpu}; {m.get('nvidia_smi') or 'nvidia-smi not available'}; "
+        f"{m['cpu_count']} CPUs ({m.get('cpu_model', '?')}), {m.get('mem_total', '?')} RAM; "
+        f"Python {m['python']}"
+    )
     out.append(f"- code: {meta.get('git_commit') or 'commit unknown'}; wall time {meta.get('wall_s')} s")
     out.append(f"- command: `{meta['command']}`")
     out.append("- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v))
     if meta.get("emulated"):
         out.append("- **EMULATION: the figures are host memcpy, meaningless as performance figures**")
-    out += ["", "| operation | size | implementation | target | this run | met |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    out += [
+        "",
+        "| operation | size | implementation | target | this run | met |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for v in verdicts:
         met = {True: "yes", False: "**no**", None: "?"}[v["met"]]
         out.append(f"| {v['group']} | {v['size']} | {v['name']} | {v['target']} | {v['value']} | {met} |")
-    links = [r for r in results
-             if r["impl"] == "raw" and r["group"] in ("H2D pinned", "D2H pinned", "D2D") and r["nbytes"] >= MiB]
+    links = [
+        r
+        for r in results
+        if r["impl"] == "raw" and r["group"] in ("H2D pinned", "D2H pinned", "D2D") and r["nbytes"] >= MiB
+    ]
     if links:
-        out += ["", "Raw cudaMemcpy (the references): " + "; ".join(
-            f"{r['group']} {r['size_label']} {_fmt_gbps(r['gbps_median'])} GB/s" for r in links)]
+        out += [
+            "",
+            "Raw cudaMemcpy (the references): "
+            + "; ".join(f"{r['group']} {r['size_label']} {_fmt_gbps(r['gbps_median'])} GB/s" for r in links),
+        ]
     wrong = [r for r in results if r.get("verified") is False]
     if wrong:
-        out += ["", "**Wrong data** (read back after the warm-up): " + ", ".join(
-            f"{r['group']} {r['size_label']} {r['name']}" for r in wrong)]
+        out += [
+            "",
+            "**Wrong data** (read back after the warm-up): "
+            + ", ".join(f"{r['group']} {r['size_label']} {r['name']}" for r in wrong),
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -1037,9 +1173,16 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> str | None:
             mine = [r for r in rows if r["name"] == name]
             pts = sorted((r["nbytes"], r["gbps_median"]) for r in mine)
             impl, sem = mine[0]["impl"], mine[0]["semantics"]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-" if impl == "raw" or sem == "alloc" else "--",
-                    marker="o", ms=3, color=IMPL_COLORS.get(impl, "gray"),
-                    lw=2.2 if impl in ("raw", "cuarrow") else 1.2, label=name)
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                "-" if impl == "raw" or sem == "alloc" else "--",
+                marker="o",
+                ms=3,
+                color=IMPL_COLORS.get(impl, "gray"),
+                lw=2.2 if impl in ("raw", "cuarrow") else 1.2,
+                label=name,
+            )
         _size_axis(ax, rows)
         ax.set_yscale("log")
         ax.set_title(group)
@@ -1055,8 +1198,14 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> str | None:
             names.append((r["group"], r["name"]))
     for group, name in names:
         pts = sorted((r["nbytes"], r["ratio_link"]) for r in rows if r["group"] == group and r["name"] == name)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1.2,
-                label=f"{group}: {name[len('cuarrow '):]}")
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="o",
+            ms=3,
+            lw=1.2,
+            label=f"{group}: {name[len('cuarrow ') :]}",
+        )
     if names:
         ax.axhline(1.0, color="black", lw=1)
         ax.axhline(0.95, color="black", lw=0.8, ls=":")
@@ -1065,8 +1214,14 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> str | None:
         ax.set_ylabel("× link (median)")
         ax.legend(fontsize=6, loc="upper left")
     else:
-        ax.text(0.5, 0.5, "no raw cudaMemcpy figures in this run\n(CuPy not usable)", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no raw cudaMemcpy figures in this run\n(CuPy not usable)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
     if table_rows:
         ax = fig.add_subplot(grid[2, :])
@@ -1123,22 +1278,30 @@ def machine_info(ctx: Any) -> dict[str, Any]:
         pass
     try:
         info["gpu_name"] = ctx.device_name
-        info["gpu_properties"] = {k: (list(v) if isinstance(v, tuple) else v)
-                                  for k, v in ctx._ctx.properties.items()}
+        info["gpu_properties"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx._ctx.properties.items()}
     except Exception as e:  # noqa: BLE001
         info["gpu_name"] = f"? ({e})"
-    fields = ("name,driver_version,memory.total,pcie.link.gen.current,pcie.link.gen.max,"
-              "pcie.link.width.current,pcie.link.width.max,clocks.max.sm,clocks.max.mem")
+    fields = (
+        "name,driver_version,memory.total,pcie.link.gen.current,pcie.link.gen.max,"
+        "pcie.link.width.current,pcie.link.width.max,clocks.max.sm,clocks.max.mem"
+    )
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-                             check=False, capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if out.returncode == 0 and out.stdout.strip():
             line = out.stdout.strip().splitlines()[0]
             vals = [v.strip() for v in line.split(",")]
             info["nvidia_smi_fields"] = dict(zip(fields.split(","), vals))
             d = info["nvidia_smi_fields"]
-            info["nvidia_smi"] = (f"driver {d.get('driver_version')}, PCIe gen {d.get('pcie.link.gen.current')} "
-                                  f"(max {d.get('pcie.link.gen.max')}) x{d.get('pcie.link.width.current')}")
+            info["nvidia_smi"] = (
+                f"driver {d.get('driver_version')}, PCIe gen {d.get('pcie.link.gen.current')} "
+                f"(max {d.get('pcie.link.gen.max')}) x{d.get('pcie.link.width.current')}"
+            )
     except (OSError, subprocess.SubprocessError):
         info["nvidia_smi"] = None
     return info
@@ -1146,15 +1309,24 @@ def machine_info(ctx: Any) -> dict[str, Any]:
 
 def git_commit(repo: Path) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], check=False,
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if out.returncode != 0:
             return None
         commit = out.stdout.strip()
         # --no-optional-locks: read only, never refresh the index of a repository others work in
-        dirty = subprocess.run(["git", "--no-optional-locks", "-C", str(repo), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               check=False, capture_output=True, text=True, timeout=20)
+        dirty = subprocess.run(
+            ["git", "--no-optional-locks", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         return commit + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
@@ -1173,37 +1345,53 @@ def write_json(path: Path, meta: dict, results: list[dict], verdicts: list[dict]
         f.write('{"meta": ' + json.dumps(meta, indent=1, default=str) + ',\n"targets": [\n')
         f.write(",\n".join(json.dumps(v, default=str, ensure_ascii=False) for v in verdicts))
         f.write('\n],\n"errors": ' + json.dumps(errors, default=str) + ',\n"results": [\n')
-        f.write(",\n".join(json.dumps({k: v for k, v in r.items() if k != "samples_s"}, default=str,
-                                       ensure_ascii=False) for r in results))
+        f.write(
+            ",\n".join(
+                json.dumps({k: v for k, v in r.items() if k != "samples_s"}, default=str, ensure_ascii=False)
+                for r in results
+            )
+        )
         f.write("\n]}\n")
 
 
 def write_samples(path: Path, results: list[dict]) -> None:
     """Every timed call's seconds, one line per case (--samples; .gitignore keeps them out of the repository)."""
     with open(path, "w") as f:
-        f.write("[\n" + ",\n".join(json.dumps({k: r[k] for k in ("group", "size_label", "name", "samples_s")},
-                                               ensure_ascii=False) for r in results) + "\n]\n")
+        f.write(
+            "[\n"
+            + ",\n".join(
+                json.dumps({k: r[k] for k in ("group", "size_label", "name", "samples_s")}, ensure_ascii=False)
+                for r in results
+            )
+            + "\n]\n"
+        )
 
 
-def render_report(results: list[dict], verdicts: list[dict], notes: list[str], errors: list[dict],
-                  emulated: bool) -> str:
+def render_report(
+    results: list[dict], verdicts: list[dict], notes: list[str], errors: list[dict], emulated: bool
+) -> str:
     """results.txt: how to read it, the table, notes, failures and the targets."""
     table_text = render_table(results)
     header = []
     if emulated:
         header.append(EMULATION_BANNER)
-    header.append("GB/s = bytes / median seconds per call (1 GB = 1e9 B); min–max over the timed calls. "
-                  "× link = this / raw cudaMemcpy pinned, same direction and size (D2D: raw D2D). "
-                  "× best peer = this / fastest of CuPy, Numba, PyTorch, same operation and size, "
-                  "same semantics (allocating vs pre-allocated). Pre-allocated pageable memory was touched "
-                  "before timing (no page faults in those figures); calls that allocate their result "
-                  "(copy_to_host(), .get(), .cpu(), ...) pay their own page faults, as their users do.")
+    header.append(
+        "GB/s = bytes / median seconds per call (1 GB = 1e9 B); min–max over the timed calls. "
+        "× link = this / raw cudaMemcpy pinned, same direction and size (D2D: raw D2D). "
+        "× best peer = this / fastest of CuPy, Numba, PyTorch, same operation and size, "
+        "same semantics (allocating vs pre-allocated). Pre-allocated pageable memory was touched "
+        "before timing (no page faults in those figures); calls that allocate their result "
+        "(copy_to_host(), .get(), .cpu(), ...) pay their own page faults, as their users do."
+    )
     report = "\n".join(header[:-1] + textwrap.wrap(header[-1], 110)) + "\n\n" + table_text + "\n"
     if notes:
         report += "\n" + "\n".join(notes) + "\n"
     if errors:
-        report += "\nFAILED cases:\n" + "\n".join(f"  {e['group']} {e['size_label']} {e['name']}: {e['error']}"
-                                                   for e in errors) + "\n"
+        report += (
+            "\nFAILED cases:\n"
+            + "\n".join(f"  {e['group']} {e['size_label']} {e['name']}: {e['error']}" for e in errors)
+            + "\n"
+        )
     met = sum(1 for v in verdicts if v["met"] is True)
     missed = sum(1 for v in verdicts if v["met"] is False)
     report += f"\ntargets (issue 5): {met} met, {missed} missed, {len(verdicts) - met - missed} not judged\n"
@@ -1216,8 +1404,9 @@ def render_report(results: list[dict], verdicts: list[dict], notes: list[str], e
 
 
 def plot_title(meta: dict[str, Any], host_name: str) -> str:
-    return (f"cuarrow transfers, {meta['date_utc']}, {meta['machine'].get('gpu_name')} on {host_name}"
-            + ("  [EMULATION: meaningless numbers]" if meta["emulated"] else ""))
+    return f"cuarrow transfers, {meta['date_utc']}, {meta['machine'].get('gpu_name')} on {host_name}" + (
+        "  [EMULATION: meaningless numbers]" if meta["emulated"] else ""
+    )
 
 
 def report_from(src: Path, out_dir: Path, no_plot: bool) -> int:
@@ -1227,7 +1416,8 @@ def report_from(src: Path, out_dir: Path, no_plot: bool) -> int:
     meta, results, verdicts, errors = data["meta"], data["results"], data["targets"], data["errors"]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.txt").write_text(
-        render_report(results, verdicts, meta.get("notes", []), errors, meta["emulated"]))
+        render_report(results, verdicts, meta.get("notes", []), errors, meta["emulated"])
+    )
     (out_dir / "summary.md").write_text(render_summary(meta, verdicts, results))
     if not no_plot:
         host_name = meta.get("machine", {}).get("hostname") or src.name.split("-")[-1]
@@ -1253,8 +1443,10 @@ def load_peers(emulated: bool, notes: list[str]) -> dict[str, Any]:
             notes.append(f"skipped: {name} not available ({type(e).__name__}: {e})")
             continue
         if emulated:
-            notes.append(f"skipped: {name} (installed), because cuarrow runs on the emulation: a peer would "
-                         "measure a real GPU, or fail without one")
+            notes.append(
+                f"skipped: {name} (installed), because cuarrow runs on the emulation: a peer would "
+                "measure a real GPU, or fail without one"
+            )
             continue
         try:
             if name == "cupy":
@@ -1272,35 +1464,52 @@ def load_peers(emulated: bool, notes: list[str]) -> dict[str, Any]:
             continue
         mods[name] = mod
     if "cupy" not in mods:
-        notes.append("skipped: raw cudaMemcpy (it is called through cupy.cuda.runtime, and CuPy is not usable "
-                     "here): no '× link' ratios")
+        notes.append(
+            "skipped: raw cudaMemcpy (it is called through cupy.cuda.runtime, and CuPy is not usable "
+            "here): no '× link' ratios"
+        )
     return mods
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true",
-                    help="sizes 4 B..64 MiB, 64 MiB tables (1000 columns of 64 KiB), fewer samples")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="sizes 4 B..64 MiB, 64 MiB tables (1000 columns of 64 KiB), fewer samples"
+    )
     ap.add_argument("--out", type=Path, help="output folder (default bench/results/<UTC date-time>-<host>)")
     ap.add_argument("--sizes", type=parse_sizes, help="comma-separated sizes, e.g. 4,4K,1M,64M,1G")
-    ap.add_argument("--sections", default="h2d,d2h,d2d,tables",
-                    help="which sections to run (comma-separated from h2d, d2h, d2d, tables)")
+    ap.add_argument(
+        "--sections",
+        default="h2d,d2h,d2d,tables",
+        help="which sections to run (comma-separated from h2d, d2h, d2d, tables)",
+    )
     ap.add_argument("--table-bytes", type=parse_size, help="bytes of the mixed table (default 1G; quick 64M)")
     ap.add_argument("--columns", type=int, default=1000, help="columns of the wide table (default 1000)")
     ap.add_argument("--column-bytes", type=parse_size, help="bytes per wide-table column (default 1M; quick 64K)")
-    ap.add_argument("--small-column-bytes", type=parse_size, default=4 * KiB,
-                    help="bytes per column of the table of small columns, as many as the wide table's (default "
-                         "4K; 0: none)")
+    ap.add_argument(
+        "--small-column-bytes",
+        type=parse_size,
+        default=4 * KiB,
+        help="bytes per column of the table of small columns, as many as the wide table's (default 4K; 0: none)",
+    )
     ap.add_argument("--budget", type=float, help="seconds of timed calls per case (default 0.5; quick 0.1)")
     ap.add_argument("--min-reps", type=int, help="minimum timed calls per case (default 5; quick 3)")
     ap.add_argument("--max-reps", type=int, default=1000, help="maximum timed calls per case (default 1000)")
     ap.add_argument("--no-plot", action="store_true", help="do not write results.png")
-    ap.add_argument("--samples", action="store_true",
-                    help="also write samples.json: every timed call's seconds (megabytes; not for the repository)")
-    ap.add_argument("--report-from", type=Path, metavar="DIR",
-                    help="run nothing: write results.txt, summary.md and results.png again from DIR/results.json "
-                         "(into --out, default DIR)")
+    ap.add_argument(
+        "--samples",
+        action="store_true",
+        help="also write samples.json: every timed call's seconds (megabytes; not for the repository)",
+    )
+    ap.add_argument(
+        "--report-from",
+        type=Path,
+        metavar="DIR",
+        help="run nothing: write results.txt, summary.md and results.png again from DIR/results.json "
+        "(into --out, default DIR)",
+    )
     args = ap.parse_args(argv)
     if args.report_from is not None:
         return report_from(args.report_from, args.out or args.report_from, args.no_plot)
@@ -1316,8 +1525,12 @@ def main(argv: list[str] | None = None) -> int:
     run_tables = "tables" in sections
     table_bytes = args.table_bytes or (64 * MiB if quick else GiB)
     column_bytes = args.column_bytes or (64 * KiB if quick else MiB)
-    timing = Timing(quick, args.budget if args.budget is not None else (0.1 if quick else 0.5),
-                    args.min_reps or (3 if quick else 5), args.max_reps)
+    timing = Timing(
+        quick,
+        args.budget if args.budget is not None else (0.1 if quick else 0.5),
+        args.min_reps or (3 if quick else 5),
+        args.max_reps,
+    )
     now = _dt.datetime.now(_dt.timezone.utc)
     host_name = socket.gethostname()
     out_dir = args.out or Path(__file__).resolve().parent / "results" / f"{now:%Y-%m-%d-%H%M}-{host_name}"
@@ -1333,8 +1546,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = cuda.Context(0)
     notes: list[str] = []
     if not hasattr(cuda, "to_device"):
-        notes.append("skipped: cuarrow.cuda.to_device not available (the table cases time buffer-by-buffer "
-                     "copies and the single-buffer references only)")
+        notes.append(
+            "skipped: cuarrow.cuda.to_device not available (the table cases time buffer-by-buffer "
+            "copies and the single-buffer references only)"
+        )
 
     peers = load_peers(emulated, notes)
     for n in notes:
@@ -1343,18 +1558,30 @@ def main(argv: list[str] | None = None) -> int:
     # -- data ------------------------------------------------------------------
     tables: list[TableSet] = []
     if run_tables:
-        log(f"building the mixed table (~{fmt_size(table_bytes)}) and {args.columns} columns × "
-            f"{fmt_size(column_bytes)} ...")
+        log(
+            f"building the mixed table (~{fmt_size(table_bytes)}) and {args.columns} columns × "
+            f"{fmt_size(column_bytes)} ..."
+        )
         t0 = time.time()
         tables.append(TableSet("mixed", "mixed table", build_mixed_table(table_bytes)))
-        tables.append(TableSet("wide", f"{args.columns} cols × {fmt_size(column_bytes)}",
-                               build_wide_table(args.columns, column_bytes)))
+        tables.append(
+            TableSet(
+                "wide", f"{args.columns} cols × {fmt_size(column_bytes)}", build_wide_table(args.columns, column_bytes)
+            )
+        )
         if args.small_column_bytes:
-            tables.append(TableSet("small", f"{args.columns} cols × {fmt_size(args.small_column_bytes)}",
-                                   build_wide_table(args.columns, args.small_column_bytes)))
+            tables.append(
+                TableSet(
+                    "small",
+                    f"{args.columns} cols × {fmt_size(args.small_column_bytes)}",
+                    build_wide_table(args.columns, args.small_column_bytes),
+                )
+            )
         for ts in tables:
-            log(f"  {ts.title}: {ts.table.num_rows} rows, {ts.table.num_columns} columns, {len(ts.buffers)} buffers, "
-                f"{fmt_size(ts.nbytes)} ({ts.nbytes} bytes)  [{time.time() - t0:.1f} s]")
+            log(
+                f"  {ts.title}: {ts.table.num_rows} rows, {ts.table.num_columns} columns, {len(ts.buffers)} buffers, "
+                f"{fmt_size(ts.nbytes)} ({ts.nbytes} bytes)  [{time.time() - t0:.1f} s]"
+            )
     max_bytes = max([s for s in sizes] + [ts.nbytes for ts in tables])
     log(f"allocating and touching host and device memory ({fmt_size(max_bytes)} per buffer) ...")
     host = HostData(max_bytes)
@@ -1394,8 +1621,10 @@ def main(argv: list[str] | None = None) -> int:
             c.table_column_bytes = column_bytes if ts.key == "wide" else None  # type: ignore[attr-defined]
         cases.extend(tc)
 
-    log(f"{len(cases)} cases; {timing.budget:g} s of timed calls per case (at least {timing.min_reps} calls, "
-        f"at most {timing.max_reps}); sizes {', '.join(fmt_size(s) for s in sizes)}")
+    log(
+        f"{len(cases)} cases; {timing.budget:g} s of timed calls per case (at least {timing.min_reps} calls, "
+        f"at most {timing.max_reps}); sizes {', '.join(fmt_size(s) for s in sizes)}"
+    )
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     width = len(str(len(cases)))
@@ -1430,16 +1659,20 @@ def main(argv: list[str] | None = None) -> int:
         "cuarrow": getattr(importlib.import_module("cuarrow"), "__version__", None),
         "numpy": np.__version__,
         "pyarrow": pa.__version__,
-        "cupy": _version("cupy") or _version("cupy-cuda13x") or _version("cupy-cuda12x")
+        "cupy": _version("cupy")
+        or _version("cupy-cuda13x")
+        or _version("cupy-cuda12x")
         or getattr(peers.get("cupy"), "__version__", None),
         "numba": _version("numba"),
         "numba-cuda": _version("numba-cuda"),
         "torch": getattr(peers.get("torch"), "__version__", None) or _version("torch"),
         "matplotlib": _version("matplotlib"),
     }
-    for key, get in (("cuda_driver_api", lambda: cuda.driver_info()["version"]),
-                     ("cupy_cuda_runtime", lambda: peers["cupy"].cuda.runtime.runtimeGetVersion()),
-                     ("torch_cuda", lambda: peers["torch"].version.cuda)):
+    for key, get in (
+        ("cuda_driver_api", lambda: cuda.driver_info()["version"]),
+        ("cupy_cuda_runtime", lambda: peers["cupy"].cuda.runtime.runtimeGetVersion()),
+        ("torch_cuda", lambda: peers["torch"].version.cuda),
+    ):
         try:
             versions[key] = get()
         except Exception:  # noqa: BLE001  (absent library or attribute: leave it out)
@@ -1453,14 +1686,31 @@ def main(argv: list[str] | None = None) -> int:
         "driver": cuda.driver_info(),
         "machine": machine_info(ctx),
         "versions": versions,
-        "options": {"quick": quick, "sizes": sizes, "sections": sections, "table_bytes": table_bytes,
-                    "columns": args.columns, "column_bytes": column_bytes, "budget_s": timing.budget,
-                    "min_reps": timing.min_reps, "max_reps": timing.max_reps},
-        "tables": [{"key": ts.key, "title": ts.title, "rows": ts.table.num_rows, "columns": ts.table.num_columns,
-                    "buffers": len(ts.buffers), "nbytes": ts.nbytes,
-                    "schema": str(ts.table.schema) if ts.table.num_columns <= 20
-                    else f"{ts.table.num_columns} columns of {ts.table.schema.field(0).type}"}
-                   for ts in tables],
+        "options": {
+            "quick": quick,
+            "sizes": sizes,
+            "sections": sections,
+            "table_bytes": table_bytes,
+            "columns": args.columns,
+            "column_bytes": column_bytes,
+            "budget_s": timing.budget,
+            "min_reps": timing.min_reps,
+            "max_reps": timing.max_reps,
+        },
+        "tables": [
+            {
+                "key": ts.key,
+                "title": ts.title,
+                "rows": ts.table.num_rows,
+                "columns": ts.table.num_columns,
+                "buffers": len(ts.buffers),
+                "nbytes": ts.nbytes,
+                "schema": str(ts.table.schema)
+                if ts.table.num_columns <= 20
+                else f"{ts.table.num_columns} columns of {ts.table.schema.field(0).type}",
+            }
+            for ts in tables
+        ],
         "notes": notes,
         "cuarrow_env": {k: v for k, v in os.environ.items() if k.startswith("CUARROW_")},
         "wall_s": None,
@@ -1478,8 +1728,11 @@ def main(argv: list[str] | None = None) -> int:
         plotted = why is None
         if why:
             log(why)
-    log(f"wrote {out_dir}/results.json, results.txt, summary.md"
-        + (", results.png" if plotted else "") + f"  ({time.time() - t_begin:.0f} s in all)")
+    log(
+        f"wrote {out_dir}/results.json, results.txt, summary.md"
+        + (", results.png" if plotted else "")
+        + f"  ({time.time() - t_begin:.0f} s in all)"
+    )
     return 1 if errors else 0
 
 

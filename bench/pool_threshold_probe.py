@@ -57,8 +57,11 @@ def watch_cases(bench, d, pool) -> None:
             shrank = sum(1 for b, a in around if a < b)
             lo = min(min(x) for x in around) / 2**30
             hi = max(max(x) for x in around) / 2**30
-            print(f"pool during {case.group} {case.size_label} cuarrow {case.label}: {len(around)} calls, "
-                  f"grew in {grew}, shrank in {shrank}; reserved {lo:.2f}-{hi:.2f} GiB", flush=True)
+            print(
+                f"pool during {case.group} {case.size_label} cuarrow {case.label}: {len(around)} calls, "
+                f"grew in {grew}, shrank in {shrank}; reserved {lo:.2f}-{hi:.2f} GiB",
+                flush=True,
+            )
 
     bench.measure = watched
 
@@ -67,15 +70,14 @@ def main() -> int:
     argv = sys.argv[1:]
     keep_all = "--keep-all" in argv
     watch = "--watch" in argv
-    bench_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    bench_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     from cuda.bindings import driver as d
 
     d.cuInit(0)
     _, dev = d.cuDeviceGet(0)
     _, pool = d.cuDeviceGetDefaultMemPool(dev)
     if keep_all:
-        d.cuMemPoolSetAttribute(pool, d.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                                d.cuuint64_t(2**64 - 1))
+        d.cuMemPoolSetAttribute(pool, d.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, d.cuuint64_t(2**64 - 1))
     print(f"pool before ({'keep all' if keep_all else 'as cuarrow sets it'}): {pool_figures(d, pool)}", flush=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench

@@ -65,11 +65,12 @@ def main() -> int:
         ptr = cupy.cuda.alloc(4)
         host = a4.ctypes.data
         rows["raw cudaMemcpy H2D 4 B + sync"] = median_us(
-            lambda: (rt.memcpy(ptr.ptr, host, 4, rt.memcpyHostToDevice), rt.streamSynchronize(0)))
+            lambda: (rt.memcpy(ptr.ptr, host, 4, rt.memcpyHostToDevice), rt.streamSynchronize(0))
+        )
         rows["raw cudaMemcpy D2H 4 B + sync"] = median_us(
-            lambda: (rt.memcpy(out4.ctypes.data, ptr.ptr, 4, rt.memcpyDeviceToHost), rt.streamSynchronize(0)))
-        rows["raw cudaMallocAsync+cudaFreeAsync 4 B"] = median_us(
-            lambda: rt.freeAsync(rt.mallocAsync(4, 0), 0))
+            lambda: (rt.memcpy(out4.ctypes.data, ptr.ptr, 4, rt.memcpyDeviceToHost), rt.streamSynchronize(0))
+        )
+        rows["raw cudaMallocAsync+cudaFreeAsync 4 B"] = median_us(lambda: rt.freeAsync(rt.mallocAsync(4, 0), 0))
     except Exception as e:  # noqa: BLE001 - CuPy is optional
         print(f"skipped the raw references: {e}", file=sys.stderr)
     width = max(len(k) for k in rows)

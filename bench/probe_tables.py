@@ -71,11 +71,15 @@ def main() -> int:
     dev_one = ctx.buffer_from_data(one)
     report("one buffer: copy_to_host()", median_ms(lambda: dev_one.copy_to_host(), args.reps))
     report("to_device(table)", median_ms(lambda: cuda.to_device(table), args.reps))
-    report("  read_stream of the table (the import to_device makes)",
-           median_ms(lambda: lib.read_stream(table.__arrow_c_stream__(), 2), args.reps))
+    report(
+        "  read_stream of the table (the import to_device makes)",
+        median_ms(lambda: lib.read_stream(table.__arrow_c_stream__(), 2), args.reps),
+    )
     held = []
-    report("  to_device(table), results kept (no free in the timing)",
-           median_ms(lambda: held.append(cuda.to_device(table)), min(args.reps, 8)))
+    report(
+        "  to_device(table), results kept (no free in the timing)",
+        median_ms(lambda: held.append(cuda.to_device(table)), min(args.reps, 8)),
+    )
 
     def drop() -> None:
         held.pop()
@@ -88,10 +92,14 @@ def main() -> int:
     report("  to_device(table), Python's gc off", median_ms(lambda: cuda.to_device(table), args.reps))
     gc.enable()
     imported = lib.import_batch(*batch.__arrow_c_array__())
-    report("  import of the pyarrow batch (C data interface)",
-           median_ms(lambda: lib.import_batch(*batch.__arrow_c_array__()), args.reps))
-    report("  batches_to_device alone (the batched copy, as to_device calls it)",
-           median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps))
+    report(
+        "  import of the pyarrow batch (C data interface)",
+        median_ms(lambda: lib.import_batch(*batch.__arrow_c_array__()), args.reps),
+    )
+    report(
+        "  batches_to_device alone (the batched copy, as to_device calls it)",
+        median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps),
+    )
     # Inside the copy module: the seconds the context counts for the batched
     # copy (from its first driver call to the end of the staged job); the
     # rest of batches_to_device is planning, allocation and the binding.
@@ -114,15 +122,19 @@ def main() -> int:
         attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
         ask = median_ms(lambda: [drv.cuPointerGetAttribute(attr, a) for a in addresses], args.reps)
         floor = median_ms(lambda: [(attr, a) for a in addresses], args.reps)
-        report(f"  cuPointerGetAttribute on each column (cuda.bindings, {floor:.2f} ms Python floor taken off)",
-               ask - floor)
+        report(
+            f"  cuPointerGetAttribute on each column (cuda.bindings, {floor:.2f} ms Python floor taken off)",
+            ask - floor,
+        )
     except Exception as e:  # noqa: BLE001 - cuda.bindings is optional
         print(f"  (no cuda.bindings for the pointer-query figure: {e})")
     for threads in (6, 12):
         saved = cuda.transfer_options()
         cuda.set_transfer_options(staging_threads_to_device=threads)
-        report(f"  batches_to_device alone, {threads} threads",
-               median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps))
+        report(
+            f"  batches_to_device alone, {threads} threads",
+            median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps),
+        )
         cuda.set_transfer_options(**saved)
     # The sources' memory: the benchmark's columns are separate 1 MiB
     # allocations (4 KiB pages), the single buffer one large NumPy array
@@ -130,12 +142,13 @@ def main() -> int:
     # with its columns cut from one large array separates the two effects.
     big = np.ones(total // 8, dtype=np.float64)
     per = rows
-    sliced = pa.table({f"c{i}": big[i * per:(i + 1) * per] for i in range(args.columns)})
+    sliced = pa.table({f"c{i}": big[i * per : (i + 1) * per] for i in range(args.columns)})
     report("to_device(table), columns cut from one large array", median_ms(lambda: cuda.to_device(sliced), args.reps))
     rows_out = np.empty((args.columns, column_bytes), dtype=np.uint8)
     report("  host memcpy of the columns, 8 threads", median_ms(lambda: threaded_copy(table, rows_out, 8), args.reps))
-    report("  host memcpy of the cut columns, 8 threads",
-           median_ms(lambda: threaded_copy(sliced, rows_out, 8), args.reps))
+    report(
+        "  host memcpy of the cut columns, 8 threads", median_ms(lambda: threaded_copy(sliced, rows_out, 8), args.reps)
+    )
     rows_out = None  # frees the copy target (a del reads to linters as if the lambdas above ran later)
     try:
         thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()

@@ -37,8 +37,9 @@ def slim(path: Path) -> bool:
         summary = bench.sample_summary(samples)
         for key in ("median_s", "min_s", "max_s"):  # the samples are rounded to the ns: the same figures
             if not math.isclose(summary[key], r[key], rel_tol=1e-6, abs_tol=2e-9):
-                raise SystemExit(f"{path}: {r['name']} {r['size_label']}: {key} {r[key]} is not its samples' "
-                                 f"{summary[key]}")
+                raise SystemExit(
+                    f"{path}: {r['name']} {r['size_label']}: {key} {r[key]} is not its samples' {summary[key]}"
+                )
         out = {}
         for k, v in r.items():
             if k == "samples_s":

@@ -48,8 +48,10 @@ def host_memcpy_gbps(nbytes: int, threads: int) -> float:
     part = nbytes // threads
 
     def run():
-        ts = [threading.Thread(target=np.copyto, args=(dst[i * part:(i + 1) * part], src[i * part:(i + 1) * part]))
-              for i in range(threads)]
+        ts = [
+            threading.Thread(target=np.copyto, args=(dst[i * part : (i + 1) * part], src[i * part : (i + 1) * part]))
+            for i in range(threads)
+        ]
         for t in ts:
             t.start()
         for t in ts:
@@ -107,10 +109,13 @@ def main() -> int:
     ap.add_argument("--threads", default="2,4,8,12,16")
     ap.add_argument("--no-memcpy", action="store_true", help="skip the host memcpy line")
     ap.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls per case")
-    ap.add_argument("--variants", default="",
-                    help="comma-separated NAME=KNOBS runs of this sweep, each in a fresh process with the knobs "
-                         "(e.g. 'base=,nt=CUARROW_STAGING_STREAMING_LIMIT=1G CUARROW_STAGING_NT=2'); "
-                         "--rounds times over")
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="comma-separated NAME=KNOBS runs of this sweep, each in a fresh process with the knobs "
+        "(e.g. 'base=,nt=CUARROW_STAGING_STREAMING_LIMIT=1G CUARROW_STAGING_NT=2'); "
+        "--rounds times over",
+    )
     ap.add_argument("--rounds", type=int, default=1, help="with --variants: repeat the whole list (drift shows)")
     args = ap.parse_args()
     if args.variants:
@@ -137,20 +142,27 @@ def main() -> int:
     knobs = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("CUARROW_STAGING"))
     say(f"# staging sweep  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {knobs or '(no CUARROW_STAGING_* knobs)'}")
     if not args.no_memcpy:
-        say("host memcpy, GB/s by threads (1 GiB):  " + "  ".join(
-            f"{t}: {host_memcpy_gbps(1 << 30, t):.1f}" for t in sorted(set([1] + threads))))
+        say(
+            "host memcpy, GB/s by threads (1 GiB):  "
+            + "  ".join(f"{t}: {host_memcpy_gbps(1 << 30, t):.1f}" for t in sorted(set([1] + threads)))
+        )
     say(f"{'size':>6} {'chunk':>6} {'thr':>4} {'h2d alloc':>10} {'h2d into':>10} {'d2h into':>10}")
     try:
         for n in sizes:
             for c in chunks:
                 for t in threads:
-                    cuda.set_transfer_options(staging_chunk_bytes=c, staging_threads=t, staging_threads_to_device=t,
-                                             staging_threshold_bytes=4 * MiB)
+                    cuda.set_transfer_options(
+                        staging_chunk_bytes=c,
+                        staging_threads=t,
+                        staging_threads_to_device=t,
+                        staging_threshold_bytes=4 * MiB,
+                    )
                     h2d_alloc = n / timed(lambda n=n: ctx.buffer_from_data(src[:n]), 5, args.budget) / 1e9
                     h2d_into = n / timed(lambda n=n: dev.copy_from_host(src[:n]), 5, args.budget) / 1e9
                     d2h_into = n / timed(lambda n=n: dev.copy_to_host(0, n, buf=dst[:n]), 5, args.budget) / 1e9
-                    rows.append(dict(size=n, chunk=c, threads=t, h2d_alloc=h2d_alloc, h2d_into=h2d_into,
-                                     d2h_into=d2h_into))
+                    rows.append(
+                        dict(size=n, chunk=c, threads=t, h2d_alloc=h2d_alloc, h2d_into=h2d_into, d2h_into=d2h_into)
+                    )
                     say(f"{n // MiB:>5}M {c // MiB:>5}M {t:>4} {h2d_alloc:>10.1f} {h2d_into:>10.1f} {d2h_into:>10.1f}")
         assert np.array_equal(dst[:1024], src[:1024])
     finally:

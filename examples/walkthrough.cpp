@@ -66,8 +66,8 @@ int main(int, char** argv) {
     const auto& p = ctx.properties();
     std::printf("\n>>> ctx = context::get(0)\n");
     std::printf("device %d: %s, %.1f GiB, compute capability %d.%d, PCI %s\n", ctx.device_number(), p.name.c_str(),
-                static_cast<double>(p.total_memory) / (1 << 30), p.compute_capability_major,
-                p.compute_capability_minor, p.pci_bus_id.c_str());
+                static_cast<double>(p.total_memory) / (1 << 30), p.compute_capability_major, p.compute_capability_minor,
+                p.pci_bus_id.c_str());
     std::printf("memory resource: %s\n", ctx.memory_resource()->name().c_str());
 
     // 2. Host data to the device.

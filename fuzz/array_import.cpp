@@ -24,17 +24,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "array_types.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/arrow/validate.hpp"
 #include "cuarrow/error.hpp"
-#include "array_types.hpp"
 #include "fuzz_input.hpp"
 
 using namespace cuarrow::arrow;  // NOLINT
@@ -114,8 +113,10 @@ ArrowArray* read_array(cuarrow_fuzz::input& in, const data_type* t, arena& a, in
     auto* b1 = n_buffers > 1 ? const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(ptrs[1])) : nullptr;
     const std::size_t count = static_cast<std::size_t>(arr->offset + arr->length + 1);
     if (b1 != nullptr && (t->id == type_id::binary || t->id == type_id::utf8)) clamp_values<std::int32_t>(b1, count);
-    if (b1 != nullptr && (t->id == type_id::large_binary || t->id == type_id::large_utf8)) clamp_values<std::int64_t>(b1, count);
-    if ((t->id == type_id::binary_view || t->id == type_id::utf8_view) && n_buffers > 2 && ptrs[n_buffers - 1] != nullptr) {
+    if (b1 != nullptr && (t->id == type_id::large_binary || t->id == type_id::large_utf8))
+      clamp_values<std::int64_t>(b1, count);
+    if ((t->id == type_id::binary_view || t->id == type_id::utf8_view) && n_buffers > 2 &&
+        ptrs[n_buffers - 1] != nullptr) {
       clamp_values<std::int64_t>(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(ptrs[n_buffers - 1])),
                                  static_cast<std::size_t>(n_buffers - 3));
     }
@@ -125,10 +126,12 @@ ArrowArray* read_array(cuarrow_fuzz::input& in, const data_type* t, arena& a, in
   a.pointer_arrays.push_back(std::move(ptrs));
 
   const std::uint8_t cc = in.u8();
-  const std::int64_t n_children = cc == 0xff || t == nullptr ? (t ? static_cast<std::int64_t>(t->children.size()) : 0) : cc % 5;
+  const std::int64_t n_children =
+      cc == 0xff || t == nullptr ? (t ? static_cast<std::int64_t>(t->children.size()) : 0) : cc % 5;
   auto kids = std::make_unique<ArrowArray*[]>(static_cast<std::size_t>(n_children) + 1);
   for (std::int64_t i = 0; i < n_children; ++i) {
-    const data_type* ct = (t != nullptr && static_cast<std::size_t>(i) < t->children.size()) ? &t->children[i].type : nullptr;
+    const data_type* ct =
+        (t != nullptr && static_cast<std::size_t>(i) < t->children.size()) ? &t->children[i].type : nullptr;
     kids[i] = depth < 8 ? read_array(in, ct, a, depth + 1) : nullptr;
   }
   arr->n_children = n_children;
@@ -167,7 +170,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     owned_array out;
     export_array(host, out.get());
     const array_data again = import_array(out.get(), type, opts);
-    if (again.length != arr.length || !(again.type == arr.type)) cuarrow_fuzz::property_failed("export + import changed the array");
+    if (again.length != arr.length || !(again.type == arr.type))
+      cuarrow_fuzz::property_failed("export + import changed the array");
   } catch (const cuarrow::error& e) {
     if (std::getenv("CUARROW_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "refused: %s\n", e.what());
   }

@@ -51,7 +51,8 @@ inline data_type read_type(cuarrow_fuzz::input& in, int depth) {
     case 30: {
       std::vector<field> fs;
       const int n = in.u8() % 4;
-      for (int i = 0; i < n; ++i) fs.emplace_back("f" + std::to_string(i), read_type(in, depth + 1), (in.u8() & 1) != 0);
+      for (int i = 0; i < n; ++i)
+        fs.emplace_back("f" + std::to_string(i), read_type(in, depth + 1), (in.u8() & 1) != 0);
       return struct_(std::move(fs));
     }
     case 31: {
@@ -70,7 +71,8 @@ inline data_type read_type(cuarrow_fuzz::input& in, int depth) {
       std::sort(codes.begin(), codes.end());
       codes.erase(std::unique(codes.begin(), codes.end()), codes.end());
       if (codes.size() != fs.size()) codes.clear();  // the default codes 0..n-1
-      return (tag % 40) == 32 ? sparse_union(std::move(fs), std::move(codes)) : dense_union(std::move(fs), std::move(codes));
+      return (tag % 40) == 32 ? sparse_union(std::move(fs), std::move(codes))
+                              : dense_union(std::move(fs), std::move(codes));
     }
     case 34: {
       const std::uint8_t r = in.u8() % 3;

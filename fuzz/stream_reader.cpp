@@ -18,6 +18,7 @@
 //
 // Properties: reading never crashes and fails only with cuarrow errors;
 // the stream is released exactly once, whatever happened.
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -26,11 +27,10 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-#include <algorithm>
 
+#include "array_types.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/error.hpp"
-#include "array_types.hpp"
 #include "fuzz_input.hpp"
 
 using namespace cuarrow::arrow;  // NOLINT
@@ -67,9 +67,7 @@ int fill_schema(ArrowSchema* out) {
   switch (p.schema_outcome) {
     case 1: return p.schema_rc;
     case 2: *out = ArrowSchema{}; return 0;
-    default:
-      try {
-        export_type(p.type, out);
+    default: try { export_type(p.type, out);
       } catch (const cuarrow::error&) {
         return EINVAL;  // a type cuarrow cannot export (e.g. a dictionary without values)
       }

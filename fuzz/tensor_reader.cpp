@@ -17,8 +17,8 @@
 // without gaps or overlaps, and c_contiguous exactly when element offsets
 // are row-major compact.
 #include <algorithm>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
@@ -63,10 +63,12 @@ void check(const tensor_info& t) {
   std::vector<std::int64_t> sorted = offs;
   std::sort(sorted.begin(), sorted.end());
   bool tiles = true;
-  for (std::size_t i = 0; i < sorted.size(); ++i) tiles = tiles && sorted[i] == lo + static_cast<std::int64_t>(i) * t.itemsize;
+  for (std::size_t i = 0; i < sorted.size(); ++i)
+    tiles = tiles && sorted[i] == lo + static_cast<std::int64_t>(i) * t.itemsize;
   if (tiles != t.contiguous) cuarrow_fuzz::property_failed("contiguous differs from the elements'");
   bool row_major = true;
-  for (std::size_t i = 0; i < offs.size(); ++i) row_major = row_major && offs[i] == static_cast<std::int64_t>(i) * t.itemsize;
+  for (std::size_t i = 0; i < offs.size(); ++i)
+    row_major = row_major && offs[i] == static_cast<std::int64_t>(i) * t.itemsize;
   if (row_major != t.c_contiguous) cuarrow_fuzz::property_failed("c_contiguous differs from the elements'");
 }
 
@@ -86,12 +88,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       t.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(in.u64()));
       t.byte_offset = (mode & 4) ? in.u64() : in.u8();
       const bool strided = in.u8() & 1;
-      const std::size_t k = static_cast<std::size_t>(std::min<std::int64_t>(t.ndim < 0 ? -std::int64_t{t.ndim} : t.ndim, 128));
+      const std::size_t k =
+          static_cast<std::size_t>(std::min<std::int64_t>(t.ndim < 0 ? -std::int64_t{t.ndim} : t.ndim, 128));
       std::vector<std::int64_t> shape, strides;
       for (std::size_t i = 0; i < k; ++i) shape.push_back(value(in));
       for (std::size_t i = 0; strided && i < k; ++i) strides.push_back(value(in));
       // Exactly-sized heap arrays (empty vectors have no storage to read).
-      std::unique_ptr<std::int64_t[]> sh(k ? new std::int64_t[k] : nullptr), st(k && strided ? new std::int64_t[k] : nullptr);
+      std::unique_ptr<std::int64_t[]> sh(k ? new std::int64_t[k] : nullptr),
+          st(k && strided ? new std::int64_t[k] : nullptr);
       std::copy(shape.begin(), shape.end(), sh.get());
       std::copy(strides.begin(), strides.end(), st.get());
       t.shape = sh.get();

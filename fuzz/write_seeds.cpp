@@ -25,12 +25,22 @@ namespace {
 
 struct out {
   std::string b;
-  out& u8(unsigned v) { b.push_back(static_cast<char>(v & 0xff)); return *this; }
+  out& u8(unsigned v) {
+    b.push_back(static_cast<char>(v & 0xff));
+    return *this;
+  }
   out& u16(unsigned v) { return u8(v).u8(v >> 8); }
   out& u32(std::uint32_t v) { return u16(v & 0xffff).u16(v >> 16); }
   out& u64(std::uint64_t v) { return u32(static_cast<std::uint32_t>(v)).u32(static_cast<std::uint32_t>(v >> 32)); }
-  out& str8(const std::string& s) { u8(static_cast<unsigned>(s.size())); b += s; return *this; }
-  out& raw(const std::string& s) { b += s; return *this; }
+  out& str8(const std::string& s) {
+    u8(static_cast<unsigned>(s.size()));
+    b += s;
+    return *this;
+  }
+  out& raw(const std::string& s) {
+    b += s;
+    return *this;
+  }
 };
 
 void write(const fs::path& dir, const std::string& name, const std::string& bytes) {
@@ -105,11 +115,11 @@ std::vector<field> sample_fields() {
       field("ree", run_end_encoded(int32(), utf8_view())),
       field("dict", dictionary(int16(), utf8(), true)),
       field("nested", list(field("item", struct_({field("k", dictionary(int8(), large_utf8())),
-                                                   field("v", map(int64(), list(field("item", null()))))})))),
+                                                  field("v", map(int64(), list(field("item", null()))))})))),
       field("times", struct_({field("t32", time32(time_unit::milli)), field("t64", time64(time_unit::nano)),
                               field("dur", duration(time_unit::second)), field("mdn", interval_month_day_nano()),
-                              field("dt", interval_day_time()), field("ym", interval_months()),
-                              field("d64", date64()), field("h", float16()), field("d256", decimal(70, 5, 256))})),
+                              field("dt", interval_day_time()), field("ym", interval_months()), field("d64", date64()),
+                              field("h", float16()), field("d256", decimal(70, 5, 256))})),
   };
 }
 
@@ -123,13 +133,29 @@ void buf(out& o, const std::string& bytes) { o.u8(1).u16(static_cast<unsigned>(b
 
 int width_of(const data_type& t) {
   switch (t.id) {
-    case type_id::int8: case type_id::uint8: return 1;
-    case type_id::int16: case type_id::uint16: case type_id::float16: return 2;
-    case type_id::int32: case type_id::uint32: case type_id::float32: case type_id::date32: case type_id::time32:
-    case type_id::interval_months: case type_id::decimal32: return 4;
-    case type_id::interval_day_time: case type_id::decimal64: case type_id::int64: case type_id::uint64:
-    case type_id::float64: case type_id::date64: case type_id::time64: case type_id::timestamp: case type_id::duration: return 8;
-    case type_id::interval_month_day_nano: case type_id::decimal128: return 16;
+    case type_id::int8:
+    case type_id::uint8: return 1;
+    case type_id::int16:
+    case type_id::uint16:
+    case type_id::float16: return 2;
+    case type_id::int32:
+    case type_id::uint32:
+    case type_id::float32:
+    case type_id::date32:
+    case type_id::time32:
+    case type_id::interval_months:
+    case type_id::decimal32: return 4;
+    case type_id::interval_day_time:
+    case type_id::decimal64:
+    case type_id::int64:
+    case type_id::uint64:
+    case type_id::float64:
+    case type_id::date64:
+    case type_id::time64:
+    case type_id::timestamp:
+    case type_id::duration: return 8;
+    case type_id::interval_month_day_nano:
+    case type_id::decimal128: return 16;
     case type_id::decimal256: return 32;
     case type_id::fixed_size_binary: return t.fixed_size;
     default: return 0;
@@ -148,25 +174,83 @@ void gen(out& o, const data_type& t, unsigned n) {
   const std::string nothing;
   switch (t.id) {
     case type_id::null: break;
-    case type_id::boolean: o.u8(0); buf(o, std::string((n + 7) / 8, '\x55')); break;
-    case type_id::binary: case type_id::utf8: o.u8(0); buf(o, seq(4, n + 1, 1)); buf(o, std::string(n, 'a')); break;
-    case type_id::large_binary: case type_id::large_utf8: o.u8(0); buf(o, seq(8, n + 1, 1)); buf(o, std::string(n, 'b')); break;
-    case type_id::binary_view: case type_id::utf8_view: {
+    case type_id::boolean:
+      o.u8(0);
+      buf(o, std::string((n + 7) / 8, '\x55'));
+      break;
+    case type_id::binary:
+    case type_id::utf8:
+      o.u8(0);
+      buf(o, seq(4, n + 1, 1));
+      buf(o, std::string(n, 'a'));
+      break;
+    case type_id::large_binary:
+    case type_id::large_utf8:
+      o.u8(0);
+      buf(o, seq(8, n + 1, 1));
+      buf(o, std::string(n, 'b'));
+      break;
+    case type_id::binary_view:
+    case type_id::utf8_view: {
       std::string views;
-      for (unsigned i = 0; i < n; ++i) { le(views, 1, 4); views += "c"; views += std::string(11, '\0'); }
-      o.u8(0); buf(o, views); buf(o, nothing); buf(o, nothing); buf(o, std::string(16, '\0'));
+      for (unsigned i = 0; i < n; ++i) {
+        le(views, 1, 4);
+        views += "c";
+        views += std::string(11, '\0');
+      }
+      o.u8(0);
+      buf(o, views);
+      buf(o, nothing);
+      buf(o, nothing);
+      buf(o, std::string(16, '\0'));
       break;
     }
-    case type_id::list: case type_id::map: o.u8(0); buf(o, seq(4, n + 1, 1)); break;
-    case type_id::large_list: o.u8(0); buf(o, seq(8, n + 1, 1)); break;
-    case type_id::list_view: o.u8(0); buf(o, seq(4, n, 1)); { std::string s; for (unsigned i = 0; i < n; ++i) le(s, 1, 4); buf(o, s); } break;
-    case type_id::large_list_view: o.u8(0); buf(o, seq(8, n, 1)); { std::string s; for (unsigned i = 0; i < n; ++i) le(s, 1, 8); buf(o, s); } break;
-    case type_id::struct_: case type_id::fixed_size_list: o.u8(0); break;
-    case type_id::sparse_union: buf(o, std::string(n, static_cast<char>(t.type_codes.empty() ? 0 : t.type_codes[0]))); break;
-    case type_id::dense_union: buf(o, std::string(n, static_cast<char>(t.type_codes.empty() ? 0 : t.type_codes[0]))); buf(o, seq(4, n, 1)); break;
+    case type_id::list:
+    case type_id::map:
+      o.u8(0);
+      buf(o, seq(4, n + 1, 1));
+      break;
+    case type_id::large_list:
+      o.u8(0);
+      buf(o, seq(8, n + 1, 1));
+      break;
+    case type_id::list_view:
+      o.u8(0);
+      buf(o, seq(4, n, 1));
+      {
+        std::string s;
+        for (unsigned i = 0; i < n; ++i) le(s, 1, 4);
+        buf(o, s);
+      }
+      break;
+    case type_id::large_list_view:
+      o.u8(0);
+      buf(o, seq(8, n, 1));
+      {
+        std::string s;
+        for (unsigned i = 0; i < n; ++i) le(s, 1, 8);
+        buf(o, s);
+      }
+      break;
+    case type_id::struct_:
+    case type_id::fixed_size_list: o.u8(0); break;
+    case type_id::sparse_union:
+      buf(o, std::string(n, static_cast<char>(t.type_codes.empty() ? 0 : t.type_codes[0])));
+      break;
+    case type_id::dense_union:
+      buf(o, std::string(n, static_cast<char>(t.type_codes.empty() ? 0 : t.type_codes[0])));
+      buf(o, seq(4, n, 1));
+      break;
     case type_id::run_end_encoded: break;
-    case type_id::dictionary: o.u8(0); buf(o, std::string(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_of(data_type(t.index_type))), '\0')); break;
-    default: o.u8(0); buf(o, std::string(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_of(t)), '\x01')); break;
+    case type_id::dictionary:
+      o.u8(0);
+      buf(o,
+          std::string(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_of(data_type(t.index_type))), '\0'));
+      break;
+    default:
+      o.u8(0);
+      buf(o, std::string(static_cast<std::size_t>(n) * static_cast<std::size_t>(width_of(t)), '\x01'));
+      break;
   }
   o.u8(0xff);
   for (std::size_t i = 0; i < t.children.size(); ++i) {
@@ -177,7 +261,11 @@ void gen(out& o, const data_type& t, unsigned n) {
     if (t.id == type_id::run_end_encoded && i == 0) {
       // run ends 1..n
       o.u8(n).u8(0).u8(0).u8(0xff).u8(0);
-      buf(o, [&] { std::string s; for (unsigned k = 1; k <= n; ++k) le(s, k, width_of(c)); return s; }());
+      buf(o, [&] {
+        std::string s;
+        for (unsigned k = 1; k <= n; ++k) le(s, k, width_of(c));
+        return s;
+      }());
       o.u8(0xff).u8(0);
       continue;
     }

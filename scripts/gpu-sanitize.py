@@ -81,6 +81,7 @@ def base_name(call: str) -> str:
     """cuIpcOpenMemHandle_v2 -> cuIpcOpenMemHandle (the table uses the base names)."""
     return re.sub(r"_v\d+$", "", call)
 
+
 API_ERROR = re.compile(r"Program hit (CUDA_ERROR_\w+) \(error \d+\) due to \"[^\"]*\" on CUDA API call to (\w+)")
 # "ERROR SUMMARY: 12 errors" (one per process); not "... errors were not printed".
 SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?\s*$", re.M)
@@ -121,8 +122,16 @@ def targets(args: argparse.Namespace) -> dict:
             out[name] = [str(binaries / exe)]
     # The soak has its own run (gpu-suite.sh soak-start); under a sanitizer it
     # would only be slow.
-    out["python-suite"] = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests",
-                           "--ignore=python/tests/test_soak.py"]
+    out["python-suite"] = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "python/tests",
+        "--ignore=python/tests/test_soak.py",
+    ]
     return out
 
 
@@ -133,7 +142,7 @@ def blocks(text: str):
     for line in text.splitlines():
         if not line.startswith("========="):
             continue
-        body = line[len("========="):].strip()
+        body = line[len("=========") :].strip()
         if body == "COMPUTE-SANITIZER":  # the banner, not a report
             continue
         if not body:
@@ -175,16 +184,21 @@ def classify(text: str, tool: str = "") -> dict:
         else:
             hazards.append(head)
     m = SUMMARY.findall(text)
-    classified = (len(hazards) + len(cross_process) + len(deliberate) + sum(api.values())
-                  + sum(third_party.values()))
+    classified = len(hazards) + len(cross_process) + len(deliberate) + sum(api.values()) + sum(third_party.values())
     summary = sum(int(n) for n in m) if m else None
-    return {"api": api, "third_party": third_party, "hazards": hazards, "cross_process": cross_process,
-            "deliberate": deliberate, "summary": summary,
-            # Errors the sanitizer counted but no report above accounts for
-            # (every report is printed, every process logs to its own file,
-            # so this must be 0; anything else is a finding or a gap in this
-            # script).
-            "unexplained": (summary - classified) if summary is not None else 0}
+    return {
+        "api": api,
+        "third_party": third_party,
+        "hazards": hazards,
+        "cross_process": cross_process,
+        "deliberate": deliberate,
+        "summary": summary,
+        # Errors the sanitizer counted but no report above accounts for
+        # (every report is printed, every process logs to its own file,
+        # so this must be 0; anything else is a finding or a gap in this
+        # script).
+        "unexplained": (summary - classified) if summary is not None else 0,
+    }
 
 
 def run_one(sanitizer: str, tool: str, name: str, cmd: list, logdir: Path, timeout: int) -> dict:
@@ -201,8 +215,17 @@ def run_one(sanitizer: str, tool: str, name: str, cmd: list, logdir: Path, timeo
     # file of its own, so that each error the sanitizer counts is classified.
     for old in logdir.glob(f"{tool}-{name}.*.san"):
         old.unlink()
-    full = [sanitizer, *options, "--target-processes", "all", "--print-limit", "0",
-            "--log-file", str(logdir / f"{tool}-{name}.%p.san"), *cmd]
+    full = [
+        sanitizer,
+        *options,
+        "--target-processes",
+        "all",
+        "--print-limit",
+        "0",
+        "--log-file",
+        str(logdir / f"{tool}-{name}.%p.san"),
+        *cmd,
+    ]
     t0 = time.time()
     timed_out = False
     with open(log, "w") as f:
@@ -216,8 +239,14 @@ def run_one(sanitizer: str, tool: str, name: str, cmd: list, logdir: Path, timeo
     reports = "\n".join(f.read_text(errors="replace") for f in sorted(logdir.glob(f"{tool}-{name}.*.san")))
     result = classify(reports, tool)
     tail = [line for line in text.splitlines() if re.search(r"passed|failed|PASSED|FAILED", line)]
-    result.update(tool=tool, target=name, rc=rc, timed_out=timed_out, seconds=time.time() - t0,
-                  tests=tail[-1].strip() if tail else "")
+    result.update(
+        tool=tool,
+        target=name,
+        rc=rc,
+        timed_out=timed_out,
+        seconds=time.time() - t0,
+        tests=tail[-1].strip() if tail else "",
+    )
     return result
 
 
@@ -229,9 +258,12 @@ def main() -> int:
     ap.add_argument("--targets", default="", help="comma-separated subset of the targets (default: all)")
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--timeout", type=int, default=480, help="seconds for one (tool, target) run")
-    ap.add_argument("--memcheck-python-ignore", default="test_gpu_interop.py,test_numba.py,test_threads.py",
-                    help="Python test files left out under memcheck (JIT compilers and many threads make "
-                    "memcheck take longer than one GPU-machine call; racecheck, synccheck and initcheck run them)")
+    ap.add_argument(
+        "--memcheck-python-ignore",
+        default="test_gpu_interop.py,test_numba.py,test_threads.py",
+        help="Python test files left out under memcheck (JIT compilers and many threads make "
+        "memcheck take longer than one GPU-machine call; racecheck, synccheck and initcheck run them)",
+    )
     args = ap.parse_args()
 
     sanitizer = find_sanitizer()
@@ -249,30 +281,40 @@ def main() -> int:
 
     results = []
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+
         def command(tool: str, name: str) -> list:
             cmd = list(all_targets[name])
             if tool == "memcheck" and name == "python-suite":
                 cmd += [f"--ignore=python/tests/{f}" for f in args.memcheck_python_ignore.split(",") if f]
             return cmd
 
-        futures = [pool.submit(run_one, sanitizer, tool, name, command(tool, name), logdir, args.timeout)
-                   for tool, name in jobs]
+        futures = [
+            pool.submit(run_one, sanitizer, tool, name, command(tool, name), logdir, args.timeout)
+            for tool, name in jobs
+        ]
         for f in cf.as_completed(futures):
             r = f.result()
             results.append(r)
-            print(f"[{r['tool']:<9}] {r['target']:<20} rc={r['rc']} errors={r['summary']} "
-                  f"hazards={len(r['hazards'])} {r['seconds']:.0f}s {r['tests']}", flush=True)
+            print(
+                f"[{r['tool']:<9}] {r['target']:<20} rc={r['rc']} errors={r['summary']} "
+                f"hazards={len(r['hazards'])} {r['seconds']:.0f}s {r['tests']}",
+                flush=True,
+            )
 
     results.sort(key=lambda r: (list(TOOLS).index(r["tool"]), r["target"]))
     api_total = Counter()
     third_total = Counter()
     version = subprocess.run([sanitizer, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    lines = ["# compute-sanitizer over the GPU suite", "",
-             f"- sanitizer: {version}",
-             f"- date: {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}", "",
-             "| tool | target | tests | sanitizer errors | hazards | CUDA API errors (deliberate / other) "
-             "| unexplained | time |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "# compute-sanitizer over the GPU suite",
+        "",
+        f"- sanitizer: {version}",
+        f"- date: {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}",
+        "",
+        "| tool | target | tests | sanitizer errors | hazards | CUDA API errors (deliberate / other) "
+        "| unexplained | time |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     failed = False
     for r in results:
         deliberate = sum(n for k, n in r["api"].items() if k in DELIBERATE)
@@ -280,23 +322,31 @@ def main() -> int:
         api_total.update(r["api"])
         third_total.update(r["third_party"])
         # The suite's own result counts too (the sanitizer passes its exit code on).
-        ok = (not r["timed_out"] and r["rc"] == 0 and not r["hazards"] and other == 0
-              and r["unexplained"] == 0)
+        ok = not r["timed_out"] and r["rc"] == 0 and not r["hazards"] and other == 0 and r["unexplained"] == 0
         failed |= not ok
         status = "TIMEOUT" if r["timed_out"] else r["tests"].replace("|", "/")
-        lines.append(f"| {r['tool']} | {r['target']} | {status} (rc {r['rc']}) | {r['summary']} | "
-                     f"{len(r['hazards'])} | {deliberate} / {other} | {r['unexplained']} | {r['seconds']:.0f} s |")
+        lines.append(
+            f"| {r['tool']} | {r['target']} | {status} (rc {r['rc']}) | {r['summary']} | "
+            f"{len(r['hazards'])} | {deliberate} / {other} | {r['unexplained']} | {r['seconds']:.0f} s |"
+        )
     lines += ["", "CUDA API errors seen (all runs):", ""]
     for (err, call), n in api_total.most_common():
         why = DELIBERATE.get((err, call), "NOT DELIBERATE: a finding")
         lines.append(f"- {err} from {call}: {n} — {why}")
-    lines += ["", "CUDA API errors of other libraries in the process (no cuarrow frame in the backtrace; "
-              "not counted):", ""]
+    lines += [
+        "",
+        "CUDA API errors of other libraries in the process (no cuarrow frame in the backtrace; not counted):",
+        "",
+    ]
     for (err, call), n in third_total.most_common():
         lines.append(f"- {err} from {call}: {n}")
     cross = Counter((r["target"], h) for r in results for h in r["cross_process"])
-    lines += ["", f"initcheck reports of reads of IPC memory written by another process (initcheck does not "
-              f"track writes across processes; not counted): {sum(cross.values())}", ""]
+    lines += [
+        "",
+        f"initcheck reports of reads of IPC memory written by another process (initcheck does not "
+        f"track writes across processes; not counted): {sum(cross.values())}",
+        "",
+    ]
     for (target, h), n in cross.most_common(10):
         lines.append(f"- {target}: {h} (x{n})")
     deliberate = Counter((r["target"], h.split(" at ")[0]) for r in results for h in r["deliberate"])
@@ -305,8 +355,11 @@ def main() -> int:
         lines.append(f"- {target}: {h} (x{n})")
     for frame, why in DELIBERATE_HAZARDS.items():
         lines.append(f"  - {frame}: {why}")
-    lines += ["", "memcheck runs the C++ targets with --leak-check full, the Python suite without it "
-              "(objects alive at interpreter exit are never freed; the soak accounts device memory exactly)."]
+    lines += [
+        "",
+        "memcheck runs the C++ targets with --leak-check full, the Python suite without it "
+        "(objects alive at interpreter exit are never freed; the soak accounts device memory exactly).",
+    ]
     if args.memcheck_python_ignore:
         lines += ["", f"Python files left out under memcheck only: {args.memcheck_python_ignore}"]
     hazards = [(r["tool"], r["target"], h) for r in results for h in r["hazards"]]

@@ -129,8 +129,8 @@ buffer::buffer(fields f)
 
 buffer buffer::slice(std::int64_t offset, std::int64_t length) const {
   if (offset < 0 || offset > size_) {
-    throw out_of_range("slice offset " + std::to_string(offset) + " is outside the buffer of " +
-                       std::to_string(size_) + " bytes");
+    throw out_of_range("slice offset " + std::to_string(offset) + " is outside the buffer of " + std::to_string(size_) +
+                       " bytes");
   }
   if (length == -1) length = size_ - offset;
   if (length < 0 || length > size_ - offset) {
@@ -188,8 +188,8 @@ std::int64_t write_count(std::int64_t size, std::int64_t position, std::int64_t 
   const std::int64_t room = size - position;
   if (nbytes == -1) return std::min(room, src_size);
   if (nbytes > src_size) {
-    throw out_of_range(std::string("requested more to copy than available from ") +
-                       (src_is_host ? "host" : "device") + " buffer");
+    throw out_of_range(std::string("requested more to copy than available from ") + (src_is_host ? "host" : "device") +
+                       " buffer");
   }
   if (nbytes > room) throw out_of_range("requested more to copy than available in device buffer");
   return nbytes;
@@ -383,11 +383,13 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
       } else if (a.memory_type == CU_MEMORYTYPE_HOST) {
         f.type = device_type::cuda_host;
       } else if (ordinal >= 0 && ordinal != ctx.device_number()) {
-        throw device_mismatch("wrap_device: address 0x" + [&] {
-          char b[32];
-          std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(address));
-          return std::string(b);
-        }() + " is memory of device " + std::to_string(ordinal) + ", not of device " +
+        throw device_mismatch("wrap_device: address 0x" +
+                              [&] {
+                                char b[32];
+                                std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(address));
+                                return std::string(b);
+                              }() +
+                              " is memory of device " + std::to_string(ordinal) + ", not of device " +
                               std::to_string(ctx.device_number()) + "; wrap it with context::get(" +
                               std::to_string(ordinal) + ")");
       }

@@ -118,8 +118,9 @@ const context* issuing_context(const endpoint& dst, const endpoint& src, stream_
   if (src.on_device() && !(dst.on_device() && src.device == dst.device)) {
     devices += (devices.empty() ? "" : " or ") + std::to_string(src.device);
   }
-  throw device_mismatch("the stream belongs to device " + std::to_string(sd) + " but the copy's device memory is on device " +
-                        devices + "; use a stream of device " + devices);
+  throw device_mismatch("the stream belongs to device " + std::to_string(sd) +
+                        " but the copy's device memory is on device " + devices + "; use a stream of device " +
+                        devices);
 }
 
 void synchronize_issued(stream_view s) { detail::synchronize_stream(s.handle()); }
@@ -237,7 +238,8 @@ void issue_runs(std::vector<planned_piece*>& items, bool gaps_writable, Dma dma)
 
 // Staged pieces sorted by their device side, neighbours in one allocation
 // merged where allowed (`device_of` picks the device side).
-std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& items, bool to_device, bool gaps_writable) {
+std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& items, bool to_device,
+                                                bool gaps_writable) {
   auto device_address = [&](const planned_piece* p) { return to_device ? p->dst.address : p->src.address; };
   auto device_allocation = [&](const planned_piece* p) {
     return allocation_of(to_device ? p->piece->dst : p->piece->src);
@@ -259,8 +261,9 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
       // Reading a source gap is harmless; writing a destination gap needs
       // the caller's leave, unless there is no gap.
       const bool allowed = !to_device || gaps_writable || device_address(p) == end;
-      sp.merge_with_previous = allowed && device_allocation(p) != nullptr && device_allocation(p) == device_allocation(q) &&
-                               device_address(p) >= end && device_address(p) - end <= kMergeGap;
+      sp.merge_with_previous = allowed && device_allocation(p) != nullptr &&
+                               device_allocation(p) == device_allocation(q) && device_address(p) >= end &&
+                               device_address(p) - end <= kMergeGap;
     }
     out.push_back(sp);
   }
@@ -335,8 +338,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       if (p->src.type != device_type::cpu) h2d.push_back(p);
       else if (!ask_h2d) h2d_small.push_back(p);
       else (pageable(p, p->src) ? h2d_staged : h2d).push_back(p);
-    }
-    else (ask_d2h && pageable(p, p->dst) ? d2h_staged : d2h).push_back(p);
+    } else (ask_d2h && pageable(p, p->dst) ? d2h_staged : d2h).push_back(p);
   }
   if (!host_only.empty()) {
     // Earlier work on the stream may still write either side.
@@ -416,58 +418,59 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   };
   std::int64_t staged_bytes = 0;
   try {
-  if (!h2d_gathered.empty()) {
-    gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
-    if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
-      h2d.insert(h2d.end(), h2d_gathered.begin(), h2d_gathered.end());
-      h2d_gathered.clear();
+    if (!h2d_gathered.empty()) {
+      gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
+      if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
+        h2d.insert(h2d.end(), h2d_gathered.begin(), h2d_gathered.end());
+        h2d_gathered.clear();
+      }
     }
-  }
-  // Direct copies first: their DMAs run while the pipeline copies on the host.
-  issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
-  });
-  issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
-  });
-  for (const planned_piece* p : peer) {
-    p->dst.ctx->enable_peer_access(*p->src.ctx);
-    p->src.ctx->enable_peer_access(*p->dst.ctx);
-    detail::copy_peer_async(static_cast<CUdeviceptr>(p->dst.address), p->dst.ctx->handle(),
-                            static_cast<CUdeviceptr>(p->src.address), p->src.ctx->handle(),
-                            static_cast<std::size_t>(p->size), h);
-  }
-  issue_runs(h2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::copy_host_to_device_async(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h);
-  });
-  issue_runs(d2h, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-    detail::copy_device_to_host_async(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h);
-  });
-  if (!h2d_staged.empty()) {
-    const auto pieces = staged_pieces(h2d_staged, true, gaps);
-    detail::staged_host_to_device(ctx->handle(), pieces, h);
-  }
-  if (!d2h_staged.empty()) {
-    const auto pieces = staged_pieces(d2h_staged, false, gaps);
-    detail::staged_device_to_host(ctx->handle(), pieces, h);
-  }
-  add(managed, d2d_bytes);
-  add(d2d, d2d_bytes);
-  add(peer, d2d_bytes);
-  add(h2d, h2d_bytes);
-  add(h2d_gathered, h2d_bytes);
-  add(h2d_staged, h2d_bytes);
-  add(d2h, d2h_bytes);
-  add(d2h_staged, d2h_bytes);
-  staged_bytes = (h2d_staged.empty() ? 0 : h2d_pageable) + (d2h_staged.empty() ? 0 : d2h_pageable);
+    // Direct copies first: their DMAs run while the pipeline copies on the host.
+    issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
+    });
+    issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
+    });
+    for (const planned_piece* p : peer) {
+      p->dst.ctx->enable_peer_access(*p->src.ctx);
+      p->src.ctx->enable_peer_access(*p->dst.ctx);
+      detail::copy_peer_async(static_cast<CUdeviceptr>(p->dst.address), p->dst.ctx->handle(),
+                              static_cast<CUdeviceptr>(p->src.address), p->src.ctx->handle(),
+                              static_cast<std::size_t>(p->size), h);
+    }
+    issue_runs(h2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      detail::copy_host_to_device_async(static_cast<CUdeviceptr>(dst), reinterpret_cast<const void*>(src), n, h);
+    });
+    issue_runs(d2h, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      detail::copy_device_to_host_async(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h);
+    });
+    if (!h2d_staged.empty()) {
+      const auto pieces = staged_pieces(h2d_staged, true, gaps);
+      detail::staged_host_to_device(ctx->handle(), pieces, h);
+    }
+    if (!d2h_staged.empty()) {
+      const auto pieces = staged_pieces(d2h_staged, false, gaps);
+      detail::staged_device_to_host(ctx->handle(), pieces, h);
+    }
+    add(managed, d2d_bytes);
+    add(d2d, d2d_bytes);
+    add(peer, d2d_bytes);
+    add(h2d, h2d_bytes);
+    add(h2d_gathered, h2d_bytes);
+    add(h2d_staged, h2d_bytes);
+    add(d2h, d2h_bytes);
+    add(d2h_staged, d2h_bytes);
+    staged_bytes = (h2d_staged.empty() ? 0 : h2d_pageable) + (d2h_staged.empty() ? 0 : d2h_pageable);
 
-  if (wait) {
-    synchronize_issued(s);
-  } else if (!(h2d.empty() && h2d_gathered.empty() && d2h.empty() && d2d.empty() && peer.empty() && managed.empty())) {
-    // One host function keeps every buffer alive until the stream passes
-    // the batch, the gathered pieces' pinned block with them.
-    keep_alive_until_passed(batch_buffers(), h);
-  }
+    if (wait) {
+      synchronize_issued(s);
+    } else if (!(h2d.empty() && h2d_gathered.empty() && d2h.empty() && d2d.empty() && peer.empty() &&
+                 managed.empty())) {
+      // One host function keeps every buffer alive until the stream passes
+      // the batch, the gathered pieces' pinned block with them.
+      keep_alive_until_passed(batch_buffers(), h);
+    }
   } catch (...) {
     // Some of the batch's DMAs may be queued: its buffers must outlive them.
     settle_after_failure(batch_buffers(), h);
@@ -479,7 +482,8 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   stats.staged_bytes.fetch_add(staged_bytes);
   stats.copies.fetch_add(static_cast<std::int64_t>(items.size() - host_only.size()));
   if (wait || !h2d_staged.empty() || !d2h_staged.empty()) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
     // Time is shared out by bytes between the directions the batch moved.
     const std::int64_t all = h2d_bytes + d2h_bytes + d2d_bytes;
     if (all > 0) {
@@ -535,9 +539,9 @@ void run_batch(std::span<const copy_piece> pieces, stream_view s, bool wait, con
     const planned_piece* a = by_dst[i - 1];
     const planned_piece* b = by_dst[i];
     if (a->dst.address + static_cast<std::uintptr_t>(a->size) > b->dst.address) {
-      throw invalid_argument("pieces " + std::to_string(a->piece - pieces.data()) + " and " +
-                             std::to_string(b->piece - pieces.data()) +
-                             " of the batch write overlapping destination bytes; a batch's destinations must be disjoint");
+      throw invalid_argument(
+          "pieces " + std::to_string(a->piece - pieces.data()) + " and " + std::to_string(b->piece - pieces.data()) +
+          " of the batch write overlapping destination bytes; a batch's destinations must be disjoint");
     }
   }
   // One group per issuing context, in the order they first appear.

@@ -36,8 +36,8 @@ namespace {
 // pyarrow.cuda's format: int64 size (native endian), then, if the size is
 // not 0, the 64-byte CUipcMemHandle: 72 bytes (8 for an empty buffer).
 constexpr char kMagic[8] = {'C', 'U', 'A', 'R', 'I', 'P', 'C', '\0'};
-constexpr std::size_t kVersionAt = 8, kReservedAt = 10, kDeviceAt = 12, kOffsetAt = 16, kSizeAt = 24,
-                      kExporterAt = 32, kHandleAt = 40, kChecksumAt = 104;
+constexpr std::size_t kVersionAt = 8, kReservedAt = 10, kDeviceAt = 12, kOffsetAt = 16, kSizeAt = 24, kExporterAt = 32,
+                      kHandleAt = 40, kChecksumAt = 104;
 static_assert(kChecksumAt + 8 == ipc_memory_handle::serialized_size);
 static_assert(kHandleAt + ipc_memory_handle::driver_handle_size == kChecksumAt);
 static_assert(sizeof(CUipcMemHandle) == ipc_memory_handle::driver_handle_size);
@@ -130,9 +130,9 @@ struct ipc_mapping {
 
   context ctx;
   mapping_key key;
-  CUdeviceptr base;      // the exported allocation, mapped here
-  std::int64_t range;    // its size
-  int exporter_device;   // from the handle that opened it (-1 unknown)
+  CUdeviceptr base;     // the exported allocation, mapped here
+  std::int64_t range;   // its size
+  int exporter_device;  // from the handle that opened it (-1 unknown)
   std::uint64_t exporter;
 
   ~ipc_mapping() {
@@ -224,8 +224,8 @@ ipc_memory_handle ipc_memory_handle::deserialize(std::span<const std::byte> byte
     if (n < kVersionAt + 2) malformed(n, "a cuarrow IPC handle is cut short before its version");
     const auto version = get_le<std::uint16_t>(p + kVersionAt);
     if (version != wire_version) {
-      malformed(n, "unsupported cuarrow IPC handle version " + std::to_string(version) + " (this cuarrow reads version " +
-                       std::to_string(wire_version) + ")");
+      malformed(n, "unsupported cuarrow IPC handle version " + std::to_string(version) +
+                       " (this cuarrow reads version " + std::to_string(wire_version) + ")");
     }
     if (n != serialized_size) {
       malformed(n, "a cuarrow IPC handle of version 1 is " + std::to_string(serialized_size) + " bytes long" +
@@ -284,11 +284,13 @@ ipc_memory_handle export_ipc(const buffer& b) {
           "memory with the operating system's shared memory, or copy it into a device buffer first");
     case device_type::cuda_host:
       throw invalid_argument(
-          "export_ipc: this buffer holds pinned host memory (cuda_host); CUDA IPC shares device memory only (cuMemAlloc). "
+          "export_ipc: this buffer holds pinned host memory (cuda_host); CUDA IPC shares device memory only "
+          "(cuMemAlloc). "
           "Share host memory with the operating system's shared memory, or copy it into a device buffer first");
     case device_type::cuda_managed:
       throw invalid_argument(
-          "export_ipc: this buffer holds managed memory (cuda_managed), which legacy CUDA IPC cannot share; copy it into "
+          "export_ipc: this buffer holds managed memory (cuda_managed), which legacy CUDA IPC cannot share; copy it "
+          "into "
           "a device buffer allocated with cuMemAlloc (plain_device_resource) first");
   }
   ipc_memory_handle::fields f;

@@ -453,7 +453,8 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
-  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes), ctx)) {
+  if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes),
+                      ctx)) {
     return false;
   }
   const std::size_t estimate = (total + chunk - 1) / chunk;
@@ -486,7 +487,6 @@ bool is_page_locked(const void* p) {
   const pointer_attributes a = query_pointer(reinterpret_cast<std::uintptr_t>(p));
   return a.known && a.memory_type == CU_MEMORYTYPE_HOST;
 }
-
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
   const std::size_t total = total_bytes(pieces);

@@ -50,7 +50,8 @@ void finish(tensor_info& t, const char* what) {
   t.elements = 1;
   bool empty = false;
   for (std::size_t i = 0; i < ndim; ++i) {
-    if (t.shape[i] < 0) refuse(what, "extent " + std::to_string(t.shape[i]) + " of dimension " + std::to_string(i) + " is negative");
+    if (t.shape[i] < 0)
+      refuse(what, "extent " + std::to_string(t.shape[i]) + " of dimension " + std::to_string(i) + " is negative");
     if (t.shape[i] == 0) empty = true;
   }
   if (empty) {
@@ -189,8 +190,9 @@ tensor_info read_cuda_array_interface(const cuda_array_interface& cai) {
     refuse(what, "unsupported version " + std::to_string(*cai.version) + " (cuarrow reads 0 to 3)");
   }
   if (cai.has_mask) {
-    refuse(what, "a mask is not supported: cuarrow would return the masked elements as valid (apply the mask, "
-                 "or import the data and a validity bitmap as an Arrow array)");
+    refuse(what,
+           "a mask is not supported: cuarrow would return the masked elements as valid (apply the mask, "
+           "or import the data and a validity bitmap as an Arrow array)");
   }
   if (cai.stream && *cai.stream == 0) refuse(what, "stream 0 is invalid (ambiguous); see the CAI v3 spec");
   tensor_info t;
@@ -239,8 +241,8 @@ tensor_info read_cuda_array_interface(const cuda_array_interface& cai) {
   t.strides.resize(t.shape.size());
   if (cai.strides) {
     if (cai.strides->size() != cai.shape.size()) {
-      refuse(what, std::to_string(cai.strides->size()) + " strides for " + std::to_string(cai.shape.size()) +
-                       " dimensions");
+      refuse(what,
+             std::to_string(cai.strides->size()) + " strides for " + std::to_string(cai.shape.size()) + " dimensions");
     }
     t.strides = *cai.strides;
     t.strides_given = true;

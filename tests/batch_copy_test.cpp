@@ -58,9 +58,9 @@ TEST_F(BatchCopy, EveryKindOfPieceInOneBatch) {
   cuarrow::buffer back = cuarrow::allocate_host(3 * n);
   cuarrow::buffer host_to_host = cuarrow::allocate_host(n);
   std::vector<cuarrow::copy_piece> up = {
-      {dev, 0, pageable, 0, n},       // pageable host -> device
-      {dev, n, pinned, 0, n},         // pinned host -> device
-      {dev, 2 * n, dev_c, 0, n},      // device -> device
+      {dev, 0, pageable, 0, n},           // pageable host -> device
+      {dev, n, pinned, 0, n},             // pinned host -> device
+      {dev, 2 * n, dev_c, 0, n},          // device -> device
       {host_to_host, 0, pageable, 0, n},  // host -> host
   };
   cuarrow::copy_batch(up, s);
@@ -259,7 +259,8 @@ TEST_F(BatchCopy, HostReadsOfABatchComeAfterEarlierWorkOnTheStream) {
     s.synchronize();
     const std::vector<std::uint8_t> got = to_vector(dev);
     for (std::int64_t i = 0; i < count; ++i) {
-      ASSERT_EQ(0, std::memcmp(got.data() + i * (piece + 64), fresh.data() + i * piece, static_cast<std::size_t>(piece)))
+      ASSERT_EQ(0,
+                std::memcmp(got.data() + i * (piece + 64), fresh.data() + i * piece, static_cast<std::size_t>(piece)))
           << "pieces of " << piece << " bytes: piece " << i << " read before the earlier copy wrote it";
     }
   }

@@ -133,8 +133,8 @@ TEST(Buffer, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
   const std::int64_t base = ctx.bytes_allocated();
   const std::size_t live = emu().device_allocation_count ? emu().device_allocation_count(0) : 0;
   const std::int64_t too_much = ctx.properties().total_memory + (1ll << 30);
-  for (auto resource : {ctx.memory_resource(),
-                        std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>())}) {
+  for (auto resource : {ctx.memory_resource(), std::shared_ptr<cuarrow::device_memory_resource>(
+                                                   std::make_shared<cuarrow::plain_device_resource>())}) {
     try {
       (void)cuarrow::allocate_device(ctx, too_much, {}, resource);
       FAIL() << "allocated more than the device has";
@@ -206,8 +206,7 @@ class counting_resource final : public cuarrow::device_memory_resource {
 
 TEST(MemoryResource, DefaultIsThePoolWhereSupported) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  EXPECT_EQ(ctx.memory_resource()->name(),
-            ctx.properties().memory_pools_supported ? "cuda_async_pool" : "cuda_malloc");
+  EXPECT_EQ(ctx.memory_resource()->name(), ctx.properties().memory_pools_supported ? "cuda_async_pool" : "cuda_malloc");
 }
 
 TEST(MemoryResource, UserResourceIsUsedAndKeptAliveByItsBuffers) {
@@ -316,8 +315,10 @@ TEST(BufferRanges, ReadCount) {
   EXPECT_EQ(range_error([] { r::read_count(10, -1, -1); }), "position argument is out-of-range");
   EXPECT_EQ(range_error([] { r::read_count(10, 4, 7); }), "requested more to copy than available from device buffer");
   EXPECT_EQ(range_error([] { r::read_count(10, 4, 4, 3); }), "requested copy does not fit into host buffer");
-  EXPECT_EQ(range_error([] { r::read_count(10, 4, 7, 8); }), "requested more to copy than available from device buffer");
-  EXPECT_EQ(range_error([] { r::read_count(10, 0, -2); }), "nbytes argument must be non-negative (or -1 for all), got -2");
+  EXPECT_EQ(range_error([] { r::read_count(10, 4, 7, 8); }),
+            "requested more to copy than available from device buffer");
+  EXPECT_EQ(range_error([] { r::read_count(10, 0, -2); }),
+            "nbytes argument must be non-negative (or -1 for all), got -2");
 }
 
 TEST(BufferRanges, WriteCount) {
@@ -326,10 +327,12 @@ TEST(BufferRanges, WriteCount) {
   EXPECT_EQ(r::write_count(10, 8, -1, 4, true), 2);  // as much as fits
   EXPECT_EQ(r::write_count(10, 10, -1, 4, false), 0);
   EXPECT_EQ(range_error([] { r::write_count(10, 11, -1, 4, true); }), "position argument is out-of-range");
-  EXPECT_EQ(range_error([] { r::write_count(10, 0, 5, 4, true); }), "requested more to copy than available from host buffer");
+  EXPECT_EQ(range_error([] { r::write_count(10, 0, 5, 4, true); }),
+            "requested more to copy than available from host buffer");
   EXPECT_EQ(range_error([] { r::write_count(10, 0, 5, 4, false); }),
             "requested more to copy than available from device buffer");
-  EXPECT_EQ(range_error([] { r::write_count(10, 8, 3, 4, true); }), "requested more to copy than available in device buffer");
+  EXPECT_EQ(range_error([] { r::write_count(10, 8, 3, 4, true); }),
+            "requested more to copy than available in device buffer");
 }
 
 TEST(BufferRanges, SourceCountAndSliceLength) {
@@ -339,7 +342,8 @@ TEST(BufferRanges, SourceCountAndSliceLength) {
   EXPECT_EQ(r::source_count(0, 0, -1), 0);
   EXPECT_EQ(range_error([] { r::source_count(10, 10, -1); }), "offset argument is out-of-range");
   EXPECT_EQ(range_error([] { r::source_count(10, 2, 9); }), "requested larger slice than available in device buffer");
-  EXPECT_EQ(range_error([] { r::source_count(10, 0, -3); }), "size argument must be non-negative (or -1 for all), got -3");
+  EXPECT_EQ(range_error([] { r::source_count(10, 0, -3); }),
+            "size argument must be non-negative (or -1 for all), got -3");
   EXPECT_EQ(r::slice_length(10, 2, std::nullopt), 8);
   EXPECT_EQ(r::slice_length(10, 2, 100), 8);  // clamped, as pyarrow
   EXPECT_EQ(r::slice_length(0, 0, std::nullopt), 0);

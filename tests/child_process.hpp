@@ -53,20 +53,20 @@ inline bool register_child_mode(const char* name, child_main fn) {
   return true;
 }
 
-#define CUARROW_CHILD_MODE(name)                                                                  \
-  static int cuarrow_child_##name(int argc, char** argv);                                         \
-  [[maybe_unused]] static const bool cuarrow_child_registered_##name =                             \
-      ::cuarrow_test::register_child_mode(#name, &cuarrow_child_##name);                           \
+#define CUARROW_CHILD_MODE(name)                                         \
+  static int cuarrow_child_##name(int argc, char** argv);                \
+  [[maybe_unused]] static const bool cuarrow_child_registered_##name =   \
+      ::cuarrow_test::register_child_mode(#name, &cuarrow_child_##name); \
   static int cuarrow_child_##name([[maybe_unused]] int argc, [[maybe_unused]] char** argv)
 
 /// A check inside a child mode: prints where and what failed, returns 1.
-#define CHILD_CHECK(cond)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::printf("CHILD CHECK FAILED at %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
-      std::fflush(stdout);                                                                 \
-      return 1;                                                                            \
-    }                                                                                      \
+#define CHILD_CHECK(cond)                                                          \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      std::printf("CHILD CHECK FAILED at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      std::fflush(stdout);                                                         \
+      return 1;                                                                    \
+    }                                                                              \
   } while (0)
 
 /// In main(), before anything else: runs the child mode named on the

@@ -29,7 +29,8 @@ TEST(Devices, Properties) {
     EXPECT_FALSE(p.name.empty());
     EXPECT_GT(p.total_memory, 0);
     EXPECT_GE(p.compute_capability_major, 5);
-    EXPECT_TRUE(std::regex_match(p.pci_bus_id, std::regex("[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\\.[0-9A-Fa-f]")))
+    EXPECT_TRUE(
+        std::regex_match(p.pci_bus_id, std::regex("[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\\.[0-9A-Fa-f]")))
         << p.pci_bus_id;
     EXPECT_TRUE(p.unified_addressing);
   }

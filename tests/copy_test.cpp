@@ -87,8 +87,8 @@ TEST(Copy, PinnedAndPageableHostSides) {
   cuarrow::buffer host = cuarrow::allocate_host(n);
   std::memcpy(host.mutable_host_data(), src.data(), n);
   cuarrow::buffer dev = cuarrow::allocate_device(ctx, n);
-  cuarrow::copy(dev, 0, host, 0, n);     // pageable -> device
-  cuarrow::copy(pinned, 0, dev, 0, n);   // device -> pinned
+  cuarrow::copy(dev, 0, host, 0, n);    // pageable -> device
+  cuarrow::copy(pinned, 0, dev, 0, n);  // device -> pinned
   EXPECT_EQ(0, std::memcmp(pinned.host_data(), src.data(), n));
   cuarrow::buffer host2 = cuarrow::allocate_host(n);
   cuarrow::copy(host2, 0, pinned, 0, n);  // pinned -> pageable: host to host

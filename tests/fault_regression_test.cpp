@@ -57,7 +57,6 @@ TEST_F(FaultRegression, InjectionFailsTheChosenCallOnly) {
   EXPECT_NO_THROW((void)cuarrow::allocate_device(c0, 4096));
 }
 
-
 // A thread of its own, so that a context left pushed by a failed pop goes
 // with the thread's context stack.
 template <class F>
@@ -242,7 +241,7 @@ TEST_F(FaultRegression, DestroyedStreamWaitsForItsWorkFirst) {
       cuarrow::copy_async(dst, 0, src, 0, 1 << 16, s);
       fail_next("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
     }  // s destroyed
-  }  // dst freed on the legacy stream, src with it
+  }    // dst freed on the legacy stream, src with it
   EXPECT_NO_THROW(c0.synchronize());
   EXPECT_EQ(emu().async_fault_count(), async_faults) << "memory was freed under the destroyed stream's work";
 }

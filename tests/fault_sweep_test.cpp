@@ -18,9 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -40,9 +40,9 @@
 
 #include <cuarrow/arrow/arrow.hpp>
 
-#include "fault_api.hpp"
 #include "arrow/arrow_test_util.hpp"
 #include "child_process.hpp"
+#include "fault_api.hpp"
 #include "fault_ipc_exporter.hpp"
 #include "test_support.hpp"
 
@@ -74,8 +74,9 @@ bool one_of(const std::string& n, std::initializer_list<const char*> names) {
 // Entry points that give something back, or that a release needs (the
 // context push): a failure leaves that object alive.
 bool is_release(const std::string& n) {
-  return one_of(n, {"cuCtxPushCurrent", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost", "cuMemHostUnregister", "cuEventDestroy",
-                    "cuStreamDestroy", "cuIpcCloseMemHandle", "cuDevicePrimaryCtxRelease", "cuCtxPopCurrent"});
+  return one_of(
+      n, {"cuCtxPushCurrent", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost", "cuMemHostUnregister", "cuEventDestroy",
+          "cuStreamDestroy", "cuIpcCloseMemHandle", "cuDevicePrimaryCtxRelease", "cuCtxPopCurrent"});
 }
 
 CUresult fault_code(const std::string& n, std::uint64_t k) {
@@ -176,9 +177,9 @@ struct wrong_data : std::logic_error {
   using std::logic_error::logic_error;
 };
 
-#define SWEEP_EXPECT(cond)                                                                      \
-  do {                                                                                          \
-    if (!(cond)) throw ::cuarrow_test::wrong_data(std::string("wrong data: ") + #cond);         \
+#define SWEEP_EXPECT(cond)                                                              \
+  do {                                                                                  \
+    if (!(cond)) throw ::cuarrow_test::wrong_data(std::string("wrong data: ") + #cond); \
   } while (0)
 
 enum class outcome { completed, typed_error, wrong_result, untyped_error };
@@ -232,8 +233,8 @@ run_result run_bounded(const std::function<void()>& work, const std::string& wha
 // ---- the sweep ---------------------------------------------------------------------------------
 
 struct totals {
-  long workloads = 0, runs = 0, injected = 0, not_reached = 0, typed = 0, completed = 0, refused_release = 0,
-       leaks = 0, hangs = 0, failures = 0, other_code = 0;
+  long workloads = 0, runs = 0, injected = 0, not_reached = 0, typed = 0, completed = 0, refused_release = 0, leaks = 0,
+       hangs = 0, failures = 0, other_code = 0;
   void add(const totals& o) {
     workloads += o.workloads;
     runs += o.runs;
@@ -325,14 +326,15 @@ void sweep(const std::string& workload_name, const std::function<void()>& work) 
                            << after.describe();
   }
   if (verbose) {
-    for (auto& [n, c] : calls) std::printf("[fault_sweep] %s: %s called %" PRIu64 " times\n", workload_name.c_str(), n.c_str(), c);
+    for (auto& [n, c] : calls)
+      std::printf("[fault_sweep] %s: %s called %" PRIu64 " times\n", workload_name.c_str(), n.c_str(), c);
   }
 
   for (auto& [name, n] : calls) {
     for (std::uint64_t k : sample(n, max_k())) {
       const CUresult code = fault_code(name, k);
-      const std::string what = workload_name + ": " + name + " call " + std::to_string(k) + " of " +
-                               std::to_string(n) + " fails with " + std::to_string(code);
+      const std::string what = workload_name + ": " + name + " call " + std::to_string(k) + " of " + std::to_string(n) +
+                               " fails with " + std::to_string(code);
       f.clear();
       ASSERT_EQ(f.inject(name.c_str(), k, code), 0) << what;
       const int warnings_before = g_warnings.load();
@@ -353,8 +355,8 @@ void sweep(const std::string& workload_name, const std::function<void()>& work) 
         case outcome::typed_error:
           if (fired) ++t.typed;
           if (fired && r.code == code && code == CUDA_ERROR_OUT_OF_MEMORY && !r.oom_type) {
-            ADD_FAILURE() << what << ": out of memory thrown as a cuda_error, not as cuarrow::out_of_memory: "
-                          << r.message;
+            ADD_FAILURE() << what
+                          << ": out of memory thrown as a cuda_error, not as cuarrow::out_of_memory: " << r.message;
             ok = false;
           }
           if (fired && r.code != 0 && r.code != code) ++t.other_code;
@@ -399,8 +401,8 @@ void sweep(const std::string& workload_name, const std::function<void()>& work) 
       if (!ok) ++t.failures;
       if (verbose) {
         std::printf("[fault_sweep] %s -> %s%s\n", what.c_str(),
-                    !fired ? "not reached"
-                    : r.what == outcome::completed ? "completed"
+                    !fired                           ? "not reached"
+                    : r.what == outcome::completed   ? "completed"
                     : r.what == outcome::typed_error ? "typed error"
                                                      : "FAILED",
                     ok ? "" : " (failure)");
@@ -717,8 +719,8 @@ CUARROW_CHILD_MODE(fault_sweep_ipc_exporter) {
   if (argc < 1) return 2;
   cuarrow::context c0 = cuarrow::context::get(0);
   const std::vector<std::uint8_t> src = pattern(10000, 77);
-  cuarrow::buffer d =
-      cuarrow::allocate_device(c0, static_cast<std::int64_t>(src.size()), {}, std::make_shared<cuarrow::plain_device_resource>());
+  cuarrow::buffer d = cuarrow::allocate_device(c0, static_cast<std::int64_t>(src.size()), {},
+                                               std::make_shared<cuarrow::plain_device_resource>());
   cuarrow::copy_from_host(d, 0, src.data(), static_cast<std::int64_t>(src.size()));
   std::vector<std::byte> h = cuarrow::export_ipc(d).serialize();
   const std::string tmp = std::string(argv[0]) + ".tmp";

@@ -22,9 +22,7 @@ static_assert(!std::is_constructible_v<cuarrow::ipc_memory_handle, cuarrow::ipc_
 
 namespace {
 
-std::shared_ptr<cuarrow::device_memory_resource> plain() {
-  return std::make_shared<cuarrow::plain_device_resource>();
-}
+std::shared_ptr<cuarrow::device_memory_resource> plain() { return std::make_shared<cuarrow::plain_device_resource>(); }
 
 // Device memory IPC can export (cuMemAlloc), filled with `bytes`.
 cuarrow::buffer plain_buffer(const cuarrow::context& ctx, const std::vector<std::uint8_t>& bytes) {
@@ -299,7 +297,8 @@ TEST(Ipc, MalformedInputsAreInvalidArguments) {
 
 TEST(Ipc, ExportRefusesHostAndPinnedMemory) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  std::string m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_ipc(cuarrow::allocate_host(64)); });
+  std::string m =
+      expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_ipc(cuarrow::allocate_host(64)); });
   EXPECT_TRUE(contains(m, "ordinary host memory (cpu); CUDA IPC shares device memory only")) << m;
   m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_ipc(cuarrow::allocate_pinned(ctx, 64)); });
   EXPECT_TRUE(contains(m, "pinned host memory (cuda_host)")) << m;
@@ -403,7 +402,8 @@ void exchange_slice(int child_device, int opens) {
   ASSERT_EQ(h.size(), length);
   ASSERT_EQ(h.device_id(), 0);
 
-  child_result r = run_self("ipc_open", {to_hex(h.serialize()), std::to_string(child_device), "40", std::to_string(opens)});
+  child_result r =
+      run_self("ipc_open", {to_hex(h.serialize()), std::to_string(child_device), "40", std::to_string(opens)});
   ASSERT_TRUE(r.ok()) << "exit " << r.code << " signal " << r.signal << "\n" << r.output;
   EXPECT_TRUE(contains(r.output, "CHILD OK")) << r.output;
 

@@ -12,33 +12,26 @@ using namespace cuarrow_test;
 namespace {
 // Small chunks so that the boundaries are exercised with small copies.
 class Staging : public small_staging_test {};
-} // namespace
+}  // namespace
 
 TEST_F(Staging, RoundTripsAtChunkBoundariesAndOddAlignments) {
   cuarrow::context ctx = cuarrow::context::get(0);
   const std::int64_t chunk = 64 << 10;
   const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
   // Staging buffers filled with streaming stores (every size), and not.
-  for (std::int64_t streaming_limit :
-       {std::int64_t{1} << 40, std::int64_t{0}}) {
+  for (std::int64_t streaming_limit : {std::int64_t{1} << 40, std::int64_t{0}}) {
     cuarrow::transfer_options o = saved;
     o.staging_streaming_store_limit_bytes = streaming_limit;
     cuarrow::set_transfer_options(o);
-    for (std::int64_t n : {chunk - 1, chunk, chunk + 1, 3 * chunk + 17,
-                           7 * chunk, std::int64_t{(1 << 20) + 5}}) {
-      for (std::int64_t misalign :
-           {std::int64_t{0}, std::int64_t{3}, std::int64_t{9}}) {
-        auto src = pattern(static_cast<std::size_t>(n + misalign),
-                           static_cast<unsigned>(n + misalign));
+    for (std::int64_t n : {chunk - 1, chunk, chunk + 1, 3 * chunk + 17, 7 * chunk, std::int64_t{(1 << 20) + 5}}) {
+      for (std::int64_t misalign : {std::int64_t{0}, std::int64_t{3}, std::int64_t{9}}) {
+        auto src = pattern(static_cast<std::size_t>(n + misalign), static_cast<unsigned>(n + misalign));
         cuarrow::buffer dev = cuarrow::allocate_device(ctx, n + 11);
         cuarrow::copy_from_host(dev, 11, src.data() + misalign, n);
-        std::vector<std::uint8_t> back(static_cast<std::size_t>(n + misalign),
-                                       0);
+        std::vector<std::uint8_t> back(static_cast<std::size_t>(n + misalign), 0);
         cuarrow::copy_to_host(back.data() + misalign, dev, 11, n);
-        ASSERT_EQ(0, std::memcmp(back.data() + misalign, src.data() + misalign,
-                                 static_cast<std::size_t>(n)))
-            << "n=" << n << " misalign=" << misalign
-            << " streaming limit=" << streaming_limit;
+        ASSERT_EQ(0, std::memcmp(back.data() + misalign, src.data() + misalign, static_cast<std::size_t>(n)))
+            << "n=" << n << " misalign=" << misalign << " streaming limit=" << streaming_limit;
       }
     }
   }
@@ -92,13 +85,11 @@ TEST_F(Staging, ConcurrentCallersAreSafe) {
         cuarrow::copy_from_host(dev, 0, src.data(), n, s);
         std::vector<std::uint8_t> back(n);
         cuarrow::copy_to_host(back.data(), dev, 0, n, s);
-        if (back != src)
-          ++bad;
+        if (back != src) ++bad;
       }
     });
   }
-  for (auto &th : threads)
-    th.join();
+  for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
 }
 
@@ -107,7 +98,7 @@ TEST_F(Staging, BetweenDevicesAndPipelineOff) {
   const std::int64_t n = 300000;
   auto src = pattern(n, 13);
   cuarrow::transfer_options off = cuarrow::get_transfer_options();
-  off.staging_threshold_bytes = 0; // disabled: the driver copies directly
+  off.staging_threshold_bytes = 0;  // disabled: the driver copies directly
   cuarrow::set_transfer_options(off);
   cuarrow::buffer dev = cuarrow::copy_to_device(ctx, src.data(), n);
   std::vector<std::uint8_t> back(n);
@@ -132,8 +123,7 @@ TEST(TransferOptions, AreValidated) {
   bad = o;
   bad.staging_streaming_store_limit_bytes = -1;
   EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
-  EXPECT_EQ(cuarrow::get_transfer_options().staging_chunk_bytes,
-            o.staging_chunk_bytes);
+  EXPECT_EQ(cuarrow::get_transfer_options().staging_chunk_bytes, o.staging_chunk_bytes);
 }
 
 TEST(PinnedPool, DeviceResultsLandInPooledPinnedMemory) {
@@ -148,21 +138,18 @@ TEST(PinnedPool, DeviceResultsLandInPooledPinnedMemory) {
     EXPECT_EQ(host.type(), cuarrow::device_type::cuda_host);
     EXPECT_EQ(host.size(), n);
     EXPECT_EQ(0, std::memcmp(host.host_data(), src.data(), n));
-    EXPECT_GE(cuarrow::pinned_pool_stats().in_use_bytes,
-              before.in_use_bytes + n);
+    EXPECT_GE(cuarrow::pinned_pool_stats().in_use_bytes, before.in_use_bytes + n);
     pinned_after_first = cuarrow::pinned_pool_stats().pinned_bytes;
   }
   EXPECT_EQ(cuarrow::pinned_pool_stats().in_use_bytes,
-            before.in_use_bytes); // returned to the pool
+            before.in_use_bytes);  // returned to the pool
   {
-    cuarrow::buffer again =
-        cuarrow::copy_to_new_host(dev); // reuses the cached block
+    cuarrow::buffer again = cuarrow::copy_to_new_host(dev);  // reuses the cached block
     EXPECT_EQ(cuarrow::pinned_pool_stats().pinned_bytes, pinned_after_first);
     EXPECT_EQ(0, std::memcmp(again.host_data(), src.data(), n));
   }
   cuarrow::trim_pinned_pool();
-  EXPECT_EQ(cuarrow::pinned_pool_stats().pinned_bytes,
-            cuarrow::pinned_pool_stats().in_use_bytes);
+  EXPECT_EQ(cuarrow::pinned_pool_stats().pinned_bytes, cuarrow::pinned_pool_stats().in_use_bytes);
 }
 
 TEST(PinnedPool, FullPoolFallsBackToOrdinaryMemory) {
@@ -190,11 +177,11 @@ TEST(TransferStats, CountBytesTimeAndStagedBytesPerContext) {
   ctx.reset_transfer_stats();
   const std::int64_t big = 3 << 20;
   auto src = pattern(big, 16);
-  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, src.data(), big); // staged
+  cuarrow::buffer dev = cuarrow::copy_to_device(ctx, src.data(), big);  // staged
   cuarrow::buffer dev2 = cuarrow::allocate_device(ctx, 100);
-  cuarrow::copy(dev2, 0, dev, 0, 100); // device to device
+  cuarrow::copy(dev2, 0, dev, 0, 100);  // device to device
   std::vector<std::uint8_t> back(100);
-  cuarrow::copy_to_host(back.data(), dev, 0, 100); // small: direct
+  cuarrow::copy_to_host(back.data(), dev, 0, 100);  // small: direct
   cuarrow::transfer_statistics t = ctx.transfer_stats();
   EXPECT_EQ(t.host_to_device_bytes, big);
   EXPECT_EQ(t.device_to_device_bytes, 100);
@@ -204,8 +191,7 @@ TEST(TransferStats, CountBytesTimeAndStagedBytesPerContext) {
   EXPECT_GT(t.host_to_device_seconds, 0.0);
   EXPECT_GT(t.device_to_host_seconds, 0.0);
   // A refused copy counts nothing.
-  EXPECT_THROW(cuarrow::copy_to_host(back.data(), dev, big, 1),
-               cuarrow::out_of_range);
+  EXPECT_THROW(cuarrow::copy_to_host(back.data(), dev, big, 1), cuarrow::out_of_range);
   EXPECT_EQ(ctx.transfer_stats().copies, 3);
   ctx.reset_transfer_stats();
   EXPECT_EQ(ctx.transfer_stats().host_to_device_bytes, 0);

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cuarrow/cuarrow.hpp>
 #include <cuarrow_emulation.h>
+#include <cuarrow/cuarrow.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -34,15 +34,15 @@ struct emulation_api {
 
 const emulation_api& emu();
 
-#define CUARROW_REQUIRE_EMULATION()                                                                  \
-  do {                                                                                               \
-    if (!::cuarrow_test::emu().available())                                                          \
+#define CUARROW_REQUIRE_EMULATION()                                                                     \
+  do {                                                                                                  \
+    if (!::cuarrow_test::emu().available())                                                             \
       GTEST_SKIP() << "inspects the emulated driver's internal state; the real driver has no such API"; \
   } while (0)
 
-#define CUARROW_REQUIRE_DEVICES(n)                                                                     \
-  do {                                                                                                 \
-    if (::cuarrow::device_count() < (n))                                                               \
+#define CUARROW_REQUIRE_DEVICES(n)                                                                        \
+  do {                                                                                                    \
+    if (::cuarrow::device_count() < (n))                                                                  \
       GTEST_SKIP() << "needs " << (n) << " CUDA devices, this machine has " << ::cuarrow::device_count(); \
   } while (0)
 

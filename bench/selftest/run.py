@@ -58,8 +58,24 @@ def main() -> int:
     real_load_peers = bench.load_peers
     bench.load_peers = lambda emulated, notes: real_load_peers(False, notes)  # the fakes run on the emulation
     out = keep or Path(tempfile.mkdtemp(prefix="cuarrow-bench-selftest-"))
-    rc = bench.main(["--quick", "--sizes", "4,4K,1M,2M", "--table-bytes", "4M", "--columns", "1000",
-                     "--column-bytes", "4K", "--budget", "0.02", "--samples", "--out", str(out)])
+    rc = bench.main(
+        [
+            "--quick",
+            "--sizes",
+            "4,4K,1M,2M",
+            "--table-bytes",
+            "4M",
+            "--columns",
+            "1000",
+            "--column-bytes",
+            "4K",
+            "--budget",
+            "0.02",
+            "--samples",
+            "--out",
+            str(out),
+        ]
+    )
     problems = []
     if rc != 0:
         problems.append(f"bench.main returned {rc}")
@@ -85,8 +101,12 @@ def main() -> int:
         if not (out / name).is_file():
             problems.append(f"{name} not written")
     # results.json keeps summaries; every call's seconds go to samples.json (--samples)
-    if any("samples_s" in r or "n_samples" not in r or not r["min_s"] <= r["p10_s"] <= r["median_s"]
-           <= r["p90_s"] <= r["max_s"] for r in results):
+    if any(
+        "samples_s" in r
+        or "n_samples" not in r
+        or not r["min_s"] <= r["p10_s"] <= r["median_s"] <= r["p90_s"] <= r["max_s"]
+        for r in results
+    ):
         problems.append("results.json holds samples, or a case's summary is missing or out of order")
     samples = json.loads((out / "samples.json").read_text()) if (out / "samples.json").is_file() else []
     if [len(s["samples_s"]) for s in samples] != [r["n_samples"] for r in results]:

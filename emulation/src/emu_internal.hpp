@@ -51,27 +51,27 @@ using Clock = std::chrono::steady_clock;
 inline constexpr size_t kAllocAlignment = 256;
 
 struct Config {
-    int devices = 1;
-    size_t memory = size_t{1} << 30;
-    unsigned op_delay_us = 0;
-    bool no_pools = false;
-    bool no_peer = false;
+  int devices = 1;
+  size_t memory = size_t{1} << 30;
+  unsigned op_delay_us = 0;
+  bool no_pools = false;
+  bool no_peer = false;
 };
 
 // First-fit allocator over [0, size) with coalescing frees.  Offsets and sizes
 // handed to it are multiples of kAllocAlignment.
 class RangeAllocator {
-public:
-    void reset(size_t size);
-    std::optional<size_t> allocate(size_t size);
-    void release(size_t offset, size_t size);
-    size_t used() const { return used_; }
-    size_t size() const { return size_; }
+ public:
+  void reset(size_t size);
+  std::optional<size_t> allocate(size_t size);
+  void release(size_t offset, size_t size);
+  size_t used() const { return used_; }
+  size_t size() const { return size_; }
 
-private:
-    std::map<size_t, size_t> free_;  // offset -> length
-    size_t size_ = 0;
-    size_t used_ = 0;
+ private:
+  std::map<size_t, size_t> free_;  // offset -> length
+  size_t size_ = 0;
+  size_t used_ = 0;
 };
 
 struct Context;
@@ -81,147 +81,147 @@ struct Pool;
 enum class AllocKind { Device, Pool, IpcImport, HostAlloc, HostRegister };
 
 inline bool is_device_kind(AllocKind k) {
-    return k == AllocKind::Device || k == AllocKind::Pool || k == AllocKind::IpcImport;
+  return k == AllocKind::Device || k == AllocKind::Pool || k == AllocKind::IpcImport;
 }
 
 // One live range of the unified address space that the driver knows about.
 struct Allocation {
-    uint64_t id = 0;  // process-unique, never reused (CU_POINTER_ATTRIBUTE_BUFFER_ID)
-    AllocKind kind = AllocKind::Device;
-    uintptr_t base = 0;
-    size_t size = 0;         // as requested; copies are checked against this
-    Context* ctx = nullptr;  // owning context
-    int device = 0;
-    char* host_view = nullptr;  // where the bytes really live (shadow, host memory, ipc map)
+  uint64_t id = 0;  // process-unique, never reused (CU_POINTER_ATTRIBUTE_BUFFER_ID)
+  AllocKind kind = AllocKind::Device;
+  uintptr_t base = 0;
+  size_t size = 0;         // as requested; copies are checked against this
+  Context* ctx = nullptr;  // owning context
+  int device = 0;
+  char* host_view = nullptr;  // where the bytes really live (shadow, host memory, ipc map)
 
-    // Device / Pool: the block in the device's memory.
-    size_t offset = 0;
-    size_t block = 0;
-    Pool* pool = nullptr;
-    bool ready = true;         // false until the stream reaches a cuMemAllocAsync
-    bool free_queued = false;  // a cuMemFreeAsync is pending
+  // Device / Pool: the block in the device's memory.
+  size_t offset = 0;
+  size_t block = 0;
+  Pool* pool = nullptr;
+  bool ready = true;         // false until the stream reaches a cuMemAllocAsync
+  bool free_queued = false;  // a cuMemFreeAsync is pending
 
-    unsigned flags = 0;  // host alloc / register flags
+  unsigned flags = 0;  // host alloc / register flags
 
-    // HostAlloc: the mmap.  IpcImport: the reservation and the shared map.
-    void* map_base = nullptr;
-    size_t map_len = 0;
-    void* reserve_base = nullptr;
-    size_t reserve_len = 0;
-    int ipc_pid = 0;
-    uint64_t ipc_remote_id = 0;
-    int ipc_refs = 0;
+  // HostAlloc: the mmap.  IpcImport: the reservation and the shared map.
+  void* map_base = nullptr;
+  size_t map_len = 0;
+  void* reserve_base = nullptr;
+  size_t reserve_len = 0;
+  int ipc_pid = 0;
+  uint64_t ipc_remote_id = 0;
+  int ipc_refs = 0;
 };
 
 // The default memory pool of a device (cuMemAllocAsync).  Freed blocks stay
 // cached in the pool (reserved) until a synchronisation trims the pool to its
 // release threshold, as the real driver does.
 struct Pool {
-    int device = 0;
-    std::multimap<size_t, size_t> cached;  // block size -> offset
-    uint64_t release_threshold = 0;
-    uint64_t reserved = 0, reserved_high = 0;
-    uint64_t used = 0, used_high = 0;
-    int reuse_follow_event_dependencies = 1;
-    int reuse_allow_opportunistic = 1;
-    int reuse_allow_internal_dependencies = 1;
+  int device = 0;
+  std::multimap<size_t, size_t> cached;  // block size -> offset
+  uint64_t release_threshold = 0;
+  uint64_t reserved = 0, reserved_high = 0;
+  uint64_t used = 0, used_high = 0;
+  int reuse_follow_event_dependencies = 1;
+  int reuse_allow_opportunistic = 1;
+  int reuse_allow_internal_dependencies = 1;
 };
 
 // Completion of one cuEventRecord.  Guarded by Driver::prog_mu.
 struct Marker {
-    bool done = false;
-    Clock::time_point when{};
+  bool done = false;
+  Clock::time_point when{};
 };
 
 // Something an operation waits for before it runs: a stream position or a
 // recorded event.
 struct Dep {
-    std::shared_ptr<Stream> stream;
-    uint64_t seq = 0;
-    std::shared_ptr<Marker> marker;
+  std::shared_ptr<Stream> stream;
+  uint64_t seq = 0;
+  std::shared_ptr<Marker> marker;
 };
 
 struct Op {
-    const char* what = "";
-    std::vector<Dep> deps;
-    std::function<void(Stream&)> body;
+  const char* what = "";
+  std::vector<Dep> deps;
+  std::function<void(Stream&)> body;
 };
 
 enum class StreamKind { User, Legacy, PerThread };
 
 struct Stream {
-    uint64_t id = 0;
-    CUstream handle = nullptr;
-    Context* ctx = nullptr;
-    unsigned flags = 0;
-    StreamKind kind = StreamKind::User;
+  uint64_t id = 0;
+  CUstream handle = nullptr;
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  StreamKind kind = StreamKind::User;
 
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Op> queue;   // front: the operation running or about to run
-    uint64_t enqueued = 0;  // guarded by mu
-    std::atomic<uint64_t> completed{0};
-    bool stop = false;  // guarded by mu: drain the queue, then exit
-    std::atomic<bool> exited{false};
-    std::thread worker;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Op> queue;   // front: the operation running or about to run
+  uint64_t enqueued = 0;  // guarded by mu
+  std::atomic<uint64_t> completed{0};
+  bool stop = false;  // guarded by mu: drain the queue, then exit
+  std::atomic<bool> exited{false};
+  std::thread worker;
 
-    // Synchronises with the legacy default stream.
-    bool blocking() const { return kind != StreamKind::User || !(flags & CU_STREAM_NON_BLOCKING); }
+  // Synchronises with the legacy default stream.
+  bool blocking() const { return kind != StreamKind::User || !(flags & CU_STREAM_NON_BLOCKING); }
 };
 
 struct Event {
-    uint64_t id = 0;
-    CUevent handle = nullptr;
-    Context* ctx = nullptr;
-    unsigned flags = 0;
-    std::shared_ptr<Marker> last;  // latest record; null: never recorded
+  uint64_t id = 0;
+  CUevent handle = nullptr;
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  std::shared_ptr<Marker> last;  // latest record; null: never recorded
 };
 
 // A primary context.  There is exactly one object per device for the life of
 // the driver, so a stale handle never dangles: it answers "destroyed" until a
 // later retain re-creates the context (with the same handle).
 struct Context {
-    int device = 0;
-    int retain = 0;  // guarded by Driver::mu
-    std::atomic<bool> active{false};
-    uint64_t generation = 0;
-    std::shared_ptr<Stream> legacy;
-    std::map<std::thread::id, std::shared_ptr<Stream>> per_thread;
-    std::atomic<int> pending_faults{0};
-    std::vector<int> peers;  // devices whose memory this context may access
-    CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+  int device = 0;
+  int retain = 0;  // guarded by Driver::mu
+  std::atomic<bool> active{false};
+  uint64_t generation = 0;
+  std::shared_ptr<Stream> legacy;
+  std::map<std::thread::id, std::shared_ptr<Stream>> per_thread;
+  std::atomic<int> pending_faults{0};
+  std::vector<int> peers;  // devices whose memory this context may access
+  CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
 };
 
 struct Device {
-    int ordinal = 0;
-    size_t mem_size = 0;
-    char* va_base = nullptr;  // PROT_NONE reservation: the device addresses
-    char* shadow = nullptr;   // read/write mapping of the memfd: the bytes
-    int memfd = -1;
-    RangeAllocator allocator;
-    Pool pool;
-    Context ctx;
-    bool contains(uintptr_t p) const {
-        return p >= reinterpret_cast<uintptr_t>(va_base) && p < reinterpret_cast<uintptr_t>(va_base) + mem_size;
-    }
+  int ordinal = 0;
+  size_t mem_size = 0;
+  char* va_base = nullptr;  // PROT_NONE reservation: the device addresses
+  char* shadow = nullptr;   // read/write mapping of the memfd: the bytes
+  int memfd = -1;
+  RangeAllocator allocator;
+  Pool pool;
+  Context ctx;
+  bool contains(uintptr_t p) const {
+    return p >= reinterpret_cast<uintptr_t>(va_base) && p < reinterpret_cast<uintptr_t>(va_base) + mem_size;
+  }
 };
 
 struct Driver {
-    Config cfg;
-    std::vector<std::unique_ptr<Device>> devices;
+  Config cfg;
+  std::vector<std::unique_ptr<Device>> devices;
 
-    std::shared_mutex mem_mu;
-    std::mutex mu;
-    std::map<uintptr_t, std::unique_ptr<Allocation>> allocs;  // by base address
-    std::unordered_map<uint64_t, Allocation*> allocs_by_id;
-    std::unordered_map<CUstream, std::shared_ptr<Stream>> streams;  // user streams
-    std::unordered_map<CUevent, std::shared_ptr<Event>> events;
-    std::vector<std::shared_ptr<Stream>> zombies;  // stopped, not yet joined
-    uint64_t next_id = 1;
+  std::shared_mutex mem_mu;
+  std::mutex mu;
+  std::map<uintptr_t, std::unique_ptr<Allocation>> allocs;  // by base address
+  std::unordered_map<uint64_t, Allocation*> allocs_by_id;
+  std::unordered_map<CUstream, std::shared_ptr<Stream>> streams;  // user streams
+  std::unordered_map<CUevent, std::shared_ptr<Event>> events;
+  std::vector<std::shared_ptr<Stream>> zombies;  // stopped, not yet joined
+  uint64_t next_id = 1;
 
-    std::mutex prog_mu;
-    std::condition_variable prog_cv;
-    std::atomic<bool> shutting_down{false};
+  std::mutex prog_mu;
+  std::condition_variable prog_cv;
+  std::atomic<bool> shutting_down{false};
 };
 
 // ---------------------------------------------------------------------------
@@ -241,13 +241,13 @@ CUresult check_init();
 size_t round_up(size_t v, size_t a);
 size_t page_size();
 
-Device* device_at(CUdevice d);                 // null for a bad ordinal (needs init)
-Context* context_from_handle(CUcontext h);     // null if not one of ours
-CUresult current_context(Context** out);       // INVALID_CONTEXT / CONTEXT_IS_DESTROYED
+Device* device_at(CUdevice d);              // null for a bad ordinal (needs init)
+Context* context_from_handle(CUcontext h);  // null if not one of ours
+CUresult current_context(Context** out);    // INVALID_CONTEXT / CONTEXT_IS_DESTROYED
 Context* current_context_or_null();
 
 // Allocation registry; callers hold g->mu.
-Allocation* find_alloc_locked(uintptr_t p);    // containing p
+Allocation* find_alloc_locked(uintptr_t p);  // containing p
 Allocation* alloc_by_id_locked(uint64_t id);
 bool in_device_va_locked(uintptr_t p);
 Allocation* insert_alloc_locked(std::unique_ptr<Allocation> a);
@@ -298,7 +298,7 @@ enum EntryPointId : int {
 #define CUARROW_DRIVER_ENTRY(name, version, required) ep_##name,
 #include CUARROW_EMU_ENTRY_POINTS_DEF
 #undef CUARROW_DRIVER_ENTRY
-    kEntryPointCount
+  kEntryPointCount
 };
 
 // Counts a call of entry point `id` and answers the fault armed for it, if

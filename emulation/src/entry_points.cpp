@@ -34,12 +34,13 @@ namespace {
 // driver's strings.
 
 struct ErrorInfo {
-    CUresult code;
-    const char* name;
-    const char* text;
+  CUresult code;
+  const char* name;
+  const char* text;
 };
 
-#define CUEMU_ERR(code, text) {code, #code, text}
+#define CUEMU_ERR(code, text) \
+  { code, #code, text }
 constexpr ErrorInfo kErrors[] = {
     CUEMU_ERR(CUDA_SUCCESS, "no error"),
     CUEMU_ERR(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
@@ -119,7 +120,8 @@ constexpr ErrorInfo kErrors[] = {
     CUEMU_ERR(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "forward compatibility was attempted on non supported HW"),
     CUEMU_ERR(CUDA_ERROR_MPS_CONNECTION_FAILED,
               "MPS client failed to connect to the MPS control daemon or the MPS server"),
-    CUEMU_ERR(CUDA_ERROR_MPS_RPC_FAILURE, "the remote procedural call between the MPS server and the MPS client failed"),
+    CUEMU_ERR(CUDA_ERROR_MPS_RPC_FAILURE,
+              "the remote procedural call between the MPS server and the MPS client failed"),
     CUEMU_ERR(CUDA_ERROR_MPS_SERVER_NOT_READY, "MPS server is not ready to accept new MPS client requests"),
     CUEMU_ERR(CUDA_ERROR_MPS_MAX_CLIENTS_REACHED,
               "the hardware resources required to create MPS client have been exhausted"),
@@ -159,9 +161,9 @@ constexpr ErrorInfo kErrors[] = {
 #undef CUEMU_ERR
 
 const ErrorInfo* find_error(CUresult e) {
-    for (const ErrorInfo& i : kErrors)
-        if (i.code == e) return &i;
-    return nullptr;
+  for (const ErrorInfo& i : kErrors)
+    if (i.code == e) return &i;
+  return nullptr;
 }
 
 // ---------------------------------------------------------------------------
@@ -186,17 +188,17 @@ struct ApiGuard;
 
 template <typename... Args, CUresult (*F)(Args...), int Id>
 struct ApiGuard<F, Id> {
-    static CUresult call(Args... args) noexcept {
-        if (!kAllowedInCallback<F> && t_in_stream_worker) return CUDA_ERROR_NOT_PERMITTED;
-        if (CUresult r = fault_check(Id)) return r;
-        try {
-            return F(args...);
-        } catch (const std::bad_alloc&) {
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        } catch (...) {
-            return CUDA_ERROR_UNKNOWN;
-        }
+  static CUresult call(Args... args) noexcept {
+    if (!kAllowedInCallback<F> && t_in_stream_worker) return CUDA_ERROR_NOT_PERMITTED;
+    if (CUresult r = fault_check(Id)) return r;
+    try {
+      return F(args...);
+    } catch (const std::bad_alloc&) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    } catch (...) {
+      return CUDA_ERROR_UNKNOWN;
     }
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -204,52 +206,58 @@ struct ApiGuard<F, Id> {
 // entry points, so that cuGetProcAddress answers what the real driver would
 // for the cudaVersion and flags a caller passes.
 
-CUresult emu_cuEventElapsedTime_v12080(float* ms, CUevent a, CUevent b) { return emu_cuEventElapsedTime_v2000(ms, a, b); }
+CUresult emu_cuEventElapsedTime_v12080(float* ms, CUevent a, CUevent b) {
+  return emu_cuEventElapsedTime_v2000(ms, a, b);
+}
 
 // In the _ptsz variants the stream handle 0 means the per-thread stream.
 CUstream ptsz(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
 
 CUresult ptsz_cuStreamSynchronize(CUstream s) { return emu_cuStreamSynchronize_v2000(ptsz(s)); }
 CUresult ptsz_cuStreamQuery(CUstream s) { return emu_cuStreamQuery_v2000(ptsz(s)); }
-CUresult ptsz_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { return emu_cuStreamWaitEvent_v3020(ptsz(s), e, f); }
+CUresult ptsz_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) {
+  return emu_cuStreamWaitEvent_v3020(ptsz(s), e, f);
+}
 CUresult ptsz_cuStreamGetCtx(CUstream s, CUcontext* c) { return emu_cuStreamGetCtx_v9020(ptsz(s), c); }
 CUresult ptsz_cuStreamGetCtx_v2(CUstream s, CUcontext* c, CUgreenCtx* gc) {
-    return emu_cuStreamGetCtx_v12050(ptsz(s), c, gc);
+  return emu_cuStreamGetCtx_v12050(ptsz(s), c, gc);
 }
 CUresult ptsz_cuEventRecord(CUevent e, CUstream s) { return emu_cuEventRecord_v2000(e, ptsz(s)); }
 CUresult ptsz_cuLaunchHostFunc(CUstream s, CUhostFn fn, void* u) { return emu_cuLaunchHostFunc_v10000(ptsz(s), fn, u); }
-CUresult ptsz_cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) { return emu_cuMemAllocAsync_v11020(p, n, ptsz(s)); }
+CUresult ptsz_cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) {
+  return emu_cuMemAllocAsync_v11020(p, n, ptsz(s));
+}
 CUresult ptsz_cuMemFreeAsync(CUdeviceptr p, CUstream s) { return emu_cuMemFreeAsync_v11020(p, ptsz(s)); }
 CUresult ptsz_cuMemcpyAsync(CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s) {
-    return emu_cuMemcpyAsync_v4000(d, src, n, ptsz(s));
+  return emu_cuMemcpyAsync_v4000(d, src, n, ptsz(s));
 }
 CUresult ptsz_cuMemcpyHtoDAsync(CUdeviceptr d, const void* src, size_t n, CUstream s) {
-    return emu_cuMemcpyHtoDAsync_v3020(d, src, n, ptsz(s));
+  return emu_cuMemcpyHtoDAsync_v3020(d, src, n, ptsz(s));
 }
 CUresult ptsz_cuMemcpyDtoHAsync(void* d, CUdeviceptr src, size_t n, CUstream s) {
-    return emu_cuMemcpyDtoHAsync_v3020(d, src, n, ptsz(s));
+  return emu_cuMemcpyDtoHAsync_v3020(d, src, n, ptsz(s));
 }
 CUresult ptsz_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s) {
-    return emu_cuMemcpyDtoDAsync_v3020(d, src, n, ptsz(s));
+  return emu_cuMemcpyDtoDAsync_v3020(d, src, n, ptsz(s));
 }
 CUresult ptsz_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s) {
-    return emu_cuMemcpyPeerAsync_v4000(d, dc, src, sc, n, ptsz(s));
+  return emu_cuMemcpyPeerAsync_v4000(d, dc, src, sc, n, ptsz(s));
 }
 CUresult ptsz_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-    return emu_cuMemsetD8Async_v3020(d, v, n, ptsz(s));
+  return emu_cuMemsetD8Async_v3020(d, v, n, ptsz(s));
 }
 
 CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* symbolStatus);
 CUresult get_proc_address_v1(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
-    return get_proc_address(symbol, pfn, cudaVersion, flags, nullptr);
+  return get_proc_address(symbol, pfn, cudaVersion, flags, nullptr);
 }
 
 struct EntryPoint {
-    const char* name;
-    int version;  // the CUDA version that introduced this ABI of the symbol
-    bool ptsz;    // per-thread default stream variant
-    void* fn;
+  const char* name;
+  int version;  // the CUDA version that introduced this ABI of the symbol
+  bool ptsz;    // per-thread default stream variant
+  void* fn;
 };
 
 #define CUEMU_FN(pfn_type, fn, id) reinterpret_cast<void*>(static_cast<pfn_type>(&ApiGuard<&fn, id>::call))
@@ -257,32 +265,43 @@ struct EntryPoint {
 const EntryPoint kEntryPoints[] = {
 // The list cuarrow uses (static_cast: the signature must match the PFN type).
 #define CUARROW_DRIVER_ENTRY(name, version, required) \
-    {#name, version, false, CUEMU_FN(PFN_##name##_v##version, emu_##name##_v##version, ep_##name)},
+  {#name, version, false, CUEMU_FN(PFN_##name##_v##version, emu_##name##_v##version, ep_##name)},
 #include CUARROW_EMU_ENTRY_POINTS_DEF
 #undef CUARROW_DRIVER_ENTRY
 
     // Newer ABIs of listed symbols, returned when the caller asks for a
     // CUDA version at or above their introduction, as the real driver does.
-    {"cuCtxSynchronize", 13000, false, CUEMU_FN(PFN_cuCtxSynchronize_v13000, emu_cuCtxSynchronize_v13000, ep_cuCtxSynchronize)},
+    {"cuCtxSynchronize", 13000, false,
+     CUEMU_FN(PFN_cuCtxSynchronize_v13000, emu_cuCtxSynchronize_v13000, ep_cuCtxSynchronize)},
     {"cuCtxGetDevice", 13000, false, CUEMU_FN(PFN_cuCtxGetDevice_v13000, emu_cuCtxGetDevice_v13000, ep_cuCtxGetDevice)},
     {"cuStreamGetCtx", 12050, false, CUEMU_FN(PFN_cuStreamGetCtx_v12050, emu_cuStreamGetCtx_v12050, ep_cuStreamGetCtx)},
-    {"cuEventElapsedTime", 12080, false, CUEMU_FN(PFN_cuEventElapsedTime_v12080, emu_cuEventElapsedTime_v12080, ep_cuEventElapsedTime)},
+    {"cuEventElapsedTime", 12080, false,
+     CUEMU_FN(PFN_cuEventElapsedTime_v12080, emu_cuEventElapsedTime_v12080, ep_cuEventElapsedTime)},
 
     // Per-thread default stream variants (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
-    {"cuStreamSynchronize", 7000, true, CUEMU_FN(PFN_cuStreamSynchronize_v7000_ptsz, ptsz_cuStreamSynchronize, ep_cuStreamSynchronize)},
+    {"cuStreamSynchronize", 7000, true,
+     CUEMU_FN(PFN_cuStreamSynchronize_v7000_ptsz, ptsz_cuStreamSynchronize, ep_cuStreamSynchronize)},
     {"cuStreamQuery", 7000, true, CUEMU_FN(PFN_cuStreamQuery_v7000_ptsz, ptsz_cuStreamQuery, ep_cuStreamQuery)},
-    {"cuStreamWaitEvent", 7000, true, CUEMU_FN(PFN_cuStreamWaitEvent_v7000_ptsz, ptsz_cuStreamWaitEvent, ep_cuStreamWaitEvent)},
+    {"cuStreamWaitEvent", 7000, true,
+     CUEMU_FN(PFN_cuStreamWaitEvent_v7000_ptsz, ptsz_cuStreamWaitEvent, ep_cuStreamWaitEvent)},
     {"cuStreamGetCtx", 9020, true, CUEMU_FN(PFN_cuStreamGetCtx_v9020_ptsz, ptsz_cuStreamGetCtx, ep_cuStreamGetCtx)},
-    {"cuStreamGetCtx", 12050, true, CUEMU_FN(PFN_cuStreamGetCtx_v12050_ptsz, ptsz_cuStreamGetCtx_v2, ep_cuStreamGetCtx)},
+    {"cuStreamGetCtx", 12050, true,
+     CUEMU_FN(PFN_cuStreamGetCtx_v12050_ptsz, ptsz_cuStreamGetCtx_v2, ep_cuStreamGetCtx)},
     {"cuEventRecord", 7000, true, CUEMU_FN(PFN_cuEventRecord_v7000_ptsz, ptsz_cuEventRecord, ep_cuEventRecord)},
-    {"cuLaunchHostFunc", 10000, true, CUEMU_FN(PFN_cuLaunchHostFunc_v10000_ptsz, ptsz_cuLaunchHostFunc, ep_cuLaunchHostFunc)},
-    {"cuMemAllocAsync", 11020, true, CUEMU_FN(PFN_cuMemAllocAsync_v11020_ptsz, ptsz_cuMemAllocAsync, ep_cuMemAllocAsync)},
+    {"cuLaunchHostFunc", 10000, true,
+     CUEMU_FN(PFN_cuLaunchHostFunc_v10000_ptsz, ptsz_cuLaunchHostFunc, ep_cuLaunchHostFunc)},
+    {"cuMemAllocAsync", 11020, true,
+     CUEMU_FN(PFN_cuMemAllocAsync_v11020_ptsz, ptsz_cuMemAllocAsync, ep_cuMemAllocAsync)},
     {"cuMemFreeAsync", 11020, true, CUEMU_FN(PFN_cuMemFreeAsync_v11020_ptsz, ptsz_cuMemFreeAsync, ep_cuMemFreeAsync)},
     {"cuMemcpyAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyAsync_v7000_ptsz, ptsz_cuMemcpyAsync, ep_cuMemcpyAsync)},
-    {"cuMemcpyHtoDAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyHtoDAsync_v7000_ptsz, ptsz_cuMemcpyHtoDAsync, ep_cuMemcpyHtoDAsync)},
-    {"cuMemcpyDtoHAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyDtoHAsync_v7000_ptsz, ptsz_cuMemcpyDtoHAsync, ep_cuMemcpyDtoHAsync)},
-    {"cuMemcpyDtoDAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyDtoDAsync_v7000_ptsz, ptsz_cuMemcpyDtoDAsync, ep_cuMemcpyDtoDAsync)},
-    {"cuMemcpyPeerAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyPeerAsync_v7000_ptsz, ptsz_cuMemcpyPeerAsync, ep_cuMemcpyPeerAsync)},
+    {"cuMemcpyHtoDAsync", 7000, true,
+     CUEMU_FN(PFN_cuMemcpyHtoDAsync_v7000_ptsz, ptsz_cuMemcpyHtoDAsync, ep_cuMemcpyHtoDAsync)},
+    {"cuMemcpyDtoHAsync", 7000, true,
+     CUEMU_FN(PFN_cuMemcpyDtoHAsync_v7000_ptsz, ptsz_cuMemcpyDtoHAsync, ep_cuMemcpyDtoHAsync)},
+    {"cuMemcpyDtoDAsync", 7000, true,
+     CUEMU_FN(PFN_cuMemcpyDtoDAsync_v7000_ptsz, ptsz_cuMemcpyDtoDAsync, ep_cuMemcpyDtoDAsync)},
+    {"cuMemcpyPeerAsync", 7000, true,
+     CUEMU_FN(PFN_cuMemcpyPeerAsync_v7000_ptsz, ptsz_cuMemcpyPeerAsync, ep_cuMemcpyPeerAsync)},
     {"cuMemsetD8Async", 7000, true, CUEMU_FN(PFN_cuMemsetD8Async_v7000_ptsz, ptsz_cuMemsetD8Async, ep_cuMemsetD8Async)},
 
     // The loader itself.
@@ -295,30 +314,30 @@ const EntryPoint kEntryPoints[] = {
 
 CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* symbolStatus) {
-    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    *pfn = nullptr;
-    constexpr cuuint64_t kLegacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-    constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-    if ((flags & ~(kLegacy | kPerThread)) || flags == (kLegacy | kPerThread)) return CUDA_ERROR_INVALID_VALUE;
-    const bool per_thread = flags & kPerThread;
-    // The newest ABI of the symbol not newer than cudaVersion; with the
-    // per-thread flag, the _ptsz variant where one exists.
-    const EntryPoint* best = nullptr;
-    bool known = false;
-    for (const EntryPoint& e : kEntryPoints) {
-        if (std::strcmp(e.name, symbol) != 0 || (e.ptsz && !per_thread)) continue;
-        known = true;
-        if (e.version > cudaVersion) continue;
-        if (!best || e.version > best->version || (e.version == best->version && e.ptsz)) best = &e;
-    }
-    if (!best) {
-        if (symbolStatus)
-            *symbolStatus = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        return CUDA_ERROR_NOT_FOUND;
-    }
-    *pfn = best->fn;
-    if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-    return CUDA_SUCCESS;
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  constexpr cuuint64_t kLegacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+  constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  if ((flags & ~(kLegacy | kPerThread)) || flags == (kLegacy | kPerThread)) return CUDA_ERROR_INVALID_VALUE;
+  const bool per_thread = flags & kPerThread;
+  // The newest ABI of the symbol not newer than cudaVersion; with the
+  // per-thread flag, the _ptsz variant where one exists.
+  const EntryPoint* best = nullptr;
+  bool known = false;
+  for (const EntryPoint& e : kEntryPoints) {
+    if (std::strcmp(e.name, symbol) != 0 || (e.ptsz && !per_thread)) continue;
+    known = true;
+    if (e.version > cudaVersion) continue;
+    if (!best || e.version > best->version || (e.version == best->version && e.ptsz)) best = &e;
+  }
+  if (!best) {
+    if (symbolStatus)
+      *symbolStatus = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = best->fn;
+  if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -327,23 +346,23 @@ CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuin
 // Errors and version (need no cuInit)
 
 CUresult emu_cuGetErrorName_v6000(CUresult error, const char** pStr) {
-    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
-    const ErrorInfo* e = find_error(error);
-    *pStr = e ? e->name : nullptr;
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorInfo* e = find_error(error);
+  *pStr = e ? e->name : nullptr;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult emu_cuGetErrorString_v6000(CUresult error, const char** pStr) {
-    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
-    const ErrorInfo* e = find_error(error);
-    *pStr = e ? e->text : nullptr;
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorInfo* e = find_error(error);
+  *pStr = e ? e->text : nullptr;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult emu_cuDriverGetVersion_v2020(int* driverVersion) {
-    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = 13000;
-    return CUDA_SUCCESS;
+  if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = 13000;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace cuemu
@@ -355,15 +374,17 @@ using cuemu::ApiGuard;
 
 extern "C" {
 
-CUresult CUDAAPI cuInit(unsigned int Flags) { return ApiGuard<&cuemu::emu_cuInit_v2000, cuemu::ep_cuInit>::call(Flags); }
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  return ApiGuard<&cuemu::emu_cuInit_v2000, cuemu::ep_cuInit>::call(Flags);
+}
 
 CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
-    return ApiGuard<&cuemu::emu_cuDriverGetVersion_v2020, cuemu::ep_cuDriverGetVersion>::call(driverVersion);
+  return ApiGuard<&cuemu::emu_cuDriverGetVersion_v2020, cuemu::ep_cuDriverGetVersion>::call(driverVersion);
 }
 
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                                      CUdriverProcAddressQueryResult* symbolStatus) {
-    return cuemu::get_proc_address(symbol, pfn, cudaVersion, flags, symbolStatus);
+  return cuemu::get_proc_address(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 // The CUDA 11.3 form, without the status argument.  <cuda.h> maps the name
@@ -372,7 +393,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
 __attribute__((visibility("default"))) CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn,
                                                                          int cudaVersion, cuuint64_t flags);
 CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
-    return cuemu::get_proc_address(symbol, pfn, cudaVersion, flags, nullptr);
+  return cuemu::get_proc_address(symbol, pfn, cudaVersion, flags, nullptr);
 }
 
 }  // extern "C"

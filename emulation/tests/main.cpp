@@ -9,17 +9,17 @@
 #include "support.hpp"
 
 int main(int argc, char** argv) {
-    if (argc >= 2 && std::strncmp(argv[1], "--emu-child=", 12) == 0)
-        return emu_test::run_child_mode(argv[1] + 12, argc - 2, argv + 2);
+  if (argc >= 2 && std::strncmp(argv[1], "--emu-child=", 12) == 0)
+    return emu_test::run_child_mode(argv[1] + 12, argc - 2, argv + 2);
 
-    setenv("CUARROW_EMULATED_DEVICES", std::to_string(emu_test::kDevices).c_str(), 1);
-    setenv("CUARROW_EMULATED_MEMORY", "256M", 1);
-    unsetenv("CUARROW_EMULATED_OP_DELAY_US");
-    unsetenv("CUARROW_EMULATED_NO_POOLS");
-    unsetenv("CUARROW_EMULATED_NO_PEER");
+  setenv("CUARROW_EMULATED_DEVICES", std::to_string(emu_test::kDevices).c_str(), 1);
+  setenv("CUARROW_EMULATED_MEMORY", "256M", 1);
+  unsetenv("CUARROW_EMULATED_OP_DELAY_US");
+  unsetenv("CUARROW_EMULATED_NO_POOLS");
+  unsetenv("CUARROW_EMULATED_NO_PEER");
 
-    testing::InitGoogleTest(&argc, argv);
-    // Death tests re-execute the binary: safe with the driver's threads.
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    return RUN_ALL_TESTS();
+  testing::InitGoogleTest(&argc, argv);
+  // Death tests re-execute the binary: safe with the driver's threads.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  return RUN_ALL_TESTS();
 }

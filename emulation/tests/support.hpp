@@ -26,24 +26,24 @@ void PrintTo(CUresult r, std::ostream* os);
 namespace emu_test {
 
 struct Api {
-    void* lib = nullptr;
-    PFN_cuGetProcAddress_v12000 getProcAddress = nullptr;  // dlsym("cuGetProcAddress_v2")
-    // One member per entry point, named as the entry (through <cuda.h>'s
-    // renaming macros, consistently), typed PFN_<name>_v<version>.
+  void* lib = nullptr;
+  PFN_cuGetProcAddress_v12000 getProcAddress = nullptr;  // dlsym("cuGetProcAddress_v2")
+  // One member per entry point, named as the entry (through <cuda.h>'s
+  // renaming macros, consistently), typed PFN_<name>_v<version>.
 #define CUARROW_DRIVER_ENTRY(name, version, required) PFN_##name##_v##version name = nullptr;
 #include CUARROW_EMU_ENTRY_POINTS_DEF
 #undef CUARROW_DRIVER_ENTRY
-    // Control API (dlsym).
-    decltype(&cuarrow_emu_primary_ctx_retain_count) retain_count = nullptr;
-    decltype(&cuarrow_emu_device_allocation_count) device_allocation_count = nullptr;
-    decltype(&cuarrow_emu_device_bytes_in_use) device_bytes_in_use = nullptr;
-    decltype(&cuarrow_emu_host_allocation_count) host_allocation_count = nullptr;
-    decltype(&cuarrow_emu_host_registration_count) host_registration_count = nullptr;
-    decltype(&cuarrow_emu_ipc_mapping_count) ipc_mapping_count = nullptr;
-    decltype(&cuarrow_emu_stream_count) stream_count = nullptr;
-    decltype(&cuarrow_emu_event_count) event_count = nullptr;
-    decltype(&cuarrow_emu_async_fault_count) async_fault_count = nullptr;
-    decltype(&cuarrow_emu_set_op_delay_us) set_op_delay_us = nullptr;
+  // Control API (dlsym).
+  decltype(&cuarrow_emu_primary_ctx_retain_count) retain_count = nullptr;
+  decltype(&cuarrow_emu_device_allocation_count) device_allocation_count = nullptr;
+  decltype(&cuarrow_emu_device_bytes_in_use) device_bytes_in_use = nullptr;
+  decltype(&cuarrow_emu_host_allocation_count) host_allocation_count = nullptr;
+  decltype(&cuarrow_emu_host_registration_count) host_registration_count = nullptr;
+  decltype(&cuarrow_emu_ipc_mapping_count) ipc_mapping_count = nullptr;
+  decltype(&cuarrow_emu_stream_count) stream_count = nullptr;
+  decltype(&cuarrow_emu_event_count) event_count = nullptr;
+  decltype(&cuarrow_emu_async_fault_count) async_fault_count = nullptr;
+  decltype(&cuarrow_emu_set_op_delay_us) set_op_delay_us = nullptr;
 };
 
 // Loads the library once per process; null (with a message on stderr) if it
@@ -52,9 +52,9 @@ Api* load_api();
 Api& api();  // load_api() or abort
 
 struct EntryInfo {
-    const char* name;
-    int version;
-    bool required;
+  const char* name;
+  int version;
+  bool required;
 };
 const std::vector<EntryInfo>& listed_entry_points();
 
@@ -64,16 +64,16 @@ const char* error_name(CUresult r);
 // long-running kernel would do.  Gates live until process exit (a stream
 // worker may still touch one after a test ends); the fixture opens them all.
 class Gate {
-public:
-    static void CUDA_CB wait_fn(void* self);
-    void open();
-    bool wait_reached(std::chrono::milliseconds timeout = std::chrono::seconds(10));
-    std::atomic<int> reached{0};
+ public:
+  static void CUDA_CB wait_fn(void* self);
+  void open();
+  bool wait_reached(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  std::atomic<int> reached{0};
 
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool open_ = false;
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
 };
 Gate& new_gate();
 void open_all_gates();
@@ -82,11 +82,11 @@ void open_all_gates();
 // ("--emu-child=<mode>"), with the CUARROW_EMULATED_* environment replaced by
 // `env` (absent value: unset).
 struct ChildResult {
-    bool exited = false;
-    int code = -1;
-    int signal = 0;
-    bool timed_out = false;
-    std::string output;
+  bool exited = false;
+  int code = -1;
+  int signal = 0;
+  bool timed_out = false;
+  std::string output;
 };
 ChildResult run_child(const std::string& mode, const std::vector<std::string>& args,
                       const std::map<std::string, std::optional<std::string>>& env = {},
@@ -97,29 +97,29 @@ using ChildMain = int (*)(int argc, char** argv);
 bool register_child_mode(const char* name, ChildMain fn);
 int run_child_mode(const std::string& mode, int argc, char** argv);
 
-#define EMU_CHILD_MODE(name)                                                               \
-    static int child_mode_##name(int argc, char** argv);                                   \
-    [[maybe_unused]] static const bool child_mode_registered_##name =                      \
-        ::emu_test::register_child_mode(#name, &child_mode_##name);                         \
-    static int child_mode_##name([[maybe_unused]] int argc, [[maybe_unused]] char** argv)
+#define EMU_CHILD_MODE(name)                                        \
+  static int child_mode_##name(int argc, char** argv);              \
+  [[maybe_unused]] static const bool child_mode_registered_##name = \
+      ::emu_test::register_child_mode(#name, &child_mode_##name);   \
+  static int child_mode_##name([[maybe_unused]] int argc, [[maybe_unused]] char** argv)
 
 #define CHILD_CHECK(cond)                                                                   \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            std::fprintf(stderr, "child check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            return 1;                                                                       \
-        }                                                                                   \
-    } while (0)
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "child check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
 
-#define CHILD_CU(expected, expr)                                                            \
-    do {                                                                                    \
-        CUresult child_r_ = (expr);                                                         \
-        if (child_r_ != (expected)) {                                                       \
-            std::fprintf(stderr, "child check failed at %s:%d: %s returned %s, expected %s\n", __FILE__, \
-                         __LINE__, #expr, ::emu_test::error_name(child_r_), ::emu_test::error_name(expected)); \
-            return 1;                                                                       \
-        }                                                                                   \
-    } while (0)
+#define CHILD_CU(expected, expr)                                                                                    \
+  do {                                                                                                              \
+    CUresult child_r_ = (expr);                                                                                     \
+    if (child_r_ != (expected)) {                                                                                   \
+      std::fprintf(stderr, "child check failed at %s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__, #expr, \
+                   ::emu_test::error_name(child_r_), ::emu_test::error_name(expected));                             \
+      return 1;                                                                                                     \
+    }                                                                                                               \
+  } while (0)
 
 // The machine the test process itself runs (set in main before cuInit).
 inline constexpr int kDevices = 2;
@@ -130,22 +130,22 @@ inline constexpr size_t kMemory = size_t{256} << 20;
 // destroyed (which frees all their resources).  Asynchronous faults are
 // unexpected unless the test says how many it causes.
 class Emu : public ::testing::Test {
-protected:
-    void SetUp() override;
-    void TearDown() override;
+ protected:
+  void SetUp() override;
+  void TearDown() override;
 
-    CUcontext retain(int device);  // released in TearDown
-    void release(int device);      // releases one retain made with retain()
-    CUstream stream(unsigned flags = 0);  // created in the current context, destroyed in TearDown
+  CUcontext retain(int device);         // released in TearDown
+  void release(int device);             // releases one retain made with retain()
+  CUstream stream(unsigned flags = 0);  // created in the current context, destroyed in TearDown
 
-    Api& A = api();
-    CUcontext ctx0 = nullptr;
-    size_t expected_faults = 0;
+  Api& A = api();
+  CUcontext ctx0 = nullptr;
+  size_t expected_faults = 0;
 
-private:
-    std::vector<int> retained_;
-    std::vector<std::pair<CUcontext, CUstream>> streams_;
-    size_t faults_at_start_ = 0;
+ private:
+  std::vector<int> retained_;
+  std::vector<std::pair<CUcontext, CUstream>> streams_;
+  size_t faults_at_start_ = 0;
 };
 
 // Device-memory helpers for tests (synchronous, through the legacy stream).

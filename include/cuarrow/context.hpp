@@ -116,9 +116,7 @@ class CUARROW_EXPORT context {
   /// failure of cuCtxEnablePeerAccess other than "unsupported" is cuda_error.
   bool enable_peer_access(const context& peer) const;
 
-  friend bool operator==(const context& a, const context& b) noexcept {
-    return a.handle() == b.handle();
-  }
+  friend bool operator==(const context& a, const context& b) noexcept { return a.handle() == b.handle(); }
 
   // Internal: the runtime's state of this context (src/runtime/context_state.hpp).
   const std::shared_ptr<detail::context_state>& state() const noexcept { return state_; }

@@ -88,10 +88,10 @@ CUARROW_EXPORT void set_transfer_options(const transfer_options& options);
 
 /// Copy `size` bytes from src[src_offset..] to dst[dst_offset..], whatever
 /// the two buffers' device types (host, pinned, device, another device).
-CUARROW_EXPORT void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src,
-                               std::int64_t src_offset, std::int64_t size, stream_view s);
-CUARROW_EXPORT void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src,
-                         std::int64_t src_offset, std::int64_t size, stream_view s = {});
+CUARROW_EXPORT void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset,
+                               std::int64_t size, stream_view s);
+CUARROW_EXPORT void copy(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset,
+                         std::int64_t size, stream_view s = {});
 
 /// One piece of a batched copy: `size` bytes from src[src_offset..] to
 /// dst[dst_offset..].
@@ -134,28 +134,27 @@ CUARROW_EXPORT void copy_batch(std::span<const copy_piece> pieces, stream_view s
                                const batch_copy_options& options = {});
 
 /// Host memory at `src` (ordinary or pinned) into a buffer.
-CUARROW_EXPORT void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src,
-                                         std::int64_t size, stream_view s);
-CUARROW_EXPORT void copy_from_host(const buffer& dst, std::int64_t dst_offset, const void* src,
-                                   std::int64_t size, stream_view s = {});
+CUARROW_EXPORT void copy_from_host_async(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size,
+                                         stream_view s);
+CUARROW_EXPORT void copy_from_host(const buffer& dst, std::int64_t dst_offset, const void* src, std::int64_t size,
+                                   stream_view s = {});
 
 /// A buffer's bytes into host memory at `dst`.
-CUARROW_EXPORT void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset,
-                                       std::int64_t size, stream_view s);
+CUARROW_EXPORT void copy_to_host_async(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size,
+                                       stream_view s);
 CUARROW_EXPORT void copy_to_host(void* dst, const buffer& src, std::int64_t src_offset, std::int64_t size,
                                  stream_view s = {});
 
 /// Set `size` bytes of dst from dst_offset to `value`: device and managed
 /// memory with a memset queued on `s`; host memory (cpu, cuda_host) by the
 /// host at once, after synchronizing `s`, so the call then returns complete.
-CUARROW_EXPORT void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size,
-                               std::uint8_t value, stream_view s);
+CUARROW_EXPORT void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value,
+                               stream_view s);
 
 /// A new device buffer on `ctx` holding a copy of `size` bytes at `src`:
 /// allocated and copied on `s`, which is synchronized before returning.
 /// Throws as allocate_device and copy do.
-CUARROW_EXPORT buffer copy_to_device(const context& ctx, const void* src, std::int64_t size,
-                                     stream_view s = {});
+CUARROW_EXPORT buffer copy_to_device(const context& ctx, const void* src, std::int64_t size, stream_view s = {});
 /// A new device buffer on `ctx` holding a copy of `src` (any device type),
 /// complete on return (as above).
 CUARROW_EXPORT buffer copy_to_device(const context& ctx, const buffer& src, stream_view s = {});

@@ -59,8 +59,7 @@ class CUARROW_EXPORT cuda_error : public error {
 /// The device (or pinned host memory) has no room for an allocation.
 class CUARROW_EXPORT out_of_memory : public cuda_error {
  public:
-  out_of_memory(int code, std::string name, std::string operation, const std::string& message,
-                std::int64_t bytes);
+  out_of_memory(int code, std::string name, std::string operation, const std::string& message, std::int64_t bytes);
   std::int64_t bytes() const noexcept { return bytes_; }
 
  private:

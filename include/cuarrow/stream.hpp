@@ -13,8 +13,8 @@
 // from the driver when an operation needs to check it.
 #pragma once
 
-#include <cstddef>
 #include <cuda.h>
+#include <cstddef>
 
 #include "cuarrow/context.hpp"
 #include "cuarrow/export.hpp"

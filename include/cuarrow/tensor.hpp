@@ -39,7 +39,14 @@ struct DLDevice {
   std::int32_t device_id;
 };
 
-enum DLDataTypeCode : std::uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6 };
+enum DLDataTypeCode : std::uint8_t {
+  kDLInt = 0,
+  kDLUInt = 1,
+  kDLFloat = 2,
+  kDLBfloat = 4,
+  kDLComplex = 5,
+  kDLBool = 6
+};
 
 struct DLDataType {
   std::uint8_t code;
@@ -82,7 +89,7 @@ inline constexpr int max_tensor_ndim = 64;
 
 /// A checked tensor description.
 struct tensor_info {
-  std::uintptr_t data = 0;  ///< address of element [0, ..., 0] (byte_offset applied)
+  std::uintptr_t data = 0;                     ///< address of element [0, ..., 0] (byte_offset applied)
   std::int32_t device_type = dlpack::kDLCUDA;  ///< a DLPack device type
   std::int32_t device_id = 0;
   /// Element type: NumPy kind ('i', 'u', 'f', 'c', 'b', 'm', 'M', 'V' for
@@ -92,7 +99,7 @@ struct tensor_info {
   int code = dlpack::kDLUInt;
   int bits = 8;
   int lanes = 1;
-  std::string typestr;  ///< the NumPy typestr as given (CAI) or derived (DLPack, "" if none)
+  std::string typestr;        ///< the NumPy typestr as given (CAI) or derived (DLPack, "" if none)
   std::int64_t itemsize = 1;  ///< bytes per element (bits * lanes / 8)
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;  ///< in bytes, always filled (compact row-major if none were given)
@@ -127,7 +134,7 @@ struct cuda_array_interface {
   std::string typestr;
   std::vector<std::int64_t> shape;
   std::optional<std::vector<std::int64_t>> strides;  ///< in bytes; none: C-contiguous
-  bool has_mask = false;                              ///< a "mask" that is not None
+  bool has_mask = false;                             ///< a "mask" that is not None
   std::optional<std::int64_t> stream;
 };
 

@@ -7,7 +7,7 @@ converts them)."""
 from __future__ import annotations
 
 import operator
-from typing import Any, Tuple
+from typing import Any
 
 
 def _index(value: Any, name: str) -> int:
@@ -38,9 +38,8 @@ def _normalize_index(index: Any, length: int) -> int:
     return index
 
 
-def _slice_bounds(key: slice, length: int) -> Tuple[int, int]:
+def _slice_bounds(key: slice, length: int) -> tuple[int, int]:
     if (key.step or 1) != 1:
         raise IndexError("only slices with step 1 supported")
     start, stop, _ = key.indices(length)
     return start, max(stop - start, 0)
-

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import builtins
 import operator
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable, Union
 
 import pyarrow as pa
 
@@ -53,7 +54,7 @@ def _field_of(capsule: Any) -> pa.Field:
     return pa.Field._import_from_c_capsule(capsule)
 
 
-def _type_from(capsule: Any) -> Optional[pa.DataType]:
+def _type_from(capsule: Any) -> pa.DataType | None:
     """The pyarrow type of a producer's schema capsule, which the C++ import
     only read (None when pyarrow cannot read it: the C++ view then rules)."""
     try:
@@ -62,14 +63,14 @@ def _type_from(capsule: Any) -> Optional[pa.DataType]:
         return None
 
 
-def _schema_from(capsule: Any) -> Optional[pa.Schema]:
+def _schema_from(capsule: Any) -> pa.Schema | None:
     try:
         return pa.Schema._import_from_c_capsule(capsule)
     except Exception:  # noqa: BLE001
         return None
 
 
-def _child_types(t: pa.DataType) -> Optional[List[pa.DataType]]:
+def _child_types(t: pa.DataType) -> list[pa.DataType] | None:
     """The types of the children of an array of type `t`, as pyarrow knows them."""
     st = _storage(t)
     if pa.types.is_struct(st) or pa.types.is_union(st):
@@ -83,7 +84,7 @@ def _child_types(t: pa.DataType) -> Optional[List[pa.DataType]]:
     return None
 
 
-def _wrap_buffer(raw: Any) -> Optional[CudaBuffer]:
+def _wrap_buffer(raw: Any) -> CudaBuffer | None:
     """A CudaBuffer for a device buffer; None for an absent one (an empty host
     buffer, the C++ layer's "no buffer")."""
     if raw.size == 0 and raw.raw_device_type == _CPU:
@@ -170,7 +171,7 @@ class DeviceBitmap:
         raise TypeError("DeviceBitmap objects come from DeviceArray.validity and DeviceArray.values")
 
     @classmethod
-    def _make(cls, raw: Any, bit_offset: int, length: int) -> "DeviceBitmap":
+    def _make(cls, raw: Any, bit_offset: int, length: int) -> DeviceBitmap:
         obj = object.__new__(cls)
         start = bit_offset // 8
         nbytes = (bit_offset % 8 + length + 7) // 8
@@ -202,7 +203,7 @@ class DeviceBitmap:
         """The packed bytes as a 1-D uint8 DLPack tensor (as CudaBuffer.__dlpack__)."""
         return self.buffer.__dlpack__(**kwargs)
 
-    def __dlpack_device__(self) -> Tuple[int, int]:
+    def __dlpack_device__(self) -> tuple[int, int]:
         return self.buffer.__dlpack_device__()
 
     def __repr__(self) -> str:
@@ -212,7 +213,7 @@ class DeviceBitmap:
         )
 
 
-def _row_range(offset: Any, length: Any, n: int) -> Tuple[int, int]:
+def _row_range(offset: Any, length: Any, n: int) -> tuple[int, int]:
     """(offset, length) of a slice of `n` rows with pyarrow's argument rules:
     negatives refused, offset and length clamped to the rows there are."""
     offset = _index(offset, "offset")
@@ -252,7 +253,7 @@ class _DeviceData:
 
     __slots__ = ()
 
-    def _placement(self) -> Tuple[int, int]:
+    def _placement(self) -> tuple[int, int]:
         raise NotImplementedError
 
     def _raw_context(self) -> Any:
@@ -321,7 +322,7 @@ class _DeviceData:
 _type_of = builtins.type
 
 
-def _declared_placement(buffers: Sequence[Any], children: Sequence[Any]) -> Tuple[int, int]:
+def _declared_placement(buffers: Sequence[Any], children: Sequence[Any]) -> tuple[int, int]:
     """Where data built from these buffers and children lives (what an array
     without any buffer reports): the first buffer's device, else the first
     child's, else device 0.  Mixed devices are the core's to refuse."""
@@ -333,7 +334,7 @@ def _declared_placement(buffers: Sequence[Any], children: Sequence[Any]) -> Tupl
     return (_CUDA, 0)
 
 
-def _core_layout(type_: pa.DataType, buffers: List[Any]) -> List[Any]:
+def _core_layout(type_: pa.DataType, buffers: list[Any]) -> list[Any]:
     """pyarrow's buffer list converted to the core's (the C Data Interface's):
     Arrow C++ gives null, union and run-end encoded arrays a leading buffer
     that is always absent, which the C interface (and cuarrow) do not have."""
@@ -349,7 +350,7 @@ def _core_layout(type_: pa.DataType, buffers: List[Any]) -> List[Any]:
     return buffers[1:]
 
 
-def _device_arrays(values: Any, what: str) -> List["DeviceArray"]:
+def _device_arrays(values: Any, what: str) -> list[DeviceArray]:
     out = list(values)
     for i, v in enumerate(out):
         if not isinstance(v, DeviceArray):
@@ -361,7 +362,7 @@ def _device_arrays(values: Any, what: str) -> List["DeviceArray"]:
 
 
 def _batch_schema(
-    arrays: Sequence[Union["DeviceArray", "DeviceChunkedArray"]], names: Any, schema: Any, metadata: Any
+    arrays: Sequence[DeviceArray | DeviceChunkedArray], names: Any, schema: Any, metadata: Any
 ) -> pa.Schema:
     """The schema of a batch (or table) from_arrays builds, with pyarrow's argument rules."""
     if schema is not None:
@@ -397,7 +398,7 @@ class DeviceArray(_DeviceData):
     __slots__ = ("_data", "_type", "__weakref__")
 
     _data: _lib.ArrayData
-    _type: Optional[pa.DataType]  # read from _data when first asked
+    _type: pa.DataType | None  # read from _data when first asked
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -406,7 +407,7 @@ class DeviceArray(_DeviceData):
         )
 
     @classmethod
-    def _wrap(cls, data: Any, type: Optional[pa.DataType] = None) -> "DeviceArray":
+    def _wrap(cls, data: Any, type: pa.DataType | None = None) -> DeviceArray:
         obj = object.__new__(cls)
         obj._data = data
         obj._type = type
@@ -416,11 +417,11 @@ class DeviceArray(_DeviceData):
     def from_buffers(
         type: pa.DataType,
         length: int,
-        buffers: Sequence[Optional[CudaBuffer]],
+        buffers: Sequence[CudaBuffer | None],
         null_count: int = -1,
         offset: int = 0,
-        children: Optional[Sequence["DeviceArray"]] = None,
-    ) -> "DeviceArray":
+        children: Sequence[DeviceArray] | None = None,
+    ) -> DeviceArray:
         """An array of `type` over device buffers someone filled (a kernel's
         output, ...), zero-copy: pyarrow.Array.from_buffers's arguments.
 
@@ -450,12 +451,18 @@ class DeviceArray(_DeviceData):
         buffers = _core_layout(type, buffers)
         where = _declared_placement(buffers, children)
         data = _lib.make_array(
-            pa.field("", type).__arrow_c_schema__(), length, null_count, offset, buffers, [c._data for c in children],
-            None, *where
+            pa.field("", type).__arrow_c_schema__(),
+            length,
+            null_count,
+            offset,
+            buffers,
+            [c._data for c in children],
+            None,
+            *where,
         )
         return DeviceArray._wrap(data, type)
 
-    def _placement(self) -> Tuple[int, int]:
+    def _placement(self) -> tuple[int, int]:
         return self._data.placement
 
     def _raw_context(self) -> Any:
@@ -502,12 +509,12 @@ class DeviceArray(_DeviceData):
 
         return walk(self._data)
 
-    def buffers(self) -> List[Optional[CudaBuffer]]:
+    def buffers(self) -> list[CudaBuffer | None]:
         """This array's buffers, then its children's, depth first (as
         pyarrow's ``Array.buffers()``; a dictionary array lists its indices'
         buffers only).  Device buffers are ``CudaBuffer``s; an absent buffer
         (no validity bitmap, an empty array's data) is None."""
-        out: List[Optional[CudaBuffer]] = []
+        out: list[CudaBuffer | None] = []
 
         def walk(d: Any) -> None:
             out.extend(_wrap_buffer(b) for b in d.buffers())
@@ -518,7 +525,7 @@ class DeviceArray(_DeviceData):
         return out
 
     @property
-    def children(self) -> List["DeviceArray"]:
+    def children(self) -> list[DeviceArray]:
         """The child arrays as stored (a struct's offset is not applied to them; see ``field``)."""
         kids = self._data.children()
         types = _child_types(self.type)
@@ -526,7 +533,7 @@ class DeviceArray(_DeviceData):
             return [DeviceArray._wrap(k) for k in kids]
         return [DeviceArray._wrap(k, t) for k, t in zip(kids, types)]
 
-    def field(self, index: Union[int, str]) -> "DeviceArray":
+    def field(self, index: int | str) -> DeviceArray:
         """Child `index` (a position or a name) of a struct or union array.
         A struct's child comes with the struct's offset and length applied, as
         pyarrow's ``StructArray.field``."""
@@ -548,7 +555,7 @@ class DeviceArray(_DeviceData):
         return DeviceArray._wrap(child, st.field(index).type)
 
     @property
-    def dictionary(self) -> "DeviceArray":
+    def dictionary(self) -> DeviceArray:
         """The dictionary (values) of a dictionary array."""
         d = self._data.dictionary()
         if d is None:
@@ -556,7 +563,7 @@ class DeviceArray(_DeviceData):
         return DeviceArray._wrap(d, _storage(self.type).value_type)
 
     @property
-    def indices(self) -> "DeviceArray":
+    def indices(self) -> DeviceArray:
         """The indices of a dictionary array (an integer array over the same
         buffers, with the array's validity)."""
         st = _storage(self.type)
@@ -565,7 +572,7 @@ class DeviceArray(_DeviceData):
         return DeviceArray._wrap(self._data.indices(), st.index_type)
 
     @property
-    def values(self) -> Union["DeviceArray", DeviceBitmap]:
+    def values(self) -> DeviceArray | DeviceBitmap:
         """A device view of the values.
 
         - fixed-width types: this array without its validity bitmap (the same
@@ -603,7 +610,7 @@ class DeviceArray(_DeviceData):
         raise TypeError(f"a {t} array has no single values buffer; use .buffers()")
 
     @property
-    def validity(self) -> Optional[DeviceBitmap]:
+    def validity(self) -> DeviceBitmap | None:
         """The validity bitmap on the device (a :class:`DeviceBitmap`, bit set =
         valid), or None when the array has none (no nulls, or a type without
         a bitmap: null, unions, run-end encoded)."""
@@ -612,7 +619,7 @@ class DeviceArray(_DeviceData):
         return DeviceBitmap._make(self._data.buffers()[0], self.offset, len(self))
 
     # -- slicing ----------------------------------------------------------------
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceArray":
+    def slice(self, offset: int = 0, length: int | None = None) -> DeviceArray:
         """A zero-copy slice (pyarrow's rules: offset past the end gives an empty array)."""
         offset, length = _row_range(offset, length, len(self))
         return DeviceArray._wrap(self._data.slice(offset, length), self._type)
@@ -644,7 +651,7 @@ class DeviceArray(_DeviceData):
         self._data.validate(2 if full else 1)
 
     # -- interchange --------------------------------------------------------------
-    def __arrow_c_device_array__(self, requested_schema: Any = None, **kwargs: Any) -> Tuple[Any, Any]:
+    def __arrow_c_device_array__(self, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:
         """The C Device Data Interface: ``(arrow_schema, arrow_device_array)``
         capsules.  The array's sync event is recorded on the legacy default
         stream.  `requested_schema` is honoured when it only relabels (the
@@ -663,7 +670,7 @@ class DeviceArray(_DeviceData):
         kind, device_id = self._placement()
         return _lib.export_device_array_stream(field.__arrow_c_schema__(), [data], kind, device_id)
 
-    def _requested(self, requested_schema: Any) -> Tuple[Any, pa.Field]:
+    def _requested(self, requested_schema: Any) -> tuple[Any, pa.Field]:
         """(the data, the field to announce) for a requested schema."""
         if requested_schema is None:
             return self._data, pa.field("", self.type)
@@ -689,16 +696,16 @@ class DeviceArray(_DeviceData):
         address = tensor.buffer.address + tensor.byte_offset if tensor.nbytes else 0
         return _protocols.cuda_array_interface(address, tensor.shape, tensor.typestr, not tensor.buffer.is_mutable)
 
-    def __dlpack_device__(self) -> Tuple[int, int]:
+    def __dlpack_device__(self) -> tuple[int, int]:
         return _device.dlpack_device(self._placement())
 
     def __dlpack__(
         self,
         *,
-        stream: Optional[int] = None,
-        max_version: Optional[Tuple[int, int]] = None,
-        dl_device: Optional[Tuple[int, int]] = None,
-        copy: Optional[bool] = None,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
     ) -> Any:
         """DLPack export of a fixed-width array without nulls (as
         ``__cuda_array_interface__``; the capsule keeps the memory alive).
@@ -739,7 +746,7 @@ class DeviceArray(_DeviceData):
     __str__ = __repr__
 
 
-def _slice_pieces(pieces: List[Any], offset: Any, length: Any) -> List[Any]:
+def _slice_pieces(pieces: list[Any], offset: Any, length: Any) -> list[Any]:
     """Zero-copy slices of consecutive pieces (chunks or batches) covering
     rows [offset, offset + length) of their concatenation, with pyarrow's
     argument rules (offset and length clamped, negatives refused)."""
@@ -766,16 +773,16 @@ class _DevicePieces(_DeviceData):
 
     __slots__ = ()
 
-    _where: Tuple[int, int]
+    _where: tuple[int, int]
 
-    def _pieces(self) -> List[Any]:
+    def _pieces(self) -> list[Any]:
         raise NotImplementedError
 
-    def _with_pieces(self, pieces: List[Any]) -> Any:
+    def _with_pieces(self, pieces: list[Any]) -> Any:
         """An object like this one over other pieces (on the same device)."""
         raise NotImplementedError
 
-    def _placement(self) -> Tuple[int, int]:
+    def _placement(self) -> tuple[int, int]:
         return self._where
 
     def _raw_context(self) -> Any:
@@ -789,7 +796,7 @@ class _DevicePieces(_DeviceData):
     def nbytes(self) -> int:
         return sum(p.nbytes for p in self._pieces())
 
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> Any:
+    def slice(self, offset: int = 0, length: int | None = None) -> Any:
         """A zero-copy slice across the pieces (pyarrow's rules)."""
         return self._with_pieces(_slice_pieces(self._pieces(), offset, length))
 
@@ -802,24 +809,24 @@ class DeviceChunkedArray(_DevicePieces):
 
     __slots__ = ("_chunks", "_type", "_where", "__weakref__")
 
-    _chunks: List[DeviceArray]
+    _chunks: list[DeviceArray]
     _type: pa.DataType
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use cuarrow.cuda.to_device(chunked_array) or cuarrow.cuda.from_device(obj)")
 
     @classmethod
-    def _make(cls, chunks: Sequence[DeviceArray], type: pa.DataType, where: Tuple[int, int]) -> "DeviceChunkedArray":
+    def _make(cls, chunks: Sequence[DeviceArray], type: pa.DataType, where: tuple[int, int]) -> DeviceChunkedArray:
         obj = object.__new__(cls)
         obj._chunks = list(chunks)
         obj._type = type
         obj._where = where
         return obj
 
-    def _pieces(self) -> List[Any]:
+    def _pieces(self) -> list[Any]:
         return self._chunks
 
-    def _with_pieces(self, pieces: List[Any]) -> "DeviceChunkedArray":
+    def _with_pieces(self, pieces: list[Any]) -> DeviceChunkedArray:
         return DeviceChunkedArray._make(pieces, self._type, self._where)
 
     @property
@@ -827,7 +834,7 @@ class DeviceChunkedArray(_DevicePieces):
         return self._type
 
     @property
-    def chunks(self) -> List[DeviceArray]:
+    def chunks(self) -> list[DeviceArray]:
         return list(self._chunks)
 
     @property
@@ -893,11 +900,11 @@ class DeviceChunkedArray(_DevicePieces):
     __str__ = __repr__
 
 
-def _column_index(schema: pa.Schema, key: Union[int, str]) -> int:
+def _column_index(schema: pa.Schema, key: int | str) -> int:
     if isinstance(key, str):
         index = schema.get_field_index(key)
         if index < 0:
-            raise KeyError(f"Field \"{key}\" does not exist in schema")
+            raise KeyError(f'Field "{key}" does not exist in schema')
         return index
     index = _index(key, "i")
     n = len(schema)
@@ -908,7 +915,7 @@ def _column_index(schema: pa.Schema, key: Union[int, str]) -> int:
     return index
 
 
-def _table_text(host_batches: List[pa.RecordBatch], schema: pa.Schema) -> str:
+def _table_text(host_batches: list[pa.RecordBatch], schema: pa.Schema) -> str:
     text = pa.Table.from_batches(host_batches, schema=schema).to_string(preview_cols=_REPR_VALUES)
     return text.split("\n", 1)[1] if "\n" in text else ""
 
@@ -922,13 +929,13 @@ class DeviceRecordBatch(_DeviceData):
     __slots__ = ("_data", "_schema", "__weakref__")
 
     _data: _lib.BatchData
-    _schema: Optional[pa.Schema]  # read from _data when first asked
+    _schema: pa.Schema | None  # read from _data when first asked
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use cuarrow.cuda.to_device(record_batch) or cuarrow.cuda.from_device(obj)")
 
     @classmethod
-    def _wrap(cls, data: Any, schema: Optional[pa.Schema] = None) -> "DeviceRecordBatch":
+    def _wrap(cls, data: Any, schema: pa.Schema | None = None) -> DeviceRecordBatch:
         obj = object.__new__(cls)
         obj._data = data
         obj._schema = schema
@@ -937,10 +944,10 @@ class DeviceRecordBatch(_DeviceData):
     @staticmethod
     def from_arrays(
         arrays: Sequence[DeviceArray],
-        names: Optional[Sequence[str]] = None,
-        schema: Optional[pa.Schema] = None,
+        names: Sequence[str] | None = None,
+        schema: pa.Schema | None = None,
         metadata: Any = None,
-    ) -> "DeviceRecordBatch":
+    ) -> DeviceRecordBatch:
         """A record batch of device arrays, zero-copy: pyarrow.RecordBatch.
         from_arrays's arguments and errors (names or schema, not both;
         ``Schema and number of arrays unequal``; columns of different
@@ -954,7 +961,7 @@ class DeviceRecordBatch(_DeviceData):
         data = _lib.batch_from_arrays(schema.__arrow_c_schema__(), [a._data for a in arrays], *where)
         return DeviceRecordBatch._wrap(data, schema)
 
-    def _placement(self) -> Tuple[int, int]:
+    def _placement(self) -> tuple[int, int]:
         return self._data.placement
 
     def _raw_context(self) -> Any:
@@ -978,27 +985,27 @@ class DeviceRecordBatch(_DeviceData):
         return self._data.num_columns
 
     @property
-    def column_names(self) -> List[str]:
+    def column_names(self) -> list[str]:
         return self.schema.names
 
     @property
-    def columns(self) -> List[DeviceArray]:
+    def columns(self) -> list[DeviceArray]:
         schema = self.schema
         return [DeviceArray._wrap(c, f.type) for c, f in zip(self._data.columns(), schema)]
 
-    def column(self, i: Union[int, str]) -> DeviceArray:
+    def column(self, i: int | str) -> DeviceArray:
         """Column `i` (a position or a name)."""
         index = _column_index(self.schema, i)
         return DeviceArray._wrap(self._data.columns()[index], self.schema.field(index).type)
 
-    def field(self, i: Union[int, str]) -> pa.Field:
+    def field(self, i: int | str) -> pa.Field:
         return self.schema.field(_column_index(self.schema, i))
 
     @property
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.columns)
 
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> "DeviceRecordBatch":
+    def slice(self, offset: int = 0, length: int | None = None) -> DeviceRecordBatch:
         offset, length = _row_range(offset, length, len(self))
         return DeviceRecordBatch._wrap(self._data.slice(offset, length), self._schema)
 
@@ -1015,7 +1022,7 @@ class DeviceRecordBatch(_DeviceData):
     def equals(self, other: Any, check_metadata: bool = False) -> bool:
         return self._equals(other, pa.RecordBatch, check_metadata=check_metadata)
 
-    def _requested(self, requested_schema: Any) -> Tuple[Any, pa.Schema]:
+    def _requested(self, requested_schema: Any) -> tuple[Any, pa.Schema]:
         """(the data, the schema to announce) for a requested schema."""
         if requested_schema is None:
             return self._data, self.schema
@@ -1032,7 +1039,7 @@ class DeviceRecordBatch(_DeviceData):
                 )
         return data, wanted
 
-    def __arrow_c_device_array__(self, requested_schema: Any = None, **kwargs: Any) -> Tuple[Any, Any]:
+    def __arrow_c_device_array__(self, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:
         """``(arrow_schema, arrow_device_array)`` capsules of the batch (a
         struct array); rules as DeviceArray's."""
         _check_kwargs(kwargs)
@@ -1059,7 +1066,7 @@ class DeviceRecordBatch(_DeviceData):
     __str__ = __repr__
 
 
-def _ends(pieces: Sequence[Any]) -> List[int]:
+def _ends(pieces: Sequence[Any]) -> list[int]:
     out, n = [], 0
     for p in pieces:
         n += len(p)
@@ -1067,14 +1074,14 @@ def _ends(pieces: Sequence[Any]) -> List[int]:
     return out
 
 
-def _one_piece(pieces: List[Any]) -> "DeviceArray":
+def _one_piece(pieces: list[Any]) -> DeviceArray:
     # _slice_pieces of a range that no chunk boundary cuts gives one slice.
     if len(pieces) != 1:
         raise AssertionError("a table piece spans a chunk boundary")
     return pieces[0]
 
 
-def _table_placement(batches: Sequence["DeviceRecordBatch"], columns: Sequence[Any]) -> Tuple[int, int]:
+def _table_placement(batches: Sequence[DeviceRecordBatch], columns: Sequence[Any]) -> tuple[int, int]:
     """The one device of a table's batches; pyarrow.ArrowInvalid when they are on several."""
     where = None
     for i, b in enumerate(batches):
@@ -1100,14 +1107,14 @@ class DeviceTable(_DevicePieces):
 
     __slots__ = ("_batches", "_schema", "_where", "__weakref__")
 
-    _batches: List[DeviceRecordBatch]
+    _batches: list[DeviceRecordBatch]
     _schema: pa.Schema
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use cuarrow.cuda.to_device(table) or cuarrow.cuda.from_device(obj)")
 
     @classmethod
-    def _make(cls, batches: Sequence[DeviceRecordBatch], schema: pa.Schema, where: Tuple[int, int]) -> "DeviceTable":
+    def _make(cls, batches: Sequence[DeviceRecordBatch], schema: pa.Schema, where: tuple[int, int]) -> DeviceTable:
         obj = object.__new__(cls)
         obj._batches = list(batches)
         obj._schema = schema
@@ -1116,11 +1123,11 @@ class DeviceTable(_DevicePieces):
 
     @staticmethod
     def from_arrays(
-        arrays: Sequence[Union[DeviceArray, "DeviceChunkedArray"]],
-        names: Optional[Sequence[str]] = None,
-        schema: Optional[pa.Schema] = None,
+        arrays: Sequence[DeviceArray | DeviceChunkedArray],
+        names: Sequence[str] | None = None,
+        schema: pa.Schema | None = None,
         metadata: Any = None,
-    ) -> "DeviceTable":
+    ) -> DeviceTable:
         """A table of device arrays or chunked arrays, zero-copy: pyarrow.
         Table.from_arrays's arguments and errors.  Chunked columns are cut
         (zero-copy slices) where any column's chunk ends, one record batch
@@ -1154,7 +1161,7 @@ class DeviceTable(_DevicePieces):
         return DeviceTable._make(batches, schema, where)
 
     @staticmethod
-    def from_batches(batches: Sequence[DeviceRecordBatch], schema: Optional[pa.Schema] = None) -> "DeviceTable":
+    def from_batches(batches: Sequence[DeviceRecordBatch], schema: pa.Schema | None = None) -> DeviceTable:
         """A table of device record batches, zero-copy: pyarrow.Table.
         from_batches's arguments and errors (``Must pass schema, or at least
         one RecordBatch``; ArrowInvalid ``Schema at index 1 was different``).
@@ -1174,10 +1181,10 @@ class DeviceTable(_DevicePieces):
                 raise pa.ArrowInvalid(f"Schema at index {i} was different: \n{schema}\nvs\n{b.schema}")
         return DeviceTable._make(batches, schema, _table_placement(batches, []))
 
-    def _pieces(self) -> List[Any]:
+    def _pieces(self) -> list[Any]:
         return self._batches
 
-    def _with_pieces(self, pieces: List[Any]) -> "DeviceTable":
+    def _with_pieces(self, pieces: list[Any]) -> DeviceTable:
         return DeviceTable._make(pieces, self._schema, self._where)
 
     @property
@@ -1193,23 +1200,23 @@ class DeviceTable(_DevicePieces):
         return len(self._schema)
 
     @property
-    def column_names(self) -> List[str]:
+    def column_names(self) -> list[str]:
         return self._schema.names
 
-    def to_batches(self) -> List[DeviceRecordBatch]:
+    def to_batches(self) -> list[DeviceRecordBatch]:
         return list(self._batches)
 
-    def column(self, i: Union[int, str]) -> DeviceChunkedArray:
+    def column(self, i: int | str) -> DeviceChunkedArray:
         """Column `i` (a position or a name): one chunk per batch."""
         index = _column_index(self._schema, i)
         chunks = [b.column(index) for b in self._batches]
         return DeviceChunkedArray._make(chunks, self._schema.field(index).type, self._where)
 
     @property
-    def columns(self) -> List[DeviceChunkedArray]:
+    def columns(self) -> list[DeviceChunkedArray]:
         return [self.column(i) for i in range(self.num_columns)]
 
-    def field(self, i: Union[int, str]) -> pa.Field:
+    def field(self, i: int | str) -> pa.Field:
         return self._schema.field(_column_index(self._schema, i))
 
     def __getitem__(self, key: Any) -> Any:

@@ -3,7 +3,7 @@ imported without a copy, as cuarrow's typed device objects."""
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,7 +36,7 @@ def _mode_of(obj: Any) -> int:
     return 0
 
 
-def _capsule_pair(obj: Any, method: str) -> Tuple[Any, Any]:
+def _capsule_pair(obj: Any, method: str) -> tuple[Any, Any]:
     """Call obj.<method>() and check it gave the protocol's (schema, array) pair."""
     result = getattr(obj, method)()
     if not isinstance(result, tuple) or len(result) != 2:
@@ -59,11 +59,11 @@ def _looks_like_batch(obj: Any, schema_capsule: Any) -> bool:
     return _lib.schema_capsule_format(schema_capsule) == "+s"
 
 
-def _arrays_to(ctx: Context, arrays: List[Any], stream: Any) -> List[Any]:
+def _arrays_to(ctx: Context, arrays: list[Any], stream: Any) -> list[Any]:
     return _lib.arrays_to_device(arrays, ctx._ctx, stream)
 
 
-def _batches_to(ctx: Context, batches: List[Any], stream: Any) -> List[Any]:
+def _batches_to(ctx: Context, batches: list[Any], stream: Any) -> list[Any]:
     return _lib.batches_to_device(batches, ctx._ctx, stream)
 
 
@@ -76,8 +76,8 @@ def _known_null_count(data: Any) -> Any:
 
 
 def _stream_result(
-    ctx: Context, result: Tuple[Any, ...], stream: Any, source: Any = None
-) -> Union[DeviceChunkedArray, DeviceTable]:
+    ctx: Context, result: tuple[Any, ...], stream: Any, source: Any = None
+) -> DeviceChunkedArray | DeviceTable:
     """The device object for a stream read by the C++ layer; `source` (a
     pyarrow object) supplies pyarrow's own schema or type."""
     is_batches, schema_capsule, items = result[0], result[1], result[2]
@@ -269,9 +269,7 @@ def _from_tensor(obj: Any, context: Any) -> DeviceArray:
     where = (buf.raw_device_type if buf.size else _CUDA, ctx.device_number)
     n = shape[0]
     if len(shape) == 1:
-        data = _lib.make_array(
-            pa.field("", value_type).__arrow_c_schema__(), n, 0, 0, [None, buf], [], None, *where
-        )
+        data = _lib.make_array(pa.field("", value_type).__arrow_c_schema__(), n, 0, 0, [None, buf], [], None, *where)
         return DeviceArray._wrap(data, value_type)
     k = shape[1]
     list_type = pa.list_(value_type, k)

@@ -7,7 +7,7 @@ which are also DLPack's ``DLDeviceType`` values and
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,18 +35,18 @@ def device_type(code: int) -> Any:
 
 
 def name(code: int, unknown: str) -> str:
-    """"cuda", "cuda_host", ... for a code; `unknown` for a code without a name."""
+    """ "cuda", "cuda_host", ... for a code; `unknown` for a code without a name."""
     return _NAMES.get(code, unknown)
 
 
-def label(placement: Tuple[int, int]) -> str:
-    """"cuda:0", "cuda_host:1", "cpu" for a (code, device id) pair."""
+def label(placement: tuple[int, int]) -> str:
+    """ "cuda:0", "cuda_host:1", "cpu" for a (code, device id) pair."""
     kind, device_id = placement
     text = name(kind, str(kind))
     return text if kind == CPU else f"{text}:{device_id}"
 
 
-def dlpack_device(placement: Tuple[int, int]) -> Tuple[int, int]:
+def dlpack_device(placement: tuple[int, int]) -> tuple[int, int]:
     """``__dlpack_device__`` of memory at a (code, device id) pair: pinned host
     memory is device 0 (DLPack's rule for kDLCUDAHost)."""
     kind, device_id = placement

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from cuarrow import _cuarrow as _lib
 from cuarrow._errors import CudaDriverError, CudaError
 
 
-def use_emulation(devices: Optional[int] = None) -> None:
+def use_emulation(devices: int | None = None) -> None:
     """Run on cuarrow's host emulation of the CUDA driver instead of a GPU.
 
     Must be called before the first device call (it raises RuntimeError if a
@@ -25,14 +25,14 @@ def use_emulation(devices: Optional[int] = None) -> None:
     _lib.select_driver("emulated")
 
 
-def _probe_real_gpus() -> Tuple[int, str]:
+def _probe_real_gpus() -> tuple[int, str]:
     """(number of devices, why none) of the real CUDA driver, asked apart
     from cuarrow's own driver choice, which stays open (the core's
     probe_real_driver)."""
     return _lib.probe_real_driver()
 
 
-def use_emulation_if_no_gpu(devices: Optional[int] = None) -> Optional[str]:
+def use_emulation_if_no_gpu(devices: int | None = None) -> str | None:
     """Select the host emulation when this machine has no usable GPU.
 
     Returns the reason when the emulation was selected, None when the real
@@ -60,7 +60,7 @@ def is_emulated() -> bool:
     return _lib.driver_is_emulated()
 
 
-def driver_info() -> Dict[str, Any]:
+def driver_info() -> dict[str, Any]:
     """The loaded driver: ``{"path", "version", "emulated", "devices"}`` (loads the driver)."""
     _lib.load_driver()
     return {

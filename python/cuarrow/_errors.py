@@ -6,8 +6,6 @@ these classes; they are handed over once, here, at import.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
@@ -21,16 +19,16 @@ class CudaError(OSError):
     ``"CUDA_ERROR_INVALID_VALUE"``) and ``operation`` the driver call.
     """
 
-    code: Optional[int]
-    name: Optional[str]
-    operation: Optional[str]
+    code: int | None
+    name: str | None
+    operation: str | None
 
     def __init__(
         self,
         message: str,
-        code: Optional[int] = None,
-        name: Optional[str] = None,
-        operation: Optional[str] = None,
+        code: int | None = None,
+        name: str | None = None,
+        operation: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code

@@ -4,7 +4,7 @@ Arrow IPC messages in device memory."""
 from __future__ import annotations
 
 import io
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -13,7 +13,7 @@ from cuarrow._args import _index
 from cuarrow._memory import Context, CudaBuffer, HostBuffer, _host_nbytes, new_host_buffer
 
 
-def _check_device_buffer(obj: Any) -> "CudaBuffer":
+def _check_device_buffer(obj: Any) -> CudaBuffer:
     if not isinstance(obj, CudaBuffer):
         raise TypeError(f"expected CudaBuffer instance, got {type(obj).__name__}")
     return obj
@@ -96,7 +96,7 @@ class BufferReader(_DeviceFile):
     def mode(self) -> str:
         return "rb"
 
-    def _count(self, nbytes: Optional[int]) -> int:
+    def _count(self, nbytes: int | None) -> int:
         remaining = self.buffer.size - self._position
         if nbytes is None or nbytes == -1:
             return remaining
@@ -105,7 +105,7 @@ class BufferReader(_DeviceFile):
             raise ValueError(f"nbytes must be non-negative (or -1/None for all), got {nbytes}")
         return min(nbytes, remaining)
 
-    def read(self, nbytes: Optional[int] = None) -> bytes:
+    def read(self, nbytes: int | None = None) -> bytes:
         """Read up to `nbytes` (default: all remaining) into host bytes."""
         self._check_open()
         n = self._count(nbytes)
@@ -145,7 +145,7 @@ class BufferReader(_DeviceFile):
         self._position += n
         return n
 
-    def read_buffer(self, nbytes: Optional[int] = None) -> CudaBuffer:
+    def read_buffer(self, nbytes: int | None = None) -> CudaBuffer:
         """A zero-copy device slice of up to `nbytes` (default: all remaining) from the position."""
         self._check_open()
         n = self._count(nbytes)
@@ -169,7 +169,7 @@ class BufferWriter(_DeviceFile):
         super().__init__(buffer)
         if not self.buffer.is_mutable:
             raise ValueError("BufferWriter needs a mutable CudaBuffer; this one is read-only")
-        self._staging: Optional[HostBuffer] = None
+        self._staging: HostBuffer | None = None
         self._staged = 0  # bytes in the staging buffer, destined for position - staged
 
     def readable(self) -> bool:
@@ -267,7 +267,7 @@ class _HostStream(io.RawIOBase):
     BufferReader.read_buffer() and get device memory, which it must not
     read.)  Reading advances the underlying reader."""
 
-    def __init__(self, reader: "BufferReader") -> None:
+    def __init__(self, reader: BufferReader) -> None:
         super().__init__()
         self._reader = reader
 
@@ -277,7 +277,7 @@ class _HostStream(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def read(self, nbytes: Optional[int] = -1) -> bytes:
+    def read(self, nbytes: int | None = -1) -> bytes:
         return self._reader.read(nbytes)
 
     def readinto(self, b: Any) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -30,13 +30,13 @@ class IpcMemHandle:
         )
 
     @classmethod
-    def _wrap(cls, raw: Any) -> "IpcMemHandle":
+    def _wrap(cls, raw: Any) -> IpcMemHandle:
         obj = object.__new__(cls)
         obj._handle = raw
         return obj
 
     @staticmethod
-    def from_buffer(opaque_handle: Any) -> "IpcMemHandle":
+    def from_buffer(opaque_handle: Any) -> IpcMemHandle:
         """Read a serialized handle from host bytes (a ``pyarrow.Buffer``,
         ``bytes`` or any buffer-protocol object): cuarrow's format
         (``serialize()``) or pyarrow.cuda's (72 bytes, 8 for an empty buffer;
@@ -60,7 +60,7 @@ class IpcMemHandle:
             ) from None
         return IpcMemHandle._wrap(_lib.IpcMemoryHandle.deserialize(data))
 
-    def serialize(self, pool: Optional[pa.MemoryPool] = None) -> pa.Buffer:
+    def serialize(self, pool: pa.MemoryPool | None = None) -> pa.Buffer:
         """The handle as a ``pyarrow.Buffer`` of host bytes (from `pool` if
         given), to send to another process."""
         data = self._handle.serialize()
@@ -90,9 +90,7 @@ class IpcMemHandle:
         return (_ipc_handle_from_bytes, (self._handle.serialize(),))
 
     def __repr__(self) -> str:
-        return (
-            f"<cuarrow.cuda.IpcMemHandle size={self.size} offset={self.offset} device_number={self.device_number}>"
-        )
+        return f"<cuarrow.cuda.IpcMemHandle size={self.size} offset={self.offset} device_number={self.device_number}>"
 
 
 def _ipc_handle_from_bytes(data: bytes) -> IpcMemHandle:

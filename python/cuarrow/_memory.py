@@ -3,7 +3,7 @@ HostBuffer (pinned host memory), and the options of transfers between them."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, SupportsIndex, Tuple
+from typing import Any, SupportsIndex
 
 import pyarrow as pa
 
@@ -53,7 +53,7 @@ class Device:
         return "arrow::cuda"
 
     @property
-    def context(self) -> "Context":
+    def context(self) -> Context:
         """The device's primary context."""
         return Context(self._id)
 
@@ -70,7 +70,7 @@ class Device:
         return f"<cuarrow.cuda.Device: {kind}:{self._id}>"
 
 
-def _host_nbytes(obj: Any, what: str) -> Tuple[int, bool]:
+def _host_nbytes(obj: Any, what: str) -> tuple[int, bool]:
     """(size in bytes, read-only) of host memory exposed through the buffer protocol."""
     if isinstance(obj, CudaBuffer):
         raise TypeError(
@@ -87,7 +87,7 @@ def _host_nbytes(obj: Any, what: str) -> Tuple[int, bool]:
         ) from None
 
 
-def _as_context(context: Any) -> "Context":
+def _as_context(context: Any) -> Context:
     if context is None:
         return Context(0)
     if isinstance(context, Context):
@@ -95,7 +95,7 @@ def _as_context(context: Any) -> "Context":
     return Context(_index(context, "context"))
 
 
-def transfer_options() -> Dict[str, int]:
+def transfer_options() -> dict[str, int]:
     """The options of host<->device transfers in force: ``staging_threshold_bytes``
     (copies from or to ordinary memory at least this large go through the
     pinned staging pipeline; 0 disables it), ``staging_chunk_bytes`` (the
@@ -120,7 +120,7 @@ def set_transfer_options(**options: int) -> None:
     _lib.set_transfer_options(**current)
 
 
-def pinned_pool_stats() -> Dict[str, int]:
+def pinned_pool_stats() -> dict[str, int]:
     """``pinned_bytes`` (pinned memory the result pool holds, cached and in
     use) and ``in_use_bytes`` (held by live ``copy_to_host()`` results)."""
     return dict(_lib.pinned_pool_stats())
@@ -154,14 +154,14 @@ class Context:
         self._ctx = _lib.Context.get(device_number)
 
     @classmethod
-    def _wrap(cls, raw: _lib.Context) -> "Context":
+    def _wrap(cls, raw: _lib.Context) -> Context:
         obj = object.__new__(cls)
         obj._ctx = raw
         return obj
 
     # -- numba --------------------------------------------------------------
     @staticmethod
-    def from_numba(context: Any = None) -> "Context":
+    def from_numba(context: Any = None) -> Context:
         """The Context of a Numba context (default: Numba's current context)."""
         from cuarrow import _numba
 
@@ -205,7 +205,7 @@ class Context:
         """Bytes of device memory currently allocated through cuarrow on this context."""
         return self._ctx.bytes_allocated
 
-    def transfer_stats(self) -> Dict[str, Any]:
+    def transfer_stats(self) -> dict[str, Any]:
         """Data moved by copies issued in this context: bytes host-to-device,
         device-to-host and device-to-device, wall-clock seconds of the
         synchronous ones, bytes that went through the staging pipeline, and
@@ -232,7 +232,7 @@ class Context:
         return self._ctx.get_device_address(_index(address, "address"))
 
     # -- buffers ------------------------------------------------------------
-    def new_buffer(self, nbytes: int) -> "CudaBuffer":
+    def new_buffer(self, nbytes: int) -> CudaBuffer:
         """Return new device buffer of `nbytes` bytes (contents uninitialized).
 
         The memory comes from ``cuMemAlloc``, as in pyarrow, so that it can be
@@ -243,7 +243,7 @@ class Context:
         nbytes = _index(nbytes, "nbytes")
         return CudaBuffer._wrap(_lib.allocate_device(self._ctx, nbytes, plain=True))
 
-    def foreign_buffer(self, address: int, size: int, base: Any = None) -> "CudaBuffer":
+    def foreign_buffer(self, address: int, size: int, base: Any = None) -> CudaBuffer:
         """A device buffer viewing memory someone else owns.
 
         The address may be device memory or pinned host memory (anything
@@ -260,7 +260,7 @@ class Context:
         device_address = self.get_device_address(address)
         return CudaBuffer._wrap(_lib.wrap_device(self._ctx, device_address, size, base, True))
 
-    def buffer_from_data(self, data: Any, offset: int = 0, size: int = -1, *, stream: Any = None) -> "CudaBuffer":
+    def buffer_from_data(self, data: Any, offset: int = 0, size: int = -1, *, stream: Any = None) -> CudaBuffer:
         """Create device buffer and initialize with data.
 
         `data` is a CudaBuffer (copied on the device) or host memory: any
@@ -291,7 +291,7 @@ class Context:
             _lib.copy_from_host(result, 0, data, offset, size, stream)
         return CudaBuffer._wrap(result)
 
-    def buffer_from_object(self, obj: Any) -> "CudaBuffer":
+    def buffer_from_object(self, obj: Any) -> CudaBuffer:
         """A device buffer viewing (not copying) device-accessible memory.
 
         `obj` may be a HostBuffer (pinned memory), a CudaBuffer (returned as
@@ -315,7 +315,7 @@ class Context:
                 return self._from_dlpack(obj)
         raise pa.ArrowTypeError(f"cannot create device buffer view from `{type(obj)}` object")
 
-    def _from_cuda_array_interface(self, obj: Any) -> "CudaBuffer":
+    def _from_cuda_array_interface(self, obj: Any) -> CudaBuffer:
         # The core's tensor reader checks every field (a mask is refused).
         info = _lib.read_cai(obj.__cuda_array_interface__)
         stream = info["stream"]
@@ -331,11 +331,11 @@ class Context:
             _lib.wrap_device(self._ctx, device_address, info["span_length"], obj, not info["read_only"])
         )
 
-    def _from_dlpack(self, obj: Any) -> "CudaBuffer":
+    def _from_dlpack(self, obj: Any) -> CudaBuffer:
         return CudaBuffer._wrap(_lib.from_dlpack(_protocols.dlpack_capsule(obj), self._ctx))
 
     # -- IPC ------------------------------------------------------------------
-    def open_ipc_buffer(self, ipc_handle: "IpcMemHandle") -> "CudaBuffer":
+    def open_ipc_buffer(self, ipc_handle: IpcMemHandle) -> CudaBuffer:
         """Open device memory another process exported with ``export_for_ipc``.
 
         The buffer is memory of this context's device (whatever device the
@@ -383,10 +383,10 @@ class CudaBuffer(_lib.Buffer):
             "foreign_buffer, buffer_from_object) method instead."
         )
 
-    _parent: Optional[CudaBuffer]
+    _parent: CudaBuffer | None
 
     @classmethod
-    def _wrap(cls, raw: _lib.Buffer, parent: Optional["CudaBuffer"] = None) -> "CudaBuffer":
+    def _wrap(cls, raw: _lib.Buffer, parent: CudaBuffer | None = None) -> CudaBuffer:
         obj = cls.__new__(cls)
         _lib.Buffer.__init__(obj, raw, False)
         obj._parent = parent
@@ -394,7 +394,7 @@ class CudaBuffer(_lib.Buffer):
 
     # -- constructors ---------------------------------------------------------
     @staticmethod
-    def from_buffer(buf: Any) -> "CudaBuffer":
+    def from_buffer(buf: Any) -> CudaBuffer:
         """Convert back generic buffer into CudaBuffer.
 
         A CudaBuffer is returned as is; a pyarrow.Buffer is always host memory
@@ -406,7 +406,7 @@ class CudaBuffer(_lib.Buffer):
         raise pa.ArrowTypeError("buffer is not backed by a CudaBuffer")
 
     @staticmethod
-    def from_numba(mem: Any) -> "CudaBuffer":
+    def from_numba(mem: Any) -> CudaBuffer:
         """A CudaBuffer view of Numba device memory (a MemoryPointer, e.g. a
         device array's ``gpu_data``); `mem` is kept alive by the view."""
         from cuarrow import _numba
@@ -429,7 +429,7 @@ class CudaBuffer(_lib.Buffer):
         return Context._wrap(raw)
 
     @property
-    def parent(self) -> Optional["CudaBuffer"]:
+    def parent(self) -> CudaBuffer | None:
         """The buffer this one is a slice of, or None."""
         return self._parent
 
@@ -463,7 +463,7 @@ class CudaBuffer(_lib.Buffer):
         return f"{kind}:{self.device_id}"
 
     # -- views ----------------------------------------------------------------
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> "CudaBuffer":
+    def slice(self, offset: int = 0, length: int | None = None) -> CudaBuffer:
         """Zero-copy slice of device buffer.
 
         A `length` past the end is clamped to the available bytes (as in
@@ -488,7 +488,7 @@ class CudaBuffer(_lib.Buffer):
         position: int = 0,
         nbytes: int = -1,
         buf: Any = None,
-        memory_pool: Optional[pa.MemoryPool] = None,
+        memory_pool: pa.MemoryPool | None = None,
         resizable: bool = False,
         *,
         stream: Any = None,
@@ -551,7 +551,7 @@ class CudaBuffer(_lib.Buffer):
         _lib.copy_from_host(self, position, data, 0, n, stream)
         return n
 
-    def copy_from_device(self, buf: "CudaBuffer", position: int = 0, nbytes: int = -1, *, stream: Any = None) -> int:
+    def copy_from_device(self, buf: CudaBuffer, position: int = 0, nbytes: int = -1, *, stream: Any = None) -> int:
         """Copy data from another device buffer (of any device) at `position`;
         returns the number of bytes copied.  Synchronous (see `copy_to_host`
         for `stream`)."""
@@ -567,7 +567,7 @@ class CudaBuffer(_lib.Buffer):
         """Return device buffer content as Python bytes (a host copy)."""
         return self.copy_to_host().to_pybytes()
 
-    def equals(self, other: "CudaBuffer") -> bool:
+    def equals(self, other: CudaBuffer) -> bool:
         """True if both device buffers hold the same bytes (compared through host copies)."""
         if not isinstance(other, CudaBuffer):
             raise ValueError(
@@ -598,7 +598,7 @@ class CudaBuffer(_lib.Buffer):
     def __reduce__(self) -> Any:
         raise TypeError("a CudaBuffer cannot be pickled (it holds device memory); pickle buf.copy_to_host() instead")
 
-    def export_for_ipc(self) -> "IpcMemHandle":
+    def export_for_ipc(self) -> IpcMemHandle:
         """Expose this device buffer to other processes: a handle to send
         (``handle.serialize()``) to a process that opens it with
         ``Context.open_ipc_buffer(IpcMemHandle.from_buffer(data))``.
@@ -618,7 +618,7 @@ class CudaBuffer(_lib.Buffer):
 
     # -- interop protocols ------------------------------------------------------
     @property
-    def __cuda_array_interface__(self) -> Dict[str, Any]:
+    def __cuda_array_interface__(self) -> dict[str, Any]:
         """CUDA Array Interface v3: a 1-D uint8 array over the buffer's bytes.
 
         ``stream`` is 1 (the legacy default stream, where cuarrow allocates
@@ -626,16 +626,16 @@ class CudaBuffer(_lib.Buffer):
         """
         return _protocols.cuda_array_interface(self.address, (self.size,), "|u1", not self.is_mutable)
 
-    def __dlpack_device__(self) -> Tuple[int, int]:
+    def __dlpack_device__(self) -> tuple[int, int]:
         return _device.dlpack_device((self.raw_device_type, self.device_id))
 
     def __dlpack__(
         self,
         *,
-        stream: Optional[int] = None,
-        max_version: Optional[Tuple[int, int]] = None,
-        dl_device: Optional[Tuple[int, int]] = None,
-        copy: Optional[bool] = None,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
     ) -> Any:
         """DLPack export: a 1-D uint8 tensor over the buffer's bytes.
 
@@ -690,13 +690,7 @@ def _adopt_pyarrow_buffer(dst: pa.Buffer, src: pa.Buffer) -> None:
     d = (ctypes.c_uint64 * words).from_address(id(dst))
     s = (ctypes.c_uint64 * words).from_address(id(src))
     # [refcnt, type, __weakref__, vtable, shared_ptr.ptr, shared_ptr.ctrl, shape[0], strides[0]]
-    if not (
-        d[3] == s[3] != 0
-        and d[4] == d[5] == d[6] == d[7] == 0
-        and s[4] != 0
-        and s[6] == src.size
-        and s[7] == 1
-    ):
+    if not (d[3] == s[3] != 0 and d[4] == d[5] == d[6] == d[7] == 0 and s[4] != 0 and s[6] == src.size and s[7] == 1):
         raise TypeError("this pyarrow's Buffer layout is not the one cuarrow knows")
     for i in range(4, 8):
         d[i], s[i] = s[i], 0
@@ -715,12 +709,10 @@ class HostBuffer(pa.Buffer):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(
-            "Do not call HostBuffer's constructor directly, use `cuda.new_host_buffer` function instead."
-        )
+        raise TypeError("Do not call HostBuffer's constructor directly, use `cuda.new_host_buffer` function instead.")
 
     @classmethod
-    def _wrap(cls, raw: _lib.Buffer, parent: Optional["HostBuffer"] = None) -> "HostBuffer":
+    def _wrap(cls, raw: _lib.Buffer, parent: HostBuffer | None = None) -> HostBuffer:
         # The arrow::Buffer is pyarrow's view (buffer protocol, mutable as
         # `raw` is) of `raw`, the binding's owner of the pinned mapping: the
         # view holds `raw`, so arrays built on this buffer keep the memory alive.
@@ -736,7 +728,7 @@ class HostBuffer(pa.Buffer):
         return self._raw
 
     @property
-    def parent(self) -> Optional["HostBuffer"]:
+    def parent(self) -> HostBuffer | None:
         return self._parent
 
     @property
@@ -770,7 +762,7 @@ class HostBuffer(pa.Buffer):
         return pa.default_cpu_memory_manager()
 
     @property
-    def context(self) -> Optional[Context]:
+    def context(self) -> Context | None:
         """The context the memory was pinned with."""
         raw = self._raw.raw_context
         return None if raw is None else Context._wrap(raw)
@@ -790,7 +782,7 @@ class HostBuffer(pa.Buffer):
             f"is_cpu=True is_mutable={self.is_mutable}>"
         )
 
-    def slice(self, offset: int = 0, length: Optional[int] = None) -> "HostBuffer":
+    def slice(self, offset: int = 0, length: int | None = None) -> HostBuffer:
         """Zero-copy slice (pyarrow.Buffer.slice's rules)."""
         offset = _index(offset, "offset")
         if offset < 0:

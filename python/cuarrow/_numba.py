@@ -85,7 +85,7 @@ class _NoDeallocations:
         pass
 
 
-def to_numba_context(ctx: "Context") -> Any:
+def to_numba_context(ctx: Context) -> Any:
     """Numba's context object for a cuarrow Context."""
     import numba.cuda
 
@@ -109,7 +109,7 @@ def to_numba_context(ctx: "Context") -> Any:
     return context
 
 
-def from_numba_context(context: Any = None) -> "Context":
+def from_numba_context(context: Any = None) -> Context:
     from cuarrow._memory import Context
 
     if context is None:
@@ -119,7 +119,7 @@ def from_numba_context(context: Any = None) -> "Context":
     return Context(device_number=int(context.device.id), handle=handle_value(context.handle))
 
 
-def to_numba(buf: "CudaBuffer") -> Any:
+def to_numba(buf: CudaBuffer) -> Any:
     """A numba MemoryPointer viewing the buffer; it keeps the buffer alive."""
     from numba.cuda.cudadrv.driver import MemoryPointer
 
@@ -137,7 +137,7 @@ def to_numba(buf: "CudaBuffer") -> Any:
     return mem
 
 
-def from_numba(mem: Any) -> "CudaBuffer":
+def from_numba(mem: Any) -> CudaBuffer:
     """A CudaBuffer viewing numba device memory (a MemoryPointer, the
     ``gpu_data`` of a device array, or a device array itself)."""
     from cuarrow._memory import Context

@@ -4,7 +4,7 @@ Arrow's fixed-width types and the protocols' element types."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -26,7 +26,7 @@ class _NoTensor(Exception):
     """Why an array has no tensor view (the message completes "a <type> array ...")."""
 
 
-def _element(t: pa.DataType) -> Tuple[str, int, int]:
+def _element(t: pa.DataType) -> tuple[str, int, int]:
     """(NumPy typestr, DLPack code, bits) of one element of a fixed-width
     type; temporal types are their storage integers."""
     st = _storage(t)
@@ -76,7 +76,7 @@ class _Tensor:
 
     __slots__ = ("buffer", "byte_offset", "shape", "typestr", "code", "bits")
 
-    def __init__(self, buffer: Any, byte_offset: int, shape: Tuple[int, ...], typestr: str, code: int, bits: int):
+    def __init__(self, buffer: Any, byte_offset: int, shape: tuple[int, ...], typestr: str, code: int, bits: int):
         self.buffer = buffer
         self.byte_offset = byte_offset
         self.shape = shape
@@ -118,7 +118,7 @@ def _tensor_of(arr: Any, protocol: str, error: Callable[[str], Exception]) -> _T
     return _Tensor(buf, arr.offset * (bits // 8), (len(arr),), typestr, code, bits)
 
 
-def cuda_array_interface(address: int, shape: Tuple[int, ...], typestr: str, read_only: bool) -> Dict[str, Any]:
+def cuda_array_interface(address: int, shape: tuple[int, ...], typestr: str, read_only: bool) -> dict[str, Any]:
     """CUDA Array Interface v3 of compact row-major memory.  ``stream`` is 1:
     the data is valid in the order of the legacy default stream, where
     cuarrow allocates and copies, so consumers order their work after it."""
@@ -136,17 +136,17 @@ def cuda_array_interface(address: int, shape: Tuple[int, ...], typestr: str, rea
 def dlpack_export(
     source: Any,
     byte_offset: int,
-    shape: Tuple[int, ...],
+    shape: tuple[int, ...],
     code: int,
     bits: int,
-    placement: Tuple[int, int],
+    placement: tuple[int, int],
     ctx: Any,
     what: str,
     *,
-    stream: Optional[int],
-    max_version: Optional[Tuple[int, int]],
-    dl_device: Optional[Tuple[int, int]],
-    copy: Optional[bool],
+    stream: int | None,
+    max_version: tuple[int, int] | None,
+    dl_device: tuple[int, int] | None,
+    copy: bool | None,
 ) -> Any:
     """``__dlpack__``: a capsule of a compact row-major tensor of `shape`
     (elements of DLPack type `code`, `bits` wide) from byte `byte_offset` of

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any
 
 from cuarrow import _cuarrow as _lib
 from cuarrow._memory import Context, _as_context
@@ -27,15 +27,15 @@ class Stream(_lib.Stream):
     def device_number(self) -> int:
         return self.raw_context.device_number
 
-    def __cuda_stream__(self) -> Tuple[int, int]:
+    def __cuda_stream__(self) -> tuple[int, int]:
         """The CUDA stream protocol: ``(version, handle)``."""
         return (0, self.handle)
 
-    def wait_event(self, event: "Event") -> None:
+    def wait_event(self, event: Event) -> None:
         """Make work queued later on this stream wait for `event`."""
         self.wait(event)
 
-    def record(self, event: Optional["Event"] = None) -> "Event":
+    def record(self, event: Event | None = None) -> Event:
         """Record an event (a new one by default) capturing the work queued so far."""
         if event is None:
             event = Event(self.context)
@@ -52,7 +52,7 @@ class Event(_lib.Event):
     def __init__(self, context: Any = None, *, timing: bool = False) -> None:
         super().__init__(_as_context(context)._ctx, timing)
 
-    def elapsed_time(self, end: "Event") -> float:
+    def elapsed_time(self, end: Event) -> float:
         """Milliseconds from this event to `end` (both recorded, completed, with timing)."""
         return end.elapsed_ms_since(self)
 

@@ -20,7 +20,7 @@ import sys
 import textwrap
 import traceback
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any
 
 RULE = "=" * 72
 
@@ -40,7 +40,7 @@ class _Session:
     """Runs statements like the interactive prompt: echo, then the result."""
 
     def __init__(self) -> None:
-        self.namespace: Dict[str, Any] = {"__name__": "__cuarrow_demo__"}
+        self.namespace: dict[str, Any] = {"__name__": "__cuarrow_demo__"}
 
     def run(self, source: str, expect_error: bool = False) -> bool:
         lines = source.strip("\n").splitlines()
@@ -74,20 +74,17 @@ _EMULATED_SKIP = {
 }
 
 
-def _numba_unavailable(emulated: bool) -> Optional[str]:
+def _numba_unavailable(emulated: bool) -> str | None:
     if emulated:
         return _EMULATED_SKIP["kernel"]
     try:
         import numba.cuda  # noqa: F401
     except ImportError:
-        return (
-            "Skipping this step: Numba is not installed (pip install numba-cuda, or pip install "
-            "'cuarrow[numba]')."
-        )
+        return "Skipping this step: Numba is not installed (pip install numba-cuda, or pip install 'cuarrow[numba]')."
     return None
 
 
-def main(argv: Optional[list] = None) -> int:
+def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="cuarrow-demo", description="Walk through the Arrow 'CUDA Integration' page with cuarrow.cuda."
     )
@@ -102,7 +99,7 @@ def main(argv: Optional[list] = None) -> int:
 
     if args.emulated:
         cuda.use_emulation()
-        reason: Optional[str] = "--emulated was given"
+        reason: str | None = "--emulated was given"
     else:
         reason = cuda.use_emulation_if_no_gpu()
 

@@ -132,9 +132,9 @@ template <class T>
 T* capsule_struct(nb::handle obj, const char* what) {
   const char* name = capsule_name<T>();
   if (!PyCapsule_CheckExact(obj.ptr())) {
-    throw nb::type_error((std::string(what) + " must be a PyCapsule named \"" + name + "\", not " +
-                          nb::type_name(obj.type()).c_str())
-                             .c_str());
+    throw nb::type_error(
+        (std::string(what) + " must be a PyCapsule named \"" + name + "\", not " + nb::type_name(obj.type()).c_str())
+            .c_str());
   }
   const char* got = PyCapsule_GetName(obj.ptr());
   if (got == nullptr) PyErr_Clear();
@@ -326,18 +326,21 @@ void bind_arrow(nb::module_& m) {
                         "An Arrow array (cuarrow::arrow::array_data) with its field and declared placement.")
       .def_prop_ro("length", [](const ArrayData& a) { return a.data.length; })
       .def_prop_ro("offset", [](const ArrayData& a) { return a.data.offset; })
-      .def_prop_ro("raw_null_count", [](const ArrayData& a) { return a.data.null_count; },
-                   "The null count as stored: -1 when unknown.")
+      .def_prop_ro(
+          "raw_null_count", [](const ArrayData& a) { return a.data.null_count; },
+          "The null count as stored: -1 when unknown.")
       .def_prop_ro("type_string", [](const ArrayData& a) { return a.data.type.to_string(); })
-      .def_prop_ro("placement",
-                   [](const ArrayData& a) {
-                     ca::placement p = ca::placement_of(a.data, a.where);
-                     return std::make_pair(static_cast<int>(p.type), p.device_id);
-                   },
-                   "(device type code, device id) of the memory; the declared placement for an array without "
-                   "buffers.")
-      .def_prop_ro("raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
-                   "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
+      .def_prop_ro(
+          "placement",
+          [](const ArrayData& a) {
+            ca::placement p = ca::placement_of(a.data, a.where);
+            return std::make_pair(static_cast<int>(p.type), p.device_id);
+          },
+          "(device type code, device id) of the memory; the declared placement for an array without "
+          "buffers.")
+      .def_prop_ro(
+          "raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
+          "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
       .def_prop_ro("has_validity_buffer",
                    [](const ArrayData& a) {
                      return ca::layout_of(a.data.type).has_validity && !a.data.buffers.empty() &&
@@ -385,7 +388,9 @@ void bind_arrow(nb::module_& m) {
           nb::arg("offset"), nb::arg("length"), "A zero-copy slice (out_of_range checked).")
       .def(
           "without_validity",
-          [](const ArrayData& a) { return ArrayData{a.field, a.data.without_validity(), a.where}; },
+          [](const ArrayData& a) {
+            return ArrayData{a.field, a.data.without_validity(), a.where};
+          },
           "The same array over the same buffers with the validity bitmap dropped (null slots show whatever "
           "values they hold).")
       .def(
@@ -441,15 +446,14 @@ void bind_arrow(nb::module_& m) {
                      return std::make_pair(static_cast<int>(p.type), p.device_id);
                    })
       .def_prop_ro("raw_context", [](const BatchData& b) { return ca::context_of(b.batch.to_struct(), b.where); })
-      .def(
-          "columns",
-          [](const BatchData& b) {
-            std::vector<ArrayData> out;
-            for (std::size_t i = 0; i < b.batch.columns.size(); ++i) {
-              out.push_back(ArrayData{b.batch.schema.fields[i], b.batch.columns[i], b.where});
-            }
-            return out;
-          })
+      .def("columns",
+           [](const BatchData& b) {
+             std::vector<ArrayData> out;
+             for (std::size_t i = 0; i < b.batch.columns.size(); ++i) {
+               out.push_back(ArrayData{b.batch.schema.fields[i], b.batch.columns[i], b.where});
+             }
+             return out;
+           })
       .def(
           "slice",
           [](const BatchData& b, std::int64_t offset, std::int64_t length) {
@@ -512,8 +516,7 @@ void bind_arrow(nb::module_& m) {
       nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
   m.def(
       "import_device_array",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
-         int validation) {
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream, int validation) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
         ca::field f = ca::read_field(*s);
@@ -529,8 +532,7 @@ void bind_arrow(nb::module_& m) {
       "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
   m.def(
       "import_device_batch",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
-         int validation) {
+      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream, int validation) {
         auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
         ca::schema sc = ca::read_schema(*s);
@@ -556,7 +558,8 @@ void bind_arrow(nb::module_& m) {
           all = reader->read_all();
         }
         nb::list items;
-        for (auto& a : all.arrays) items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
+        for (auto& a : all.arrays)
+          items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
         for (auto& b : all.batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
         return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items);
       },
@@ -585,8 +588,7 @@ void bind_arrow(nb::module_& m) {
         return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
                               static_cast<int>(reader->type()));
       },
-      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(),
-      nb::arg("validation") = 1,
+      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(), nb::arg("validation") = 1,
       "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
 
   m.def(
@@ -647,7 +649,8 @@ void bind_arrow(nb::module_& m) {
           moved = with_values(items, data_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
         }
         out.reserve(items.size());
-        for (std::size_t i = 0; i < items.size(); ++i) out.push_back(ArrayData{items[i]->field, std::move(moved[i]), where});
+        for (std::size_t i = 0; i < items.size(); ++i)
+          out.push_back(ArrayData{items[i]->field, std::move(moved[i]), where});
         return out;
       },
       nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
@@ -670,8 +673,8 @@ void bind_arrow(nb::module_& m) {
         for (auto& b : moved) out.push_back(BatchData{std::move(b), where});
         return out;
       },
-      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = nb::none(),
-      nb::arg("validation") = 0, "Record batches on the context's device, as arrays_to_device.");
+      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
+      "Record batches on the context's device, as arrays_to_device.");
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
   m.def(
@@ -693,8 +696,8 @@ void bind_arrow(nb::module_& m) {
       "arrays_to_host_begin",
       [](nb::handle src, cuarrow::stream_view stream) {
         return begin_to_host<ArrayData>(
-            src, "arrays_to_host_begin", data_of, [](const ArrayData& a) { return ca::importer_reads_values(a.data.type); },
-            host_array_capsule, stream);
+            src, "arrays_to_host_begin", data_of,
+            [](const ArrayData& a) { return ca::importer_reads_values(a.data.type); }, host_array_capsule, stream);
       },
       nb::arg("arrays"), nb::arg("stream") = nb::none(),
       "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
@@ -702,7 +705,9 @@ void bind_arrow(nb::module_& m) {
       "types pyarrow's importer reads).");
   m.def(
       "capsule_address",
-      [](nb::handle capsule) { return reinterpret_cast<std::uintptr_t>(capsule_struct<ArrowArray>(capsule, "capsule")); },
+      [](nb::handle capsule) {
+        return reinterpret_cast<std::uintptr_t>(capsule_struct<ArrowArray>(capsule, "capsule"));
+      },
       nb::arg("capsule"),
       "The address of the unreleased ArrowArray in an \"arrow_array\" capsule (for pyarrow's _import_from_c, which "
       "takes the schema as a pyarrow object; the capsule must outlive the import).");

@@ -130,7 +130,9 @@ void bind_buffer(nb::module_& m) {
                      "protocol only when made for host memory.")
       .def(
           "__init__",
-          [](Buffer* self, const Buffer& other, bool host_view) { new (self) Buffer{other.buf, host_view}; },
+          [](Buffer* self, const Buffer& other, bool host_view) {
+            new (self) Buffer{other.buf, host_view};
+          },
           nb::arg("other"), nb::arg("host_view") = false,
           "Another handle to the same memory (host_view: export the buffer protocol, host memory only).")
       .def_prop_ro("address", [](const Buffer& b) { return b.buf.address(); })
@@ -142,7 +144,8 @@ void bind_buffer(nb::module_& m) {
       .def_prop_ro("raw_context", [](const Buffer& b) { return b.buf.get_context(); })
       .def_prop_ro("free_stream_handle",
                    [](const Buffer& b) { return reinterpret_cast<std::uintptr_t>(b.buf.free_stream().handle()); })
-      .def("describe", [](const Buffer& b) { return b.buf.describe(); }, "Where and what the memory is; never reads it.")
+      .def(
+          "describe", [](const Buffer& b) { return b.buf.describe(); }, "Where and what the memory is; never reads it.")
       .def(
           "raw_slice",
           [](const Buffer& b, std::int64_t offset, std::int64_t length, bool host_view) {
@@ -162,11 +165,9 @@ void bind_buffer(nb::module_& m) {
         // buffers may be freed after static destructors ran).
         static const auto* cu_mem_alloc =
             new std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>());
-        return make(cuarrow::allocate_device(ctx, size, stream, plain ? *cu_mem_alloc : nullptr),
-                    false);
+        return make(cuarrow::allocate_device(ctx, size, stream, plain ? *cu_mem_alloc : nullptr), false);
       },
-      nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false,
-      release_gil(),
+      nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false, release_gil(),
       "Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc "
       "(plain_device_resource): memory CUDA IPC can export, which pool memory is not.");
   m.def(
@@ -245,9 +246,7 @@ void bind_buffer(nb::module_& m) {
   m.def(
       "copy",
       [](const Buffer& dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
-         cuarrow::stream_view stream) {
-        cuarrow::copy(dst.buf, dst_offset, src.buf, src_offset, size, stream);
-      },
+         cuarrow::stream_view stream) { cuarrow::copy(dst.buf, dst_offset, src.buf, src_offset, size, stream); },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
       nb::arg("stream") = nb::none(), release_gil(),
       "Copy between any two buffers, queued on the stream, which is synchronized before returning.");
@@ -273,8 +272,7 @@ void bind_buffer(nb::module_& m) {
         cuarrow::copy_to_host(to, src.buf, src_offset, size, stream);
       },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = nb::none(),
-      "Copy `size` bytes of a buffer into a writable host object; synchronous.");
+      nb::arg("stream") = nb::none(), "Copy `size` bytes of a buffer into a writable host object; synchronous.");
   m.def(
       "copy_to_new_host",
       [](const Buffer& src, std::int64_t src_offset, std::int64_t size, cuarrow::stream_view stream) {

@@ -87,9 +87,9 @@ cuarrow::stream_view stream_of(nb::handle obj) {
     nb::object value = PyCallable_Check(protocol->ptr()) ? (*protocol)() : *protocol;
     std::optional<nb::object> handle = protocol_handle(value);
     if (!handle) {
-      throw nb::type_error((type_name_of(obj) + ".__cuda_stream__ must give a (version, handle) tuple, got " +
-                            nb::repr(value).c_str())
-                               .c_str());
+      throw nb::type_error(
+          (type_name_of(obj) + ".__cuda_stream__ must give a (version, handle) tuple, got " + nb::repr(value).c_str())
+              .c_str());
     }
     return handle_stream(*handle);
   }
@@ -183,8 +183,7 @@ void bind_context(nb::module_& m) {
       .def_static("get", &cuarrow::context::get, nb::arg("device_number") = 0, release_gil(),
                   "The primary context of a device.")
       .def_static(
-          "wrap",
-          [](std::uintptr_t handle) { return cuarrow::context::wrap(reinterpret_cast<CUcontext>(handle)); },
+          "wrap", [](std::uintptr_t handle) { return cuarrow::context::wrap(reinterpret_cast<CUcontext>(handle)); },
           nb::arg("handle"), release_gil(),
           "Adopt a CUcontext created elsewhere (the same as get(n) for a primary context).")
       .def_prop_ro("device_number", &cuarrow::context::device_number)
@@ -218,8 +217,7 @@ void bind_context(nb::module_& m) {
           },
           nb::arg("address"), release_gil())
       .def(
-          "memory_resource_name", [](const cuarrow::context& c) { return c.memory_resource()->name(); },
-          release_gil())
+          "memory_resource_name", [](const cuarrow::context& c) { return c.memory_resource()->name(); }, release_gil())
       .def("enable_peer_access", &cuarrow::context::enable_peer_access, nb::arg("peer"), release_gil())
       .def("__eq__", [](const cuarrow::context& a, const cuarrow::context& b) { return a == b; })
       .def("__hash__", [](const cuarrow::context& c) { return std::hash<const void*>()(c.handle()); });

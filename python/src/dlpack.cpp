@@ -131,8 +131,8 @@ nb::object export_dlpack_typed(const Buffer& b, std::int64_t byte_offset, int co
   const std::int64_t nbytes = count * (bits / 8);
   if (byte_offset < 0 || (count > 0 && (byte_offset > b.buf.size() || nbytes > b.buf.size() - byte_offset))) {
     throw cuarrow::out_of_range("a DLPack tensor of " + std::to_string(nbytes) + " bytes at offset " +
-                                std::to_string(byte_offset) + " overruns a buffer of " +
-                                std::to_string(b.buf.size()) + " bytes");
+                                std::to_string(byte_offset) + " overruns a buffer of " + std::to_string(b.buf.size()) +
+                                " bytes");
   }
   auto* st = new export_state{};
   st->buf = b.buf;
@@ -293,7 +293,8 @@ nb::dict read_cai(nb::handle desc) {
     throw cuarrow::invalid_argument("__cuda_array_interface__: data must be a tuple (pointer, read_only)");
   }
   nb::handle ptr = PyTuple_GET_ITEM(data.ptr(), 0);
-  if (!PyLong_Check(ptr.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer must be an int");
+  if (!PyLong_Check(ptr.ptr()))
+    throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer must be an int");
   const unsigned long long address = PyLong_AsUnsignedLongLong(ptr.ptr());
   if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
@@ -302,7 +303,8 @@ nb::dict read_cai(nb::handle desc) {
   c.data = static_cast<std::uintptr_t>(address);
   c.read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data.ptr(), 1)) == 1;
   nb::handle typestr = d["typestr"];
-  if (!PyUnicode_Check(typestr.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__: typestr must be a str");
+  if (!PyUnicode_Check(typestr.ptr()))
+    throw cuarrow::invalid_argument("__cuda_array_interface__: typestr must be a str");
   c.typestr = nb::cast<std::string>(typestr);
   c.shape = cai_ints(d["shape"], "shape");
   if (d.contains("strides") && !d["strides"].is_none()) c.strides = cai_ints(d["strides"], "strides");

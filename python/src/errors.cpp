@@ -58,9 +58,8 @@ void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const cuarrow::out_of_memory& e) {
-    raise_cuda(types().out_of_memory, PyExc_MemoryError,
-               "Cuda error " + std::to_string(e.code()) + ": " + e.what(), nb::int_(e.code()), nb::str(e.name().c_str()),
-               nb::str(e.operation().c_str()));
+    raise_cuda(types().out_of_memory, PyExc_MemoryError, "Cuda error " + std::to_string(e.code()) + ": " + e.what(),
+               nb::int_(e.code()), nb::str(e.name().c_str()), nb::str(e.operation().c_str()));
   } catch (const cuarrow::cuda_error& e) {
     raise_cuda(types().cuda_error, PyExc_OSError, "Cuda error " + std::to_string(e.code()) + ": " + e.what(),
                nb::int_(e.code()), nb::str(e.name().c_str()), nb::str(e.operation().c_str()));

@@ -130,9 +130,7 @@ def type_id(t) -> str:
 
 
 def _has_validity(t: pa.DataType) -> bool:
-    return not (
-        pa.types.is_null(t) or pa.types.is_union(t) or pa.types.is_run_end_encoded(t)
-    )
+    return not (pa.types.is_null(t) or pa.types.is_union(t) or pa.types.is_run_end_encoded(t))
 
 
 def _mask(rng, n, null_p):
@@ -241,7 +239,10 @@ def random_array(t: pa.DataType, n: int, rng, null_p: float = 0.2) -> pa.Array:
             position += sizes[i]
         cls = pa.LargeListViewArray if large else pa.ListViewArray
         return cls.from_arrays(
-            pa.array(starts.astype(offset_type)), pa.array(sizes.astype(offset_type)), child, type=t,
+            pa.array(starts.astype(offset_type)),
+            pa.array(sizes.astype(offset_type)),
+            child,
+            type=t,
             mask=_pa_mask(mask),
         )
     if pa.types.is_struct(t):
@@ -311,9 +312,7 @@ def sample(t: pa.DataType, n: int = 23, seed: int = 0, null_p: float = 0.2) -> p
 # ---- hypothesis strategies ---------------------------------------------------------------
 
 if st is not None:
-    _leaf_types = st.sampled_from(
-        [t for t in primitive_types() if not pa.types.is_null(t)] + [pa.null(), LabelType()]
-    )
+    _leaf_types = st.sampled_from([t for t in primitive_types() if not pa.types.is_null(t)] + [pa.null(), LabelType()])
     _names = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
     _key_types = st.sampled_from([pa.int32(), pa.int64(), pa.string(), pa.large_string()])
 

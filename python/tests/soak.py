@@ -318,9 +318,7 @@ class Soak:
     # -- setup ------------------------------------------------------------------
     def _setup_numba(self):
         if self.emulated:
-            self.skipped["numba"] = (
-                "the host emulation of the CUDA driver runs no kernel (Numba needs a real GPU)"
-            )
+            self.skipped["numba"] = "the host emulation of the CUDA driver runs no kernel (Numba needs a real GPU)"
             return
         try:
             from numba import cuda as nb_cuda
@@ -1270,9 +1268,7 @@ def summary(r):
             else ", ".join(f"{k} {v['start']} -> {v['end']}" for k, v in r["drift"].items()) or "at checkpoints"
         ),
         f"- compared exactly: {len(r['start'])} figures (device bytes, device pools' used bytes, pinned pool in use, "
-        "pyarrow bytes, live objects"
-        + (", emulation counts" if r["driver"] == "emulated" else "")
-        + ", IPC child)",
+        "pyarrow bytes, live objects" + (", emulation counts" if r["driver"] == "emulated" else "") + ", IPC child)",
         f"- pinned pool cached at the end (trimmed before comparing): {r['pinned_pool_cached_bytes_end']} B",
         f"- host RSS: {r['rss']['start'] / MiB:.1f} -> {r['rss']['end'] / MiB:.1f} MiB "
         f"(growth {r['rss']['growth'] / MiB:+.1f} MiB, bound {r['rss']['bound'] / MiB:.1f} MiB: "

@@ -84,11 +84,16 @@ def _map_with_null(which: str) -> "Producer":
     valid = np.packbits(np.array([1, 0, 1], dtype=bool), bitorder="little")
     keep.append(valid)
     k = Keeper()
-    kv = k.array(3, [valid.ctypes.data if which == "key" else None] + _pointers(keys)[1:],
-                 null_count=-1 if which == "key" else 0)
+    kv = k.array(
+        3, [valid.ctypes.data if which == "key" else None] + _pointers(keys)[1:], null_count=-1 if which == "key" else 0
+    )
     iv = k.array(3, _pointers(items))
-    entries = k.array(3, [valid.ctypes.data if which == "entry" else None], children=[kv, iv],
-                      null_count=-1 if which == "entry" else 0)
+    entries = k.array(
+        3,
+        [valid.ctypes.data if which == "entry" else None],
+        children=[kv, iv],
+        null_count=-1 if which == "entry" else 0,
+    )
     offsets = np.array([0, 2, 3], dtype=np.int32)
     keep += [keys, items, offsets]
     m = k.array(2, [None, offsets.ctypes.data], children=[entries])

@@ -532,7 +532,7 @@ def test_buffers_know_their_device(ctx, ctx1):
 # pyarrow's test_print_array_host (python/pyarrow/tests/test_cuda.py), only the module name adapted.
 @pytest.mark.parametrize("size", [0, 1, 1000])
 def test_print_array_host(size):
-    buf = cuda.new_host_buffer(size*8)
+    buf = cuda.new_host_buffer(size * 8)
     np_arr = np.frombuffer(buf, dtype=np.int64)
     np_arr[:] = range(size)
 
@@ -626,9 +626,7 @@ def test_DeviceArray_from_buffers_matches_pyarrow(ctx):
         pa.list_(pa.utf8()), 1, [None, _dev(ctx, np.array([0, 2], dtype=np.int32))], children=[strs]
     )
     assert lst.to_host().equals(pa.array([["ab", "cde"]]))
-    st = cuda.DeviceArray.from_buffers(
-        pa.struct([("s", pa.utf8())]), 2, [None], children=[strs]
-    )
+    st = cuda.DeviceArray.from_buffers(pa.struct([("s", pa.utf8())]), 2, [None], children=[strs])
     assert st.to_host().equals(pa.array([{"s": "ab"}, {"s": "cde"}]))
     # A kernel's output: a buffer filled on the device.
     out = ctx.new_buffer(3 * 4)
@@ -708,8 +706,10 @@ def test_DeviceRecordBatch_from_arrays(ctx, ctx1):
     assert batch.to_host().equals(want)
     assert batch.device == ctx.device
     schema = pa.schema([("x", pa.int64()), ("y", pa.utf8())])
-    assert cuda.DeviceRecordBatch.from_arrays([a, b], schema=schema).to_host().equals(
-        pa.RecordBatch.from_arrays([a.to_host(), b.to_host()], schema=schema)
+    assert (
+        cuda.DeviceRecordBatch.from_arrays([a, b], schema=schema)
+        .to_host()
+        .equals(pa.RecordBatch.from_arrays([a.to_host(), b.to_host()], schema=schema))
     )
     short = cuda.to_device(pa.array([1, 2]), ctx)
     with pytest.raises(pa.ArrowInvalid, match="Column 1 named b expected length 3 but got length 2"):

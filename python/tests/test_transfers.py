@@ -131,8 +131,13 @@ def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning
     ctx = cuda.Context(0)
     schema = pa.schema([pa.field("a", pa.int64()), pa.field("s", pa.string())], metadata={"k": "v"})
     table = pa.Table.from_batches(
-        [pa.record_batch([pa.array(np.arange(5000) + 7 * b), pa.array([f"x{i}" for i in range(5000)])], schema=schema)
-         for b in range(3)])
+        [
+            pa.record_batch(
+                [pa.array(np.arange(5000) + 7 * b), pa.array([f"x{i}" for i in range(5000)])], schema=schema
+            )
+            for b in range(3)
+        ]
+    )
     d = cuda.to_device(table)
     back = d.to_host()
     assert back.equals(table)
@@ -171,8 +176,7 @@ def test_to_host_builds_the_table_while_the_copy_runs_and_waits_before_returning
     # Strings: pyarrow's importer reads their last offsets, so these are
     # imported only once the copy is done (the emulation's copies run on a
     # thread of their own: importing early would read offsets mid-copy).
-    words = pa.table({"w": pa.array([f"word {i}" * (i % 7) for i in range(200_000)]),
-                      "n": np.arange(200_000)})
+    words = pa.table({"w": pa.array([f"word {i}" * (i % 7) for i in range(200_000)]), "n": np.arange(200_000)})
     dw = cuda.to_device(words)
     for _ in range(3):
         assert dw.to_host().equals(words)

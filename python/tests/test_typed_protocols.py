@@ -387,7 +387,9 @@ def test_hand_made_device_arrays():
     released = k.device_array(k.array(1, [None, _int32_buffer(k, [1])]), device_type=2)
     released.array.release = type(released.array.release)()
     with pytest.raises(pa.ArrowInvalid, match="released"):
-        cuda.from_device(Returns((k.capsule(k.schema("i"), "arrow_schema"), k.capsule(released, "arrow_device_array")), True))  # noqa: E501
+        cuda.from_device(
+            Returns((k.capsule(k.schema("i"), "arrow_schema"), k.capsule(released, "arrow_device_array")), True)
+        )  # noqa: E501
 
 
 def test_broken_streams():

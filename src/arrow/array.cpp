@@ -130,8 +130,9 @@ record_batch record_batch::from_struct(array_data&& array, key_value_metadata me
   }
   if (array.null_count < 0 && !array.buffers.empty() && array.buffers[0].size() > 0 &&
       (!array.buffers[0].is_host_accessible() || compute_null_count(array) > 0)) {
-    throw invalid_data("record batch", "the struct array may have null rows (unknown null count with a validity "
-                                       "bitmap); a record batch has none");
+    throw invalid_data("record batch",
+                       "the struct array may have null rows (unknown null count with a validity "
+                       "bitmap); a record batch has none");
   }
   if (array.children.size() != array.type.children.size()) {
     throw invalid_data("record batch", std::to_string(array.children.size()) + " columns for " +
@@ -147,9 +148,9 @@ record_batch record_batch::from_struct(array_data&& array, key_value_metadata me
   for (std::size_t i = 0; i < b.columns.size(); ++i) {
     const std::int64_t need = array.offset + array.length;
     if (b.columns[i].length < need) {
-      throw invalid_data(detail::column_path(b.schema.fields[i].name),
-                         "column has " + std::to_string(b.columns[i].length) + " rows, the batch needs " +
-                             std::to_string(need));
+      throw invalid_data(
+          detail::column_path(b.schema.fields[i].name),
+          "column has " + std::to_string(b.columns[i].length) + " rows, the batch needs " + std::to_string(need));
     }
     if (array.offset != 0 || b.columns[i].length != b.num_rows) {
       b.columns[i] = b.columns[i].slice(array.offset, b.num_rows);
@@ -160,8 +161,8 @@ record_batch record_batch::from_struct(array_data&& array, key_value_metadata me
 
 record_batch record_batch::slice(std::int64_t off, std::int64_t len) const {
   if (off < 0 || len < 0 || off > num_rows || len > num_rows - off) {
-    throw out_of_range("slice(" + std::to_string(off) + ", " + std::to_string(len) +
-                       ") is outside a record batch of " + std::to_string(num_rows) + " rows");
+    throw out_of_range("slice(" + std::to_string(off) + ", " + std::to_string(len) + ") is outside a record batch of " +
+                       std::to_string(num_rows) + " rows");
   }
   record_batch out = *this;
   out.num_rows = len;
@@ -210,8 +211,8 @@ std::int64_t compute_null_count(const array_data& a, stream_view s) {
                                     std::to_string(bits.size()));
   }
   if (bits.is_host_accessible()) {
-    return a.length - detail::count_set_bits(reinterpret_cast<const std::uint8_t*>(bits.host_data()), a.offset,
-                                             a.length);
+    return a.length -
+           detail::count_set_bits(reinterpret_cast<const std::uint8_t*>(bits.host_data()), a.offset, a.length);
   }
   std::vector<std::uint8_t> host(static_cast<std::size_t>(last - first));
   copy_to_host(host.data(), bits, first, last - first, s);
@@ -266,8 +267,8 @@ class comparer {
     const bool va = is_valid(a, i);
     const bool vb = is_valid(b, j);
     auto at = [&](const std::string& what) {
-      return differ(path, "element " + std::to_string(i) + (i == j ? "" : " (vs " + std::to_string(j) + ")") + ": " +
-                              what);
+      return differ(path,
+                    "element " + std::to_string(i) + (i == j ? "" : " (vs " + std::to_string(j) + ")") + ": " + what);
     };
     if (va != vb) return at(va ? "valid != null" : "null != valid");
     if (!va) return true;

@@ -170,8 +170,8 @@ void check_host_readable(const std::vector<validation_root>& roots);
 // `cache`: a cheap validation of device memory fetches at most once for all
 // of them; a full one copies the device-resident trees to the host in one
 // batch.  Each tree must live in one place (placement_of).
-void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8,
-                    stream_view s, probe_cache& cache);
+void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8, stream_view s,
+                    probe_cache& cache);
 
 // The value of the last offset of an offset-based array (binary, lists, map)
 // from the cache (or host memory), when known.

@@ -112,7 +112,8 @@ void release_array(ArrowArray* a) {
 // (a batch of a thousand columns would otherwise build a thousand strings).
 struct tree_path {
   const tree_path* parent = nullptr;
-  const std::vector<field>* parent_fields = nullptr;  // the parent's children (their names); null for a root or dictionary
+  const std::vector<field>* parent_fields =
+      nullptr;  // the parent's children (their names); null for a root or dictionary
   std::size_t index = 0;
   bool dictionary = false;
   const char* root = "array";
@@ -200,9 +201,8 @@ std::unique_ptr<array_private> fill_array(const array_data& a, ArrowArray* out, 
                                           ")");
   }
   if (a.children.size() != a.type.children.size()) {
-    throw invalid_data(path.render(), std::to_string(a.children.size()) + " children for type " +
-                                          a.type.to_string() + " (expected " +
-                                          std::to_string(a.type.children.size()) + ")");
+    throw invalid_data(path.render(), std::to_string(a.children.size()) + " children for type " + a.type.to_string() +
+                                          " (expected " + std::to_string(a.type.children.size()) + ")");
   }
   if ((a.type.id == type_id::dictionary) != static_cast<bool>(a.dictionary)) {
     throw invalid_data(path.render(), a.dictionary ? "a " + a.type.to_string() + " array must not have a dictionary"
@@ -306,8 +306,7 @@ void export_array(const array_data& array, ArrowArray* out, ArrowSchema* out_sch
   if (out == nullptr) throw invalid_argument("export_array: null output ArrowArray");
   const placement where = placement_of(array);
   if (where.type == device_type::cuda) {
-    throw host_access_error("export_array: the array is in device memory of device " +
-                            std::to_string(where.device_id) +
+    throw host_access_error("export_array: the array is in device memory of device " + std::to_string(where.device_id) +
                             "; the C Data Interface carries host memory only (use export_device_array, or to_host "
                             "first)");
   }
@@ -481,14 +480,17 @@ class importer {
       fail("n_buffers is " + std::to_string(c->n_buffers) + " for type " + t.to_string() + " (expected " +
            std::to_string(fixed) + ")");
     }
-    if (c->n_buffers > 0 && c->buffers == nullptr) fail("n_buffers is " + std::to_string(c->n_buffers) + " but buffers is NULL");
+    if (c->n_buffers > 0 && c->buffers == nullptr)
+      fail("n_buffers is " + std::to_string(c->n_buffers) + " but buffers is NULL");
     if (c->n_children != static_cast<std::int64_t>(t.children.size())) {
       fail("n_children is " + std::to_string(c->n_children) + " for type " + t.to_string() + " (expected " +
            std::to_string(t.children.size()) + ")");
     }
-    if (c->n_children > 0 && c->children == nullptr) fail("n_children is " + std::to_string(c->n_children) + " but children is NULL");
+    if (c->n_children > 0 && c->children == nullptr)
+      fail("n_children is " + std::to_string(c->n_children) + " but children is NULL");
     if (t.id == type_id::dictionary && c->dictionary == nullptr) fail("dictionary-encoded array without a dictionary");
-    if (t.id != type_id::dictionary && c->dictionary != nullptr) fail("a " + t.to_string() + " array must not have a dictionary");
+    if (t.id != type_id::dictionary && c->dictionary != nullptr)
+      fail("a " + t.to_string() + " array must not have a dictionary");
 
     o.type = t;
     o.length = len;
@@ -512,9 +514,7 @@ class importer {
           size = len > 0 ? detail::bitmap_bytes(end) : 0;
           break;
         case buffer_role::bitmap: size = len > 0 ? detail::bitmap_bytes(end) : 0; break;
-        case buffer_role::offsets:
-          size = len > 0 ? detail::checked_mul(end + 1, spec.byte_width) : 0;
-          break;
+        case buffer_role::offsets: size = len > 0 ? detail::checked_mul(end + 1, spec.byte_width) : 0; break;
         case buffer_role::data: continue;  // sized from the last offset, below
         default: size = len > 0 ? detail::checked_mul(end, spec.byte_width) : 0; break;
       }
@@ -540,7 +540,8 @@ class importer {
     }
     if (n_variadic > 0) {
       const void* sizes_ptr = c->buffers[c->n_buffers - 1];
-      if (sizes_ptr == nullptr) fail("the variadic buffer sizes buffer is NULL for " + std::to_string(n_variadic) + " data buffers");
+      if (sizes_ptr == nullptr)
+        fail("the variadic buffer sizes buffer is NULL for " + std::to_string(n_variadic) + " data buffers");
       pending_variadic v{&o, static_cast<std::size_t>(fixed), {}, wrap_sizes(sizes_ptr, n_variadic * 8), path};
       for (std::int64_t k = 0; k < n_variadic; ++k) {
         v.pointers.push_back(c->buffers[fixed + k]);
@@ -585,11 +586,12 @@ class importer {
       for (std::size_t k = 0; k < v.pointers.size(); ++k) {
         const std::int64_t size = cache_.get(v.sizes, static_cast<std::int64_t>(k) * 8, 8, true).value_or(-1);
         if (size < 0) {
-          throw invalid_data(v.path, "variadic buffer " + std::to_string(k) + " has negative size " + std::to_string(size));
+          throw invalid_data(v.path,
+                             "variadic buffer " + std::to_string(k) + " has negative size " + std::to_string(size));
         }
         if (size > 0 && v.pointers[k] == nullptr) {
-          throw invalid_data(v.path, "variadic buffer " + std::to_string(k) + " is NULL but has " +
-                                         std::to_string(size) + " bytes");
+          throw invalid_data(
+              v.path, "variadic buffer " + std::to_string(k) + " is NULL but has " + std::to_string(size) + " bytes");
         }
         path_ = v.path;
         if (size > 0) v.array->buffers[v.first + k] = wrap(v.pointers[k], size);
@@ -621,9 +623,7 @@ class importer {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     switch (type_) {
       case device_type::cpu: return wrap_host(p, size, owner_, false);
-      case device_type::cuda_host:
-        check_host_readable_label(address);
-        return wrap_host(p, size, owner_, false, ctx_);
+      case device_type::cuda_host: check_host_readable_label(address); return wrap_host(p, size, owner_, false, ctx_);
       case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
       case device_type::cuda_managed: {
         check_host_readable_label(address);
@@ -697,8 +697,9 @@ struct device_in {
 device_in take_device(ArrowDeviceArray* in, const char* what) {
   if (in == nullptr) throw invalid_argument(std::string(what) + ": null ArrowDeviceArray pointer");
   if (in->array.release == nullptr) {
-    throw invalid_data("array", "the ArrowDeviceArray is released (array.release == NULL); it was already "
-                                "imported or released");
+    throw invalid_data("array",
+                       "the ArrowDeviceArray is released (array.release == NULL); it was already "
+                       "imported or released");
   }
   device_in d{take(&in->array), device_type::cpu, -1, in->sync_event};
   d.type = from_arrow_device_type(in->device_type);  // owner releases on failure

@@ -183,8 +183,9 @@ struct schema_walk {
 
   void enter(const ArrowSchema* s, const std::string& path) {
     if (!seen.insert(s).second) {
-      throw invalid_data(path, "this ArrowSchema node is reached a second time: children and dictionaries must "
-                               "form a tree (shared or cyclic nodes are refused)");
+      throw invalid_data(path,
+                         "this ArrowSchema node is reached a second time: children and dictionaries must "
+                         "form a tree (shared or cyclic nodes are refused)");
     }
     if (++nodes > max_schema_nodes) {
       throw invalid_data(path, "the schema has more than " + std::to_string(max_schema_nodes) + " nodes");
@@ -298,8 +299,7 @@ field read_field(const ArrowSchema& in) {
 arrow::schema read_schema(const ArrowSchema& in) {
   if (in.release == nullptr) throw invalid_data("schema", "the ArrowSchema is released (release == NULL)");
   if (in.format == nullptr || std::string_view(in.format) != "+s") {
-    throw invalid_format(in.format ? in.format : "", "schema",
-                         "a record batch schema must be a struct (\"+s\")");
+    throw invalid_format(in.format ? in.format : "", "schema", "a record batch schema must be a struct (\"+s\")");
   }
   if (in.n_children < 0 || (in.n_children > 0 && in.children == nullptr)) {
     throw invalid_data("schema", "bad children (n_children " + std::to_string(in.n_children) + ")");

@@ -72,8 +72,7 @@ std::string to_format(const data_type& t) {
     case type_id::decimal32:
     case type_id::decimal64:
     case type_id::decimal256:
-      return "d:" + std::to_string(t.precision) + "," + std::to_string(t.scale) + "," +
-             std::to_string(bit_width(t));
+      return "d:" + std::to_string(t.precision) + "," + std::to_string(t.scale) + "," + std::to_string(bit_width(t));
     case type_id::date32: return "tdD";
     case type_id::date64: return "tdm";
     case type_id::time32:
@@ -239,7 +238,8 @@ data_type parse_format(std::string_view format, std::string_view path) {
           t.type_codes.push_back(static_cast<std::int8_t>(*c));
         }
       }
-      if (std::string why = detail::union_codes_problem(t.type_codes, t.type_codes.size()); !why.empty()) throw fail(why);
+      if (std::string why = detail::union_codes_problem(t.type_codes, t.type_codes.size()); !why.empty())
+        throw fail(why);
       return t;
     }
     throw fail("unknown nested format");

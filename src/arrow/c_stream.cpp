@@ -294,7 +294,8 @@ std::optional<record_batch> array_stream_reader::next() {
 
 std::optional<array_data> array_stream_reader::next_array() {
   state& st = live(state_, "array_stream_reader::next_array");
-  if (st.batches) throw invalid_argument("array_stream_reader::next_array: the stream is read as record batches (next)");
+  if (st.batches)
+    throw invalid_argument("array_stream_reader::next_array: the stream is read as record batches (next)");
   owned_array a;
   if (!next_host(st.stream, a)) return std::nullopt;
   return import_array(a.get(), st.root.type, st.options);
@@ -348,8 +349,8 @@ device_array_stream_reader::device_array_stream_reader(ArrowDeviceArrayStream* i
   in->release = nullptr;
   state_->options = options;
   state_->type = from_arrow_device_type(state_->stream.device_type);
-  read_stream_schema(state_->stream, "ArrowDeviceArrayStream", items, state_->c_schema, state_->batches,
-                     state_->schema, state_->root);
+  read_stream_schema(state_->stream, "ArrowDeviceArrayStream", items, state_->c_schema, state_->batches, state_->schema,
+                     state_->root);
 }
 
 device_array_stream_reader::~device_array_stream_reader() = default;
@@ -360,9 +361,7 @@ bool device_array_stream_reader::reads_batches() const noexcept { return state_-
 const arrow::schema& device_array_stream_reader::schema() const noexcept { return state_->schema; }
 const field& device_array_stream_reader::root_field() const noexcept { return state_->root; }
 device_type device_array_stream_reader::type() const noexcept { return state_->type; }
-owned_schema device_array_stream_reader::take_c_schema() {
-  return std::move(live(state_, "take_c_schema").c_schema);
-}
+owned_schema device_array_stream_reader::take_c_schema() { return std::move(live(state_, "take_c_schema").c_schema); }
 
 std::optional<record_batch> device_array_stream_reader::next(stream_view s, placement* where) {
   state& st = live(state_, "device_array_stream_reader::next");
@@ -409,7 +408,8 @@ stream_contents device_array_stream_reader::read_all(stream_view s) {
 
 // ---- adapters --------------------------------------------------------------------------------
 
-void to_device(ArrowArrayStream* in, const context& ctx, ArrowDeviceArrayStream* out, const array_transfer_options& options) {
+void to_device(ArrowArrayStream* in, const context& ctx, ArrowDeviceArrayStream* out,
+               const array_transfer_options& options) {
   if (out == nullptr) throw invalid_argument("to_device: null output ArrowDeviceArrayStream");
   struct adapter {
     array_stream_reader reader;

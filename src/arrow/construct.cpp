@@ -44,9 +44,9 @@ array_data make_array(const data_type& type, std::int64_t length, std::vector<bu
                            num(got) + ").");
   }
   if (children.size() != type.children.size()) {
-    throw invalid_argument("Type's expected number of children (" + num(static_cast<std::int64_t>(type.children.size())) +
-                           ") did not match the passed number (" + num(static_cast<std::int64_t>(children.size())) +
-                           ").");
+    throw invalid_argument(
+        "Type's expected number of children (" + num(static_cast<std::int64_t>(type.children.size())) +
+        ") did not match the passed number (" + num(static_cast<std::int64_t>(children.size())) + ").");
   }
   for (std::size_t i = 0; i < children.size(); ++i) {
     if (!(children[i].type == type.children[i].type)) {
@@ -89,15 +89,16 @@ array_data make_array(const data_type& type, std::int64_t length, std::vector<bu
 record_batch make_record_batch(arrow::schema schema, std::vector<array_data> columns, const validate_options& options,
                                stream_view s) {
   if (columns.size() != schema.fields.size()) {
-    throw invalid_argument("Schema and number of arrays unequal: " + num(static_cast<std::int64_t>(schema.fields.size())) +
-                           " fields, " + num(static_cast<std::int64_t>(columns.size())) + " arrays");
+    throw invalid_argument(
+        "Schema and number of arrays unequal: " + num(static_cast<std::int64_t>(schema.fields.size())) + " fields, " +
+        num(static_cast<std::int64_t>(columns.size())) + " arrays");
   }
   const std::int64_t rows = columns.empty() ? 0 : columns[0].length;
   for (std::size_t i = 0; i < columns.size(); ++i) {
     const field& f = schema.fields[i];
     if (!(columns[i].type == f.type)) {
-      throw invalid_argument("Column " + num(static_cast<std::int64_t>(i)) + " type not match schema: " +
-                             columns[i].type.to_string() + " vs " + f.type.to_string());
+      throw invalid_argument("Column " + num(static_cast<std::int64_t>(i)) +
+                             " type not match schema: " + columns[i].type.to_string() + " vs " + f.type.to_string());
     }
     if (columns[i].length != rows) {
       throw invalid_argument("Column " + num(static_cast<std::int64_t>(i)) + " named " + f.name + " expected length " +

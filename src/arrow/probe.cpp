@@ -7,8 +7,8 @@
 #include <set>
 
 #include "arrow_internal.hpp"
-#include "cuarrow/copy.hpp"
 #include "cuarrow/context.hpp"
+#include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 
 namespace cuarrow::arrow::detail {

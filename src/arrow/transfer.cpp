@@ -90,9 +90,7 @@ class planner {
           begin = product ? shift * w : 0;
           stop = a.length > 0 && product ? *product : 0;
           break;
-        case buffer_role::data:
-          stop = a.length > 0 ? cached_last_offset(a, cache_).value_or(b.size()) : 0;
-          break;
+        case buffer_role::data: stop = a.length > 0 ? cached_last_offset(a, cache_).value_or(b.size()) : 0; break;
         case buffer_role::variadic: stop = b.size(); break;
       }
       if (!product) {
@@ -391,7 +389,8 @@ std::vector<record_batch> to_device(std::span<const record_batch> src, const con
   return out;
 }
 
-array_data to_device_async(const array_data& src, const context& ctx, stream_view s, const array_transfer_options& options) {
+array_data to_device_async(const array_data& src, const context& ctx, stream_view s,
+                           const array_transfer_options& options) {
   return std::move(to_device_async(std::span<const array_data>(&src, 1), ctx, s, options)[0]);
 }
 
@@ -406,7 +405,8 @@ record_batch to_device_async(const record_batch& src, const context& ctx, stream
   return std::move(to_device_async(std::span<const record_batch>(&src, 1), ctx, s, options)[0]);
 }
 
-record_batch to_device(const record_batch& src, const context& ctx, stream_view s, const array_transfer_options& options) {
+record_batch to_device(const record_batch& src, const context& ctx, stream_view s,
+                       const array_transfer_options& options) {
   record_batch out = to_device_async(src, ctx, s, options);
   detail::synchronize(s, ctx.device_number());
   return out;

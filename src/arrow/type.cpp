@@ -197,8 +197,7 @@ std::string data_type::to_string() const {
     case type_id::decimal32:
     case type_id::decimal64:
     case type_id::decimal128:
-    case type_id::decimal256:
-      return name + "(" + std::to_string(precision) + ", " + std::to_string(scale) + ")";
+    case type_id::decimal256: return name + "(" + std::to_string(precision) + ", " + std::to_string(scale) + ")";
     case type_id::time32:
     case type_id::time64:
     case type_id::duration: return name + "[" + arrow::to_string(unit) + "]";
@@ -418,7 +417,8 @@ data_type interval_day_time() { return data_type(type_id::interval_day_time); }
 data_type interval_month_day_nano() { return data_type(type_id::interval_month_day_nano); }
 
 data_type fixed_size_binary(std::int32_t byte_width) {
-  if (byte_width < 0) throw invalid_argument("fixed_size_binary width must not be negative: " + std::to_string(byte_width));
+  if (byte_width < 0)
+    throw invalid_argument("fixed_size_binary width must not be negative: " + std::to_string(byte_width));
   data_type t(type_id::fixed_size_binary);
   t.fixed_size = byte_width;
   return t;

@@ -159,8 +159,8 @@ scan_fn run_ends_scan(const R* ends, std::int64_t offset) {
     for (std::int64_t i = b; i < e; ++i) {
       const std::int64_t cur = ends[offset + i];
       if (cur <= prev) {
-        return "run ends must be positive and strictly increasing: run end " + num(i) + " is " + num(cur) +
-               " after " + num(prev);
+        return "run ends must be positive and strictly increasing: run end " + num(i) + " is " + num(cur) + " after " +
+               num(prev);
       }
       prev = cur;
     }
@@ -256,7 +256,8 @@ class validator {
       for (std::size_t i = 0; i < t.type_codes.size(); ++i) {
         if (t.type_codes[i] < 0) fail(path, "union type code " + num(t.type_codes[i]) + " is negative");
         for (std::size_t j = 0; j < i; ++j) {
-          if (t.type_codes[i] == t.type_codes[j]) fail(path, "union type code " + num(t.type_codes[i]) + " appears twice");
+          if (t.type_codes[i] == t.type_codes[j])
+            fail(path, "union type code " + num(t.type_codes[i]) + " appears twice");
         }
       }
     }
@@ -273,7 +274,8 @@ class validator {
       }
     }
     if (t.id == type_id::dictionary) {
-      if (!is_integer(t.index_type)) fail(path, "dictionary indices must be integers, not " + std::string(to_string(t.index_type)));
+      if (!is_integer(t.index_type))
+        fail(path, "dictionary indices must be integers, not " + std::string(to_string(t.index_type)));
       if (!t.value_type) fail(path, "dictionary type without a value type");
     }
     if ((t.id == type_id::fixed_size_binary || t.id == type_id::fixed_size_list) && t.fixed_size < 0) {
@@ -292,8 +294,8 @@ class validator {
 
   static const std::uint8_t* host(const buffer& b) { return reinterpret_cast<const std::uint8_t*>(b.host_data()); }
 
-  void need(const array_data& a, std::size_t i, buffer_role role, std::optional<std::int64_t> bytes,
-            std::int64_t count, const std::string& path) {
+  void need(const array_data& a, std::size_t i, buffer_role role, std::optional<std::int64_t> bytes, std::int64_t count,
+            const std::string& path) {
     if (!bytes) fail(path, std::string(to_string(role)) + " buffer size overflows for " + values_at(count, a.offset));
     const std::int64_t has = a.buffers[i].size();
     if (has < *bytes) {
@@ -327,8 +329,8 @@ class validator {
     if (t.id == type_id::dictionary) {
       if (!a.dictionary) fail(path, "dictionary array without a dictionary");
       if (!(a.dictionary->type == *t.value_type)) {
-        fail(path, "dictionary of type " + a.dictionary->type.to_string() + " for value type " +
-                       t.value_type->to_string());
+        fail(path,
+             "dictionary of type " + a.dictionary->type.to_string() + " for value type " + t.value_type->to_string());
       }
     } else if (a.dictionary) {
       fail(path, "a " + t.to_string() + " array must not have a dictionary");
@@ -386,8 +388,8 @@ class validator {
         if (!n) fail(path, "fixed-size list child length overflows");
         if (a.children[0].length < *n) {
           fail(child_path(path, 0, t), "child has " + num(a.children[0].length) + " values, the parent needs " +
-                                           num(*n) + " (" + values_at(a.length, a.offset) + " of " +
-                                           num(t.fixed_size) + " each)");
+                                           num(*n) + " (" + values_at(a.length, a.offset) + " of " + num(t.fixed_size) +
+                                           " each)");
         }
         break;
       }
@@ -426,8 +428,8 @@ class validator {
         if (*first < 0) fail(path, "first offset " + num(*first) + " is negative");
         if (*last < *first) fail(path, "last offset " + num(*last) + " is before the first offset " + num(*first));
         if (*last > limit) {
-          fail(path, std::string("last offset ") + num(*last) + " is past the end of the " + what + " (" +
-                         num(limit) + (binary_like ? " bytes)" : " values)"));
+          fail(path, std::string("last offset ") + num(*last) + " is past the end of the " + what + " (" + num(limit) +
+                         (binary_like ? " bytes)" : " values)"));
         }
       }
     }
@@ -452,7 +454,8 @@ class validator {
     if (entries.children.size() == 2) {
       const array_data& keys = entries.children[0];
       if (nulls_of(keys) > 0) {
-        fail(child_path(entries_path, 0, entries.type), "a map's keys must not be null, and " + num(nulls_of(keys)) + " are");
+        fail(child_path(entries_path, 0, entries.type),
+             "a map's keys must not be null, and " + num(nulls_of(keys)) + " are");
       }
     }
   }
@@ -463,8 +466,8 @@ class validator {
     const std::string ends_path = child_path(path, 0, a.type);
     if (ends.null_count > 0) fail(ends_path, "run ends must not be null");
     if (vals.length < ends.length) {
-      fail(child_path(path, 1, a.type), "values have " + num(vals.length) + " entries for " + num(ends.length) +
-                                            " run ends");
+      fail(child_path(path, 1, a.type),
+           "values have " + num(vals.length) + " entries for " + num(ends.length) + " run ends");
     }
     if (a.length == 0) return;
     if (ends.length == 0) fail(ends_path, "no run ends for " + values_at(a.length, a.offset));
@@ -519,11 +522,13 @@ class validator {
       case type_id::large_list_view: {
         const std::int64_t limit = a.children[0].length;
         if (l.buffers[1].byte_width == 4) {
-          scan(path, a.length,
-               list_view_scan(typed<std::int32_t>(a.buffers[1]), typed<std::int32_t>(a.buffers[2]), a.offset, v, limit));
+          scan(
+              path, a.length,
+              list_view_scan(typed<std::int32_t>(a.buffers[1]), typed<std::int32_t>(a.buffers[2]), a.offset, v, limit));
         } else {
-          scan(path, a.length,
-               list_view_scan(typed<std::int64_t>(a.buffers[1]), typed<std::int64_t>(a.buffers[2]), a.offset, v, limit));
+          scan(
+              path, a.length,
+              list_view_scan(typed<std::int64_t>(a.buffers[1]), typed<std::int64_t>(a.buffers[2]), a.offset, v, limit));
         }
         break;
       }
@@ -561,9 +566,15 @@ class validator {
         const array_data& ends = a.children[0];
         const std::string ends_path = child_path(path, 0, t);
         switch (bit_width(ends.type)) {
-          case 16: scan(ends_path, ends.length, run_ends_scan(typed<std::int16_t>(ends.buffers[1]), ends.offset)); break;
-          case 32: scan(ends_path, ends.length, run_ends_scan(typed<std::int32_t>(ends.buffers[1]), ends.offset)); break;
-          default: scan(ends_path, ends.length, run_ends_scan(typed<std::int64_t>(ends.buffers[1]), ends.offset)); break;
+          case 16:
+            scan(ends_path, ends.length, run_ends_scan(typed<std::int16_t>(ends.buffers[1]), ends.offset));
+            break;
+          case 32:
+            scan(ends_path, ends.length, run_ends_scan(typed<std::int32_t>(ends.buffers[1]), ends.offset));
+            break;
+          default:
+            scan(ends_path, ends.length, run_ends_scan(typed<std::int64_t>(ends.buffers[1]), ends.offset));
+            break;
         }
         break;
       }
@@ -596,7 +607,8 @@ class validator {
                        num(index) + " of " + num(size) + " bytes";
               }
               bytes = d + o;
-              if (std::memcmp(bytes, view + 4, 4) != 0) return "element " + num(i) + ": view prefix does not match its data";
+              if (std::memcmp(bytes, view + 4, 4) != 0)
+                return "element " + num(i) + ": view prefix does not match its data";
             }
             if (utf8 && !valid_utf8(bytes, len)) return "element " + num(i) + " is not valid UTF-8";
           }
@@ -639,8 +651,8 @@ std::optional<std::int64_t> cached_last_offset(const array_data& a, const probe_
   return cache.get(a.buffers[1], pos, w, true);
 }
 
-void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8,
-                    stream_view s, probe_cache& cache) {
+void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8, stream_view s,
+                    probe_cache& cache) {
   if (level == validation_level::none || roots.empty()) return;
   std::vector<placement> where;
   std::optional<int> device;  // of the first tree in device memory

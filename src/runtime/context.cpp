@@ -65,8 +65,8 @@ void check_ordinal(int ordinal) {
     throw driver_error("no CUDA device found (driver " + driver().path + ")");
   }
   if (ordinal < 0 || ordinal >= n) {
-    throw invalid_argument("Invalid CUDA device number " + std::to_string(ordinal) +
-                           " (should be between 0 and " + std::to_string(n - 1) + ", inclusive)");
+    throw invalid_argument("Invalid CUDA device number " + std::to_string(ordinal) + " (should be between 0 and " +
+                           std::to_string(n - 1) + ", inclusive)");
   }
 }
 
@@ -245,7 +245,8 @@ transfer_statistics context::transfer_stats() const noexcept {
 
 void context::reset_transfer_stats() const noexcept {
   detail::context_state& c = *state_;
-  for (auto* a : {&c.h2d_bytes, &c.d2h_bytes, &c.d2d_bytes, &c.staged_bytes, &c.copies, &c.h2d_ns, &c.d2h_ns, &c.d2d_ns}) {
+  for (auto* a :
+       {&c.h2d_bytes, &c.d2h_bytes, &c.d2d_bytes, &c.staged_bytes, &c.copies, &c.h2d_ns, &c.d2h_ns, &c.d2d_ns}) {
     a->store(0);
   }
 }
@@ -336,8 +337,9 @@ scoped_context::~scoped_context() {
   if (r != CUDA_SUCCESS) {
     detail::warn_result(r, "cuCtxPopCurrent");
   } else if (popped != pushed_) {
-    detail::warn("cuCtxPopCurrent popped a different context than cuarrow pushed: "
-                 "the context stack was changed inside a cuarrow call");
+    detail::warn(
+        "cuCtxPopCurrent popped a different context than cuarrow pushed: "
+        "the context stack was changed inside a cuarrow call");
   }
 }
 

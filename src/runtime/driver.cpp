@@ -54,8 +54,8 @@ void* open_library(const std::string& choice, std::string& path_out, bool& emula
     emulated_out = true;
     std::string errors;
     const std::string dir = own_directory();
-    for (const std::string& candidate : {dir.empty() ? std::string() : dir + "/" + kEmulationLibrary,
-                                         std::string(kEmulationLibrary)}) {
+    for (const std::string& candidate :
+         {dir.empty() ? std::string() : dir + "/" + kEmulationLibrary, std::string(kEmulationLibrary)}) {
       if (candidate.empty()) continue;
       if (void* h = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) {
         path_out = candidate;
@@ -117,17 +117,17 @@ void load(loader_state& s) {
          " or newer (cuGetProcAddress_v2). Update the NVIDIA driver.");
   }
 
-#define CUARROW_DRIVER_ENTRY(name, abi, required)                                                          \
-  {                                                                                                        \
-    void* fn = nullptr;                                                                                    \
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                         \
-    CUresult r = get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);                    \
-    if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr) {                     \
-      t.name = reinterpret_cast<PFN_##name##_v##abi>(fn);                                                  \
-    } else if (required) {                                                                                 \
-      fail("the CUDA driver at " + t.path + " (version " + version_string(t.version) + ") lacks " #name   \
-           " (ABI " #abi "), which cuarrow needs. Update the NVIDIA driver.");                              \
-    }                                                                                                      \
+#define CUARROW_DRIVER_ENTRY(name, abi, required)                                               \
+  {                                                                                             \
+    void* fn = nullptr;                                                                         \
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;               \
+    CUresult r = get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);         \
+    if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr) {          \
+      t.name = reinterpret_cast<PFN_##name##_v##abi>(fn);                                       \
+    } else if (required) {                                                                      \
+      fail("the CUDA driver at " + t.path + " (version " + version_string(t.version) +          \
+           ") lacks " #name " (ABI " #abi "), which cuarrow needs. Update the NVIDIA driver."); \
+    }                                                                                           \
   }
 #include "driver_entry_points.def"
 #undef CUARROW_DRIVER_ENTRY
@@ -141,8 +141,8 @@ void load(loader_state& s) {
     const char* text = nullptr;
     t.cuGetErrorName(r, &name);
     t.cuGetErrorString(r, &text);
-    fail("cuInit failed: " + std::string(name ? name : "?") + " (" + std::to_string(r) +
-         "): " + (text ? text : "?") + " (driver " + t.path + ")");
+    fail("cuInit failed: " + std::string(name ? name : "?") + " (" + std::to_string(r) + "): " + (text ? text : "?") +
+         " (driver " + t.path + ")");
   }
 
   s.storage = std::move(t);
@@ -176,9 +176,9 @@ void select_driver(std::string_view path_or_emulated) {
   std::lock_guard lock(s.mutex);
   std::string wanted(path_or_emulated);
   if (const detail::driver_table* t = s.table.load()) {
-    const bool same = (wanted == "emulated") ? t->emulated
-                                             : (!t->emulated && (wanted.empty() ? t->path == detail::kDefaultLibrary
-                                                                                : t->path == wanted));
+    const bool same = (wanted == "emulated")
+                          ? t->emulated
+                          : (!t->emulated && (wanted.empty() ? t->path == detail::kDefaultLibrary : t->path == wanted));
     if (!same) {
       throw error("select_driver(\"" + wanted + "\"): the CUDA driver " + t->path +
                   " is already loaded; select the driver before the first CUDA operation");
@@ -217,12 +217,12 @@ driver_probe probe_real_driver() {
   const CUresult r = init(0);
   if (r == CUDA_ERROR_NO_DEVICE) return {0, "the CUDA driver reports no device"};
   if (r != CUDA_SUCCESS) {
-    return {0, "the CUDA driver failed to initialize (cuInit returned CUDA error " + std::to_string(static_cast<int>(r)) + ")"};
+    return {0, "the CUDA driver failed to initialize (cuInit returned CUDA error " +
+                   std::to_string(static_cast<int>(r)) + ")"};
   }
   int n = 0;
   if (count(&n) != CUDA_SUCCESS || n == 0) return {0, "the CUDA driver reports no device"};
   return {n, ""};
 }
-
 
 }  // namespace cuarrow

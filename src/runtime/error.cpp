@@ -37,8 +37,7 @@ namespace {
 const char* result_name(CUresult r) {
   const driver_table* d = driver_if_loaded();
   const char* name = nullptr;
-  if (d != nullptr && d->cuGetErrorName != nullptr && d->cuGetErrorName(r, &name) == CUDA_SUCCESS &&
-      name != nullptr) {
+  if (d != nullptr && d->cuGetErrorName != nullptr && d->cuGetErrorName(r, &name) == CUDA_SUCCESS && name != nullptr) {
     return name;
   }
   return "CUDA_ERROR_UNKNOWN_CODE";

@@ -33,8 +33,8 @@ async_pool_resource::async_pool_resource(const context& ctx) {
 
 std::uintptr_t async_pool_resource::allocate(std::int64_t bytes, stream_view s) {
   CUdeviceptr p = 0;
-  detail::check_alloc(detail::driver().cuMemAllocAsync(&p, static_cast<size_t>(bytes), s.handle()),
-                      "cuMemAllocAsync", bytes);
+  detail::check_alloc(detail::driver().cuMemAllocAsync(&p, static_cast<size_t>(bytes), s.handle()), "cuMemAllocAsync",
+                      bytes);
   return static_cast<std::uintptr_t>(p);
 }
 

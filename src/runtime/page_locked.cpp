@@ -39,11 +39,8 @@ bool unregister_page_locked(void* p, CUcontext ctx) noexcept {
     case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_INVALID_CONTEXT:
-    case CUDA_ERROR_DEINITIALIZED:
-      return true;
-    default:
-      warn_result(r, "cuMemHostUnregister");
-      return false;
+    case CUDA_ERROR_DEINITIALIZED: return true;
+    default: warn_result(r, "cuMemHostUnregister"); return false;
   }
 }
 
@@ -62,7 +59,8 @@ void* allocate_page_locked(std::size_t bytes, bool mapped) {
 void free_page_locked(void* p, std::size_t bytes, CUcontext ctx) noexcept {
   if (p == nullptr) return;
   if (!unregister_page_locked(p, ctx)) {
-    warn("leaving " + std::to_string(bytes) + " bytes of pinned host memory mapped: the driver still has them registered");
+    warn("leaving " + std::to_string(bytes) +
+         " bytes of pinned host memory mapped: the driver still has them registered");
     return;
   }
   munmap(p, bytes);

@@ -208,17 +208,15 @@ event& event::operator=(event&& other) noexcept {
   return *this;
 }
 
-void event::reset() noexcept {
-  detail::destroy_event(std::exchange(handle_, nullptr));
-}
+void event::reset() noexcept { detail::destroy_event(std::exchange(handle_, nullptr)); }
 
 void event::record(stream_view s) {
   if (handle_ == nullptr) throw invalid_argument("event::record: the event was moved from");
   const int sd = s.device_number();
   if (sd >= 0 && sd != ctx_.device_number()) {
     throw device_mismatch("event::record: the event belongs to device " + std::to_string(ctx_.device_number()) +
-                          " but the stream to device " + std::to_string(sd) +
-                          "; record it on a stream of device " + std::to_string(ctx_.device_number()));
+                          " but the stream to device " + std::to_string(sd) + "; record it on a stream of device " +
+                          std::to_string(ctx_.device_number()));
   }
   scoped_context guard(ctx_);
   detail::record_event(handle_, s.handle());

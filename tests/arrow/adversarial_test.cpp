@@ -363,11 +363,14 @@ TEST(ArrowAdversarial, StreamCallbacksAfterReleaseAreRefused) {
   b.schema.fields = {field("x", int32())};
   b.num_rows = 10;
   b.columns = {sample("int32")};
-  export_device_array_stream(b.schema, [b, done = false]() mutable -> std::optional<record_batch> {
-    if (done) return std::nullopt;
-    done = true;
-    return b;
-  }, cuarrow::device_type::cpu, cuarrow::stream_view(), st.get());
+  export_device_array_stream(
+      b.schema,
+      [b, done = false]() mutable -> std::optional<record_batch> {
+        if (done) return std::nullopt;
+        done = true;
+        return b;
+      },
+      cuarrow::device_type::cpu, cuarrow::stream_view(), st.get());
   ArrowDeviceArrayStream* raw = st.get();
   raw->release(raw);  // as a consumer does; the callbacks stay in the struct
   ArrowDeviceArray out{};
@@ -377,7 +380,8 @@ TEST(ArrowAdversarial, StreamCallbacksAfterReleaseAreRefused) {
   EXPECT_NE(raw->get_last_error(raw), nullptr);
 
   owned_array_stream host;
-  export_array_stream(b.schema, []() -> std::optional<record_batch> { return std::nullopt; }, host.get());
+  export_array_stream(
+      b.schema, []() -> std::optional<record_batch> { return std::nullopt; }, host.get());
   ArrowArrayStream* raw_host = host.get();
   raw_host->release(raw_host);
   ArrowArray arr{};
@@ -495,7 +499,8 @@ TEST(ArrowAdversarial, SchemaWhoseChildrenShareNodesIsRefused) {
   ArrowSchema* batch = n.node("+s", {leaf, leaf});
   EXPECT_THROW(read_schema(*batch), invalid_data);
   // Distinct nodes of the same shape are a tree, and read.
-  EXPECT_EQ(read_field(*n.node("+s", {n.node("i"), n.node("i")})).type, struct_({field("n", int32()), field("n", int32())}));
+  EXPECT_EQ(read_field(*n.node("+s", {n.node("i"), n.node("i")})).type,
+            struct_({field("n", int32()), field("n", int32())}));
 }
 
 TEST(ArrowAdversarial, SchemaCyclesAreRefusedAtTheirFirstRepeat) {

@@ -82,7 +82,8 @@ TEST(ArrowArray, NullCountsOfDeviceBitmapsAreCountedOnTheHost) {
   cuarrow::context ctx = cuarrow::context::get(0);
   cuarrow::stream s(ctx);
   const array_data dev = to_device(host, ctx, s);
-  for (const auto& [off, len] : std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 100}, {3, 50}, {13, 0}, {99, 1}}) {
+  for (const auto& [off, len] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 100}, {3, 50}, {13, 0}, {99, 1}}) {
     SCOPED_TRACE(std::to_string(off) + "+" + std::to_string(len));
     const array_data cut = dev.slice(off, len);
     array_data unknown = cut;

@@ -125,7 +125,8 @@ array_data list_array(data_type t, const std::vector<std::int64_t>& offsets, con
   return a;
 }
 
-array_data struct_array(std::vector<ca::field> fields, std::vector<array_data> children, const std::vector<bool>& valid) {
+array_data struct_array(std::vector<ca::field> fields, std::vector<array_data> children,
+                        const std::vector<bool>& valid) {
   array_data a;
   a.type = struct_(std::move(fields));
   a.length = static_cast<std::int64_t>(valid.size());
@@ -161,8 +162,12 @@ array_data ree(data_type run_end_type, const std::vector<std::int64_t>& ends, ar
   e.length = static_cast<std::int64_t>(ends.size());
   e.null_count = 0;
   switch (run_end_type.id) {
-    case type_id::int16: e.buffers = {cuarrow::buffer(), host_vector(std::vector<std::int16_t>(ends.begin(), ends.end()))}; break;
-    case type_id::int32: e.buffers = {cuarrow::buffer(), host_vector(std::vector<std::int32_t>(ends.begin(), ends.end()))}; break;
+    case type_id::int16:
+      e.buffers = {cuarrow::buffer(), host_vector(std::vector<std::int16_t>(ends.begin(), ends.end()))};
+      break;
+    case type_id::int32:
+      e.buffers = {cuarrow::buffer(), host_vector(std::vector<std::int32_t>(ends.begin(), ends.end()))};
+      break;
     default: e.buffers = {cuarrow::buffer(), host_vector(ends)}; break;
   }
   r.children = {std::move(e), std::move(values)};
@@ -230,18 +235,18 @@ std::vector<std::pair<std::string, array_data>> sample_arrays() {
   out.emplace_back("utf8", strings(utf8(), words));
   out.emplace_back("large_binary", strings(large_binary(), words));
   out.emplace_back("large_utf8", strings(large_utf8(), words));
-  const std::vector<opt_s> long_words{"short",         std::nullopt, "a string longer than twelve bytes", "",
-                                      "exactly12byt",  "another long string value, in a second block", "tiny",
-                                      std::nullopt,    "thirteen byte"};
+  const std::vector<opt_s> long_words{"short", std::nullopt,   "a string longer than twelve bytes",
+                                      "",      "exactly12byt", "another long string value, in a second block",
+                                      "tiny",  std::nullopt,   "thirteen byte"};
   out.emplace_back("binary_view", string_views(binary_view(), long_words));
   out.emplace_back("utf8_view", string_views(utf8_view(), long_words));
   out.emplace_back("utf8_view_inline_only", string_views(utf8_view(), {"a", "bc", std::nullopt}));
 
   array_data ints = primitive<std::int32_t>(int32(), {1, 2, std::nullopt, 3, 4, 5, 6});
-  out.emplace_back("list", list_array(list(ca::field("item", int32())), {0, 2, 2, 2, 3, 7}, {true, false, true, true, true}, ints));
-  out.emplace_back("large_list",
-                   list_array(large_list(ca::field("item", utf8())), {0, 1, 3, 3, 7}, {true, true, false, true},
-                              strings(utf8(), words)));
+  out.emplace_back(
+      "list", list_array(list(ca::field("item", int32())), {0, 2, 2, 2, 3, 7}, {true, false, true, true, true}, ints));
+  out.emplace_back("large_list", list_array(large_list(ca::field("item", utf8())), {0, 1, 3, 3, 7},
+                                            {true, true, false, true}, strings(utf8(), words)));
   {
     array_data lv;
     lv.type = list_view(ca::field("item", int32()));
@@ -266,10 +271,9 @@ std::vector<std::pair<std::string, array_data>> sample_arrays() {
     fsl.children = {ints.slice(0, 6)};
     out.emplace_back("fixed_size_list", fsl);
   }
-  out.emplace_back("struct",
-                   struct_array({ca::field("a", int32()), ca::field("b", utf8(), false)},
-                                {ints.slice(0, 5), strings(utf8(), {"p", "q", "r", "s", "t"})},
-                                {true, false, true, true, true}));
+  out.emplace_back("struct", struct_array({ca::field("a", int32()), ca::field("b", utf8(), false)},
+                                          {ints.slice(0, 5), strings(utf8(), {"p", "q", "r", "s", "t"})},
+                                          {true, false, true, true, true}));
   {
     array_data keys = strings(utf8(), {"a", "b", "c", "a", "z"});
     array_data items = primitive<std::int32_t>(int32(), {1, std::nullopt, 3, 4, 5});
@@ -287,9 +291,9 @@ std::vector<std::pair<std::string, array_data>> sample_arrays() {
     su.children = {ints.slice(0, 4), strings(utf8(), {"w", std::nullopt, "y", "z"})};
     out.emplace_back("sparse_union", su);
     array_data du;
-    du.type = dense_union({ca::field("i", int32()), ca::field("s", utf8()),
-                           ca::field("t", struct_({ca::field("x", float64())}))},
-                          {0, 1, 2});
+    du.type = dense_union(
+        {ca::field("i", int32()), ca::field("s", utf8()), ca::field("t", struct_({ca::field("x", float64())}))},
+        {0, 1, 2});
     du.length = 5;
     du.null_count = 0;
     du.buffers = {host_vector(std::vector<std::int8_t>{0, 1, 2, 0, 1}),
@@ -301,13 +305,12 @@ std::vector<std::pair<std::string, array_data>> sample_arrays() {
   out.emplace_back("ree_int32", ree(int32(), {2, 3, 6}, strings(utf8(), {"a", std::nullopt, "b"})));
   out.emplace_back("ree_int16", ree(int16(), {1, 5}, primitive<double>(float64(), {1.0, std::nullopt})));
   out.emplace_back("ree_int64", ree(int64(), {3, 4, 9}, primitive<std::int8_t>(int8(), {1, 2, 3})));
-  out.emplace_back("dictionary_int8_utf8",
-                   dict<std::int8_t>(int8(), {0, 1, std::nullopt, 2, 0}, strings(utf8(), {"x", "y", std::nullopt}),
-                                     false));
-  out.emplace_back("dictionary_uint32_list_ordered",
-                   dict<std::uint32_t>(uint32(), {1, 1, 0, std::nullopt},
-                                       list_array(list(ca::field("item", int32())), {0, 2, 5}, {true, true}, ints),
-                                       true));
+  out.emplace_back("dictionary_int8_utf8", dict<std::int8_t>(int8(), {0, 1, std::nullopt, 2, 0},
+                                                             strings(utf8(), {"x", "y", std::nullopt}), false));
+  out.emplace_back(
+      "dictionary_uint32_list_ordered",
+      dict<std::uint32_t>(uint32(), {1, 1, 0, std::nullopt},
+                          list_array(list(ca::field("item", int32())), {0, 2, 5}, {true, true}, ints), true));
   {
     // list<struct<a: list<utf8_view>, b: dictionary<int16, large_utf8>, c: map<int32, fixed_size_list<float32>[2]>>>
     array_data sv = string_views(utf8_view(), {"one", "a long string for the views", std::nullopt, "four"});
@@ -320,8 +323,8 @@ std::vector<std::pair<std::string, array_data>> sample_arrays() {
     fl.buffers = {cuarrow::buffer()};
     fl.children = {primitive<float>(float32(), {1, 2, 3, std::nullopt})};
     data_type mt = map(int32(), fl.type);
-    array_data entries = struct_array(mt.children[0].type.children,
-                                      {primitive<std::int32_t>(int32(), {7, 8}), fl}, {true, true});
+    array_data entries =
+        struct_array(mt.children[0].type.children, {primitive<std::int32_t>(int32(), {7, 8}), fl}, {true, true});
     entries.type = mt.children[0].type;
     array_data c = list_array(mt, {0, 1, 2, 2}, {true, true, false}, entries);
     array_data st = struct_array({ca::field("a", a.type), ca::field("b", b.type), ca::field("c", c.type)}, {a, b, c},
@@ -442,7 +445,8 @@ data_type random_arrays::type(int depth) {
         } while (std::find(codes.begin(), codes.end(), c) != codes.end());
         codes.push_back(c);
       }
-      return uniform(0, 1) ? sparse_union(std::move(fs), std::move(codes)) : dense_union(std::move(fs), std::move(codes));
+      return uniform(0, 1) ? sparse_union(std::move(fs), std::move(codes))
+                           : dense_union(std::move(fs), std::move(codes));
     }
     case 9: {
       data_type v = type(depth - 1);
@@ -578,8 +582,8 @@ array_data random_arrays::generate(const data_type& t, std::int64_t n) {
         offsets.push_back(offsets.back() + (ok ? uniform(0, 3) : (chance(0.2) ? 1 : 0)));
       }
       const std::int64_t child_len = offsets.back() + uniform(0, 2);
-      a.buffers[1] = t.id == type_id::large_list ? offsets_buffer<std::int64_t>(offsets)
-                                                 : offsets_buffer<std::int32_t>(offsets);
+      a.buffers[1] =
+          t.id == type_id::large_list ? offsets_buffer<std::int64_t>(offsets) : offsets_buffer<std::int32_t>(offsets);
       if (t.id == type_id::map) {
         const data_type& et = t.children[0].type;
         array_data keys = array(et.children[0].type, child_len);
@@ -630,7 +634,8 @@ array_data random_arrays::generate(const data_type& t, std::int64_t n) {
       a.buffers[0] = host_vector(ids);
       if (t.id == type_id::dense_union) {
         a.buffers[1] = offsets_buffer<std::int32_t>(offs);
-        for (std::size_t c = 0; c < t.children.size(); ++c) a.children.push_back(array(t.children[c].type, counts[c] + uniform(0, 1)));
+        for (std::size_t c = 0; c < t.children.size(); ++c)
+          a.children.push_back(array(t.children[c].type, counts[c] + uniform(0, 1)));
       } else {
         for (const ca::field& f : t.children) a.children.push_back(array(f.type, n));
       }

@@ -51,9 +51,9 @@ std::int64_t non_empty_buffers(const array_data& a) {
 std::int64_t probes(const array_data& a) {
   std::int64_t n = 0;
   const type_id id = a.type.id;
-  if (a.length > 0 && (id == type_id::binary || id == type_id::utf8 || id == type_id::large_binary ||
-                       id == type_id::large_utf8 || id == type_id::list || id == type_id::large_list ||
-                       id == type_id::map)) {
+  if (a.length > 0 &&
+      (id == type_id::binary || id == type_id::utf8 || id == type_id::large_binary || id == type_id::large_utf8 ||
+       id == type_id::list || id == type_id::large_list || id == type_id::map)) {
     n += 2;
   }
   if (a.length > 0 && id == type_id::run_end_encoded) n += 1;
@@ -247,9 +247,7 @@ TEST(ArrowBatching, ToHostAsyncSynchronizesOnlyInWait) {
     if (name == "int64" || name == "utf8") chunks.push_back(a);
   }
   std::vector<array_data> dc = to_device(chunks, ctx, s);
-  {
-    host_transfer<std::vector<array_data>> dropped = to_host_async(dc, s);
-  }
+  { host_transfer<std::vector<array_data>> dropped = to_host_async(dc, s); }
   host_transfer<std::vector<array_data>> ta = to_host_async(dc, s);
   std::vector<array_data> hc = std::move(ta).get();
   ASSERT_EQ(hc.size(), chunks.size());
@@ -319,8 +317,8 @@ TEST(ArrowBatching, ImportReadsEveryLastOffsetInOneBatch) {
   g_reset();
   record_batch back = import_device_record_batch(arr.get(), sch.get(), consumer);
   const calls c = now();
-  EXPECT_EQ(c.waits, 1u);   // the consumer waits on the producer's event
-  EXPECT_EQ(c.syncs, 1u);   // one batched read sizes and validates the whole batch
+  EXPECT_EQ(c.waits, 1u);  // the consumer waits on the producer's event
+  EXPECT_EQ(c.syncs, 1u);  // one batched read sizes and validates the whole batch
   EXPECT_EQ(c.dtoh, static_cast<unsigned long>(reads));
   EXPECT_LE(c.dtoh_max_bytes, 8u);
   EXPECT_EQ(c.allocs, 0u);  // buffers are views of the producer's memory

@@ -102,7 +102,8 @@ TEST(ArrowCData, RecordBatchExportChecksItsColumns) {
   // More columns than fields.
   record_batch extra = b;
   extra.columns.push_back(b.columns[0]);
-  EXPECT_NE(message_of([&] { export_record_batch(extra, arr.get()); }).find("4 columns for 3 fields"), std::string::npos);
+  EXPECT_NE(message_of([&] { export_record_batch(extra, arr.get()); }).find("4 columns for 3 fields"),
+            std::string::npos);
   // The export shares the columns' buffers (no copy) and outlives the batch.
   {
     record_batch temp = b;
@@ -125,7 +126,13 @@ array_data empty_of(const data_type& t) {
 }
 
 std::vector<data_type> offsets_types() {
-  return {utf8(), large_utf8(), binary(), large_binary(), list(field("item", int32())), large_list(field("item", int32())), map(utf8(), int64())};
+  return {utf8(),
+          large_utf8(),
+          binary(),
+          large_binary(),
+          list(field("item", int32())),
+          large_list(field("item", int32())),
+          map(utf8(), int64())};
 }
 
 TEST(ArrowCData, EmptyArraysExportWhatArrowCppImports) {
@@ -227,9 +234,11 @@ TEST(ArrowCData, WrongCountsAndPointers) {
          a->children[0]->release(a->children[0]);
        },
        {"child 0 (\"item\")", "released"}},
-      {"child too short", [](ArrowArray* a) { a->children[0]->length = 3; },
+      {"child too short",
+       [](ArrowArray* a) { a->children[0]->length = 3; },
        {"array: last offset 7 is past the end of the child (3 values)"}},
-      {"child values NULL", [](ArrowArray* a) { a->children[0]->buffers[1] = nullptr; },
+      {"child values NULL",
+       [](ArrowArray* a) { a->children[0]->buffers[1] = nullptr; },
        {"child 0 (\"item\")", "values buffer is NULL"}},
   };
   for (const mutation& m : cases) {
@@ -256,7 +265,8 @@ TEST(ArrowCData, DictionaryAndUnionContents) {
     owned_array arr;
     export_array(sample("dictionary_int8_utf8"), arr.get());
     const_cast<std::int8_t*>(static_cast<const std::int8_t*>(arr->buffers[1]))[3] = 9;
-    const std::string m = message_of([&] { import_array(arr.get(), sample("dictionary_int8_utf8").type, {validation_level::full}); });
+    const std::string m =
+        message_of([&] { import_array(arr.get(), sample("dictionary_int8_utf8").type, {validation_level::full}); });
     EXPECT_NE(m.find("dictionary index 9 is outside the dictionary of 3 values"), std::string::npos) << m;
   }
   {

@@ -55,14 +55,17 @@ TEST(ArrowCStream, ErrorsCarryErrnoAndMessage) {
   schema s;
   s.fields = {field("x", int32())};
   int calls = 0;
-  export_array_stream(s, [&]() -> std::optional<record_batch> {
-    if (++calls == 2) throw cuarrow::invalid_argument("the source broke");
-    record_batch b;
-    b.schema = s;
-    b.num_rows = 1;
-    b.columns = {primitive<std::int32_t>(int32(), {1})};
-    return b;
-  }, st.get());
+  export_array_stream(
+      s,
+      [&]() -> std::optional<record_batch> {
+        if (++calls == 2) throw cuarrow::invalid_argument("the source broke");
+        record_batch b;
+        b.schema = s;
+        b.num_rows = 1;
+        b.columns = {primitive<std::int32_t>(int32(), {1})};
+        return b;
+      },
+      st.get());
   owned_array a;
   EXPECT_EQ(st->get_next(st.get(), a.get()), 0);
   a.reset();
@@ -370,9 +373,9 @@ TEST(ArrowCStream, HostileStreamsAreRefusedAndReleasedOnce) {
     array_stream_reader r(&s, {}, stream_items::by_schema);
     const std::string m = message_of([&] { r.next_array(); });
     hand_made::message = nullptr;
-    EXPECT_NE(m.find("ArrowArrayStream.get_next failed (errno " + std::to_string(EIO) +
-                     ", EIO): the producer's own words"),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("ArrowArrayStream.get_next failed (errno " + std::to_string(EIO) + ", EIO): the producer's own words"),
+        std::string::npos)
         << m;
   }
   EXPECT_EQ(hand_made::releases, 5);

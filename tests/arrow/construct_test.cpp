@@ -62,20 +62,35 @@ TEST(ArrowConstruct, NestedAndStringsRoundTrip) {
 TEST(ArrowConstruct, RefusesBadShapesAndLeavesInputsUsable) {
   cuarrow::context ctx = cuarrow::context::get(0);
   cuarrow::buffer values = device_vector<std::int64_t>(ctx, {1, 2, 3});
-  expect_throw_with<cuarrow::invalid_argument>([&] { make_array(int64(), 3, {values}); },
-                                                "Type's expected number of buffers (2) did not match the passed number (1)");
-  expect_throw_with<cuarrow::invalid_argument>([&] { make_array(int64(), -1, {cuarrow::buffer(), values}); },
-                                                "Array length is negative");
-  expect_throw_with<cuarrow::invalid_argument>([&] { make_array(int64(), 1, {cuarrow::buffer(), values}, -1, -2); },
-                                                "Array offset is negative");
-  expect_throw_with<cuarrow::invalid_argument>([&] { make_array(int64(), 1, {cuarrow::buffer(), values}, 2); },
-                                                "null_count 2");
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] { make_array(int64(), 3, {values}); },
+      "Type's expected number of buffers (2) did not match the passed number (1)");
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] {
+        make_array(int64(), -1, {cuarrow::buffer(), values});
+      },
+      "Array length is negative");
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] {
+        make_array(int64(), 1, {cuarrow::buffer(), values}, -1, -2);
+      },
+      "Array offset is negative");
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] {
+        make_array(int64(), 1, {cuarrow::buffer(), values}, 2);
+      },
+      "null_count 2");
   // Undersized: 3 values at offset 1 need 32 bytes.
-  expect_throw_with<invalid_data>([&] { make_array(int64(), 3, {cuarrow::buffer(), values}, 0, 1); },
-                                  "values buffer too small: needs 32 bytes");
   expect_throw_with<invalid_data>(
       [&] {
-        make_array(int64(), 9, {device_vector<std::uint8_t>(ctx, {0xff}), device_vector<std::int64_t>(ctx, std::vector<std::int64_t>(9))});
+        make_array(int64(), 3, {cuarrow::buffer(), values}, 0, 1);
+      },
+      "values buffer too small: needs 32 bytes");
+  expect_throw_with<invalid_data>(
+      [&] {
+        make_array(
+            int64(), 9,
+            {device_vector<std::uint8_t>(ctx, {0xff}), device_vector<std::int64_t>(ctx, std::vector<std::int64_t>(9))});
       },
       "validity buffer too small: needs 2 bytes");
   // Offsets past the data (read from the device by cheap validation).
@@ -88,19 +103,21 @@ TEST(ArrowConstruct, RefusesBadShapesAndLeavesInputsUsable) {
   // Children: count and type.
   array_data ints = make_array(int64(), 3, {cuarrow::buffer(), values});
   expect_throw_with<cuarrow::invalid_argument>(
-      [&] { make_array(list(field("item", int64())), 0, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0})}); },
+      [&] {
+        make_array(list(field("item", int64())), 0, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0})});
+      },
       "Type's expected number of children (1) did not match the passed number (0)");
   expect_throw_with<cuarrow::invalid_argument>(
       [&] {
-        make_array(list(field("item", utf8())), 1, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0, 1})}, 0,
-                   0, {ints});
+        make_array(list(field("item", utf8())), 1, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0, 1})}, 0, 0,
+                   {ints});
       },
       "child 0 (\"item\") has type int64");
   // A child too short for its parent.
   expect_throw_with<invalid_data>(
       [&] {
-        make_array(list(field("item", int64())), 1, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0, 5})}, 0,
-                   0, {ints});
+        make_array(list(field("item", int64())), 1, {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0, 5})}, 0, 0,
+                   {ints});
       },
       "past the end");
   // The inputs are intact.
@@ -119,7 +136,10 @@ TEST(ArrowConstruct, NullCountIsKnownWithoutABitmap) {
   data_type u = sparse_union({field("a", int32())}, {0});
   EXPECT_EQ(make_array(u, 2, {device_vector<std::int8_t>(ctx, {0, 0})}, -1, 0, {ints}).null_count, 0);
   expect_throw_with<cuarrow::invalid_argument>(
-      [&] { make_array(u, 2, {device_vector<std::int8_t>(ctx, {0, 0})}, 1, 0, {ints}); }, "no validity bitmap");
+      [&] {
+        make_array(u, 2, {device_vector<std::int8_t>(ctx, {0, 0})}, 1, 0, {ints});
+      },
+      "no validity bitmap");
 }
 
 TEST(ArrowConstruct, RefusesMixedDevices) {
@@ -132,7 +152,10 @@ TEST(ArrowConstruct, RefusesMixedDevices) {
   array_data a0 = make_array(int64(), 2, {cuarrow::buffer(), v0});
   array_data a1 = make_array(int64(), 2, {cuarrow::buffer(), device_vector<std::int64_t>(c1, {1, 2})});
   expect_throw_with<cuarrow::device_mismatch>(
-      [&] { make_record_batch(schema{{field("a", int64()), field("b", int64())}, {}}, {a0, a1}); }, "one device");
+      [&] {
+        make_record_batch(schema{{field("a", int64()), field("b", int64())}, {}}, {a0, a1});
+      },
+      "one device");
 }
 
 TEST(ArrowConstruct, RecordBatchShapes) {
@@ -140,12 +163,18 @@ TEST(ArrowConstruct, RecordBatchShapes) {
   array_data a = make_array(int64(), 3, {cuarrow::buffer(), device_vector<std::int64_t>(ctx, {1, 2, 3})});
   array_data b = make_array(int64(), 2, {cuarrow::buffer(), device_vector<std::int64_t>(ctx, {1, 2})});
   schema two{{field("a", int64()), field("b", int64())}, {}};
-  expect_throw_with<cuarrow::invalid_argument>([&] { make_record_batch(two, {a, b}); },
-                                                "Column 1 named b expected length 3 but got length 2");
-  expect_throw_with<cuarrow::invalid_argument>([&] { make_record_batch(two, {a}); },
-                                                "Schema and number of arrays unequal");
   expect_throw_with<cuarrow::invalid_argument>(
-      [&] { make_record_batch(schema{{field("a", utf8())}, {}}, {a}); }, "Column 0 type not match schema: int64 vs string");
+      [&] {
+        make_record_batch(two, {a, b});
+      },
+      "Column 1 named b expected length 3 but got length 2");
+  expect_throw_with<cuarrow::invalid_argument>([&] { make_record_batch(two, {a}); },
+                                               "Schema and number of arrays unequal");
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] {
+        make_record_batch(schema{{field("a", utf8())}, {}}, {a});
+      },
+      "Column 0 type not match schema: int64 vs string");
   record_batch ok = make_record_batch(two, {a, a});
   EXPECT_EQ(ok.num_rows, 3);
   EXPECT_TRUE(equals(to_host(ok.columns[1]), primitive<std::int64_t>(int64(), {1, 2, 3})));

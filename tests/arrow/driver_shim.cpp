@@ -106,7 +106,7 @@ struct entry {
 };
 
 #define SHIM_ENTRY(name, version, c) \
-  {#name, version, c, reinterpret_cast<void*>(&wrap<c, PFN_##name##_v##version>::call)}
+  { #name, version, c, reinterpret_cast < void*>(&wrap <c, PFN_##name##_v##version>::call) }
 
 const entry k_entries[] = {
     SHIM_ENTRY(cuStreamSynchronize, 2000, k_stream_sync),
@@ -126,11 +126,10 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuPointerGetAttributes, 7000, k_pointer_attributes),
 };
 
-const char* const k_names[k_count] = {"cuStreamSynchronize", "cuCtxSynchronize",  "cuEventSynchronize",
-                                      "cuMemcpyHtoDAsync",   "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
-                                      "cuMemcpyAsync",       "cuMemcpyPeerAsync", "cuMemAllocAsync",
-                                      "cuMemAlloc",          "cuMemHostAlloc",    "cuEventRecord",
-                                      "cuStreamWaitEvent",   "cuPointerGetAttribute", "cuPointerGetAttributes"};
+const char* const k_names[k_count] = {
+    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyHtoDAsync",     "cuMemcpyDtoHAsync",
+    "cuMemcpyDtoDAsync",   "cuMemcpyAsync",    "cuMemcpyPeerAsync",  "cuMemAllocAsync",       "cuMemAlloc",
+    "cuMemHostAlloc",      "cuEventRecord",    "cuStreamWaitEvent",  "cuPointerGetAttribute", "cuPointerGetAttributes"};
 
 }  // namespace
 

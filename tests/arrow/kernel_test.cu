@@ -172,7 +172,7 @@ void test_strings(const cuarrow::context& ctx) {
   ca::array_data d = ca::to_device(a.slice(off, len), ctx, s);
   cuarrow::buffer out = cuarrow::allocate_device(ctx, len * 8, s);
   string_lengths<<<32, 256, 0, s.handle()>>>(ca::make_binary_view<std::int32_t>(d),
-                                              reinterpret_cast<std::int64_t*>(out.address()));
+                                             reinterpret_cast<std::int64_t*>(out.address()));
   if (!cuda_ok(cudaGetLastError(), "string_lengths launch")) return;
   s.synchronize();
   auto got = read_back<std::int64_t>(out, static_cast<std::size_t>(len));
@@ -190,7 +190,7 @@ void test_strings(const cuarrow::context& ctx) {
   cuarrow::buffer count = cuarrow::allocate_device(ctx, 8, s);
   cuarrow::fill_async(count, 0, 8, 0, s);
   count_char<<<32, 256, 0, s.handle()>>>(ca::make_binary_view<std::int64_t>(dl), 'q',
-                                          reinterpret_cast<unsigned long long*>(count.address()));
+                                         reinterpret_cast<unsigned long long*>(count.address()));
   if (!cuda_ok(cudaGetLastError(), "count_char launch")) return;
   s.synchronize();
   unsigned long long expect = 0;
@@ -232,10 +232,9 @@ void test_lists(const cuarrow::context& ctx) {
   ca::array_data d = ca::to_device(l.slice(off, len), ctx, s);
   cuarrow::buffer sizes = cuarrow::allocate_device(ctx, len * 8, s);
   cuarrow::buffer sums = cuarrow::allocate_device(ctx, len * 8, s);
-  list_sums<<<32, 256, 0, s.handle()>>>(ca::make_list_view<std::int32_t>(d),
-                                         ca::make_primitive_view<std::int32_t>(d.children[0]),
-                                         reinterpret_cast<std::int64_t*>(sizes.address()),
-                                         reinterpret_cast<long long*>(sums.address()));
+  list_sums<<<32, 256, 0, s.handle()>>>(
+      ca::make_list_view<std::int32_t>(d), ca::make_primitive_view<std::int32_t>(d.children[0]),
+      reinterpret_cast<std::int64_t*>(sizes.address()), reinterpret_cast<long long*>(sums.address()));
   if (!cuda_ok(cudaGetLastError(), "list_sums launch")) return;
   s.synchronize();
   auto got_sizes = read_back<std::int64_t>(sizes, static_cast<std::size_t>(len));

@@ -185,7 +185,8 @@ TEST(ArrowTransfer, LargeArraysRoundTrip) {
   cuarrow::stream s(ctx);
   const std::int64_t n = 3 << 20;
   std::vector<std::optional<std::int64_t>> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i % 5 == 0 ? std::nullopt : std::optional(i * 7);
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = i % 5 == 0 ? std::nullopt : std::optional(i * 7);
   array_data ints = primitive<std::int64_t>(int64(), v);
   std::vector<std::optional<std::string>> words(200000);
   for (std::size_t i = 0; i < words.size(); ++i) words[i] = std::string(i % 40, static_cast<char>('a' + i % 26));

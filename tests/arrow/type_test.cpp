@@ -100,9 +100,9 @@ TEST(ArrowType, FactoriesRefuseBadParameters) {
 }
 
 TEST(ArrowType, BadFormatStringsNameTheFormatAndThePath) {
-  const std::vector<std::string> bad = {"",      "x",     "d:38",    "d:a,2",  "d:10,2,48", "d:0,0", "w:",
-                                        "w:-1",  "tsx:",  "tss",     "tt",     "tDx",       "ti",    "+w:",
-                                        "+ud:a", "+us:1,1", "+ud:200", "+x",    "vx",        "ii",    "d:39,0"};
+  const std::vector<std::string> bad = {
+      "",    "x",  "d:38", "d:a,2", "d:10,2,48", "d:0,0",   "w:", "w:-1", "tsx:", "tss",   "tt",
+      "tDx", "ti", "+w:",  "+ud:a", "+us:1,1",   "+ud:200", "+x", "vx",   "ii",   "d:39,0"};
   for (const std::string& f : bad) {
     try {
       parse_format(f, "column \"b\"");
@@ -137,7 +137,8 @@ TEST(ArrowType, LayoutsOfEveryKind) {
   EXPECT_EQ(roles(utf8_view()), (std::vector<R>{R::validity, R::views}));
   EXPECT_TRUE(layout_of(binary_view()).variadic);
   EXPECT_EQ(roles(list(field("item", int8()))), (std::vector<R>{R::validity, R::offsets}));
-  EXPECT_EQ(roles(large_list_view(field("item", int8()))), (std::vector<R>{R::validity, R::list_offsets, R::list_sizes}));
+  EXPECT_EQ(roles(large_list_view(field("item", int8()))),
+            (std::vector<R>{R::validity, R::list_offsets, R::list_sizes}));
   EXPECT_EQ(roles(fixed_size_list(field("item", int8()), 2)), (std::vector<R>{R::validity}));
   EXPECT_EQ(roles(struct_({})), (std::vector<R>{R::validity}));
   EXPECT_EQ(roles(map(int8(), int8())), (std::vector<R>{R::validity, R::offsets}));
@@ -191,7 +192,7 @@ TEST(ArrowSchemaExport, FlagsAndMetadataAreTheSpecs) {
   EXPECT_EQ(std::string(c->metadata + 8, static_cast<std::size_t>(kl)), "ARROW:extension:name");
   ASSERT_EQ(c->n_children, 1);
   EXPECT_STREQ(c->children[0]->format, "+s");
-  EXPECT_EQ(c->children[0]->flags, 0);  // entries: not nullable
+  EXPECT_EQ(c->children[0]->flags, 0);               // entries: not nullable
   EXPECT_EQ(c->children[0]->children[0]->flags, 0);  // key: not nullable
   EXPECT_EQ(c->children[0]->children[1]->flags, ARROW_FLAG_NULLABLE);
   EXPECT_EQ(read_field(*c.get()).extension_name(), "my.ext");

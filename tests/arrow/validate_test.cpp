@@ -137,8 +137,7 @@ TEST(ArrowValidate, DictionaryIndicesOutOfRange) {
   d.type = dictionary(int16(), utf8());
   d.dictionary = std::make_shared<array_data>(strings(utf8(), {"a", "b"}));
   EXPECT_NO_THROW(validate(d));
-  expect_invalid(d, validation_level::full,
-                 {"element 3: dictionary index 3 is outside the dictionary of 2 values"});
+  expect_invalid(d, validation_level::full, {"element 3: dictionary index 3 is outside the dictionary of 2 values"});
   // Nulls may hold any index.
   array_data ok = primitive<std::int16_t>(int16(), {0, 1, std::nullopt});
   ok.type = d.type;

@@ -32,8 +32,8 @@ bool have_gpu() {
   }
 }
 
-#define REQUIRE_GPU()                                                                     \
-  do {                                                                                    \
+#define REQUIRE_GPU()                                                                      \
+  do {                                                                                     \
     if (!have_gpu()) GTEST_SKIP() << "needs a real CUDA GPU and driver (none found here)"; \
   } while (0)
 
@@ -144,8 +144,8 @@ TEST(Gpu, CopiesInBothDirectionsOverlapOnTwoStreams) {
     cuarrow::copy_async(d1, 0, h1, 0, n, up);
     cuarrow::copy_async(h2, 0, d2, 0, n, down);
   });
-  std::printf("[figure] 512 MiB up + 512 MiB down: serial %.2f ms, on two streams %.2f ms (%.2fx)\n",
-              serial * 1e3, overlapped * 1e3, serial / overlapped);
+  std::printf("[figure] 512 MiB up + 512 MiB down: serial %.2f ms, on two streams %.2f ms (%.2fx)\n", serial * 1e3,
+              overlapped * 1e3, serial / overlapped);
   EXPECT_EQ(h2.host_data()[n - 1], std::byte{5});
 }
 
@@ -274,11 +274,13 @@ TEST(Gpu, IpcExportOfPoolMemoryIsATypedError) {
   CUresult r = get_handle(&h, static_cast<CUdeviceptr>(pooled.address()));
   unsigned int capable_pool = 7, capable_plain = 7;
   attribute(&capable_pool, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, static_cast<CUdeviceptr>(pooled.address()));
-  cuarrow::buffer plain = cuarrow::allocate_device(ctx, 1 << 20, {}, std::make_shared<cuarrow::plain_device_resource>());
+  cuarrow::buffer plain =
+      cuarrow::allocate_device(ctx, 1 << 20, {}, std::make_shared<cuarrow::plain_device_resource>());
   attribute(&capable_plain, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, static_cast<CUdeviceptr>(plain.address()));
-  std::printf("[figure] IPC: cuIpcGetMemHandle on pool memory answers %s (%d); IS_LEGACY_CUDA_IPC_CAPABLE: pool %u, "
-              "cuMemAlloc %u\n",
-              result_name(r), static_cast<int>(r), capable_pool, capable_plain);
+  std::printf(
+      "[figure] IPC: cuIpcGetMemHandle on pool memory answers %s (%d); IS_LEGACY_CUDA_IPC_CAPABLE: pool %u, "
+      "cuMemAlloc %u\n",
+      result_name(r), static_cast<int>(r), capable_pool, capable_plain);
   EXPECT_NE(r, CUDA_SUCCESS);
   EXPECT_NO_THROW((void)cuarrow::export_ipc(plain));
 }

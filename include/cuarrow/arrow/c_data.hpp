@@ -228,8 +228,7 @@ struct export_options {
 CUARROW_EXPORT void export_device_array(const array_data& array, stream_view s, ArrowDeviceArray* out,
                                         ArrowSchema* out_schema = nullptr, const export_options& options = {});
 CUARROW_EXPORT void export_device_record_batch(const record_batch& batch, stream_view s, ArrowDeviceArray* out,
-                                               ArrowSchema* out_schema = nullptr,
-                                               const export_options& options = {});
+                                               ArrowSchema* out_schema = nullptr, const export_options& options = {});
 
 /// Import a device array of `type`; `s` waits for its sync event and orders
 /// the batched read of last offsets.  Consumes `in`.  Throws invalid_data
@@ -243,8 +242,8 @@ CUARROW_EXPORT array_data import_device_array(ArrowDeviceArray* in, ArrowSchema*
                                               const import_options& options = {});
 CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schema& schema,
                                                        stream_view s = {}, const import_options& options = {});
-CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema,
-                                                       stream_view s = {}, const import_options& options = {});
+CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s = {},
+                                                       const import_options& options = {});
 
 // ---- streams ---------------------------------------------------------------
 
@@ -277,8 +276,8 @@ CUARROW_EXPORT void export_device_array_stream(arrow::schema s, batch_source nex
                                                stream_view producer, ArrowDeviceArrayStream* out);
 /// An ArrowDeviceArrayStream of arrays of `f`'s type, any type (a chunked
 /// array), in `where`'s memory, as the batch stream above.
-CUARROW_EXPORT void export_device_array_stream(field f, array_source next, const placement& where,
-                                               stream_view producer, ArrowDeviceArrayStream* out);
+CUARROW_EXPORT void export_device_array_stream(field f, array_source next, const placement& where, stream_view producer,
+                                               ArrowDeviceArrayStream* out);
 
 /// How a stream reader reads a stream's items.
 enum class stream_items : std::uint8_t {
@@ -384,7 +383,8 @@ CUARROW_EXPORT void to_device(ArrowArrayStream* in, const context& ctx, ArrowDev
 /// A host stream yielding each batch of `in` copied to host memory, each
 /// complete when handed out (read and copied on the legacy default stream).
 /// Consumes `in`.  Throws as device_array_stream_reader's constructor.
-CUARROW_EXPORT void to_host(ArrowDeviceArrayStream* in, ArrowArrayStream* out, const array_transfer_options& options = {});
+CUARROW_EXPORT void to_host(ArrowDeviceArrayStream* in, ArrowArrayStream* out,
+                            const array_transfer_options& options = {});
 
 // ---- small helpers ----------------------------------------------------------
 

@@ -69,9 +69,7 @@ struct primitive_view {
   CUARROW_HD bool is_null(std::int64_t i) const { return !validity.is_valid(i); }
   CUARROW_HD const T& operator[](std::int64_t i) const { return values[i]; }
   /// The value, or `fallback` when i is out of bounds or the element is null.
-  CUARROW_HD T value_or(std::int64_t i, T fallback) const {
-    return in_bounds(i) && is_valid(i) ? values[i] : fallback;
-  }
+  CUARROW_HD T value_or(std::int64_t i, T fallback) const { return in_bounds(i) && is_valid(i) ? values[i] : fallback; }
 };
 
 struct boolean_view {
@@ -176,7 +174,8 @@ primitive_view<T> make_primitive_view(const array_data& a) {
   const int bits = bit_width(a.type);
   if (a.type.id == type_id::boolean || bits == 0 || a.type.id == type_id::fixed_size_binary ||
       static_cast<std::size_t>(bits) != sizeof(T) * 8) {
-    view_detail::wrong_type(a, "make_primitive_view<T>", "a fixed-width type of " + std::to_string(sizeof(T)) + " bytes");
+    view_detail::wrong_type(a, "make_primitive_view<T>",
+                            "a fixed-width type of " + std::to_string(sizeof(T)) + " bytes");
   }
   view_detail::need_bytes(a, 1, (a.offset + a.length) * static_cast<std::int64_t>(sizeof(T)), "values");
   const T* values = a.buffers[1].size() > 0 ? reinterpret_cast<const T*>(a.buffers[1].address()) + a.offset : nullptr;
@@ -196,13 +195,12 @@ binary_array_view<Offset> make_binary_view(const array_data& a) {
   const bool small = a.type.id == type_id::binary || a.type.id == type_id::utf8;
   const bool large = a.type.id == type_id::large_binary || a.type.id == type_id::large_utf8;
   if (!(sizeof(Offset) == 4 ? small : large)) {
-    view_detail::wrong_type(a, "make_binary_view<Offset>",
-                            sizeof(Offset) == 4 ? "binary or utf8 (int32_t offsets)"
-                                                : "large_binary or large_utf8 (int64_t offsets)");
+    view_detail::wrong_type(
+        a, "make_binary_view<Offset>",
+        sizeof(Offset) == 4 ? "binary or utf8 (int32_t offsets)" : "large_binary or large_utf8 (int64_t offsets)");
   }
   view_detail::need_bytes(a, 1, (a.offset + a.length + 1) * static_cast<std::int64_t>(sizeof(Offset)), "offsets");
-  const Offset* offsets =
-      a.length > 0 ? reinterpret_cast<const Offset*>(a.buffers[1].address()) + a.offset : nullptr;
+  const Offset* offsets = a.length > 0 ? reinterpret_cast<const Offset*>(a.buffers[1].address()) + a.offset : nullptr;
   const char* data = a.buffers.size() > 2 ? reinterpret_cast<const char*>(a.buffers[2].address()) : nullptr;
   return binary_array_view<Offset>{offsets, data, view_detail::validity_of(a), a.length};
 }
@@ -217,8 +215,7 @@ list_array_view<Offset> make_list_view(const array_data& a) {
                             sizeof(Offset) == 4 ? "list or map (int32_t offsets)" : "large_list (int64_t offsets)");
   }
   view_detail::need_bytes(a, 1, (a.offset + a.length + 1) * static_cast<std::int64_t>(sizeof(Offset)), "offsets");
-  const Offset* offsets =
-      a.length > 0 ? reinterpret_cast<const Offset*>(a.buffers[1].address()) + a.offset : nullptr;
+  const Offset* offsets = a.length > 0 ? reinterpret_cast<const Offset*>(a.buffers[1].address()) + a.offset : nullptr;
   return list_array_view<Offset>{offsets, view_detail::validity_of(a), a.length};
 }
 

@@ -159,8 +159,7 @@ class host_transfer {
 /// refers to the data (a pyarrow table, an export) while the DMA runs.
 /// Streams and errors as to_host; the checks of the results are made by
 /// wait().
-CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src,
-                                                                    stream_view s = {},
+CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src, stream_view s = {},
                                                                     const array_transfer_options& options = {});
 CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_batch> src,
                                                                       stream_view s = {},

@@ -1,5 +1,15 @@
 class _Stream:
-    def synchronize(self): pass
-def is_available(): return True
-def current_stream(): return _Stream()
-def synchronize(): pass
+    def synchronize(self):
+        pass
+
+
+def is_available():
+    return True
+
+
+def current_stream():
+    return _Stream()
+
+
+def synchronize():
+    pass
