@@ -37,20 +37,22 @@ def run_soak(tmp_path, *args):
 
 
 def test_soak_short(tmp_path):
+    # On a real GPU a 36 s run's RSS still grows while the CUDA libraries
+    # (Numba's JIT, the driver's own caches) load lazily after the short
+    # warm-up: +47 to +102 MiB on the H200, from run to run.  There the
+    # short run's bound is 192 MiB; the long soak (gpu-suite.sh soak-start)
+    # holds the 64 MiB bound.
+    rss = [] if EMULATED else ["--rss-mib", "192"]
     rc, r, output = run_soak(
-        tmp_path, "--seconds", "36", "--warmup", "5", "--threads", "16", "--seed", "12", "--checkpoint-every", "12"
-    )
+        tmp_path, "--seconds", "36", "--warmup", "5", "--threads", "16", "--seed", "12", "--checkpoint-every", "12",
+        *rss,
+    )  # fmt: skip
     print(output[-4000:])
     assert r["failures_total"] == 0, (r["failures"], r["failure_details"][:3])
     assert r["drift"] == {}, r["drift"]
     assert r["checkpoint_drift"] == {}, r["checkpoint_drift"]
     assert len(r["checkpoints"]) == 3  # two stops on the way, and the end
-    if EMULATED:
-        # On a real GPU a 36 s run's RSS still grows while the CUDA
-        # libraries (Numba's JIT, the driver's own caches) load lazily
-        # after the short warm-up: +100 MiB on the H200.  The long soak
-        # (gpu-suite.sh soak-start) holds the RSS bound there.
-        assert r["rss"]["ok"], r["rss"]
+    assert r["rss"]["ok"], r["rss"]
     assert not r["hung_threads"]
     assert r["passed"] and rc == 0, output[-6000:]
     assert r["threads"] == 16
