@@ -131,36 +131,8 @@ void le(std::string& s, std::uint64_t v, int width) {
 
 void buf(out& o, const std::string& bytes) { o.u8(1).u16(static_cast<unsigned>(bytes.size())).raw(bytes); }
 
-int width_of(const data_type& t) {
-  switch (t.id) {
-    case type_id::int8:
-    case type_id::uint8: return 1;
-    case type_id::int16:
-    case type_id::uint16:
-    case type_id::float16: return 2;
-    case type_id::int32:
-    case type_id::uint32:
-    case type_id::float32:
-    case type_id::date32:
-    case type_id::time32:
-    case type_id::interval_months:
-    case type_id::decimal32: return 4;
-    case type_id::interval_day_time:
-    case type_id::decimal64:
-    case type_id::int64:
-    case type_id::uint64:
-    case type_id::float64:
-    case type_id::date64:
-    case type_id::time64:
-    case type_id::timestamp:
-    case type_id::duration: return 8;
-    case type_id::interval_month_day_nano:
-    case type_id::decimal128: return 16;
-    case type_id::decimal256: return 32;
-    case type_id::fixed_size_binary: return t.fixed_size;
-    default: return 0;
-  }
-}
+// Bytes per value of a fixed-width type (0 for the others, boolean included).
+int width_of(const data_type& t) { return bit_width(t) / 8; }
 
 // A valid array of `t` with `n` elements (no nulls), buffer count and child
 // count as the type needs (0xff).
