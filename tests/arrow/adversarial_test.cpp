@@ -38,15 +38,6 @@ void poison_region(const void*, std::size_t) {}
 void unpoison_region(const void*, std::size_t) {}
 #endif
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 // ---- buffers of one producer in separate allocations ---------------------------------
 
 // A valid int32 array of 1,600 elements with nulls whose bitmap and values

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 namespace cuarrow_arrow_test {
 
@@ -687,6 +688,15 @@ array_data random_arrays::generate(const data_type& t, std::int64_t n) {
   std::string diff;
   if (equals(expected, h, &diff)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "batches differ: " << diff;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
 }
 
 }  // namespace cuarrow_arrow_test

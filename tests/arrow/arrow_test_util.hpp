@@ -6,6 +6,7 @@
 #include <cuarrow/cuarrow.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -103,5 +104,8 @@ class random_arrays {
 // compared with `expected`; fails the test with the difference.
 ::testing::AssertionResult same_values(const ca::array_data& expected, const ca::array_data& actual);
 ::testing::AssertionResult same_values(const ca::record_batch& expected, const ca::record_batch& actual);
+
+// What `f` throws, as its what(); "(no exception)" when it throws nothing.
+std::string message_of(const std::function<void()>& f);
 
 }  // namespace cuarrow_arrow_test

@@ -19,15 +19,6 @@ array_data sample(const std::string& wanted) {
   throw std::runtime_error("no sample " + wanted);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 // ---- host: the C Data Interface ----------------------------------------------------------
 
 TEST(ArrowCData, EverySampleRoundTripsOnTheHost) {

@@ -181,15 +181,6 @@ array_source chunks_of(std::vector<array_data> v) {
   };
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 TEST(ArrowCStream, StreamsOfArraysOfAnyType) {
   random_arrays gen(7);
   for (int round = 0; round < 20; ++round) {
