@@ -166,6 +166,14 @@ std::vector<validation_root> batch_roots(const record_batch& batch);
 // ready.  Throws invalid_data naming the path and the element.
 void check_host_readable(const std::vector<validation_root>& roots);
 
+// Whether check_host_readable may read a buffer of role `role` of an array
+// of type `t` (`run_ends`: the array is the run ends child of a run-end
+// encoded array).  It leaves unread only the payload host readers index
+// into, never with: fixed-width values (other than dictionary indices and
+// run ends), the bytes of binary and utf8 arrays, boolean bits.  to_host
+// copies the buffers it reads first, so the check overlaps the rest.
+bool host_check_reads(const data_type& t, buffer_role role, bool run_ends);
+
 // Validate several trees (the columns of a batch) with the reads cached in
 // `cache`: a cheap validation of device memory fetches at most once for all
 // of them; a full one copies the device-resident trees to the host in one

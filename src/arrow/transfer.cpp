@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "arrow_internal.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
+#include "runtime/runtime.hpp"
 
 namespace cuarrow::arrow {
 namespace detail {
@@ -38,13 +40,14 @@ struct copy_item {
   std::int64_t size;
   std::int64_t dst_offset;
   buffer* dst;
+  bool checked;  // read by to_host's check (host_check_reads)
 };
 
 class planner {
  public:
   explicit planner(const probe_cache& cache) : cache_(cache) {}
 
-  void plan(const array_data& a, array_data& o, const std::string& path) {
+  void plan(const array_data& a, array_data& o, const std::string& path, bool run_ends = false) {
     o.type = a.type;
     o.length = a.length;
     o.null_count = a.null_count;
@@ -112,11 +115,14 @@ class planner {
                                      " bytes makes the array too large to copy");
       }
       total_ = *placed / kAlignment * kAlignment;
-      items_.push_back(copy_item{&b, begin, stop - begin, total_, &o.buffers[i]});
+      items_.push_back(
+          copy_item{&b, begin, stop - begin, total_, &o.buffers[i], host_check_reads(a.type, spec.role, run_ends)});
       total_ = *after;
     }
     o.children.resize(a.children.size());  // sized before recursing: items point into it
-    for (std::size_t c = 0; c < a.children.size(); ++c) plan(a.children[c], o.children[c], child_path(path, c, a.type));
+    for (std::size_t c = 0; c < a.children.size(); ++c) {
+      plan(a.children[c], o.children[c], child_path(path, c, a.type), c == 0 && a.type.id == type_id::run_end_encoded);
+    }
     if (a.dictionary) {
       auto d = std::make_shared<array_data>();
       plan(*a.dictionary, *d, dictionary_path(path));
@@ -149,15 +155,23 @@ buffer allocate_arena(destination_kind kind, const context* ctx, std::int64_t by
   throw invalid_argument("unknown destination kind");
 }
 
+// Below this many bytes of buffers to_host's check reads, the check takes
+// less time than an event costs: no split.
+constexpr std::int64_t kSplitCheckedFrom = 4 << 20;
+
 // Copies of the trees, group by group: each group (the columns of one
 // batch, or one array) gets ONE allocation, and every buffer of every group
-// is a piece of ONE batched copy on `s`.
-std::vector<std::vector<array_data>> copy_groups_async(const std::vector<std::vector<const array_data*>>& groups,
-                                                       const std::vector<std::vector<std::string>>& paths,
-                                                       destination_kind kind, const context* ctx, stream_view s,
-                                                       const probe_cache& cache) {
+// is a piece of ONE batched copy on `s`.  With `checked_done`, when the
+// buffers to_host's check reads are large and other buffers follow, they are
+// copied first, as a batch of their own, and `checked_done` records their
+// end: the check reads them while the rest is still on its way.
+std::vector<std::vector<array_data>> copy_groups_async(
+    const std::vector<std::vector<const array_data*>>& groups, const std::vector<std::vector<std::string>>& paths,
+    destination_kind kind, const context* ctx, stream_view s, const probe_cache& cache,
+    std::shared_ptr<cuarrow::detail::runtime_event>* checked_done = nullptr) {
   std::vector<std::vector<array_data>> out(groups.size());
   std::vector<copy_piece> pieces;
+  std::vector<bool> checked;  // per piece: read by to_host's check
   for (std::size_t g = 0; g < groups.size(); ++g) {
     planner p(cache);
     out[g].resize(groups[g].size());  // sized before planning: items point into it
@@ -177,6 +191,7 @@ std::vector<std::vector<array_data>> copy_groups_async(const std::vector<std::ve
     }
     for (const copy_item& it : p.items()) {
       pieces.push_back(copy_piece{whole, it.dst_offset, *it.src, it.src_offset, it.size});
+      checked.push_back(it.checked);
       *it.dst = whole.slice(it.dst_offset, it.size);
     }
   }
@@ -185,7 +200,24 @@ std::vector<std::vector<array_data>> copy_groups_async(const std::vector<std::ve
   // host function keeps the sources alive.
   batch_copy_options batch;
   batch.destination_gaps_writable = true;  // the gaps are the arenas' padding
-  copy_batch_async(pieces, s, batch);
+  std::vector<copy_piece> first, rest;
+  std::int64_t first_bytes = 0;
+  if (checked_done != nullptr) {
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      if (checked[i]) first_bytes += pieces[i].size;
+      (checked[i] ? first : rest).push_back(pieces[i]);
+    }
+  }
+  if (first_bytes < kSplitCheckedFrom || rest.empty()) {
+    copy_batch_async(pieces, s, batch);
+    return out;
+  }
+  copy_batch_async(first, s, batch);
+  scoped_context guard(*ctx);
+  auto done = std::make_shared<cuarrow::detail::runtime_event>();
+  done->record(s.handle());
+  copy_batch_async(rest, s, batch);
+  *checked_done = std::move(done);
   return out;
 }
 
@@ -261,7 +293,8 @@ std::vector<std::vector<array_data>> groups_to_device_async(const tree_groups& t
 struct host_groups {
   std::vector<std::vector<array_data>> trees;
   std::vector<std::vector<std::string>> checked_paths;  // per tree: its path, or empty when not to be checked
-  std::function<void()> wait;
+  std::function<void()> wait_checked;                   // until what the check reads is there
+  std::function<void()> wait;                           // then until all of it is there
 };
 
 host_groups groups_to_host_async(const tree_groups& t, stream_view s, const array_transfer_options& options) {
@@ -311,11 +344,12 @@ host_groups groups_to_host_async(const tree_groups& t, stream_view s, const arra
     }
   }
   std::optional<std::pair<stream_view, int>> copy_wait;
+  std::shared_ptr<cuarrow::detail::runtime_event> checked_done;
   if (any) {
     const stream_view cs = copy_stream(common, s);
     const context ctx = context_of(*copied.groups.front().front()).value();
-    std::vector<std::vector<array_data>> moved =
-        detail::copy_groups_async(copied.groups, copied.paths, detail::destination_kind::host, &ctx, cs, cache);
+    std::vector<std::vector<array_data>> moved = detail::copy_groups_async(
+        copied.groups, copied.paths, detail::destination_kind::host, &ctx, cs, cache, check ? &checked_done : nullptr);
     copy_wait.emplace(cs, common.device_id);
     std::size_t k = 0;
     for (auto& group : moved) {
@@ -325,10 +359,21 @@ host_groups groups_to_host_async(const tree_groups& t, stream_view s, const arra
       }
     }
   }
-  h.wait = [copy_wait, s, mapped_device] {
-    if (copy_wait) detail::synchronize(copy_wait->first, copy_wait->second);
-    if (mapped_device) detail::synchronize(s, *mapped_device);
-  };
+  // What the check reads arrives first when copied as a batch of its own;
+  // `wait` then waits for the rest.  Otherwise all arrives at once.
+  if (checked_done) {
+    h.wait_checked = [checked_done, s, mapped_device] {
+      checked_done->synchronize();
+      if (mapped_device) detail::synchronize(s, *mapped_device);
+    };
+    h.wait = [copy_wait] { detail::synchronize(copy_wait->first, copy_wait->second); };
+  } else {
+    h.wait_checked = [copy_wait, s, mapped_device] {
+      if (copy_wait) detail::synchronize(copy_wait->first, copy_wait->second);
+      if (mapped_device) detail::synchronize(s, *mapped_device);
+    };
+    h.wait = [] {};
+  }
   return h;
 }
 
@@ -339,6 +384,25 @@ void check_readable(const std::vector<const array_data*>& trees, const std::vect
     if (!paths[i]->empty()) roots.push_back({trees[i], *paths[i]});
   }
   if (!roots.empty()) detail::check_host_readable(roots);
+}
+
+// Waits for what the check reads, checks it while the rest of the copy is
+// on its way, then waits for the rest (also when the check throws: the
+// results' memory must not be released under a copy).
+void check_while_copying(const std::function<void()>& wait_checked, const std::function<void()>& wait,
+                         const std::vector<const array_data*>& trees, const std::vector<const std::string*>& paths) {
+  try {
+    wait_checked();
+    check_readable(trees, paths);
+  } catch (...) {
+    try {
+      wait();
+    } catch (...) {
+      // The first error is the one to report.
+    }
+    throw;
+  }
+  wait();
 }
 
 record_batch with_columns(const record_batch& src, std::vector<array_data> columns) {
@@ -418,15 +482,15 @@ host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data>
   std::vector<std::string> paths;
   for (auto& g : h.checked_paths) paths.push_back(std::move(g[0]));
   std::function<void()> wait = std::move(h.wait);
-  return {firsts(std::move(h.trees)), [wait, paths](const std::vector<array_data>& arrays) {
-            wait();
+  std::function<void()> wait_checked = std::move(h.wait_checked);
+  return {firsts(std::move(h.trees)), [wait, wait_checked, paths](const std::vector<array_data>& arrays) {
             std::vector<const array_data*> trees;
             std::vector<const std::string*> names;
             for (std::size_t i = 0; i < arrays.size(); ++i) {
               trees.push_back(&arrays[i]);
               names.push_back(&paths[i]);
             }
-            check_readable(trees, names);
+            check_while_copying(wait_checked, wait, trees, names);
           }};
 }
 
@@ -435,8 +499,8 @@ host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_ba
   host_groups h = groups_to_host_async(groups_of(src), s, options);
   std::vector<std::vector<std::string>> paths = std::move(h.checked_paths);
   std::function<void()> wait = std::move(h.wait);
-  return {as_batches(src, std::move(h.trees)), [wait, paths](const std::vector<record_batch>& batches) {
-            wait();
+  std::function<void()> wait_checked = std::move(h.wait_checked);
+  return {as_batches(src, std::move(h.trees)), [wait, wait_checked, paths](const std::vector<record_batch>& batches) {
             std::vector<const array_data*> trees;
             std::vector<const std::string*> names;
             for (std::size_t b = 0; b < batches.size(); ++b) {
@@ -445,7 +509,7 @@ host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_ba
                 names.push_back(&paths[b][i]);
               }
             }
-            check_readable(trees, names);
+            check_while_copying(wait_checked, wait, trees, names);
           }};
 }
 

@@ -701,6 +701,16 @@ void validate_roots(const std::vector<validation_root>& roots, validation_level 
   full.finish();
 }
 
+bool host_check_reads(const data_type& t, buffer_role role, bool run_ends) {
+  switch (role) {
+    case buffer_role::data:    // utf8 is checked by full validation only
+    case buffer_role::bitmap:  // boolean values
+      return false;
+    case buffer_role::values: return run_ends || t.id == type_id::dictionary;
+    default: return true;  // validity, offsets, list views, views and their data, union ids and offsets
+  }
+}
+
 void check_host_readable(const std::vector<validation_root>& roots) {
   probe_cache cache;  // unused: every value is read in place
   validator v(cache, depth::readable, false);

@@ -217,6 +217,105 @@ TEST(ArrowAdversarial, HostStreamAdapterChecksWhatHostReadersIndexWith) {
   EXPECT_NE(m.find("offsets decrease at element 3: 17 then 12"), std::string::npos) << m;
 }
 
+// Large trees: to_host copies the buffers its check reads first (offsets,
+// dictionary indices, run ends, ...) and checks them while the payload is
+// still on its way.  A bad value anywhere in them is still refused, and good
+// data still arrives whole, in every column, for arrays and batches.
+namespace {
+
+struct large_batch {
+  array_data strings_column, ints_column, codes_column;
+  record_batch batch;
+};
+
+// 2^21 strings of 0..7 characters (8 MiB of offsets) beside 2^21 int64s and
+// 2^21 dictionary codes (8 MiB of int32 indices).
+large_batch make_large_batch(const std::function<void(std::int32_t*)>& edit_offsets = {}) {
+  const std::int64_t n = 1 << 21;
+  std::vector<std::optional<std::string>> words(static_cast<std::size_t>(n));
+  std::vector<std::optional<std::int64_t>> ints(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    words[static_cast<std::size_t>(i)] = std::string(static_cast<std::size_t>(i % 8), static_cast<char>('a' + i % 26));
+    ints[static_cast<std::size_t>(i)] = i * 3;
+  }
+  large_batch l;
+  l.strings_column = strings(utf8(), words);
+  if (edit_offsets) l.strings_column.buffers[1] = edited<std::int32_t>(l.strings_column.buffers[1], edit_offsets);
+  l.ints_column = primitive<std::int64_t>(int64(), ints);
+  std::vector<std::optional<std::int32_t>> codes(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) codes[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % 2);
+  l.codes_column = primitive<std::int32_t>(int32(), codes);
+  l.codes_column.type = dictionary(int32(), utf8());
+  l.codes_column.dictionary = std::make_shared<array_data>(strings(utf8(), {"even", "odd"}));
+  l.batch.schema.fields = {field("s", utf8()), field("i", int64()), field("c", l.codes_column.type)};
+  l.batch.num_rows = n;
+  l.batch.columns = {l.strings_column, l.ints_column, l.codes_column};
+  return l;
+}
+
+}  // namespace
+
+TEST(ArrowAdversarial, LargeTreesComeBackWholeWhileTheirOffsetsAreChecked) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const large_batch l = make_large_batch();
+  // On the emulation every copy is slowed down, so the payload is still on
+  // its way while the offsets are checked.
+  cuarrow_test::scoped_op_delay delay(20000);
+  const record_batch back = to_host(to_device(l.batch, ctx));
+  ASSERT_EQ(back.columns.size(), 3u);
+  EXPECT_TRUE(same_values(l.strings_column, back.columns[0]));
+  EXPECT_TRUE(same_values(l.ints_column, back.columns[1]));
+  EXPECT_TRUE(same_values(l.codes_column, back.columns[2]));
+  const std::vector<array_data> arrays{to_device(l.strings_column, ctx), to_device(l.ints_column, ctx)};
+  const std::vector<array_data> host = to_host(std::span<const array_data>(arrays));
+  EXPECT_TRUE(same_values(l.strings_column, host[0]));
+  EXPECT_TRUE(same_values(l.ints_column, host[1]));
+}
+
+TEST(ArrowAdversarial, LargeTreesWithABadOffsetNearTheEndAreRefused) {
+  const std::int64_t at = (1 << 21) - 3;
+  const large_batch l = make_large_batch([at](std::int32_t* o) { o[at] = 1 << 30; });
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  record_batch dev;
+  ASSERT_NO_THROW(dev = to_device(l.batch, ctx)) << "cheap validation lets it through";
+  // The check must read the offsets that arrived, not what was there before:
+  // copies slowed down (the emulation), the bad one is still found.
+  cuarrow_test::scoped_op_delay delay(20000);
+  const std::string m = message_of([&] { (void)to_host(dev); });
+  EXPECT_NE(m.find("column \"s\""), std::string::npos) << m;
+  EXPECT_NE(m.find("offsets decrease at element " + std::to_string(at) + ": 1073741824 then "), std::string::npos) << m;
+  // Refused again, and the device batch stays usable.
+  EXPECT_THROW((void)to_host(dev), invalid_data);
+  record_batch good = dev;
+  good.columns = {to_device(make_large_batch().strings_column, ctx), dev.columns[1], dev.columns[2]};
+  const record_batch back = to_host(good);
+  EXPECT_TRUE(same_values(l.ints_column, back.columns[1]));
+}
+
+TEST(ArrowAdversarial, LargeDictionaryIndicesAreCheckedBeforeUse) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 1 << 21;  // 8 MiB of int32 indices / run ends
+  std::vector<std::optional<std::int32_t>> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % 3);
+  array_data dict = primitive<std::int32_t>(int32(), idx);
+  dict.type = dictionary(int32(), utf8());
+  dict.dictionary = std::make_shared<array_data>(strings(utf8(), {"x", "yy", "zzz"}));
+  std::vector<std::optional<std::int64_t>> payload(static_cast<std::size_t>(n), std::int64_t{7});
+  const array_data ints = primitive<std::int64_t>(int64(), payload);
+  const std::vector<array_data> good{to_device(dict, ctx), to_device(ints, ctx)};
+  const std::vector<array_data> back = to_host(std::span<const array_data>(good));
+  EXPECT_TRUE(same_values(dict, back[0]));
+  EXPECT_TRUE(same_values(ints, back[1]));
+
+  array_data bad = dict;
+  bad.buffers[1] = edited<std::int32_t>(dict.buffers[1], [n](std::int32_t* i) { i[n - 2] = 3; });
+  const std::vector<array_data> bad_dev{to_device(bad, ctx), to_device(ints, ctx)};
+  const std::string m = message_of([&] { (void)to_host(std::span<const array_data>(bad_dev)); });
+  EXPECT_NE(m.find("element " + std::to_string(n - 2) + ": dictionary index 3 is outside the dictionary of 3 values"),
+            std::string::npos)
+      << m;
+}
+
 TEST(ArrowAdversarial, ListOffsetsDecreasingInTheMiddle) {
   array_data a = sample("list");  // offsets 0 2 2 2 3 7 over 7 ints
   a.buffers[1] = edited<std::int32_t>(a.buffers[1], [](std::int32_t* o) { o[2] = 6; });
