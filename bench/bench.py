@@ -90,6 +90,11 @@ def parse_size(text: str) -> int:
     return value
 
 
+def parse_size_or_zero(text: str) -> int:
+    """A size, or 0 (for options where 0 means "none")."""
+    return 0 if text.strip() == "0" else parse_size(text)
+
+
 def parse_sizes(text: str) -> list[int]:
     return sorted({parse_size(s) for s in text.split(",") if s.strip()})
 
@@ -1490,7 +1495,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--column-bytes", type=parse_size, help="bytes per wide-table column (default 1M; quick 64K)")
     ap.add_argument(
         "--small-column-bytes",
-        type=parse_size,
+        type=parse_size_or_zero,
         default=4 * KiB,
         help="bytes per column of the table of small columns, as many as the wide table's (default 4K; 0: none)",
     )
