@@ -1,7 +1,6 @@
 #include "cuarrow/buffer.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -239,12 +238,10 @@ std::byte* buffer::mutable_host_data() const {
 }
 
 std::string buffer::describe() const {
-  char addr[32];
-  std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(address_));
   std::string device = to_string(type_);
   if (device_id_ >= 0) device += ":" + std::to_string(device_id_);
-  return std::string("cuarrow.buffer(address=") + addr + ", size=" + std::to_string(size_) + ", device=" + device +
-         (mutable_ ? ", mutable)" : ", read-only)");
+  return std::string("cuarrow.buffer(address=") + detail::hex_address(address_) + ", size=" + std::to_string(size_) +
+         ", device=" + device + (mutable_ ? ", mutable)" : ", read-only)");
 }
 
 buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
@@ -383,15 +380,9 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
       } else if (a.memory_type == CU_MEMORYTYPE_HOST) {
         f.type = device_type::cuda_host;
       } else if (ordinal >= 0 && ordinal != ctx.device_number()) {
-        throw device_mismatch("wrap_device: address 0x" +
-                              [&] {
-                                char b[32];
-                                std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(address));
-                                return std::string(b);
-                              }() +
-                              " is memory of device " + std::to_string(ordinal) + ", not of device " +
-                              std::to_string(ctx.device_number()) + "; wrap it with context::get(" +
-                              std::to_string(ordinal) + ")");
+        throw device_mismatch("wrap_device: address " + detail::hex_address(address) + " is memory of device " +
+                              std::to_string(ordinal) + ", not of device " + std::to_string(ctx.device_number()) +
+                              "; wrap it with context::get(" + std::to_string(ordinal) + ")");
       }
     }
   }
