@@ -137,8 +137,13 @@ class probe_cache {
   std::map<std::pair<std::uintptr_t, int>, std::uint64_t> values_;  // raw little-endian bytes
 };
 
+// The primary context to work on data of device `device_id` in (a
+// placement's device_id); device 0's for host data (device id -1), which no
+// device owns.
+context device_context(int device_id);
+
 // Synchronize `s`.  A default stream acts on the current context, so it is
-// synchronized with the context of `device` pushed (device 0 when < 0).
+// synchronized with device_context(device) pushed.
 void synchronize(stream_view s, int device);
 
 // The stream to read memory of device `device` on, given the caller's

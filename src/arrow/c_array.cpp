@@ -440,7 +440,7 @@ class importer {
  public:
   importer(std::shared_ptr<const void> owner, device_type type, int device_id)
       : owner_(std::move(owner)), type_(type), device_id_(device_id) {
-    if (type_ != device_type::cpu) ctx_ = context::get(device_id_ < 0 ? 0 : device_id_);
+    if (type_ != device_type::cpu) ctx_ = detail::device_context(device_id_);
   }
 
   // Builds `o` from `c` (of type `t`).  `column_names`: name the root's
@@ -682,7 +682,7 @@ void wait_for(void* sync_event, device_type type, int device_id, stream_view s) 
   if (sync_event == nullptr || type == device_type::cpu) return;
   CUevent ev = *static_cast<CUevent*>(sync_event);
   if (ev == nullptr) return;
-  context ctx = context::get(device_id < 0 ? 0 : device_id);
+  const context ctx = detail::device_context(device_id);
   scoped_context guard(ctx);  // a default stream acts on the current context
   s.wait(ev);
 }

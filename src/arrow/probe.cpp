@@ -50,7 +50,7 @@ void synchronize(stream_view s, int device) {
     s.synchronize();
     return;
   }
-  scoped_context guard(context::get(device < 0 ? 0 : device));
+  scoped_context guard(device_context(device));
   s.synchronize();
 }
 
