@@ -4,7 +4,6 @@
 #include "cuarrow/copy.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -18,53 +17,14 @@
 #include "staging.hpp"
 
 namespace cuarrow {
-namespace detail {
 namespace {
 
-// Buffers used by an asynchronous copy are kept alive until the stream has
-// passed it: a host function queued after the copy hands them to this list,
-// and they are dropped on a user thread at the next cuarrow call that
-// collects (the host function itself must not call the driver, and dropping
-// a buffer may free device memory).
-struct keepalive {
+// The buffers an asynchronous copy uses, kept alive until the stream has
+// passed it (detail::release_when_passed).
+struct keepalive final : detail::deferred_release {
+  explicit keepalive(std::vector<buffer> b) : buffers(std::move(b)) {}
   std::vector<buffer> buffers;
 };
-
-struct deferred_list {
-  std::mutex mutex;
-  std::vector<keepalive*> items;
-  std::atomic<bool> nonempty{false};
-};
-
-deferred_list& deferred() {
-  static auto* d = new deferred_list;  // never destroyed: host functions may still run at exit
-  return *d;
-}
-
-void CUDA_CB on_stream_passed(void* user_data) {
-  deferred_list& d = deferred();
-  std::lock_guard lock(d.mutex);
-  d.items.push_back(static_cast<keepalive*>(user_data));
-  d.nonempty.store(true, std::memory_order_release);
-}
-
-}  // namespace
-
-void collect_deferred_releases() noexcept {
-  deferred_list& d = deferred();
-  if (!d.nonempty.load(std::memory_order_acquire)) return;
-  std::vector<keepalive*> items;
-  {
-    std::lock_guard lock(d.mutex);
-    items.swap(d.items);
-    d.nonempty.store(false, std::memory_order_release);
-  }
-  for (keepalive* k : items) delete k;
-}
-
-}  // namespace detail
-
-namespace {
 
 // One side of a copy.
 struct endpoint {
@@ -147,8 +107,8 @@ void order_after_allocation(const buffer* b, stream_view s) {
 // Keeps `buffers` alive until the stream has passed the work queued on it
 // so far (one host function); if that cannot be queued, waits instead.
 void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
-  auto* k = new detail::keepalive{std::move(buffers)};
-  CUresult r = detail::launch_host_function(h, detail::on_stream_passed, k);
+  auto* k = new keepalive(std::move(buffers));
+  CUresult r = detail::release_when_passed(h, k);
   if (r != CUDA_SUCCESS) {
     // Could not queue the release: keep the promise by waiting instead.
     CUresult sr = detail::try_synchronize_stream(h);
@@ -167,16 +127,16 @@ void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
 // kept for good (reported), never freed under a DMA that might still run.
 void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
   if (detail::try_synchronize_stream(h) == CUDA_SUCCESS) return;
-  detail::keepalive* k = nullptr;
+  keepalive* k = nullptr;
   try {
-    k = new detail::keepalive{std::move(buffers)};
+    k = new keepalive(std::move(buffers));
   } catch (...) {
     return;  // no memory left even for this: nothing better to do
   }
-  if (detail::launch_host_function(h, detail::on_stream_passed, k) == CUDA_SUCCESS) return;
+  if (detail::release_when_passed(h, k) == CUDA_SUCCESS) return;
   detail::warn("a failed copy left its stream unusable: keeping its " + std::to_string(k->buffers.size()) +
                " buffers for good, as DMAs may still use them");
-  static auto* kept = new std::vector<detail::keepalive*>;  // never destroyed
+  static auto* kept = new std::vector<keepalive*>;  // never destroyed
   static std::mutex kept_mutex;
   try {
     std::lock_guard lock(kept_mutex);
