@@ -85,18 +85,6 @@ const context* issuing_context(const endpoint& dst, const endpoint& src, stream_
 
 void synchronize_issued(stream_view s) { detail::synchronize_stream(s.handle()); }
 
-// Before host code touches host memory a stream may still be writing: wait
-// for the stream (a default stream needs a context to act on; with none,
-// nothing cuarrow knows of can be pending there).
-void wait_before_host_access(const context* ctx, stream_view s) {
-  if (ctx != nullptr) {
-    scoped_context guard(*ctx);
-    synchronize_issued(s);
-  } else if (!s.is_default()) {
-    synchronize_issued(s);
-  }
-}
-
 // A buffer from allocate_device is valid in the order of the stream it was
 // allocated on: make the copy's stream wait for that point first.
 void order_after_allocation(const buffer* b, stream_view s) {
@@ -302,7 +290,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   }
   if (!host_only.empty()) {
     // Earlier work on the stream may still write either side.
-    wait_before_host_access(ctx, s);
+    detail::synchronize_in(ctx, s);
     for (const planned_piece* p : host_only) {
       std::memmove(reinterpret_cast<void*>(p->dst.address), reinterpret_cast<const void*>(p->src.address),
                    static_cast<std::size_t>(p->size));
@@ -584,7 +572,7 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   detail::collect_deferred_releases();
   if (size == 0) return;
   if (!to.on_device() && to.type != device_type::cuda_managed) {
-    wait_before_host_access(to.ctx, s);
+    detail::synchronize_in(to.ctx, s);  // earlier work on the stream may still write it
     std::memset(reinterpret_cast<void*>(to.address), value, static_cast<std::size_t>(size));
     return;
   }

@@ -16,10 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "context_state.hpp"  // contexts' state, stream registry, order_after
-#include "driver_result.hpp"  // errors (check, warn), the driver's lifetime
-#include "page_locked.hpp"    // pinned host memory: the one way cuarrow pins
-#include "pointer_query.hpp"  // what the driver knows of an address
+#include "context_state.hpp"
+#include "cuarrow/stream.hpp"  // contexts' state, stream registry, order_after
+#include "driver_result.hpp"   // errors (check, warn), the driver's lifetime
+#include "page_locked.hpp"     // pinned host memory: the one way cuarrow pins
+#include "pointer_query.hpp"   // what the driver knows of an address
 
 namespace cuarrow::detail {
 
@@ -70,6 +71,12 @@ void collect_deferred_releases() noexcept;
 void synchronize_stream(CUstream s);
 /// The same, answering instead of throwing (cleanup after a failure).
 CUresult try_synchronize_stream(CUstream s) noexcept;
+/// Block until the work queued on `s` is done, with `ctx` made current for
+/// the wait when given: a legacy default stream acts on the current
+/// context.  With no context a default stream is not waited (nothing cuarrow
+/// queued can be pending on it).  Throws cuda_error; runs no deferred
+/// releases, as synchronize_stream.
+void synchronize_in(const context* ctx, stream_view s);
 
 /// Make later work on `s` wait for `e` (cuStreamWaitEvent): the one stream
 /// wait for an event (stream_view::wait and order_after use it).  Throws

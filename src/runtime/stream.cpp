@@ -125,6 +125,15 @@ void synchronize_stream(CUstream s) { check(driver().cuStreamSynchronize(s), "cu
 
 CUresult try_synchronize_stream(CUstream s) noexcept { return driver().cuStreamSynchronize(s); }
 
+void synchronize_in(const context* ctx, stream_view s) {
+  if (ctx != nullptr) {
+    scoped_context guard(*ctx);
+    synchronize_stream(s.handle());
+  } else if (!s.is_default()) {
+    synchronize_stream(s.handle());
+  }
+}
+
 void stream_wait_event(CUstream s, CUevent e) { check(driver().cuStreamWaitEvent(s, e, 0), "cuStreamWaitEvent"); }
 
 // ---- events: created and destroyed here for cuarrow::event and runtime_event -----------------
