@@ -1,10 +1,13 @@
 // ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
 // ownership rules).
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "arrow_internal.hpp"
 #include "buffer_factory.hpp"
@@ -714,6 +717,24 @@ device_in take_device(ArrowDeviceArray* in, const char* what) {
   return d;
 }
 
+// take_device(in, what) and `import_schema()` (which consumes the schema),
+// the schema imported and so released even when `in` is refused; `in`'s
+// error comes first.
+template <class ImportSchema>
+auto take_device_and_schema(ArrowDeviceArray* in, const char* what, ImportSchema import_schema)
+    -> std::pair<device_in, decltype(import_schema())> {
+  std::optional<device_in> d;
+  std::exception_ptr early;
+  try {
+    d = take_device(in, what);
+  } catch (...) {
+    early = std::current_exception();
+  }
+  auto imported = import_schema();
+  if (early) std::rethrow_exception(early);
+  return {std::move(*d), std::move(imported)};
+}
+
 array_data import_one(const std::shared_ptr<imported_struct>& owner, device_type type, int device_id,
                       const data_type& t, stream_view s, const import_options& options) {
   importer imp(owner, type, device_id);
@@ -784,17 +805,9 @@ array_data import_device_array(ArrowDeviceArray* in, const data_type& type, stre
 
 array_data import_device_array(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s,
                                const import_options& options) {
-  std::optional<device_in> d;
-  std::exception_ptr early;
-  try {
-    d = take_device(in, "import_device_array");
-  } catch (...) {
-    early = std::current_exception();
-  }
-  field f = import_field(schema);  // consumes the schema in every case
-  if (early) std::rethrow_exception(early);
-  wait_for(d->sync_event, d->type, d->device_id, s);
-  return import_one(d->owner, d->type, d->device_id, f.type, s, options);
+  auto [d, f] = take_device_and_schema(in, "import_device_array", [&] { return import_field(schema); });
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return import_one(d.owner, d.type, d.device_id, f.type, s, options);
 }
 
 record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schema& schema, stream_view s,
@@ -806,17 +819,9 @@ record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schem
 
 record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s,
                                         const import_options& options) {
-  std::optional<device_in> d;
-  std::exception_ptr early;
-  try {
-    d = take_device(in, "import_device_record_batch");
-  } catch (...) {
-    early = std::current_exception();
-  }
-  arrow::schema sc = import_schema(schema);
-  if (early) std::rethrow_exception(early);
-  wait_for(d->sync_event, d->type, d->device_id, s);
-  return import_batch(d->owner, d->type, d->device_id, sc, s, options);
+  auto [d, sc] = take_device_and_schema(in, "import_device_record_batch", [&] { return import_schema(schema); });
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return import_batch(d.owner, d.type, d.device_id, sc, s, options);
 }
 
 }  // namespace cuarrow::arrow
