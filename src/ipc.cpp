@@ -357,11 +357,7 @@ ipc_memory_handle export_ipc(const buffer& b) {
 // ---- open -------------------------------------------------------------------------------
 
 buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
-  buffer::fields f;
-  f.type = device_type::cuda;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = handle.size();
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda, handle.size());
   if (handle.size() < 0 || handle.offset() < 0) {
     throw invalid_argument("open_ipc: " + handle.describe() + " has a negative size or offset");
   }

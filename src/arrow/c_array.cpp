@@ -630,13 +630,9 @@ class importer {
       case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
       case device_type::cuda_managed: {
         check_host_readable_label(address);
-        buffer::fields f;
+        buffer::fields f = cuarrow::detail::buffer_factory::fields_of(*ctx_, device_type::cuda_managed, size);
         f.address = address;
-        f.size = size;
-        f.type = device_type::cuda_managed;
-        f.device_id = ctx_->device_number();
         f.is_mutable = false;
-        f.ctx = ctx_;
         f.owner = owner_;
         return cuarrow::detail::buffer_factory::make(std::move(f));
       }
