@@ -16,8 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "context_state.hpp"
-#include "cuarrow/stream.hpp"  // contexts' state, stream registry, order_after
+#include "context_state.hpp"   // contexts' state, stream registry, order_after
+#include "cuarrow/stream.hpp"  // stream_view
 #include "driver_result.hpp"   // errors (check, warn), the driver's lifetime
 #include "page_locked.hpp"     // pinned host memory: the one way cuarrow pins
 #include "pointer_query.hpp"   // what the driver knows of an address
