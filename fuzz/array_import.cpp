@@ -34,6 +34,7 @@
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/arrow/validate.hpp"
 #include "cuarrow/error.hpp"
+#include "emulated_driver.hpp"
 #include "fuzz_input.hpp"
 
 using namespace cuarrow::arrow;  // NOLINT
@@ -147,12 +148,6 @@ ArrowArray* read_array(cuarrow_fuzz::input& in, const data_type* t, arena& a, in
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  setenv("CUARROW_CUDA_DRIVER", "emulated", 0);
-  setenv("CUARROW_EMULATED_DEVICES", "1", 0);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   cuarrow_fuzz::input in(data, size);

@@ -31,6 +31,7 @@
 #include "array_types.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/error.hpp"
+#include "emulated_driver.hpp"
 #include "fuzz_input.hpp"
 
 using namespace cuarrow::arrow;  // NOLINT
@@ -121,12 +122,6 @@ void fill_stream(Stream& st, std::uint8_t flags) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  setenv("CUARROW_CUDA_DRIVER", "emulated", 0);
-  setenv("CUARROW_EMULATED_DEVICES", "1", 0);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   cuarrow_fuzz::input in(data, size);

@@ -1,7 +1,6 @@
 #include "cuarrow/buffer.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -239,23 +238,17 @@ std::byte* buffer::mutable_host_data() const {
 }
 
 std::string buffer::describe() const {
-  char addr[32];
-  std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(address_));
   std::string device = to_string(type_);
   if (device_id_ >= 0) device += ":" + std::to_string(device_id_);
-  return std::string("cuarrow.buffer(address=") + addr + ", size=" + std::to_string(size_) + ", device=" + device +
-         (mutable_ ? ", mutable)" : ", read-only)");
+  return std::string("cuarrow.buffer(address=") + detail::hex_address(address_) + ", size=" + std::to_string(size_) +
+         ", device=" + device + (mutable_ ? ", mutable)" : ", read-only)");
 }
 
 buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
                        std::shared_ptr<device_memory_resource> resource) {
   check_size(size, "allocate_device");
   detail::collect_deferred_releases();
-  buffer::fields f;
-  f.type = device_type::cuda;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = size;
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda, size);
   f.free_stream = s;
   if (size == 0) return detail::buffer_factory::make(std::move(f));
   if (!resource) resource = ctx.memory_resource();
@@ -299,11 +292,7 @@ buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,
 
 buffer allocate_pinned(const context& ctx, std::int64_t size) {
   check_size(size, "allocate_pinned");
-  buffer::fields f;
-  f.type = device_type::cuda_host;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = size;
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda_host, size);
   if (size == 0) return detail::buffer_factory::make(std::move(f));
   scoped_context guard(ctx);
   void* p = detail::allocate_page_locked(static_cast<std::size_t>(size), /*mapped=*/true);
@@ -322,11 +311,7 @@ buffer register_host(const context& ctx, void* data, std::int64_t size, std::sha
                      bool is_mutable) {
   check_size(size, "register_host");
   if (data == nullptr && size > 0) throw invalid_argument("register_host: null pointer with a non-zero size");
-  buffer::fields f;
-  f.type = device_type::cuda_host;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = size;
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda_host, size);
   f.address = reinterpret_cast<std::uintptr_t>(data);
   f.is_mutable = is_mutable;
   if (size == 0) {
@@ -363,11 +348,7 @@ buffer allocate_host(std::int64_t size) {
 buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size, std::shared_ptr<const void> owner,
                    bool is_mutable) {
   check_size(size, "wrap_device");
-  buffer::fields f;
-  f.type = device_type::cuda;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = size;
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda, size);
   f.address = address;
   f.is_mutable = is_mutable;
   f.owner = std::move(owner);
@@ -383,15 +364,9 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
       } else if (a.memory_type == CU_MEMORYTYPE_HOST) {
         f.type = device_type::cuda_host;
       } else if (ordinal >= 0 && ordinal != ctx.device_number()) {
-        throw device_mismatch("wrap_device: address 0x" +
-                              [&] {
-                                char b[32];
-                                std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(address));
-                                return std::string(b);
-                              }() +
-                              " is memory of device " + std::to_string(ordinal) + ", not of device " +
-                              std::to_string(ctx.device_number()) + "; wrap it with context::get(" +
-                              std::to_string(ordinal) + ")");
+        throw device_mismatch("wrap_device: address " + detail::hex_address(address) + " is memory of device " +
+                              std::to_string(ordinal) + ", not of device " + std::to_string(ctx.device_number()) +
+                              "; wrap it with context::get(" + std::to_string(ordinal) + ")");
       }
     }
   }

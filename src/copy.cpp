@@ -4,7 +4,6 @@
 #include "cuarrow/copy.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -18,53 +17,14 @@
 #include "staging.hpp"
 
 namespace cuarrow {
-namespace detail {
 namespace {
 
-// Buffers used by an asynchronous copy are kept alive until the stream has
-// passed it: a host function queued after the copy hands them to this list,
-// and they are dropped on a user thread at the next cuarrow call that
-// collects (the host function itself must not call the driver, and dropping
-// a buffer may free device memory).
-struct keepalive {
+// The buffers an asynchronous copy uses, kept alive until the stream has
+// passed it (detail::release_when_passed).
+struct keepalive final : detail::deferred_release {
+  explicit keepalive(std::vector<buffer> b) : buffers(std::move(b)) {}
   std::vector<buffer> buffers;
 };
-
-struct deferred_list {
-  std::mutex mutex;
-  std::vector<keepalive*> items;
-  std::atomic<bool> nonempty{false};
-};
-
-deferred_list& deferred() {
-  static auto* d = new deferred_list;  // never destroyed: host functions may still run at exit
-  return *d;
-}
-
-void CUDA_CB on_stream_passed(void* user_data) {
-  deferred_list& d = deferred();
-  std::lock_guard lock(d.mutex);
-  d.items.push_back(static_cast<keepalive*>(user_data));
-  d.nonempty.store(true, std::memory_order_release);
-}
-
-}  // namespace
-
-void collect_deferred_releases() noexcept {
-  deferred_list& d = deferred();
-  if (!d.nonempty.load(std::memory_order_acquire)) return;
-  std::vector<keepalive*> items;
-  {
-    std::lock_guard lock(d.mutex);
-    items.swap(d.items);
-    d.nonempty.store(false, std::memory_order_release);
-  }
-  for (keepalive* k : items) delete k;
-}
-
-}  // namespace detail
-
-namespace {
 
 // One side of a copy.
 struct endpoint {
@@ -125,18 +85,6 @@ const context* issuing_context(const endpoint& dst, const endpoint& src, stream_
 
 void synchronize_issued(stream_view s) { detail::synchronize_stream(s.handle()); }
 
-// Before host code touches host memory a stream may still be writing: wait
-// for the stream (a default stream needs a context to act on; with none,
-// nothing cuarrow knows of can be pending there).
-void wait_before_host_access(const context* ctx, stream_view s) {
-  if (ctx != nullptr) {
-    scoped_context guard(*ctx);
-    synchronize_issued(s);
-  } else if (!s.is_default()) {
-    synchronize_issued(s);
-  }
-}
-
 // A buffer from allocate_device is valid in the order of the stream it was
 // allocated on: make the copy's stream wait for that point first.
 void order_after_allocation(const buffer* b, stream_view s) {
@@ -147,8 +95,8 @@ void order_after_allocation(const buffer* b, stream_view s) {
 // Keeps `buffers` alive until the stream has passed the work queued on it
 // so far (one host function); if that cannot be queued, waits instead.
 void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
-  auto* k = new detail::keepalive{std::move(buffers)};
-  CUresult r = detail::launch_host_function(h, detail::on_stream_passed, k);
+  auto* k = new keepalive(std::move(buffers));
+  CUresult r = detail::release_when_passed(h, k);
   if (r != CUDA_SUCCESS) {
     // Could not queue the release: keep the promise by waiting instead.
     CUresult sr = detail::try_synchronize_stream(h);
@@ -167,16 +115,16 @@ void keep_alive_until_passed(std::vector<buffer> buffers, CUstream h) {
 // kept for good (reported), never freed under a DMA that might still run.
 void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
   if (detail::try_synchronize_stream(h) == CUDA_SUCCESS) return;
-  detail::keepalive* k = nullptr;
+  keepalive* k = nullptr;
   try {
-    k = new detail::keepalive{std::move(buffers)};
+    k = new keepalive(std::move(buffers));
   } catch (...) {
     return;  // no memory left even for this: nothing better to do
   }
-  if (detail::launch_host_function(h, detail::on_stream_passed, k) == CUDA_SUCCESS) return;
+  if (detail::release_when_passed(h, k) == CUDA_SUCCESS) return;
   detail::warn("a failed copy left its stream unusable: keeping its " + std::to_string(k->buffers.size()) +
                " buffers for good, as DMAs may still use them");
-  static auto* kept = new std::vector<detail::keepalive*>;  // never destroyed
+  static auto* kept = new std::vector<keepalive*>;  // never destroyed
   static std::mutex kept_mutex;
   try {
     std::lock_guard lock(kept_mutex);
@@ -342,7 +290,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   }
   if (!host_only.empty()) {
     // Earlier work on the stream may still write either side.
-    wait_before_host_access(ctx, s);
+    detail::synchronize_in(ctx, s);
     for (const planned_piece* p : host_only) {
       std::memmove(reinterpret_cast<void*>(p->dst.address), reinterpret_cast<const void*>(p->src.address),
                    static_cast<std::size_t>(p->size));
@@ -624,7 +572,7 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   detail::collect_deferred_releases();
   if (size == 0) return;
   if (!to.on_device() && to.type != device_type::cuda_managed) {
-    wait_before_host_access(to.ctx, s);
+    detail::synchronize_in(to.ctx, s);  // earlier work on the stream may still write it
     std::memset(reinterpret_cast<void*>(to.address), value, static_cast<std::size_t>(size));
     return;
   }

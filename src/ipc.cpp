@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -83,12 +82,6 @@ std::uint64_t process_id_token() {
     return t == 0 ? 1 : t;
   }();
   return token;
-}
-
-std::string hex_address(std::uintptr_t a) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
-  return b;
 }
 
 // ---- mappings opened in this process ------------------------------------------
@@ -338,7 +331,8 @@ ipc_memory_handle export_ipc(const buffer& b) {
   if (b.address() < start || b.address() - start > range ||
       static_cast<std::uint64_t>(b.size()) > range - (b.address() - start)) {
     throw invalid_argument("export_ipc: this buffer (" + b.describe() + ") is not inside one device allocation (" +
-                           hex_address(start) + ", " + std::to_string(range) + " bytes), so no handle can describe it");
+                           detail::hex_address(start) + ", " + std::to_string(range) +
+                           " bytes), so no handle can describe it");
   }
   CUipcMemHandle h{};
   CUresult r = detail::ipc_get_mem_handle(&h, base);
@@ -363,11 +357,7 @@ ipc_memory_handle export_ipc(const buffer& b) {
 // ---- open -------------------------------------------------------------------------------
 
 buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
-  buffer::fields f;
-  f.type = device_type::cuda;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = handle.size();
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda, handle.size());
   if (handle.size() < 0 || handle.offset() < 0) {
     throw invalid_argument("open_ipc: " + handle.describe() + " has a negative size or offset");
   }
@@ -419,7 +409,7 @@ buffer open_ipc(const context& ctx, const ipc_memory_handle& handle) {
         if (res == CUDA_SUCCESS) range = 0;
         detail::ipc_close_mem_handle(mapped);
         if (res != CUDA_SUCCESS) detail::throw_cuda_error(res, "cuMemGetAddressRange");
-        throw error("open_ipc: the driver mapped the allocation at " + hex_address(mapped) +
+        throw error("open_ipc: the driver mapped the allocation at " + detail::hex_address(mapped) +
                     ", which is not the start of its address range");
       }
       try {

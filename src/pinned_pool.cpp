@@ -96,11 +96,7 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
     }
     s.in_use += static_cast<std::int64_t>(cls);
   }
-  buffer::fields f;
-  f.type = device_type::cuda_host;
-  f.device_id = ctx.device_number();
-  f.ctx = ctx;
-  f.size = size;
+  buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda_host, size);
   f.address = reinterpret_cast<std::uintptr_t>(p);
   f.owner = std::make_shared<pooled_block>(p, cls);
   f.owner_is_allocation = true;

@@ -76,6 +76,13 @@ CUresult lookup_event(CUevent h, std::shared_ptr<Event>* out) {
   return CUDA_SUCCESS;
 }
 
+// The work `ev` last captured (null when never recorded), read under g->mu:
+// cuEventRecord replaces it.
+std::shared_ptr<Marker> last_marker(const Event& ev) {
+  std::lock_guard lk(g->mu);
+  return ev.last;
+}
+
 std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> snapshot_locked(Context* only) {
   std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> out;
   auto add = [&](const std::shared_ptr<Stream>& s) {
@@ -340,11 +347,7 @@ CUresult emu_cuStreamWaitEvent_v3020(CUstream hStream, CUevent hEvent, unsigned 
   if (CUresult r = resolve_stream(hStream, &s)) return r;
   std::shared_ptr<Event> ev;
   if (CUresult r = lookup_event(hEvent, &ev)) return r;
-  std::shared_ptr<Marker> m;
-  {
-    std::lock_guard lk(g->mu);
-    m = ev->last;
-  }
+  std::shared_ptr<Marker> m = last_marker(*ev);
   if (!m) return CUDA_SUCCESS;  // never recorded: nothing to wait for
   // Waiting on an event of another context is allowed, as with the real driver.
   Op op;
@@ -424,11 +427,7 @@ CUresult emu_cuEventQuery_v2000(CUevent hEvent) {
   if (CUresult r = check_init()) return r;
   std::shared_ptr<Event> ev;
   if (CUresult r = lookup_event(hEvent, &ev)) return r;
-  std::shared_ptr<Marker> m;
-  {
-    std::lock_guard lk(g->mu);
-    m = ev->last;
-  }
+  std::shared_ptr<Marker> m = last_marker(*ev);
   if (!m) return CUDA_SUCCESS;  // never recorded: complete
   std::lock_guard lk(g->prog_mu);
   return m->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -438,11 +437,7 @@ CUresult emu_cuEventSynchronize_v2000(CUevent hEvent) {
   if (CUresult r = check_init()) return r;
   std::shared_ptr<Event> ev;
   if (CUresult r = lookup_event(hEvent, &ev)) return r;
-  std::shared_ptr<Marker> m;
-  {
-    std::lock_guard lk(g->mu);
-    m = ev->last;
-  }
+  std::shared_ptr<Marker> m = last_marker(*ev);
   if (m) {
     std::unique_lock lk(g->prog_mu);
     g->prog_cv.wait(lk, [&] { return m->done || g->shutting_down.load(); });

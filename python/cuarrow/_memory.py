@@ -8,7 +8,7 @@ from typing import Any, SupportsIndex
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
-from cuarrow import _device, _protocols
+from cuarrow import _device, _numba, _protocols
 from cuarrow._args import _index, _int64, _normalize_index, _slice_bounds
 from cuarrow._driver import _device_count, _require_devices
 from cuarrow._ipc import IpcMemHandle
@@ -163,16 +163,13 @@ class Context:
     @staticmethod
     def from_numba(context: Any = None) -> Context:
         """The Context of a Numba context (default: Numba's current context)."""
-        from cuarrow import _numba
-
-        return _numba.from_numba_context(context)
+        device_number, handle = _numba.from_numba_context(context)
+        return Context(device_number=device_number, handle=handle)
 
     def to_numba(self) -> Any:
         """Numba's context object for this context (its primary context object
         when this is a primary context)."""
-        from cuarrow import _numba
-
-        return _numba.to_numba_context(self)
+        return _numba.to_numba_context(self.device_number, self.handle)
 
     # -- properties ---------------------------------------------------------
     @staticmethod
@@ -409,16 +406,16 @@ class CudaBuffer(_lib.Buffer):
     def from_numba(mem: Any) -> CudaBuffer:
         """A CudaBuffer view of Numba device memory (a MemoryPointer, e.g. a
         device array's ``gpu_data``); `mem` is kept alive by the view."""
-        from cuarrow import _numba
-
-        return _numba.from_numba(mem)
+        context, pointer, size, owner = _numba.from_numba(mem)
+        ctx = Context.from_numba(context)
+        if not pointer and size == 0:
+            return ctx.new_buffer(0)
+        return ctx.foreign_buffer(pointer, size, base=owner)
 
     def to_numba(self) -> Any:
         """A Numba MemoryPointer viewing this buffer (it keeps the buffer alive),
         for ``DeviceNDArray(shape, strides, dtype, gpu_data=buf.to_numba())``."""
-        from cuarrow import _numba
-
-        return _numba.to_numba(self)
+        return _numba.memory_pointer(self.context.to_numba(), self.address, self.size, self)
 
     # -- properties -----------------------------------------------------------
     @property

@@ -1,4 +1,4 @@
-"""Numba (numba-cuda) interop for cuarrow.cuda, imported only when used.
+"""Numba (numba-cuda) interop for cuarrow.cuda; numba is imported only when used.
 
 numba-cuda has changed its handle types over time: contexts and pointers
 were ctypes objects (``c_void_p`` with ``.value``), then NVIDIA
@@ -6,15 +6,16 @@ were ctypes objects (``c_void_p`` with ``.value``), then NVIDIA
 ``int()``); some versions mix the two.  Everything here reads and makes
 handles the way the installed numba does, so that the page's
 ``DeviceNDArray(..., gpu_data=cuda_buf.to_numba())`` keeps working.
+
+It deals in numba's objects and plain values (device numbers, handles,
+addresses) and imports no other cuarrow module: Context and CudaBuffer
+(cuarrow._memory) build their own objects from what it returns.
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover
-    from cuarrow._memory import Context, CudaBuffer
+from typing import Any
 
 
 def numpy_compat_for_numba() -> bool:
@@ -85,13 +86,13 @@ class _NoDeallocations:
         pass
 
 
-def to_numba_context(ctx: Context) -> Any:
-    """Numba's context object for a cuarrow Context."""
+def to_numba_context(device_number: int, handle: int) -> Any:
+    """Numba's context object for the context `handle` of device `device_number`."""
     import numba.cuda
 
-    gpu = numba.cuda.gpus[ctx.device_number]
+    gpu = numba.cuda.gpus[device_number]
     primary = gpu.get_primary_context()
-    if handle_value(primary.handle) == ctx.handle:
+    if handle_value(primary.handle) == handle:
         # The usual case: both sides use the device's primary context, so
         # numba's own context object is the right one (its memory manager,
         # its streams, its kernels all apply).
@@ -99,53 +100,48 @@ def to_numba_context(ctx: Context) -> Any:
     # A non-primary context: wrap its handle the way numba wraps its own.
     driver = _driver_module()
     if isinstance(primary.handle, ctypes.c_void_p):
-        handle = ctypes.c_void_p(ctx.handle)
+        numba_handle = ctypes.c_void_p(handle)
     else:
         binding = _bindings()
-        handle = binding.CUcontext(ctx.handle) if binding is not None else ctypes.c_void_p(ctx.handle)
+        numba_handle = binding.CUcontext(handle) if binding is not None else ctypes.c_void_p(handle)
     device = getattr(gpu, "_device", gpu)
-    context = driver.Context(device, handle)
+    context = driver.Context(device, numba_handle)
     context.deallocations = _NoDeallocations()
     return context
 
 
-def from_numba_context(context: Any = None) -> Context:
-    from cuarrow._memory import Context
-
+def from_numba_context(context: Any = None) -> tuple[int, int]:
+    """(device number, context handle) of a numba context (default: numba's
+    current context)."""
     if context is None:
         import numba.cuda
 
         context = numba.cuda.current_context()
-    return Context(device_number=int(context.device.id), handle=handle_value(context.handle))
+    return int(context.device.id), handle_value(context.handle)
 
 
-def to_numba(buf: CudaBuffer) -> Any:
-    """A numba MemoryPointer viewing the buffer; it keeps the buffer alive."""
+def memory_pointer(context: Any, address: int, size: int, owner: Any) -> Any:
+    """A numba MemoryPointer in numba context `context` viewing `size` bytes
+    at `address`; it keeps `owner` alive."""
     from numba.cuda.cudadrv.driver import MemoryPointer
 
-    pointer = device_pointer(buf.address)
-    context = buf.context.to_numba()
+    pointer = device_pointer(address)
     try:
-        mem = MemoryPointer(context, pointer, buf.size, owner=buf)
+        mem = MemoryPointer(context, pointer, size, owner=owner)
     except TypeError:
         # numba-cuda versions whose MemoryPointer takes no context.
-        mem = MemoryPointer(pointer=pointer, size=buf.size, owner=buf)
-    # Not every numba-cuda keeps `owner` referenced: hold the buffer here too,
-    # so that device arrays built on this pointer (and their views, which
+        mem = MemoryPointer(pointer=pointer, size=size, owner=owner)
+    # Not every numba-cuda keeps `owner` referenced: hold it here too, so
+    # that device arrays built on this pointer (and their views, which
     # reference it) keep the memory alive.
-    mem._cuarrow_buffer = buf
+    mem._cuarrow_buffer = owner
     return mem
 
 
-def from_numba(mem: Any) -> CudaBuffer:
-    """A CudaBuffer viewing numba device memory (a MemoryPointer, the
-    ``gpu_data`` of a device array, or a device array itself)."""
-    from cuarrow._memory import Context
-
+def from_numba(mem: Any) -> tuple[Any, int, int, Any]:
+    """(numba context, address, size, owner) of numba device memory (a
+    MemoryPointer, the ``gpu_data`` of a device array, or a device array
+    itself); the owner is what keeps the memory alive."""
     if not hasattr(mem, "device_pointer_value") and hasattr(mem, "gpu_data"):
         mem = mem.gpu_data
-    ctx = Context.from_numba(mem.context)
-    pointer = mem.device_pointer_value
-    if not pointer and mem.size == 0:
-        return ctx.new_buffer(0)
-    return ctx.foreign_buffer(pointer, mem.size, base=mem)
+    return mem.context, mem.device_pointer_value, mem.size, mem

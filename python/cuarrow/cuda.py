@@ -51,8 +51,8 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   _args        argument conversion (integers, indices, streams)
 #   _protocols   __cuda_array_interface__ and DLPack, for buffers and arrays
 #   _ipc         CUDA IPC memory handles
+#   _numba       Numba interop in numba's objects and plain values (numba loaded on use only)
 #   _memory      Device, Context, CudaBuffer, HostBuffer, transfer options
-#   _numba       Numba interop (_memory loads it on use only)
 #   _streams     Stream, Event
 #   _io          BufferReader, BufferWriter, Arrow IPC messages
 #   _arrays      typed device data (DeviceArray ... DeviceTable)

@@ -20,8 +20,8 @@ LAYERS = [
     "_args",
     "_protocols",
     "_ipc",
-    "_memory",
     "_numba",
+    "_memory",
     "_streams",
     "_io",
     "_arrays",
@@ -30,18 +30,13 @@ LAYERS = [
     "demo",
 ]
 
-# Imports of a higher layer made on use, inside a function: the Numba
-# interop is an optional plug-in that Context and CudaBuffer load only when
-# asked for it (importing numba is slow and needs a GPU).
-DEFERRED = {("_memory", "_numba")}
-
 PACKAGE = pathlib.Path(cuarrow.__file__).parent
 
 
 def _cuarrow_imports(path):
-    """(module, at top level) for each cuarrow module that `path` imports."""
+    """Each cuarrow module that `path` imports, wherever the import is: at
+    the top, in a function (at use time), under ``if TYPE_CHECKING``."""
     tree = ast.parse(path.read_text())
-    top = set(map(id, tree.body))
     out = []
     for node in ast.walk(tree):
         names = []
@@ -52,7 +47,7 @@ def _cuarrow_imports(path):
                 names = [node.module.split(".")[1]]
         elif isinstance(node, ast.Import):
             names = [a.name.split(".")[1] for a in node.names if a.name.startswith("cuarrow.")]
-        out.extend((n, id(node) in top) for n in names)
+        out.extend(names)
     return out
 
 
@@ -64,13 +59,52 @@ def test_every_module_has_a_layer():
 @pytest.mark.parametrize("module", LAYERS)
 def test_imports_only_lower_layers(module):
     level = LAYERS.index(module)
-    for imported, at_top in _cuarrow_imports(PACKAGE / f"{module}.py"):
+    for imported in _cuarrow_imports(PACKAGE / f"{module}.py"):
         if imported == "_cuarrow":
-            continue
-        if not at_top and (module, imported) in DEFERRED:
             continue
         assert imported in LAYERS, f"{module} imports cuarrow.{imported}, which has no layer"
         assert LAYERS.index(imported) < level, f"{module} imports cuarrow.{imported}, a layer above it"
+
+
+def _find_cycle(graph):
+    """A list of modules m0, m1, ..., m0 each importing the next, or None."""
+    done, path = set(), []
+
+    def visit(module):
+        if module in path:
+            return path[path.index(module) :] + [module]
+        if module in done:
+            return None
+        path.append(module)
+        for imported in sorted(graph.get(module, ())):
+            cycle = visit(imported)
+            if cycle:
+                return cycle
+        path.pop()
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        cycle = visit(module)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_find_cycle_finds_one():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycle_even_at_use_time():
+    # Imports inside functions count: a module that imports another on use
+    # while that one imports it back (as _memory and _numba did) is a cycle
+    # whatever the layer order says.
+    graph = {}
+    for module in LAYERS:
+        imported = set(_cuarrow_imports(PACKAGE / f"{module}.py"))
+        graph[module] = imported - {"_cuarrow", module}
+    assert _find_cycle(graph) is None, " -> ".join(_find_cycle(graph))
 
 
 @pytest.mark.parametrize("module", [m for m in LAYERS if m != "demo"])

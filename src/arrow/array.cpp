@@ -91,8 +91,10 @@ std::optional<context> context_of(const array_data& array, const placement& if_n
   if (const context* found = find_context(array)) return *found;
   const placement where = placement_of(array, if_no_buffers);
   if (where.type == device_type::cpu) return std::nullopt;
-  return context::get(where.device_id < 0 ? 0 : where.device_id);
+  return detail::device_context(where.device_id);
 }
+
+context detail::device_context(int device_id) { return context::get(device_id < 0 ? 0 : device_id); }
 
 placement placement_of(const array_data& array) { return placement_of(array, placement{}); }
 

@@ -108,6 +108,35 @@ inline std::int64_t count_set_bits(const std::uint8_t* bits, std::int64_t offset
 // Bytes of a bitmap covering `bits` bits.
 inline std::int64_t bitmap_bytes(std::int64_t bits) { return bits / 8 + (bits % 8 != 0 ? 1 : 0); }
 
+// Whether a buffer's size follows from its layout and the array's offset +
+// length alone: all but data and variadic buffers, whose sizes follow from
+// values (the last offset, the views).
+inline bool sized_by_layout(buffer_role role) { return role != buffer_role::data && role != buffer_role::variadic; }
+
+// The bytes a buffer sized by its layout needs for slots [0, end) (an array's
+// offset + length): bitmap_bytes(end) for validity and boolean bitmaps,
+// end + 1 offsets, else end elements of spec.byte_width; nullopt when that
+// overflows.  0 for data and variadic buffers.
+inline std::optional<std::int64_t> layout_bytes(const buffer_spec& spec, std::int64_t end) {
+  switch (spec.role) {
+    case buffer_role::validity:
+    case buffer_role::bitmap: return bitmap_bytes(end);
+    case buffer_role::offsets: {
+      const auto n = checked_add(end, 1);
+      return n ? checked_mul(*n, spec.byte_width) : std::nullopt;
+    }
+    case buffer_role::values:
+    case buffer_role::list_offsets:
+    case buffer_role::list_sizes:
+    case buffer_role::views:
+    case buffer_role::type_ids:
+    case buffer_role::union_offsets: return checked_mul(end, spec.byte_width);
+    case buffer_role::data:
+    case buffer_role::variadic: return 0;
+  }
+  return 0;
+}
+
 // ---- batched small reads ------------------------------------------------------------
 
 // Small integer reads (offsets, run ends, variadic sizes) of an array tree,
@@ -137,8 +166,13 @@ class probe_cache {
   std::map<std::pair<std::uintptr_t, int>, std::uint64_t> values_;  // raw little-endian bytes
 };
 
+// The primary context to work on data of device `device_id` in (a
+// placement's device_id); device 0's for host data (device id -1), which no
+// device owns.
+context device_context(int device_id);
+
 // Synchronize `s`.  A default stream acts on the current context, so it is
-// synchronized with the context of `device` pushed (device 0 when < 0).
+// synchronized with device_context(device) pushed.
 void synchronize(stream_view s, int device);
 
 // The stream to read memory of device `device` on, given the caller's

@@ -1,10 +1,13 @@
 // ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
 // ownership rules).
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "arrow_internal.hpp"
 #include "buffer_factory.hpp"
@@ -440,7 +443,7 @@ class importer {
  public:
   importer(std::shared_ptr<const void> owner, device_type type, int device_id)
       : owner_(std::move(owner)), type_(type), device_id_(device_id) {
-    if (type_ != device_type::cpu) ctx_ = context::get(device_id_ < 0 ? 0 : device_id_);
+    if (type_ != device_type::cpu) ctx_ = detail::device_context(device_id_);
   }
 
   // Builds `o` from `c` (of type `t`).  `column_names`: name the root's
@@ -627,13 +630,9 @@ class importer {
       case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
       case device_type::cuda_managed: {
         check_host_readable_label(address);
-        buffer::fields f;
+        buffer::fields f = cuarrow::detail::buffer_factory::fields_of(*ctx_, device_type::cuda_managed, size);
         f.address = address;
-        f.size = size;
-        f.type = device_type::cuda_managed;
-        f.device_id = ctx_->device_number();
         f.is_mutable = false;
-        f.ctx = ctx_;
         f.owner = owner_;
         return cuarrow::detail::buffer_factory::make(std::move(f));
       }
@@ -682,7 +681,7 @@ void wait_for(void* sync_event, device_type type, int device_id, stream_view s) 
   if (sync_event == nullptr || type == device_type::cpu) return;
   CUevent ev = *static_cast<CUevent*>(sync_event);
   if (ev == nullptr) return;
-  context ctx = context::get(device_id < 0 ? 0 : device_id);
+  const context ctx = detail::device_context(device_id);
   scoped_context guard(ctx);  // a default stream acts on the current context
   s.wait(ev);
 }
@@ -712,6 +711,24 @@ device_in take_device(ArrowDeviceArray* in, const char* what) {
     d.device_id = static_cast<int>(in->device_id);
   }
   return d;
+}
+
+// take_device(in, what) and `import_schema()` (which consumes the schema),
+// the schema imported and so released even when `in` is refused; `in`'s
+// error comes first.
+template <class ImportSchema>
+auto take_device_and_schema(ArrowDeviceArray* in, const char* what, ImportSchema import_schema)
+    -> std::pair<device_in, decltype(import_schema())> {
+  std::optional<device_in> d;
+  std::exception_ptr early;
+  try {
+    d = take_device(in, what);
+  } catch (...) {
+    early = std::current_exception();
+  }
+  auto imported = import_schema();
+  if (early) std::rethrow_exception(early);
+  return {std::move(*d), std::move(imported)};
 }
 
 array_data import_one(const std::shared_ptr<imported_struct>& owner, device_type type, int device_id,
@@ -784,17 +801,9 @@ array_data import_device_array(ArrowDeviceArray* in, const data_type& type, stre
 
 array_data import_device_array(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s,
                                const import_options& options) {
-  std::optional<device_in> d;
-  std::exception_ptr early;
-  try {
-    d = take_device(in, "import_device_array");
-  } catch (...) {
-    early = std::current_exception();
-  }
-  field f = import_field(schema);  // consumes the schema in every case
-  if (early) std::rethrow_exception(early);
-  wait_for(d->sync_event, d->type, d->device_id, s);
-  return import_one(d->owner, d->type, d->device_id, f.type, s, options);
+  auto [d, f] = take_device_and_schema(in, "import_device_array", [&] { return import_field(schema); });
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return import_one(d.owner, d.type, d.device_id, f.type, s, options);
 }
 
 record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schema& schema, stream_view s,
@@ -806,17 +815,9 @@ record_batch import_device_record_batch(ArrowDeviceArray* in, const arrow::schem
 
 record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s,
                                         const import_options& options) {
-  std::optional<device_in> d;
-  std::exception_ptr early;
-  try {
-    d = take_device(in, "import_device_record_batch");
-  } catch (...) {
-    early = std::current_exception();
-  }
-  arrow::schema sc = import_schema(schema);
-  if (early) std::rethrow_exception(early);
-  wait_for(d->sync_event, d->type, d->device_id, s);
-  return import_batch(d->owner, d->type, d->device_id, sc, s, options);
+  auto [d, sc] = take_device_and_schema(in, "import_device_record_batch", [&] { return import_schema(schema); });
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return import_batch(d.owner, d.type, d.device_id, sc, s, options);
 }
 
 }  // namespace cuarrow::arrow

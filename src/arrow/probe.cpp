@@ -4,12 +4,14 @@
 // gathered with one small asynchronous device-to-host copy into one scratch
 // buffer, then the stream is synchronized once for the whole tree.  Arrow
 // C++ instead copies whole offset buffers to the host; we never do.
+#include <optional>
 #include <set>
 
 #include "arrow_internal.hpp"
 #include "cuarrow/context.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
+#include "runtime/runtime.hpp"
 
 namespace cuarrow::arrow::detail {
 
@@ -46,12 +48,12 @@ std::optional<std::int64_t> probe_cache::get_or_request(const buffer& b, std::in
 }
 
 void synchronize(stream_view s, int device) {
-  if (!s.is_default()) {
-    s.synchronize();
-    return;
-  }
-  scoped_context guard(context::get(device < 0 ? 0 : device));
-  s.synchronize();
+  std::optional<context> ctx;
+  if (s.is_default()) ctx = device_context(device);
+  // Deferred releases run around the wait, as in stream_view::synchronize.
+  cuarrow::detail::collect_deferred_releases();
+  cuarrow::detail::synchronize_in(ctx ? &*ctx : nullptr, s);
+  cuarrow::detail::collect_deferred_releases();
 }
 
 stream_view stream_for_device(stream_view s, int device) {

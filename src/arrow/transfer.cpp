@@ -72,29 +72,15 @@ class planner {
       std::int64_t stop = 0;
       const std::int64_t w = spec.byte_width;
       std::optional<std::int64_t> product = 0;
-      switch (spec.role) {
-        case buffer_role::validity:
-        case buffer_role::bitmap:
-          begin = shift / 8;
-          stop = a.length > 0 ? bitmap_bytes(end) : 0;
-          break;
-        case buffer_role::values:
-        case buffer_role::list_offsets:
-        case buffer_role::list_sizes:
-        case buffer_role::views:
-        case buffer_role::type_ids:
-        case buffer_role::union_offsets:
-          product = checked_mul(end, w);
-          begin = product ? shift * w : 0;  // shift <= end: fits when end * w does
-          stop = a.length > 0 && product ? *product : 0;
-          break;
-        case buffer_role::offsets:
-          product = checked_mul(end + 1, w);
-          begin = product ? shift * w : 0;
-          stop = a.length > 0 && product ? *product : 0;
-          break;
-        case buffer_role::data: stop = a.length > 0 ? cached_last_offset(a, cache_).value_or(b.size()) : 0; break;
-        case buffer_role::variadic: stop = b.size(); break;
+      if (sized_by_layout(spec.role)) {
+        product = layout_bytes(spec, end);
+        const bool bits = spec.role == buffer_role::validity || spec.role == buffer_role::bitmap;
+        if (product) begin = bits ? shift / 8 : shift * w;  // shift <= end: fits when end * w does
+        stop = a.length > 0 && product ? *product : 0;
+      } else if (spec.role == buffer_role::data) {
+        stop = a.length > 0 ? cached_last_offset(a, cache_).value_or(b.size()) : 0;
+      } else {
+        stop = b.size();  // variadic
       }
       if (!product) {
         throw invalid_data(path, std::string(to_string(spec.role)) + " buffer size overflows (validate the array)");

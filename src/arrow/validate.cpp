@@ -339,36 +339,10 @@ class validator {
     // Buffer sizes implied by length + offset.
     for (std::size_t i = 0; i < fixed; ++i) {
       const buffer_spec spec = l.buffers[i];
-      const buffer& b = a.buffers[i];
-      switch (spec.role) {
-        case buffer_role::validity:
-          if (b.size() == 0) {
-            if (a.null_count > 0) {
-              fail(path, "null count " + num(a.null_count) + " but there is no validity buffer");
-            }
-          } else if (a.length > 0) {
-            need(a, i, spec.role, bitmap_bytes(end), a.length, path);
-          }
-          break;
-        case buffer_role::bitmap:
-          if (a.length > 0) need(a, i, spec.role, bitmap_bytes(end), a.length, path);
-          break;
-        case buffer_role::values:
-        case buffer_role::list_offsets:
-        case buffer_role::list_sizes:
-        case buffer_role::views:
-        case buffer_role::type_ids:
-        case buffer_role::union_offsets:
-          if (a.length > 0) need(a, i, spec.role, checked_mul(end, spec.byte_width), a.length, path);
-          break;
-        case buffer_role::offsets:
-          if (a.length > 0) {
-            auto n = checked_add(end, 1);
-            need(a, i, spec.role, n ? checked_mul(*n, spec.byte_width) : std::nullopt, a.length, path);
-          }
-          break;
-        case buffer_role::data:
-        case buffer_role::variadic: break;
+      if (spec.role == buffer_role::validity && a.buffers[i].size() == 0) {
+        if (a.null_count > 0) fail(path, "null count " + num(a.null_count) + " but there is no validity buffer");
+      } else if (a.length > 0 && sized_by_layout(spec.role)) {
+        need(a, i, spec.role, layout_bytes(spec, end), a.length, path);
       }
     }
 

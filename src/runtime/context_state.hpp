@@ -57,10 +57,6 @@ void release_cached_contexts() noexcept;
 /// runs it once.  `fn` must not throw.
 void on_release_contexts(void (*fn)() noexcept);
 
-/// Run queued deferred releases (buffers kept alive for asynchronous copies
-/// whose streams have since passed them).  Cheap when there are none.
-void collect_deferred_releases() noexcept;
-
 /// Streams cuarrow created and has not destroyed yet.  A buffer allocated
 /// on a cuarrow stream is freed on it while it lives; once it is destroyed
 /// (which first waits for its work) the free goes to the legacy default

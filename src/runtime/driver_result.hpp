@@ -13,6 +13,9 @@ namespace cuarrow::detail {
 /// "CUDA_ERROR_INVALID_VALUE (1): invalid argument"
 std::string describe_result(CUresult r);
 
+/// An address as messages name it: "0x7f3a00000000".
+std::string hex_address(std::uintptr_t address);
+
 /// Throw cuda_error (out_of_memory for CUDA_ERROR_OUT_OF_MEMORY) for a failed
 /// call: "<operation> failed: CUDA_ERROR_... (N): text".  `bytes` >= 0 adds
 /// "(N bytes)" to the operation and is stored on out_of_memory.

@@ -57,6 +57,12 @@ std::string describe_result(CUresult r) {
   return std::string(result_name(r)) + " (" + std::to_string(static_cast<int>(r)) + "): " + result_text(r);
 }
 
+std::string hex_address(std::uintptr_t address) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
+  return text;
+}
+
 void throw_cuda_error(CUresult r, const char* operation, std::int64_t bytes) {
   // (Built with append: GCC 12 warns falsely (-Wrestrict) on chained + here.)
   std::string message = operation;

@@ -16,10 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "context_state.hpp"  // contexts' state, stream registry, order_after
-#include "driver_result.hpp"  // errors (check, warn), the driver's lifetime
-#include "page_locked.hpp"    // pinned host memory: the one way cuarrow pins
-#include "pointer_query.hpp"  // what the driver knows of an address
+#include "context_state.hpp"   // contexts' state, stream registry, order_after
+#include "cuarrow/stream.hpp"  // stream_view
+#include "driver_result.hpp"   // errors (check, warn), the driver's lifetime
+#include "page_locked.hpp"     // pinned host memory: the one way cuarrow pins
+#include "pointer_query.hpp"   // what the driver knows of an address
 
 namespace cuarrow::detail {
 
@@ -40,9 +41,28 @@ void copy_unified_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUs
 /// `bytes` bytes of device memory set to `value`.
 void memset_async(CUdeviceptr dst, std::uint8_t value, std::size_t bytes, CUstream s);
 
-/// Queue `fn(user_data)` on `s`; it runs once the work queued before it is
-/// done and must not call the driver.  Returns the driver's answer.
-CUresult launch_host_function(CUstream s, CUhostFn fn, void* user_data) noexcept;
+/// Something kept until a stream has passed the work queued on it so far
+/// (the buffers an asynchronous copy reads and writes), then destroyed on a
+/// user thread: destroying it may call the driver (free device memory),
+/// which the host function that learns the stream has passed must not.
+struct deferred_release {
+  deferred_release() = default;
+  deferred_release(const deferred_release&) = delete;
+  deferred_release& operator=(const deferred_release&) = delete;
+  virtual ~deferred_release() = default;
+};
+
+/// Queue a host function on `s` that, once the work queued before it is
+/// done, hands `item` to the process-wide list of deferred releases; the next
+/// collect_deferred_releases() destroys it.  Returns the driver's answer:
+/// on success the list owns `item`, on failure it stays the caller's.
+CUresult release_when_passed(CUstream s, deferred_release* item) noexcept;
+
+/// Destroy the deferred releases whose streams have passed them, on the
+/// calling thread.  Cheap when there are none.  Public calls that may wait
+/// or allocate run it (stream and event synchronization, allocation,
+/// copies).
+void collect_deferred_releases() noexcept;
 
 /// Block until the work queued on `s` is done.  Throws cuda_error
 /// ("cuStreamSynchronize failed: ...").  Unlike stream_view::synchronize it
@@ -51,6 +71,12 @@ CUresult launch_host_function(CUstream s, CUhostFn fn, void* user_data) noexcept
 void synchronize_stream(CUstream s);
 /// The same, answering instead of throwing (cleanup after a failure).
 CUresult try_synchronize_stream(CUstream s) noexcept;
+/// Block until the work queued on `s` is done, with `ctx` made current for
+/// the wait when given: a legacy default stream acts on the current
+/// context.  With no context a default stream is not waited (nothing cuarrow
+/// queued can be pending on it).  Throws cuda_error; runs no deferred
+/// releases, as synchronize_stream.
+void synchronize_in(const context* ctx, stream_view s);
 
 /// Make later work on `s` wait for `e` (cuStreamWaitEvent): the one stream
 /// wait for an event (stream_view::wait and order_after use it).  Throws

@@ -1,9 +1,12 @@
 #include "cuarrow/stream.hpp"
 
+#include <atomic>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "context_state.hpp"
 #include "cuarrow/error.hpp"
@@ -75,13 +78,61 @@ void memset_async(CUdeviceptr dst, std::uint8_t value, std::size_t bytes, CUstre
   check(driver().cuMemsetD8Async(dst, value, bytes, s), "cuMemsetD8Async");
 }
 
-CUresult launch_host_function(CUstream s, CUhostFn fn, void* user_data) noexcept {
-  return driver().cuLaunchHostFunc(s, fn, user_data);
+// ---- deferred releases ----------------------------------------------------------------
+//
+// A host function queued behind the work hands its item to this list, and
+// the item is destroyed on a user thread at the next cuarrow call that
+// collects (the host function itself must not call the driver).
+namespace {
+
+struct deferred_list {
+  std::mutex mutex;
+  std::vector<deferred_release*> items;
+  std::atomic<bool> nonempty{false};
+};
+
+deferred_list& deferred() {
+  static auto* d = new deferred_list;  // never destroyed: host functions may still run at exit
+  return *d;
+}
+
+void CUDA_CB on_stream_passed(void* user_data) {
+  deferred_list& d = deferred();
+  std::lock_guard lock(d.mutex);
+  d.items.push_back(static_cast<deferred_release*>(user_data));
+  d.nonempty.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+CUresult release_when_passed(CUstream s, deferred_release* item) noexcept {
+  return driver().cuLaunchHostFunc(s, on_stream_passed, item);
+}
+
+void collect_deferred_releases() noexcept {
+  deferred_list& d = deferred();
+  if (!d.nonempty.load(std::memory_order_acquire)) return;
+  std::vector<deferred_release*> items;
+  {
+    std::lock_guard lock(d.mutex);
+    items.swap(d.items);
+    d.nonempty.store(false, std::memory_order_release);
+  }
+  for (deferred_release* item : items) delete item;
 }
 
 void synchronize_stream(CUstream s) { check(driver().cuStreamSynchronize(s), "cuStreamSynchronize"); }
 
 CUresult try_synchronize_stream(CUstream s) noexcept { return driver().cuStreamSynchronize(s); }
+
+void synchronize_in(const context* ctx, stream_view s) {
+  if (ctx != nullptr) {
+    scoped_context guard(*ctx);
+    synchronize_stream(s.handle());
+  } else if (!s.is_default()) {
+    synchronize_stream(s.handle());
+  }
+}
 
 void stream_wait_event(CUstream s, CUevent e) { check(driver().cuStreamWaitEvent(s, e, 0), "cuStreamWaitEvent"); }
 

@@ -201,6 +201,16 @@ TEST(ArrowCData, ReleasedStructsAreRefused) {
 
   owned_device_array darr;
   EXPECT_THROW(import_device_array(darr.get(), int32()), invalid_data);
+
+  // The imports that take an ArrowSchema consume it even when they refuse
+  // the array: the caller's schema is released, not leaked.
+  owned_schema sch;
+  export_field(field{"x", int32()}, sch.get());
+  EXPECT_THROW(import_device_array(darr.get(), sch.get()), invalid_data);
+  EXPECT_EQ(sch->release, nullptr);
+  export_schema(cuarrow::arrow::schema{{field{"x", int32()}}, {}}, sch.get());
+  EXPECT_THROW(import_device_record_batch(darr.get(), sch.get()), invalid_data);
+  EXPECT_EQ(sch->release, nullptr);
 }
 
 TEST(ArrowCData, WrongCountsAndPointers) {
