@@ -72,11 +72,17 @@ std::string size_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " by
 // ---- LZ4 frame ---------------------------------------------------------------
 
 #if CUARROW_HAVE_LZ4
-// One decompression context per thread, reset before each buffer.
+// One decompression context per thread, reset before each buffer and
+// dropped after a failure: liblz4 1.9.4's LZ4F_resetDecompressionContext
+// keeps the bytes still expected of an abandoned frame that declared its
+// content size, and the next frame without one then fails with
+// ERROR_frameSize_wrong (found by fuzz/ipc_codec.cpp).
 struct lz4_dctx {
   LZ4F_dctx* ctx = nullptr;
-  ~lz4_dctx() {
+  ~lz4_dctx() { drop(); }
+  void drop() noexcept {
     if (ctx) LZ4F_freeDecompressionContext(ctx);
+    ctx = nullptr;
   }
   LZ4F_dctx* get() {
     if (!ctx) {
@@ -92,9 +98,7 @@ struct lz4_dctx {
   }
 };
 
-void lz4_decompress(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
-  static thread_local lz4_dctx dctx;
-  LZ4F_dctx* ctx = dctx.get();
+void lz4_decode(LZ4F_dctx* ctx, std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
   LZ4F_decompressOptions_t options{};
   options.stableDst = 1;  // one output buffer, never moved: no internal copies
   std::size_t in_pos = 0;
@@ -105,8 +109,8 @@ void lz4_decompress(std::span<const std::byte> in, std::span<std::byte> out, std
     const std::size_t hint =
         LZ4F_decompress(ctx, nonnull(out) + out_pos, &dst_size, in.data() + in_pos, &src_size, &options);
     if (LZ4F_isError(hint)) {
-      bad(where, "corrupted LZ4 frame at byte " + std::to_string(in_pos + src_size) + " of " +
-                     std::to_string(in.size()) + ": " + LZ4F_getErrorName(hint));
+      bad(where, "corrupted LZ4 frame (" + std::to_string(in_pos) + " of its " + size_text(in.size()) +
+                     " read before the error): " + LZ4F_getErrorName(hint));
     }
     in_pos += src_size;
     out_pos += dst_size;
@@ -132,6 +136,16 @@ void lz4_decompress(std::span<const std::byte> in, std::span<std::byte> out, std
   }
   if (out_pos != out.size()) {
     bad(where, "the LZ4 frame holds " + size_text(out_pos) + ", the buffer declares " + size_text(out.size()));
+  }
+}
+
+void lz4_decompress(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
+  static thread_local lz4_dctx dctx;
+  try {
+    lz4_decode(dctx.get(), in, out, where);
+  } catch (...) {
+    dctx.drop();
+    throw;
   }
 }
 

@@ -220,6 +220,26 @@ TEST_P(Codec, ReadsPyarrowsCompressedIpcStream) {
     EXPECT_EQ(bytes(j.out.begin(), j.out.end()), decompressed(codec(), bytes(j.framed.begin(), j.framed.end())));
 }
 
+TEST(CodecLz4, AFrameThatFailedDoesNotSpoilTheNextOnTheThread) {
+  // Frames of other LZ4 writers may carry their content size; one abandoned
+  // half way left liblz4 (1.9.4) expecting the rest of it in the next frame
+  // on the reused context, which then failed (found by fuzz/ipc_codec.cpp).
+  if (!cuarrow::ipc::codec_available(compression_codec::lz4_frame)) GTEST_FAIL() << "this build lacks lz4_frame";
+  const auto sample = data_file("sample.bin");
+  const auto with_size = data_file("lz4_content_size.bin");
+  const bytes expected(sample.begin(), sample.end());
+  const auto n = static_cast<std::int64_t>(sample.size());
+  EXPECT_EQ(decompressed(compression_codec::lz4_frame, with_prefix(n, with_size)), expected);
+  const bytes normal = cuarrow::ipc::compress(compression_codec::lz4_frame, expected);
+  for (std::size_t cut : {std::size_t{40}, with_size.size() / 2, with_size.size() - 4}) {
+    EXPECT_THROW(decompressed(compression_codec::lz4_frame, with_prefix(n, with_size.first(cut))), invalid_message);
+    EXPECT_EQ(decompressed(compression_codec::lz4_frame, normal), expected) << cut;
+  }
+  // A content size other than the declared length.
+  const auto e = message_of([&] { decompressed(compression_codec::lz4_frame, with_prefix(n + 1, with_size)); });
+  EXPECT_NE(e.reason().find("LZ4"), std::string::npos) << e.reason();
+}
+
 TEST(CodecFraming, ShortNegativeAndHugeLengthsAreInvalid) {
   for (std::size_t n = 1; n < 8; ++n) {
     const auto e = message_of([&] { cuarrow::ipc::decompressed_size(bytes(n), 100, "RecordBatch.buffers[2]"); });

@@ -8,6 +8,8 @@ by pyarrow (Arrow C++'s codecs and IPC writer), into tests/ipc/data/:
   stream_<codec>.txt      its framed body buffers: "offset length plain_offset plain_length"
                           per line (offsets into the stream file and into stream_plain.bin)
   stream_plain.bin        the plain bytes of those buffers, in order
+  lz4_content_size.bin    raw_lz4.bin with the frame header's optional content size
+                          (other LZ4 writers set it; Arrow's does not)
 
 The framed buffers are located without a metadata reader: each non-empty
 buffer Arrow writes is the 8-byte length, then pa.compress of the buffer,
@@ -74,6 +76,38 @@ def written_buffers(batch: pa.RecordBatch) -> list[bytes]:
     return out
 
 
+def xxh32_short(data: bytes) -> int:
+    """XXH32 with seed 0 of fewer than 16 bytes (an LZ4 frame descriptor)."""
+    assert len(data) < 16
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    h = (p5 + len(data)) & m
+    i = 0
+    while i + 4 <= len(data):
+        h = (rotl((h + int.from_bytes(data[i : i + 4], "little") * p3) & m, 17) * p4) & m
+        i += 4
+    for b in data[i:]:
+        h = (rotl((h + b * p5) & m, 11) * p1) & m
+    h ^= h >> 15
+    h = (h * p2) & m
+    h ^= h >> 13
+    h = (h * p3) & m
+    h ^= h >> 16
+    return h
+
+
+def with_content_size(frame: bytes, size: int) -> bytes:
+    """An LZ4 frame (magic, FLG, BD, HC, blocks) given the content size flag and field."""
+    assert frame[:4] == b"\x04\x22\x4d\x18" and not frame[4] & 0x09  # no content size, no dictionary id
+    assert frame[6] == (xxh32_short(frame[4:6]) >> 8) & 0xFF  # the header checksum as computed here
+    descriptor = bytes([frame[4] | 0x08, frame[5]]) + struct.pack("<Q", size)
+    return frame[:4] + descriptor + bytes([(xxh32_short(descriptor) >> 8) & 0xFF]) + frame[7:]
+
+
 def pad8(b: bytes) -> bytes:
     return b + b"\0" * (-len(b) % 8)
 
@@ -93,6 +127,10 @@ def main() -> int:
 
     for name, codec in CODECS.items():
         (DATA / f"raw_{name}.bin").write_bytes(pa.compress(sample, codec=codec, asbytes=True))
+        if name == "lz4":
+            framed = with_content_size(pa.compress(sample, codec=codec, asbytes=True), len(sample))
+            assert pa.decompress(framed, len(sample), codec=codec, asbytes=True) == sample
+            (DATA / "lz4_content_size.bin").write_bytes(framed)
 
         sink = pa.BufferOutputStream()
         options = pa.ipc.IpcWriteOptions(compression=codec)
