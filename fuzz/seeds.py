@@ -1,5 +1,7 @@
 """Seeds for the schema_import and metadata_blob fuzz targets from pyarrow's
-own C Data Interface exporter (the encoding is fuzz/schema_import.cpp's).
+own C Data Interface exporter (the encoding is fuzz/schema_import.cpp's), and
+for ipc_codec from pyarrow's codecs (one byte for the codec, then the framed
+buffer, as fuzz/ipc_codec.cpp reads it).
 
     python3 fuzz/seeds.py build/fuzz-corpus
 """
@@ -104,7 +106,15 @@ def main(root):
     with open(os.path.join(root, "schema_import", "pyarrow_schema"), "wb") as fh:
         fh.write(encode(c))
     ctypes.CFUNCTYPE(None, ctypes.POINTER(ArrowSchema))(c.release)(ctypes.byref(c))
-    print(f"wrote {count + 1} pyarrow seeds under {root}")
+    count += 1
+    os.makedirs(os.path.join(root, "ipc_codec"), exist_ok=True)
+    for tag, codec in ((0, "lz4"), (1, "zstd")):
+        for j, plain in enumerate((b"pyarrow", b"0123456789" * 500, bytes(range(256)) * 9)):
+            framed = struct.pack("<q", len(plain)) + pa.compress(plain, codec=codec, asbytes=True)
+            with open(os.path.join(root, "ipc_codec", f"pyarrow_{codec}_{j}"), "wb") as fh:
+                fh.write(bytes([tag]) + framed)
+            count += 1
+    print(f"wrote {count} pyarrow seeds under {root}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "array_types.hpp"
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/ipc.hpp"
+#include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/tensor.hpp"
 #include "ipc_handle_factory.hpp"
 
@@ -340,6 +341,29 @@ int main(int argc, char** argv) {
     gen(arr, t, 3);
     write(root / "array_import", "type_" + std::to_string(tag), arr.b);
     ++count;
+  }
+  // Framed IPC body buffers: each codec's frames of a few contents (from
+  // cuarrow's compressor), stored uncompressed (-1), through the batch path.
+  for (auto codec : cuarrow::ipc::available_codecs()) {
+    const char tag = codec == cuarrow::ipc::compression_codec::zstd ? 1 : 0;
+    const std::string name = cuarrow::ipc::to_string(codec);
+    std::string text;
+    for (int k = 0; k < 300; ++k) text += "value " + std::to_string(k % 17) + ", ";
+    std::string ints;
+    for (std::uint32_t k = 0; k < 512; ++k) le(ints, k * 3, 4);
+    int k = 0;
+    for (const std::string& content : {std::string("x"), text, ints}) {
+      const auto* p = reinterpret_cast<const std::byte*>(content.data());
+      for (const bool raw : {false, true}) {
+        cuarrow::ipc::compress_options o;
+        if (raw) o.min_space_savings = 1.0;
+        const auto framed = cuarrow::ipc::compress(codec, {p, content.size()}, o);
+        const std::string bytes(reinterpret_cast<const char*>(framed.data()), framed.size());
+        write(root / "ipc_codec", name + "_" + std::to_string(k++), std::string(1, tag) + bytes);
+        write(root / "ipc_codec", name + "_batch_" + std::to_string(k++), std::string(1, tag | 2) + bytes);
+        count += 2;
+      }
+    }
   }
   std::printf("wrote %d seeds under %s\n", count, root.c_str());
   return 0;

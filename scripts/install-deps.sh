@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what building and testing cuarrow needs on a fresh Debian machine
 # that has the CUDA toolkit (headers) already: compilers (g++, and clang for
-# the fuzz targets), CMake, GoogleTest, clang-format from Debian; Python
+# the fuzz targets), CMake, GoogleTest, clang-format, liblz4 and libzstd
+# from Debian; Python
 # packages (the lint tools' pinned versions too) from PyPI.  Idempotent and
 # quick when done.
 set -euo pipefail
@@ -16,6 +17,10 @@ command -v clang++ >/dev/null || need_apt+=(clang)
 # libFuzzer's runtime is not a dependency of Debian's clang package
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need_apt+=(libclang-rt-dev)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+# LZ4_FRAME and ZSTD compressed IPC bodies (src/ipc_format/codec.cpp); the
+# build succeeds without them, and that codec then throws saying so
+[ -f /usr/include/lz4frame.h ] || need_apt+=(liblz4-dev)
+[ -f /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
 # scripts/lint.sh: Debian's clang-format is the version of its clang
 command -v clang-format >/dev/null || need_apt+=(clang-format)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -22,6 +21,7 @@
 #include "cuarrow/context.hpp"
 #include "cuarrow/error.hpp"
 #include "runtime/runtime.hpp"
+#include "worker_pool.hpp"
 
 namespace cuarrow {
 namespace detail {
@@ -87,72 +87,6 @@ options_state& options() {
   static auto* s = new options_state;
   return *s;
 }
-
-// Threads that run one job at a time; the caller is worker 0.  The pool
-// object is never destroyed; its threads sleep on a condition variable and
-// are stopped and joined by an exit handler (threads left running at exit
-// upset leak checkers and, on some C libraries, exit itself).
-class worker_pool {
- public:
-  void run(int workers, const std::function<void(int)>& fn) {
-    std::unique_lock lock(mutex_);
-    if (threads_.empty() && workers > 1) std::atexit(stop_all);
-    while (static_cast<int>(threads_.size()) < workers - 1) {
-      const int index = static_cast<int>(threads_.size()) + 1;
-      threads_.emplace_back([this, index] { loop(index); });
-    }
-    task_ = &fn;
-    wanted_ = workers;
-    pending_ = workers - 1;
-    ++generation_;
-    lock.unlock();
-    wake_.notify_all();
-    fn(0);
-    lock.lock();
-    done_.wait(lock, [&] { return pending_ == 0; });
-    task_ = nullptr;
-  }
-
- private:
-  static void stop_all() noexcept;
-
-  void stop() noexcept {
-    std::vector<std::thread> threads;
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-      threads.swap(threads_);
-    }
-    wake_.notify_all();
-    for (auto& t : threads) t.join();
-  }
-
-  void loop(int index) {
-    std::uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&] { return generation_ != seen || stopping_; });
-      if (stopping_) return;
-      seen = generation_;
-      if (index >= wanted_) continue;
-      const std::function<void(int)>* fn = task_;
-      lock.unlock();
-      (*fn)(index);
-      lock.lock();
-      if (--pending_ == 0) done_.notify_all();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::vector<std::thread> threads_;
-  const std::function<void(int)>* task_ = nullptr;
-  std::uint64_t generation_ = 0;
-  int wanted_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
-};
 
 // Non-temporal stores out of the slots into the caller's memory (device to
 // host): a tuning knob for bench/staging_sweep.py, read once
@@ -241,8 +175,6 @@ pipeline& the_pipeline() {
   static auto* p = new pipeline;
   return *p;
 }
-
-void worker_pool::stop_all() noexcept { the_pipeline().pool.stop(); }
 
 void pipeline::release_at_exit() noexcept {
   pipeline& p = the_pipeline();

@@ -1,0 +1,52 @@
+// libFuzzer target: decompressing a framed IPC body buffer (BodyCompression
+// method BUFFER: int64 uncompressed length, then one LZ4 or ZSTD frame, or
+// -1 and the bytes as they are).  Input: one byte whose low bit picks the
+// codec (0 LZ4_FRAME, 1 ZSTD) and whose second bit sends the buffer through
+// decompress_all instead of decompress, then the framed buffer.  Properties:
+// never reads past the framed bytes (their own allocation under ASan) nor
+// writes past the output; refuses lengths above the 4 MiB limit before
+// allocating; what it accepts is exactly the declared size, and compresses
+// and decompresses back to itself.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "cuarrow/error.hpp"
+#include "cuarrow/ipc/codec.hpp"
+#include "fuzz_input.hpp"
+
+using cuarrow::ipc::compression_codec;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const compression_codec codec = (data[0] & 1) ? compression_codec::zstd : compression_codec::lz4_frame;
+  const bool batch = (data[0] & 2) != 0;
+  // The framed bytes in an allocation of exactly their size.
+  const std::vector<std::byte> framed(reinterpret_cast<const std::byte*>(data + 1),
+                                      reinterpret_cast<const std::byte*>(data + size));
+  constexpr std::int64_t limit = std::int64_t{4} << 20;
+  std::int64_t n = 0;
+  try {
+    n = cuarrow::ipc::decompressed_size(framed, limit, "fuzz");
+  } catch (const cuarrow::ipc::invalid_message&) {
+    return 0;
+  }
+  if (n < 0 || n > limit) cuarrow_fuzz::property_failed("decompressed_size outside [0, limit]");
+  std::vector<std::byte> out(static_cast<std::size_t>(n));
+  try {
+    if (batch) {
+      const cuarrow::ipc::decompress_job job{framed, out};
+      cuarrow::ipc::decompress_all(codec, {&job, 1}, 2, "fuzz");
+    } else {
+      cuarrow::ipc::decompress(codec, framed, out, "fuzz");
+    }
+  } catch (const cuarrow::ipc::invalid_message&) {
+    return 0;
+  }
+  // Accepted: the output round-trips through the writer's side.
+  const auto again = cuarrow::ipc::compress(codec, out);
+  std::vector<std::byte> back(out.size());
+  cuarrow::ipc::decompress(codec, again, back);
+  if (back != out) cuarrow_fuzz::property_failed("accepted output does not round-trip through compress");
+  return 0;
+}

@@ -1,0 +1,427 @@
+// Compressed IPC bodies: the BUFFER framing over liblz4's frame API and
+// libzstd (include/cuarrow/ipc/codec.hpp).  What Arrow C++ does, read from
+// cpp/src/arrow/ipc/writer.cc and cpp/src/arrow/util/compression_*.cc:
+// empty buffers are left empty; every other buffer is compressed (level 1
+// for both codecs, LZ4 frame preferences all defaults: 64 KiB blocks, no
+// checksums, no content size) unless min_space_savings says to store it
+// with length -1; its reader takes exactly one frame per buffer.
+#include "cuarrow/ipc/codec.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#if CUARROW_HAVE_LZ4
+#include <lz4frame.h>
+#endif
+#if CUARROW_HAVE_ZSTD
+#include <zstd.h>
+#include <zstd_errors.h>
+#endif
+
+#include "worker_pool.hpp"
+
+namespace cuarrow::ipc {
+namespace {
+
+constexpr int default_level = 1;
+
+[[noreturn]] void bad(std::string_view where, std::string reason) {
+  throw invalid_message(std::string(where), std::move(reason));
+}
+
+[[noreturn]] void missing(compression_codec codec) {
+  if (codec == compression_codec::zstd) {
+    throw error("this cuarrow was built without zstd (libzstd-dev); rebuild with it to read or write ZSTD bodies");
+  }
+  throw error("this cuarrow was built without lz4 (liblz4-dev); rebuild with it to read or write LZ4_FRAME bodies");
+}
+
+void check_codec(compression_codec codec) {
+  if (codec != compression_codec::lz4_frame && codec != compression_codec::zstd) {
+    throw invalid_argument("unknown compression codec " + std::to_string(static_cast<int>(codec)));
+  }
+  if (!codec_available(codec)) missing(codec);
+}
+
+std::int64_t load_le64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
+  return static_cast<std::int64_t>(v);
+}
+
+void store_le64(std::byte* p, std::int64_t value) {
+  auto v = static_cast<std::uint64_t>(value);
+  for (int i = 0; i < 8; ++i, v >>= 8) p[i] = static_cast<std::byte>(v & 0xff);
+}
+
+std::string size_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
+
+// A one-byte place for codecs that want a valid pointer even for an empty
+// output (zstd before 1.4.1 did).
+[[maybe_unused]] std::byte* nonnull(std::span<std::byte> out) {
+  static thread_local std::byte scratch;
+  return out.empty() ? &scratch : out.data();
+}
+
+// ---- LZ4 frame ---------------------------------------------------------------
+
+#if CUARROW_HAVE_LZ4
+// One decompression context per thread, reset before each buffer and
+// dropped after a failure: liblz4 1.9.4's LZ4F_resetDecompressionContext
+// keeps the bytes still expected of an abandoned frame that declared its
+// content size, and the next frame without one then fails with
+// ERROR_frameSize_wrong (found by fuzz/ipc_codec.cpp).
+struct lz4_dctx {
+  LZ4F_dctx* ctx = nullptr;
+  ~lz4_dctx() { drop(); }
+  void drop() noexcept {
+    if (ctx) LZ4F_freeDecompressionContext(ctx);
+    ctx = nullptr;
+  }
+  LZ4F_dctx* get() {
+    if (!ctx) {
+      const LZ4F_errorCode_t rc = LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION);
+      if (LZ4F_isError(rc)) {
+        ctx = nullptr;
+        throw error(std::string("LZ4F_createDecompressionContext failed: ") + LZ4F_getErrorName(rc));
+      }
+    } else {
+      LZ4F_resetDecompressionContext(ctx);
+    }
+    return ctx;
+  }
+};
+
+void lz4_decode(LZ4F_dctx* ctx, std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
+  LZ4F_decompressOptions_t options{};
+  options.stableDst = 1;  // one output buffer, never moved: no internal copies
+  std::size_t in_pos = 0;
+  std::size_t out_pos = 0;
+  for (;;) {
+    std::size_t src_size = in.size() - in_pos;
+    std::size_t dst_size = out.size() - out_pos;
+    const std::size_t hint =
+        LZ4F_decompress(ctx, nonnull(out) + out_pos, &dst_size, in.data() + in_pos, &src_size, &options);
+    if (LZ4F_isError(hint)) {
+      bad(where, "corrupted LZ4 frame (" + std::to_string(in_pos) + " of its " + size_text(in.size()) +
+                     " read before the error): " + LZ4F_getErrorName(hint));
+    }
+    in_pos += src_size;
+    out_pos += dst_size;
+    if (hint == 0) break;  // the frame is complete
+    if (src_size == 0 && dst_size == 0) {
+      if (out_pos == out.size()) {
+        // Full: does the frame hold more than declared, or does it end early?
+        std::byte probe[64];
+        std::size_t probe_size = sizeof probe;
+        std::size_t rest = in.size() - in_pos;
+        LZ4F_decompressOptions_t moving{};
+        const std::size_t more = LZ4F_decompress(ctx, probe, &probe_size, in.data() + in_pos, &rest, &moving);
+        if (!LZ4F_isError(more) && probe_size > 0) {
+          bad(where, "the LZ4 frame holds more than the " + size_text(out.size()) + " the buffer declares");
+        }
+      }
+      bad(where, "the LZ4 frame is truncated: it ends after " + size_text(in.size()) + ", " + std::to_string(out_pos) +
+                     " of the declared " + size_text(out.size()) + " decompressed");
+    }
+  }
+  if (in_pos != in.size()) {
+    bad(where, std::to_string(in.size() - in_pos) + " trailing bytes after the LZ4 frame (one frame per buffer)");
+  }
+  if (out_pos != out.size()) {
+    bad(where, "the LZ4 frame holds " + size_text(out_pos) + ", the buffer declares " + size_text(out.size()));
+  }
+}
+
+void lz4_decompress(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
+  static thread_local lz4_dctx dctx;
+  try {
+    lz4_decode(dctx.get(), in, out, where);
+  } catch (...) {
+    dctx.drop();
+    throw;
+  }
+}
+
+LZ4F_preferences_t lz4_preferences(int level) {
+  LZ4F_preferences_t prefs;
+  std::memset(&prefs, 0, sizeof prefs);
+  prefs.compressionLevel = level;
+  return prefs;
+}
+#endif
+
+// ---- ZSTD --------------------------------------------------------------------
+
+#if CUARROW_HAVE_ZSTD
+struct zstd_dctx {
+  ZSTD_DCtx* ctx = nullptr;
+  ~zstd_dctx() { ZSTD_freeDCtx(ctx); }
+  ZSTD_DCtx* get() {
+    if (!ctx && !(ctx = ZSTD_createDCtx())) throw error("ZSTD_createDCtx failed");
+    return ctx;
+  }
+};
+
+struct zstd_cctx {
+  ZSTD_CCtx* ctx = nullptr;
+  ~zstd_cctx() { ZSTD_freeCCtx(ctx); }
+  ZSTD_CCtx* get() {
+    if (!ctx && !(ctx = ZSTD_createCCtx())) throw error("ZSTD_createCCtx failed");
+    return ctx;
+  }
+};
+
+void zstd_decompress(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
+  static thread_local zstd_dctx dctx;
+  const std::size_t n = ZSTD_decompressDCtx(dctx.get(), nonnull(out), out.size(), in.data(), in.size());
+  if (ZSTD_isError(n)) {
+    switch (ZSTD_getErrorCode(n)) {
+      case ZSTD_error_dstSize_tooSmall:
+        bad(where, "the ZSTD frame holds more than the " + size_text(out.size()) + " the buffer declares");
+      case ZSTD_error_srcSize_wrong:
+        bad(where, "the ZSTD frame is truncated (" + size_text(in.size()) + "): " + ZSTD_getErrorName(n));
+      default: bad(where, std::string("corrupted ZSTD frame: ") + ZSTD_getErrorName(n));
+    }
+  }
+  if (n != out.size()) {
+    bad(where, "the ZSTD frame holds " + size_text(n) + ", the buffer declares " + size_text(out.size()));
+  }
+}
+#endif
+
+// ---- threads -----------------------------------------------------------------
+
+// The codecs' own pool (not the staging pipeline's: the file pipeline may
+// call decompress_all from a staging job), one batch at a time.
+struct codec_threads {
+  std::mutex mutex;
+  detail::worker_pool pool;
+};
+
+codec_threads& the_threads() {
+  static auto* t = new codec_threads;
+  return *t;
+}
+
+// Below this many bytes in all a batch runs on the caller: waking threads
+// costs more than it saves.
+constexpr std::size_t parallel_min_bytes = std::size_t{1} << 20;
+
+// Runs one(i) for i in [0, count) on up to `threads` threads; returns the
+// exception of the lowest failing index (null if none).
+template <class One>
+std::pair<std::size_t, std::exception_ptr> run_jobs(std::size_t count, std::size_t bytes, int threads, One one) {
+  if (threads < 0) throw invalid_argument("threads must be 0 (automatic) or more, not " + std::to_string(threads));
+  if (threads == 0) {
+    threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  }
+  threads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), count));
+  if (bytes < parallel_min_bytes) threads = 1;
+
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> first_failed{std::numeric_limits<std::size_t>::max()};
+  std::mutex error_mutex;
+  std::exception_ptr failure;
+  std::size_t error_index = std::numeric_limits<std::size_t>::max();
+  const std::function<void(int)> work = [&](int) {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1);
+      // Jobs after a failure in order need not run.
+      if (i >= count || i > first_failed.load()) return;
+      try {
+        one(i);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (i < error_index) {
+          error_index = i;
+          failure = std::current_exception();
+          first_failed.store(i);
+        }
+      }
+    }
+  };
+  if (threads <= 1) {
+    work(0);
+  } else {
+    codec_threads& t = the_threads();
+    std::lock_guard lock(t.mutex);
+    t.pool.run(threads, work);
+  }
+  return {error_index, failure};
+}
+
+}  // namespace
+
+// invalid_message is declared with the metadata (format.hpp).
+
+const char* to_string(compression_codec codec) noexcept {
+  switch (codec) {
+    case compression_codec::lz4_frame: return "lz4_frame";
+    case compression_codec::zstd: return "zstd";
+  }
+  return "unknown";
+}
+
+bool codec_available(compression_codec codec) noexcept {
+  switch (codec) {
+    case compression_codec::lz4_frame: return CUARROW_HAVE_LZ4 != 0;
+    case compression_codec::zstd: return CUARROW_HAVE_ZSTD != 0;
+  }
+  return false;
+}
+
+std::vector<compression_codec> available_codecs() {
+  std::vector<compression_codec> out;
+  for (auto c : {compression_codec::lz4_frame, compression_codec::zstd}) {
+    if (codec_available(c)) out.push_back(c);
+  }
+  return out;
+}
+
+std::int64_t decompressed_size(std::span<const std::byte> framed, std::int64_t limit, std::string_view where) {
+  if (framed.empty()) return 0;
+  if (framed.size() < static_cast<std::size_t>(frame_prefix_bytes)) {
+    bad(where,
+        "a compressed buffer of " + size_text(framed.size()) + " is shorter than its 8-byte uncompressed length");
+  }
+  std::int64_t size = load_le64(framed.data());
+  if (size == stored_uncompressed) {
+    size = static_cast<std::int64_t>(framed.size()) - frame_prefix_bytes;
+  } else if (size < 0) {
+    bad(where, "uncompressed length " + std::to_string(size) + " is negative (only -1, stored uncompressed, is)");
+  }
+  if (size > limit) {
+    bad(where, "uncompressed length " + std::to_string(size) + " is above the limit of " + std::to_string(limit));
+  }
+  return size;
+}
+
+void decompress(compression_codec codec, std::span<const std::byte> framed, std::span<std::byte> out,
+                std::string_view where) {
+  const std::int64_t size = decompressed_size(framed, std::numeric_limits<std::int64_t>::max(), where);
+  if (static_cast<std::uint64_t>(size) != out.size()) {
+    throw invalid_argument("decompress: the output has " + size_text(out.size()) + ", " + std::string(where) +
+                           " decompresses to " + size_text(static_cast<std::size_t>(size)));
+  }
+  if (framed.empty()) return;
+  const auto body = framed.subspan(frame_prefix_bytes);
+  if (load_le64(framed.data()) == stored_uncompressed) {
+    if (!body.empty()) std::memcpy(out.data(), body.data(), body.size());
+    return;
+  }
+  check_codec(codec);
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) return lz4_decompress(body, out, where);
+#endif
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) return zstd_decompress(body, out, where);
+#endif
+  missing(codec);
+}
+
+std::int64_t max_framed_size(compression_codec codec, std::int64_t size) {
+  check_codec(codec);
+  if (size < 0) throw invalid_argument("max_framed_size: negative size " + std::to_string(size));
+  if (size == 0) return 0;
+  std::size_t bound = 0;
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) {
+    const LZ4F_preferences_t prefs = lz4_preferences(default_level);
+    bound = LZ4F_compressFrameBound(static_cast<std::size_t>(size), &prefs);
+  }
+#endif
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) bound = ZSTD_compressBound(static_cast<std::size_t>(size));
+#endif
+  // Both bounds exceed the input, so the -1 fallback fits too.
+  if (bound == 0 || bound > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max() - frame_prefix_bytes)) {
+    throw invalid_argument("max_framed_size: " + std::to_string(size) + " bytes is too large for " + to_string(codec));
+  }
+  return frame_prefix_bytes + static_cast<std::int64_t>(std::max(bound, static_cast<std::size_t>(size)));
+}
+
+std::int64_t compress(compression_codec codec, std::span<const std::byte> in, std::span<std::byte> out,
+                      const compress_options& options) {
+  check_codec(codec);
+  if (options.min_space_savings && !(*options.min_space_savings >= 0.0 && *options.min_space_savings <= 1.0)) {
+    throw invalid_argument("min_space_savings must be between 0 and 1, not " +
+                           std::to_string(*options.min_space_savings));
+  }
+  if (in.empty()) return 0;
+  const std::int64_t needed = max_framed_size(codec, static_cast<std::int64_t>(in.size()));
+  if (static_cast<std::uint64_t>(needed) > out.size()) {
+    throw invalid_argument("compress: the output has " + size_text(out.size()) + ", " + std::to_string(needed) +
+                           " may be needed (max_framed_size)");
+  }
+  const int level = options.level.value_or(default_level);
+  std::byte* dst = out.data() + frame_prefix_bytes;
+  const std::size_t capacity = out.size() - frame_prefix_bytes;
+  std::size_t n = 0;
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) {
+    const LZ4F_preferences_t prefs = lz4_preferences(level);
+    n = LZ4F_compressFrame(dst, capacity, in.data(), in.size(), &prefs);
+    if (LZ4F_isError(n)) throw error(std::string("LZ4F_compressFrame failed: ") + LZ4F_getErrorName(n));
+  }
+#endif
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) {
+    static thread_local zstd_cctx cctx;
+    n = ZSTD_compressCCtx(cctx.get(), dst, capacity, in.data(), in.size(), level);
+    if (ZSTD_isError(n)) throw error(std::string("ZSTD_compressCCtx failed: ") + ZSTD_getErrorName(n));
+  }
+#endif
+  (void)level;
+  (void)capacity;
+  if (options.min_space_savings) {
+    const double savings = 1.0 - static_cast<double>(n) / static_cast<double>(in.size());
+    if (savings < *options.min_space_savings) {
+      std::memcpy(dst, in.data(), in.size());
+      store_le64(out.data(), stored_uncompressed);
+      return frame_prefix_bytes + static_cast<std::int64_t>(in.size());
+    }
+  }
+  store_le64(out.data(), static_cast<std::int64_t>(in.size()));
+  return frame_prefix_bytes + static_cast<std::int64_t>(n);
+}
+
+std::vector<std::byte> compress(compression_codec codec, std::span<const std::byte> in,
+                                const compress_options& options) {
+  std::vector<std::byte> out(static_cast<std::size_t>(max_framed_size(codec, static_cast<std::int64_t>(in.size()))));
+  out.resize(static_cast<std::size_t>(compress(codec, in, out, options)));
+  return out;
+}
+
+void decompress_all(compression_codec codec, std::span<const decompress_job> jobs, int threads,
+                    std::string_view where) {
+  std::size_t bytes = 0;
+  for (const auto& j : jobs) bytes += j.out.size();
+  auto [index, failure] =
+      run_jobs(jobs.size(), bytes, threads, [&](std::size_t i) { decompress(codec, jobs[i].framed, jobs[i].out, ""); });
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const invalid_message& e) {
+    bad(std::string(where) + "[" + std::to_string(index) + "]", e.reason());
+  }
+}
+
+void compress_all(compression_codec codec, std::span<compress_job> jobs, const compress_options& options, int threads) {
+  check_codec(codec);
+  std::size_t bytes = 0;
+  for (const auto& j : jobs) bytes += j.in.size();
+  auto [index, failure] = run_jobs(jobs.size(), bytes, threads, [&](std::size_t i) {
+    jobs[i].written = compress(codec, jobs[i].in, jobs[i].out, options);
+  });
+  (void)index;
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace cuarrow::ipc
