@@ -14,7 +14,9 @@ std::string num(std::uint64_t v) { return std::to_string(v); }
 
 // ---- reader -----------------------------------------------------------------
 
-reader::reader(std::span<const std::byte> bytes, limits l) : data_(bytes.data()), size_(bytes.size()), limits_(l) {}
+reader::reader(std::span<const std::byte> bytes, limits l) : data_(bytes.data()), size_(bytes.size()), limits_(l) {
+  if (limits_.max_tables < 0) limits_.max_tables = 8 * static_cast<std::int64_t>(size_);
+}
 
 void reader::fail(const std::string& where, const std::string& reason) { throw invalid_message(where, reason); }
 

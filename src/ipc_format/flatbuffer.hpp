@@ -5,7 +5,7 @@
 // offset, vtable, vector, string and scalar it touches is checked to lie
 // inside the buffer and to be aligned before it is read; strings end in
 // their NUL; nesting is at most `max_depth` tables deep and a buffer holds
-// at most `max_tables` tables.  Unlike the verifier, it says what is wrong
+// at most `max_tables` tables (limits, below).  Unlike the verifier, it says what is wrong
 // and where: errors are ipc::invalid_message whose `where` is the path to
 // the value, e.g. "Message.header(RecordBatch).buffers[3]".
 //
@@ -28,10 +28,16 @@
 
 namespace cuarrow::ipc::fb {
 
-/// The verifier's defaults (flatbuffers::Verifier::Options).
+/// Arrow C++'s verifier settings (cpp/src/arrow/ipc/metadata_internal.h,
+/// ARROW-11559), so that what Arrow reads is read and what it refuses is
+/// refused: tables nested at most 128 deep (FlatBuffers' default is 64: a
+/// schema nests two tables a level), and at most 8 tables per byte of the
+/// buffer (each table visited counts, so offsets shared to make a buffer
+/// that is small but slow to walk are refused).
 struct limits {
-  int max_depth = 64;
-  std::int64_t max_tables = 1000000;
+  int max_depth = 128;
+  /// -1: 8 x the buffer's size.
+  std::int64_t max_tables = -1;
 };
 
 /// The largest FlatBuffer (FLATBUFFERS_MAX_BUFFER_SIZE): offsets are

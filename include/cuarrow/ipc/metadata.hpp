@@ -8,14 +8,15 @@
 // as "Message.header(RecordBatch).buffers[3]") and what is wrong.  Writers
 // produce the bytes Arrow C++ (pyarrow) writes for the same metadata.
 //
-// What is checked on reading, beyond the FlatBuffers verifier's rules
-// (offsets, vtables, vectors and strings inside the buffer and aligned; at
-// most 64 tables deep and 1,000,000 tables): the metadata version (V4 or
-// V5), known header, type and enum codes, little-endian schemas, types
-// whose parameters Arrow allows (widths, units, precisions, union codes,
-// child counts), unique dictionary ids, non-negative lengths, counts,
-// offsets and body lengths.  Buffer ranges against the body and node counts
-// against the schema are the body reader's checks (record_batch.hpp).
+// What is checked on reading: the FlatBuffers verifier's rules (offsets,
+// vtables, vectors and strings inside the buffer and aligned, strings
+// NUL-terminated) with Arrow C++'s limits (tables at most 128 deep, at most
+// 8 tables per byte); then the metadata version (V4 or V5), known header,
+// type and enum codes, little-endian schemas, type parameters Arrow allows
+// (widths, units, precisions, union codes, child counts, map entries),
+// unique dictionary ids, non-negative lengths, null counts at most the
+// length, buffers inside the message body, file blocks inside the file.
+// Node and buffer counts against the schema are the body reader's checks.
 #pragma once
 
 #include <cstddef>
