@@ -110,7 +110,7 @@ namespace footer {
 constexpr int version = 0, schema = 1, dictionaries = 2, record_batches = 3, custom_metadata = 4;
 }
 // TimeUnit, DateUnit, IntervalUnit, Precision, UnionMode.
-constexpr std::int16_t second = 0, millisecond = 1, microsecond = 2, nanosecond = 3;
+constexpr std::int16_t second = 0, millisecond = 1, nanosecond = 3;  // MICROSECOND = 2
 constexpr std::int16_t day = 0;
 constexpr std::int16_t year_month = 0, day_time = 1, month_day_nano = 2;
 constexpr std::int16_t half = 0, single = 1, double_ = 2;

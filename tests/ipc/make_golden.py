@@ -2,7 +2,7 @@
 """Writes the golden Arrow IPC streams and files under tests/ipc/data/.
 
 How the files were made: `python3 tests/ipc/make_golden.py` with pyarrow
-26.0.1 (Arrow C++ 26; its metadata writer is the same as Arrow 25's).  The
+26.0.1 (Arrow C++ 26.0.1), on 2026-12-04.  The
 C++ test tests/ipc/golden_test.cpp reads every message of every file,
 re-encodes its metadata with cuarrow::ipc::write_message_metadata and
 compares byte for byte (schema, record batch and dictionary batch messages,
