@@ -2,8 +2,8 @@
 """Writes the golden Arrow IPC streams and files under tests/ipc/data/.
 
 How the files were made: `python3 tests/ipc/make_golden.py` with pyarrow
-26.0.1 (Arrow C++ 26.0.1), on 2026-12-04.  The
-C++ test tests/ipc/golden_test.cpp reads every message of every file,
+26.0.1 (Arrow C++ 26.0.1), on 2026-12-04; running it again writes the same
+bytes.  The C++ test tests/ipc/golden_test.cpp reads every message of every file,
 re-encodes its metadata with cuarrow::ipc::write_message_metadata and
 compares byte for byte (schema, record batch and dictionary batch messages,
 the file footer).  The files are small (a few rows a batch) and committed;
