@@ -1,5 +1,6 @@
 // Writes seed inputs for the fuzz targets into <dir>/<target>/, from
-// cuarrow's own exporters (schemas, metadata blobs, IPC handles) and from
+// cuarrow's own exporters (schemas, metadata blobs, IPC handles, IPC
+// message metadata) and from
 // arrays laid out as the C Data Interface wants them for every type of the
 // array_import grammar.  (fuzz/seeds.py adds seeds from pyarrow.)
 //   fuzz_write_seeds build/fuzz-corpus
@@ -16,6 +17,7 @@
 #include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/ipc.hpp"
 #include "cuarrow/ipc/codec.hpp"
+#include "cuarrow/ipc/metadata.hpp"
 #include "cuarrow/tensor.hpp"
 #include "ipc_handle_factory.hpp"
 
@@ -252,6 +254,23 @@ void gen(out& o, const data_type& t, unsigned n) {
   }
 }
 
+// The dictionary fields of `fields` under `path`, numbered in Arrow's order
+// (depth first, a dictionary before the dictionaries in its values).
+void number_dictionaries(const std::vector<field>& fields, std::vector<int>& path,
+                         std::vector<cuarrow::ipc::dictionary_field>& out) {
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    path.push_back(static_cast<int>(i));
+    const data_type& t = fields[i].type;
+    if (t.id == type_id::dictionary) {
+      out.push_back({static_cast<std::int64_t>(out.size()), path});
+      number_dictionaries(t.values().children, path, out);
+    } else {
+      number_dictionaries(t.children, path, out);
+    }
+    path.pop_back();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -363,6 +382,44 @@ int main(int argc, char** argv) {
         write(root / "ipc_codec", name + "_batch_" + std::to_string(k++), std::string(1, tag | 2) + bytes);
         count += 2;
       }
+    }
+  }
+
+  // IPC message metadata (ipc_message): a schema message of every sample
+  // field, a record batch and a dictionary batch header, bare and
+  // encapsulated (tests/ipc/data/ adds pyarrow's streams and files).
+  {
+    namespace ipc = cuarrow::ipc;
+    ipc::schema_message sm;
+    sm.schema.fields = sample_fields();
+    sm.schema.metadata = {{"origin", "cuarrow"}};
+    std::vector<int> path;
+    number_dictionaries(sm.schema.fields, path, sm.dictionaries);
+    ipc::message_metadata schema_msg;
+    schema_msg.header = sm;
+    ipc::record_batch_header rb;
+    rb.length = 3;
+    rb.nodes = {{3, 1}, {3, 0}};
+    rb.buffers = {{0, 8}, {8, 24}, {32, 0}};
+    rb.variadic_buffer_counts = {1};
+    rb.compression = ipc::compression_codec::zstd;
+    ipc::message_metadata batch_msg;
+    batch_msg.header = rb;
+    batch_msg.body_length = 32;
+    batch_msg.custom_metadata = {{"k", "v"}};
+    ipc::message_metadata dict_msg;
+    dict_msg.header = ipc::dictionary_batch_header{0, rb, true};
+    dict_msg.body_length = 32;
+    int k = 0;
+    for (const auto* m : {&schema_msg, &batch_msg, &dict_msg}) {
+      const auto bare = ipc::write_message_metadata(*m);
+      const auto enc = ipc::write_encapsulated_metadata(*m);
+      write(root / "ipc_message", "cuarrow_" + std::to_string(k),
+            std::string(reinterpret_cast<const char*>(bare.data()), bare.size()));
+      write(root / "ipc_message", "cuarrow_encapsulated_" + std::to_string(k),
+            std::string(reinterpret_cast<const char*>(enc.data()), enc.size()));
+      count += 2;
+      ++k;
     }
   }
   std::printf("wrote %d seeds under %s\n", count, root.c_str());

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec"
+targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message"
 seconds=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +37,9 @@ corpus=build/fuzz-corpus
 mkdir -p "$corpus" build/fuzz-artifacts build/fuzz-logs
 build/fuzz/bin/fuzz_write_seeds "$corpus"
 if python3 -c "import pyarrow" 2>/dev/null; then python3 fuzz/seeds.py "$corpus"; fi
+# ipc_message: pyarrow's streams and files (tests/ipc/make_golden.py).
+mkdir -p "$corpus/ipc_message"
+cp tests/ipc/data/* "$corpus/ipc_message/"
 
 export CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1

@@ -122,7 +122,7 @@ struct message_metadata {
   std::int64_t body_length = 0;
   arrow::key_value_metadata custom_metadata;
 
-  message_kind kind() const noexcept;
+  CUARROW_EXPORT message_kind kind() const noexcept;
 };
 
 /// File.fbs Block: where a message of a file lies.
