@@ -17,6 +17,7 @@
 // which is cuarrow's layout_of order with the V4 union validity added.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -609,8 +610,168 @@ void dictionary_memo::read(const dictionary_batch_header& header, const buffer& 
   }
 }
 
-void dictionary_memo::append(std::int64_t id, const array_data&, stream_view) {
-  loader::fail("dictionary " + num(id), "dictionary deltas are not supported yet");
+namespace {
+
+// A dictionary and its delta joined into new buffers in the first one's
+// memory: the byte ranges move with one batched copy; what must be computed
+// (bitmaps joined at a bit offset, the delta's offsets moved past the
+// first's values) is computed on the host and travels in the same batch.
+struct concatenation {
+  std::optional<context> ctx;
+  stream_view s;
+  std::string where;
+  std::vector<copy_piece> pieces;
+
+  buffer allocate(std::int64_t n) const { return ctx ? allocate_device(*ctx, n, s) : allocate_host(n); }
+  void copy(const buffer& dst, std::int64_t at, const buffer& src, std::int64_t pos, std::int64_t n) {
+    if (n > 0) pieces.push_back({dst, at, src, pos, n});
+  }
+  buffer upload(const std::vector<std::uint8_t>& bytes) {
+    const auto n = static_cast<std::int64_t>(bytes.size());
+    buffer d = allocate(n);
+    copy(d, 0, host_buffer_of(bytes), 0, n);
+    return d;
+  }
+
+  // Bits [off, off + len) of `b` (all set when `b` is absent) into `out` from bit `at`.
+  void put_bits(std::vector<std::uint8_t>& out, std::int64_t at, const buffer& b, std::int64_t off,
+                std::int64_t len) const {
+    if (len == 0) return;
+    std::vector<std::uint8_t> src;
+    const std::int64_t first = off / 8;
+    if (b.size() > 0) src = host_bytes_of(b, first, ad::bitmap_bytes(off + len) - first, s);
+    for (std::int64_t i = 0; i < len; ++i) {
+      const bool set = b.size() == 0 || ad::get_bit(src.data(), off % 8 + i);
+      if (set) out[static_cast<std::size_t>((at + i) / 8)] |= std::uint8_t(1u << ((at + i) % 8));
+    }
+  }
+  buffer join_bits(const array_data& a, std::size_t ia, const array_data& b, std::size_t ib) {
+    std::vector<std::uint8_t> bits(static_cast<std::size_t>(ad::bitmap_bytes(a.length + b.length)), 0);
+    put_bits(bits, 0, a.buffers[ia], a.offset, a.length);
+    put_bits(bits, a.length, b.buffers[ib], b.offset, b.length);
+    return upload(bits);
+  }
+
+  // The offsets of `x` (length + 1 of them from its offset) on the host.
+  std::vector<std::int64_t> offsets_of(const array_data& x, int width) const {
+    std::vector<std::int64_t> o(static_cast<std::size_t>(x.length + 1), 0);
+    if (x.length == 0 && x.buffers[1].size() == 0) return o;
+    const std::vector<std::uint8_t> raw = host_bytes_of(x.buffers[1], x.offset * width, (x.length + 1) * width, s);
+    for (std::size_t i = 0; i < o.size(); ++i)
+      o[i] = ad::load_int(raw.data(), static_cast<std::int64_t>(i), width, true);
+    return o;
+  }
+  // New offsets for a then b, from 0; the value ranges of each.
+  buffer join_offsets(const std::vector<std::int64_t>& oa, const std::vector<std::int64_t>& ob, int width) {
+    std::vector<std::uint8_t> out((oa.size() + ob.size() - 1) * static_cast<std::size_t>(width));
+    std::size_t k = 0;
+    auto put = [&](std::int64_t v) {
+      if (width == 4) {
+        if (v > std::numeric_limits<std::int32_t>::max()) {
+          loader::fail(where, "the dictionary and its delta hold more than 2^31 - 1 bytes or values");
+        }
+        const auto y = static_cast<std::int32_t>(v);
+        std::memcpy(out.data() + k * 4, &y, 4);
+      } else {
+        std::memcpy(out.data() + k * 8, &v, 8);
+      }
+      ++k;
+    };
+    for (std::int64_t v : oa) put(v - oa.front());
+    const std::int64_t base = oa.back() - oa.front();
+    for (std::size_t i = 1; i < ob.size(); ++i) put(base + ob[i] - ob.front());
+    return upload(out);
+  }
+
+  array_data join(const array_data& a, const array_data& b, const std::string& at) {
+    array_data r;
+    r.type = a.type;
+    r.length = a.length + b.length;
+    const arrow::type_layout l = arrow::layout_of(a.type);
+    const type_id id = a.type.id;
+    if (id == type_id::null) {
+      r.null_count = r.length;
+      return r;
+    }
+    r.null_count = 0;
+    if (l.has_validity) {
+      const std::int64_t na = arrow::compute_null_count(a, s), nb = arrow::compute_null_count(b, s);
+      r.null_count = na + nb;
+      r.buffers.push_back(r.null_count == 0 ? buffer() : join_bits(a, 0, b, 0));
+    }
+    auto child = [&](std::size_t i) { return ad::child_path(at, i, a.type); };
+    switch (id) {
+      case type_id::boolean: r.buffers.push_back(join_bits(a, 1, b, 1)); return r;
+      case type_id::binary:
+      case type_id::utf8:
+      case type_id::large_binary:
+      case type_id::large_utf8:
+      case type_id::list:
+      case type_id::large_list:
+      case type_id::map: {
+        const int width = l.buffers[1].byte_width;
+        const auto oa = offsets_of(a, width), ob = offsets_of(b, width);
+        r.buffers.push_back(join_offsets(oa, ob, width));
+        const std::int64_t na = oa.back() - oa.front(), nb = ob.back() - ob.front();
+        if (l.buffers.size() == 3) {
+          buffer data = allocate(na + nb);
+          copy(data, 0, a.buffers[2], oa.front(), na);
+          copy(data, na, b.buffers[2], ob.front(), nb);
+          r.buffers.push_back(std::move(data));
+        } else {
+          r.children.push_back(
+              join(a.children[0].slice(oa.front(), na), b.children[0].slice(ob.front(), nb), child(0)));
+        }
+        return r;
+      }
+      case type_id::fixed_size_list: {
+        const std::int64_t k = a.type.fixed_size;
+        r.children.push_back(join(a.children[0].slice(a.offset * k, a.length * k),
+                                  b.children[0].slice(b.offset * k, b.length * k), child(0)));
+        return r;
+      }
+      case type_id::struct_:
+        for (std::size_t i = 0; i < a.children.size(); ++i) {
+          r.children.push_back(
+              join(a.children[i].slice(a.offset, a.length), b.children[i].slice(b.offset, b.length), child(i)));
+        }
+        return r;
+      default: break;
+    }
+    if (l.buffers.size() == 2 && l.buffers[1].role == arrow::buffer_role::values && id != type_id::dictionary) {
+      const std::int64_t w = l.buffers[1].byte_width;
+      buffer values = allocate((a.length + b.length) * w);
+      copy(values, 0, a.buffers[1], a.offset * w, a.length * w);
+      copy(values, a.length * w, b.buffers[1], b.offset * w, b.length * w);
+      r.buffers.push_back(std::move(values));
+      return r;
+    }
+    loader::fail(at, "a delta of " + a.type.to_string() +
+                         " values cannot be appended yet (not supported: views, list views, unions, run-end "
+                         "encoded and dictionary-encoded values)");
+  }
+};
+
+}  // namespace
+
+void dictionary_memo::append(std::int64_t id, const array_data& delta, stream_view s) {
+  const entry& e = find(id);
+  const std::string where = "dictionary " + num(id);
+  if (!e.dictionary) loader::fail(where, "a delta for a dictionary that has not been sent");
+  if (!(delta.type == e.values.schema.fields[0].type)) {
+    throw invalid_argument(where + ": the delta holds " + delta.type.to_string() + ", the dictionary " +
+                           e.values.schema.fields[0].type.to_string());
+  }
+  const array_data& old = *e.dictionary;
+  const arrow::placement p = arrow::placement_of(old, arrow::placement_of(delta));
+  concatenation c;
+  if (p.type == device_type::cuda) c.ctx = arrow::context_of(old, p);
+  c.s = c.ctx ? ad::stream_for_device(s, c.ctx->device_number()) : s;
+  c.where = where;
+  if (old.length > std::numeric_limits<std::int64_t>::max() - delta.length) loader::fail(where, "too long");
+  array_data joined = c.join(old, delta, where);
+  copy_batch(c.pieces, c.s);
+  entries_.at(id).dictionary = std::make_shared<const array_data>(std::move(joined));
 }
 
 // ---- writing ------------------------------------------------------------------------

@@ -417,6 +417,78 @@ TEST(IpcDictionaries, NestedDictionariesAreRenumberedUnderTheValues) {
   EXPECT_EQ(m.value_type(1), utf8());
 }
 
+// Dictionary `id` (of `values`' type) in a memo of its own, first `first`.
+ipc::dictionary_memo memo_with(const array_data& first) {
+  ipc::schema_message sm;
+  sm.schema.fields.emplace_back("d", dictionary(int32(), first.type));
+  sm.dictionaries.push_back({0, {0}});
+  ipc::dictionary_memo memo(sm);
+  memo.set(0, first);
+  return memo;
+}
+
+TEST(IpcDictionaries, DeltasAppendInTheDictionarysMemory) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  random_arrays r(7);
+  struct join_case {
+    std::string name;
+    array_data first, delta;
+  };
+  std::vector<join_case> cases;
+  // Lengths that are not multiples of 8 (the bitmaps join at a bit offset), sliced inputs, nested values.
+  cases.push_back({"int32", primitive<std::int32_t>(int32(), {1, std::nullopt, 3}),
+                   primitive<std::int32_t>(int32(), {std::nullopt, 5, 6, 7, 8, 9, std::nullopt, 11, 12})});
+  cases.push_back(
+      {"int64 without nulls", primitive<std::int64_t>(int64(), {1, 2}), primitive<std::int64_t>(int64(), {3})});
+  cases.push_back({"bool", booleans({true, false, std::nullopt}), booleans({false, true, true, std::nullopt, true})});
+  cases.push_back({"utf8 sliced", strings(utf8(), {"skip", "a", std::nullopt, "ccc"}).slice(1, 3),
+                   strings(utf8(), {"dd", "skip"}).slice(0, 1)});
+  cases.push_back({"large_binary", strings(large_binary(), {"x"}), strings(large_binary(), {"", "yz", std::nullopt})});
+  cases.push_back({"decimal128", r.array(decimal(20, 2), 5), r.array(decimal(20, 2), 11)});
+  const data_type nested =
+      struct_({field("l", list(field("item", utf8()))), field("f", fixed_size_list(field("item", int16()), 2))});
+  cases.push_back({"struct<list<utf8>, fixed_size_list<int16>>", r.array(nested, 6), r.array(nested, 9)});
+  const data_type m = map(utf8(), int64());
+  cases.push_back({"map", r.array(m, 4), r.array(m, 3)});
+  for (const auto& c : cases) {
+    for (bool on_device : {false, true}) {
+      SCOPED_TRACE(c.name + (on_device ? " device" : " host"));
+      ipc::dictionary_memo memo = memo_with(on_device ? to_device(c.first, ctx) : c.first);
+      memo.append(0, on_device ? to_device(c.delta, ctx) : c.delta);
+      const array_data joined = *memo.get(0);
+      EXPECT_EQ(joined.length, c.first.length + c.delta.length);
+      EXPECT_EQ(placement_of(joined).type == cuarrow::device_type::cuda, on_device);
+      EXPECT_NO_THROW(validate(to_host(joined), {validation_level::full}));
+      // The same values as the first, then the delta's.
+      EXPECT_TRUE(same_values(c.first, to_host(joined.slice(0, c.first.length))));
+      EXPECT_TRUE(same_values(c.delta, to_host(joined.slice(c.first.length, c.delta.length))));
+    }
+  }
+}
+
+TEST(IpcDictionaries, ADeltaBatchIsReadAndAppended) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  ipc::dictionary_memo memo = memo_with(to_device(strings(utf8(), {"a", "b"}), ctx));
+  const array_data delta = strings(utf8(), {"c", std::nullopt});
+  const record_batch vb = one_column("dictionary", to_device(delta, ctx));
+  ipc::body_layout l = ipc::layout_body(vb);
+  memo.read({0, l.header, true}, ipc::write_body(l, ctx));
+  EXPECT_TRUE(same_values(strings(utf8(), {"a", "b", "c", std::nullopt}), to_host(*memo.get(0))));
+  // A delta before any dictionary, a delta of a type not supported yet.
+  ipc::schema_message sm;
+  sm.schema.fields.emplace_back("d", dictionary(int32(), utf8_view()));
+  sm.dictionaries.push_back({3, {0}});
+  ipc::dictionary_memo views(sm);
+  const array_data v = string_views(utf8_view(), {"a"});
+  EXPECT_EQ(message_of([&] { views.append(3, v); }), "dictionary 3: a delta for a dictionary that has not been sent");
+  views.set(3, v);
+  EXPECT_EQ(message_of([&] { views.append(3, v); }),
+            "dictionary 3: a delta of string_view values cannot be appended yet (not supported: views, list views, "
+            "unions, run-end encoded and dictionary-encoded values)");
+  EXPECT_NE(message_of([&] { views.append(3, strings(utf8(), {"a"})); }).find("the delta holds string"),
+            std::string::npos);
+}
+
 // ---- adversarial headers ----------------------------------------------------------------------
 
 // A batch with a struct, a list, a view and a dictionary column, and its body.

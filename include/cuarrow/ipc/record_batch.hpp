@@ -99,17 +99,20 @@ class CUARROW_EXPORT dictionary_memo {
 
   /// Reads a dictionary batch (the data is a record batch of one column of
   /// the value type, read as read_record_batch reads one) and sets the
-  /// dictionary, or for a delta appends to the one there is: a new
-  /// array_data whose buffers hold both, built with one batched copy in the
-  /// existing dictionary's memory (offsets of binary, utf8 and lists
-  /// rebased and bitmaps joined on the host).  Delta types supported: every
-  /// fixed-width type, boolean, binary/utf8 (and large), lists (not list
-  /// views), fixed_size_list and struct; others (views, unions, run-end,
-  /// maps' siblings aside) are refused with invalid_message.
+  /// dictionary, or for a delta appends to the one there is (append).
   void read(const dictionary_batch_header& header, const buffer& body, const read_options& options = {});
 
-  /// The same delta rule for an array already in hand: `delta` (of the
-  /// value type) appended to dictionary `id` on `s`, which is synchronized.
+  /// Appends `delta` (of the value type) to dictionary `id`: a new
+  /// array_data (offset 0) whose buffers hold both, in the existing
+  /// dictionary's memory (device or host), filled with ONE batched copy on
+  /// `s`, which is synchronized.  Byte ranges are copied device to device;
+  /// what must be computed (validity and boolean bitmaps joined at a bit
+  /// offset, the delta's offsets moved past the first's values) is computed
+  /// on the host from the bitmaps and offsets read back, and travels in the
+  /// same batch.  Supported value types: every fixed-width type, boolean,
+  /// binary / utf8 (and large), list, large_list, map, fixed_size_list and
+  /// struct of those; others (views, list views, unions, run-end encoded)
+  /// are refused with invalid_message, as is a delta before any dictionary.
   void append(std::int64_t id, const arrow::array_data& delta, stream_view s = {});
 
   /// The schema message of a one-column batch that holds dictionary `id`
