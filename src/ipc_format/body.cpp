@@ -278,6 +278,7 @@ std::int64_t pad8(std::int64_t n) { return (n + 7) / 8 * 8; }
 // `n` bytes of `b` from `pos` on the host: a view of host-accessible memory,
 // else a synchronous copy on `s`.
 std::vector<std::uint8_t> host_bytes_of(const buffer& b, std::int64_t pos, std::int64_t n, stream_view s) {
+  if (n == 0) return {};
   if (pos < 0 || n < 0 || pos + n > b.size()) {
     throw invalid_argument("reading " + num(n) + " bytes at " + num(pos) + " of a buffer of " + num(b.size()));
   }
@@ -295,6 +296,19 @@ buffer host_buffer_of(const std::vector<std::uint8_t>& bytes) {
   buffer b = allocate_host(static_cast<std::int64_t>(bytes.size()));
   if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
   return b;
+}
+
+// Element `i` of a `width`-byte integer array (2, 4 or 8 bytes) set to `v`.
+void put_int(std::vector<std::uint8_t>& v, std::int64_t i, int width, std::int64_t x) {
+  if (width == 2) {
+    const auto y = static_cast<std::int16_t>(x);
+    std::memcpy(v.data() + i * 2, &y, 2);
+  } else if (width == 4) {
+    const auto y = static_cast<std::int32_t>(x);
+    std::memcpy(v.data() + i * 4, &y, 4);
+  } else {
+    std::memcpy(v.data() + i * 8, &x, 8);
+  }
 }
 
 // One pass over the batch: the layout, as far as the offsets fetched so far
@@ -466,13 +480,31 @@ struct layout_pass {
       }
       case type_id::list_view:
       case type_id::large_list_view: {
-        if (a.offset != 0) unsupported(where, "a list view at a non-zero offset (its offsets need rebasing)");
-        const std::int64_t w = l.buffers[1].byte_width;
-        for (std::size_t i = 1; i <= 2; ++i) {
-          const buffer& b = a.buffers[i];
-          add(b, 0, std::min(b.size(), a.length * w));
+        const int w = l.buffers[1].byte_width;
+        const array_data& c = a.children[0];
+        if (a.offset == 0) {
+          for (std::size_t i = 1; i <= 2; ++i) add(a.buffers[i], 0, std::min(a.buffers[i].size(), a.length * w));
+          return visit(c, child(0));
         }
-        return visit(a.children[0], child(0));
+        // Arrow's GetZeroBasedListViewOffsets: offsets less the smallest, the
+        // values from there (computed on the host).
+        const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * w, a.length * w, s);
+        const std::vector<std::uint8_t> sizes = host_bytes_of(a.buffers[2], a.offset * w, a.length * w, s);
+        std::int64_t lo = a.length > 0 ? std::numeric_limits<std::int64_t>::max() : 0, hi = 0;
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          const std::int64_t o = ad::load_int(offs.data(), i, w, true);
+          lo = std::min(lo, o);
+          hi = std::max(hi, o + ad::load_int(sizes.data(), i, w, true));
+        }
+        std::vector<std::uint8_t> rebased(offs.size());
+        for (std::int64_t i = 0; i < a.length; ++i) put_int(rebased, i, w, ad::load_int(offs.data(), i, w, true) - lo);
+        add_computed(a.length * w, [rebased] { return host_buffer_of(rebased); });
+        add(a.buffers[2], a.offset * w, a.length * w);
+        if (lo != 0 || hi < c.length) {
+          if (lo < 0 || lo > c.length) throw invalid_argument(where + ": list view offsets outside the values");
+          return visit(c.slice(lo, std::min(hi, c.length - lo)), child(0));
+        }
+        return visit(c, child(0));
       }
       case type_id::fixed_size_list: {
         const std::int64_t size = a.type.fixed_size;
@@ -496,22 +528,52 @@ struct layout_pass {
       }
       case type_id::run_end_encoded: {
         const array_data& ends = a.children[0];
+        const array_data& values = a.children[1];
         const int width = arrow::bit_width(ends.type) / 8;
-        if (a.offset != 0) unsupported(where, "a run-end encoded array at a non-zero offset");
         if (a.length == 0 || ends.length == 0) {
           if (a.length != 0) throw invalid_argument(where + ": a run-end encoded array without runs");
           visit(ends.slice(0, 0), child(0));
-          return visit(a.children[1].slice(0, 0), child(1));
+          return visit(values.slice(0, 0), child(1));
         }
         auto last = read_int(ends.buffers[1], (ends.offset + ends.length - 1) * width, width, where);
         if (!last) return;
-        if (*last != a.length) {
-          unsupported(where, "a run-end encoded array whose last run end (" + num(*last) + ") is not its length (" +
-                                 num(a.length) + ")");
+        if (a.offset == 0 && *last == a.length) {
+          visit(ends, child(0));
+          return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
         }
-        visit(ends, child(0));
-        const array_data& values = a.children[1];
-        return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
+        // Arrow's LogicalRunEnds / LogicalValues: the runs that cover the
+        // array, their ends less its offset and clipped to its length
+        // (computed on the host from the run ends).
+        const std::vector<std::uint8_t> raw =
+            host_bytes_of(ends.buffers[1], ends.offset * width, ends.length * width, s);
+        auto end_at = [&](std::int64_t i) { return ad::load_int(raw.data(), i, width, true); };
+        std::int64_t first = 0, count = ends.length;  // the first run that ends after the offset
+        while (count > 0) {
+          const std::int64_t half = count / 2;
+          if (end_at(first + half) <= a.offset) {
+            first += half + 1;
+            count -= half + 1;
+          } else {
+            count = half;
+          }
+        }
+        std::int64_t stop = first;
+        while (stop < ends.length && end_at(stop) < a.offset + a.length) ++stop;
+        if (stop == ends.length) throw invalid_argument(where + ": the run ends stop before the array's end");
+        ++stop;
+        const std::int64_t runs = stop - first;
+        if (a.offset == 0 && end_at(stop - 1) == a.length) {
+          visit(ends.slice(0, runs), child(0));
+        } else {
+          std::vector<std::uint8_t> rebased(static_cast<std::size_t>(runs * width));
+          for (std::int64_t i = 0; i < runs; ++i) {
+            put_int(rebased, i, width, std::min(end_at(first + i) - a.offset, a.length));
+          }
+          out.header.nodes.push_back({runs, 0});
+          add_empty();
+          add_computed(runs * width, [rebased] { return host_buffer_of(rebased); });
+        }
+        return visit(values.slice(first, runs), child(1));
       }
       default: return fixed(a.buffers[1], a.offset, a.length, l.buffers[1].byte_width);
     }

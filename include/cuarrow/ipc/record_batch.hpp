@@ -175,17 +175,18 @@ struct body_layout {
 /// Lays out `batch` as Arrow C++'s writer (RecordBatchSerializer) does for
 /// the same data, uncompressed: buffers in IPC order, each padded to 8
 /// bytes; a 0-length validity buffer where the null count is 0; sliced
-/// arrays truncated: value, type id and view buffers as byte slices (with
-/// the padding that follows them, where the buffer has it), bitmaps at a
-/// bit offset shifted to bit 0 and offsets not starting at 0 rebased, both
-/// on the host (those buffers are read from device memory), children sliced
-/// as Arrow slices them; dictionary arrays as their indices.  Null counts
-/// that are unknown are counted (compute_null_count).  Refused with
-/// invalid_argument (not supported yet): list views and dense unions at a
-/// non-zero offset, and run-end encoded arrays unless their offset is 0 and
-/// their last run end is their length.  Device memory is read on `s`
-/// (offsets, in one batched copy per level of nesting), which is
-/// synchronized.
+/// arrays truncated: value, type id, list view size and view buffers as
+/// byte slices (with the padding that follows them, where the buffer has
+/// it); what Arrow computes is computed on the host from the buffers read
+/// back (bitmaps at a bit offset shifted to bit 0, offsets not starting at
+/// 0 rebased, list view offsets less their smallest, run ends of a sliced
+/// run-end encoded array rebased and clipped); children sliced as Arrow
+/// slices them; dictionary arrays as their indices.  Null counts that are
+/// unknown are counted (compute_null_count).  A dense union at a non-zero
+/// offset is refused with invalid_argument (not supported yet: its offsets
+/// are rebased per child).  Device memory is read on `s` (offsets, in one
+/// batched copy per level of nesting; the buffers computed from, one copy
+/// each), which is synchronized.
 CUARROW_EXPORT body_layout layout_body(const arrow::record_batch& batch, stream_view s = {});
 
 /// One device allocation on `ctx` of layout.body_length bytes, filled with
