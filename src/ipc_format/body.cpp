@@ -271,10 +271,6 @@ arrow::record_batch read_batch(const record_batch_header& h, const schema_messag
 
 std::int64_t pad8(std::int64_t n) { return (n + 7) / 8 * 8; }
 
-[[noreturn]] void unsupported(const std::string& where, const std::string& what) {
-  throw invalid_argument(where + ": " + what + " cannot be written yet (not supported)");
-}
-
 // `n` bytes of `b` from `pos` on the host: a view of host-accessible memory,
 // else a synchronous copy on `s`.
 std::vector<std::uint8_t> host_bytes_of(const buffer& b, std::int64_t pos, std::int64_t n, stream_view s) {
@@ -520,10 +516,40 @@ struct layout_pass {
         return;
       }
       case type_id::dense_union: {
-        if (a.offset != 0) unsupported(where, "a dense union at a non-zero offset (its offsets need rebasing)");
-        fixed(a.buffers[0], 0, a.length, 1);
-        fixed(a.buffers[1], 0, a.length, 4);
-        for (std::size_t i = 0; i < a.children.size(); ++i) visit(a.children[i], child(i));
+        fixed(a.buffers[0], a.offset, a.length, 1);
+        if (a.offset == 0) {
+          fixed(a.buffers[1], 0, a.length, 4);
+          for (std::size_t i = 0; i < a.children.size(); ++i) visit(a.children[i], child(i));
+          return;
+        }
+        // Arrow's rule for a sliced dense union: each child's offsets less
+        // the first one seen for it, each child sliced from there to the
+        // largest offset used (computed on the host).
+        const std::vector<std::uint8_t> codes = host_bytes_of(a.buffers[0], a.offset, a.length, s);
+        const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * 4, a.length * 4, s);
+        std::vector<std::int64_t> first(128, -1), used(128, 0);
+        std::vector<std::uint8_t> shifted(offs.size());
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          const std::size_t code = codes[static_cast<std::size_t>(i)] & 0x7f;
+          const std::int64_t o = ad::load_int(offs.data(), i, 4, true);
+          if (first[code] < 0) first[code] = o;
+          put_int(shifted, i, 4, o - first[code]);
+          used[code] = std::max(used[code], o - first[code] + 1);
+        }
+        add_computed(a.length * 4, [shifted] { return host_buffer_of(shifted); });
+        for (std::size_t i = 0; i < a.children.size(); ++i) {
+          const std::size_t code = static_cast<std::size_t>(a.type.type_codes[i]) & 0x7f;
+          const array_data& c = a.children[i];
+          const std::int64_t from = std::max<std::int64_t>(first[code], 0), n = used[code];
+          if (from > c.length || n > c.length - from) {
+            throw invalid_argument(child(i) + ": dense union offsets outside the child");
+          }
+          if (from > 0 || n < c.length) {
+            visit(c.slice(from, n), child(i));
+          } else {
+            visit(c, child(i));
+          }
+        }
         return;
       }
       case type_id::run_end_encoded: {

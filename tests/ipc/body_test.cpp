@@ -111,8 +111,6 @@ bool all_within(const array_data& a, const cuarrow::buffer& body) {
   return true;
 }
 
-bool unsupported_slice(const std::string& message) { return message.find("not supported") != std::string::npos; }
-
 // Variants of `a`: itself, sliced at odd offsets, empty.
 std::vector<std::pair<std::string, array_data>> variants(const array_data& a) {
   std::vector<std::pair<std::string, array_data>> v{{"whole", a}};
@@ -134,24 +132,14 @@ std::vector<std::uint8_t> bytes_of(const cuarrow::buffer& b) {
 
 TEST(IpcBody, EverySampleRoundTripsThroughADeviceBody) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  int unsupported = 0, checked = 0;
+  int checked = 0;
   for (auto& [name, a] : sample_arrays()) {
     for (auto& [how, x] : variants(a)) {
       SCOPED_TRACE(name + " " + how);
       for (bool on_device : {false, true}) {
         const record_batch batch = one_column(name, on_device ? to_device(x, ctx) : x);
-        ipc::body_layout layout;
-        try {
-          layout = ipc::layout_body(batch);
-        } catch (const cuarrow::invalid_argument& e) {
-          // The slices Arrow itself must compute: said, not silently wrong.
-          EXPECT_TRUE(unsupported_slice(e.what())) << e.what();
-          EXPECT_NE(x.offset, 0) << e.what();
-          const type_id id = x.type.id;
-          EXPECT_EQ(id, type_id::dense_union) << e.what();
-          ++unsupported;
-          continue;
-        }
+        // Every slice is written, what Arrow computes computed on the host.
+        const ipc::body_layout layout = ipc::layout_body(batch);
         EXPECT_EQ(layout.body_length % 8, 0);
         with_dictionaries d = dictionaries_of(batch);
         // A host batch (and its dictionaries) is read from a host copy of the body.
@@ -170,8 +158,7 @@ TEST(IpcBody, EverySampleRoundTripsThroughADeviceBody) {
       }
     }
   }
-  EXPECT_GT(checked, 400);
-  EXPECT_GT(unsupported, 0);  // the slices above, said
+  EXPECT_GT(checked, 500);
 }
 
 TEST(IpcBody, AHostBodyReadsAsHostArrays) {
@@ -187,21 +174,14 @@ TEST(IpcBody, AHostBodyReadsAsHostArrays) {
 
 TEST(IpcBody, RandomNestedBatchesRoundTrip) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  int done = 0;
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     random_arrays r(seed);
     record_batch host = r.batch(static_cast<int>(r.uniform(1, 4)), r.uniform(0, 40), 3);
     record_batch batch = seed % 2 ? to_device(host, ctx) : host;
-    try {
-      record_batch back = round_trip(batch, /*host_body=*/seed % 2 == 0);
-      EXPECT_TRUE(same_values(host, to_host(back)));
-      ++done;
-    } catch (const cuarrow::invalid_argument& e) {
-      EXPECT_TRUE(unsupported_slice(e.what())) << e.what();
-    }
+    record_batch back = round_trip(batch, /*host_body=*/seed % 2 == 0);
+    EXPECT_TRUE(same_values(host, to_host(back)));
   }
-  EXPECT_GT(done, 30);
 }
 
 TEST(IpcBody, FullValidationOnRequest) {

@@ -179,12 +179,13 @@ struct body_layout {
 /// byte slices (with the padding that follows them, where the buffer has
 /// it); what Arrow computes is computed on the host from the buffers read
 /// back (bitmaps at a bit offset shifted to bit 0, offsets not starting at
-/// 0 rebased, list view offsets less their smallest, run ends of a sliced
-/// run-end encoded array rebased and clipped); children sliced as Arrow
-/// slices them; dictionary arrays as their indices.  Null counts that are
-/// unknown are counted (compute_null_count).  A dense union at a non-zero
-/// offset is refused with invalid_argument (not supported yet: its offsets
-/// are rebased per child).  Device memory is read on `s` (offsets, in one
+/// 0 rebased, list view offsets less their smallest, dense union offsets
+/// less each child's first, run ends of a sliced run-end encoded array
+/// rebased and clipped); children sliced as Arrow slices them; dictionary
+/// arrays as their indices.  Null counts that are unknown are counted
+/// (compute_null_count).  The batch must be valid (validate it first if it
+/// is not yours): offsets outside their buffers are invalid_argument, but
+/// values are not checked.  Device memory is read on `s` (offsets, in one
 /// batched copy per level of nesting; the buffers computed from, one copy
 /// each), which is synchronized.
 CUARROW_EXPORT body_layout layout_body(const arrow::record_batch& batch, stream_view s = {});
