@@ -877,6 +877,7 @@ body_layout layout_body(const arrow::record_batch& batch, stream_view s) {
       pass.visit(batch.columns[i], ad::column_path(batch.schema.fields[i].name));
     }
     if (!pass.complete) {
+      if (cache.pending() == 0) throw error("layout_body: offsets still unknown after they were read");
       // Offsets in device memory: one batched read for what this pass
       // asked, then the layout again (one more round per level of nesting).
       cache.fetch(s);
