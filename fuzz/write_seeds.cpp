@@ -352,7 +352,7 @@ int main(int argc, char** argv) {
     tc.length = 4;
     tc.null_count = 0;
     tc.buffers = {cuarrow::buffer(), cuarrow::wrap_host(offsets, 20, nullptr, false),
-                 cuarrow::wrap_host(text, 9, nullptr, false)};
+                  cuarrow::wrap_host(text, 9, nullptr, false)};
     record_batch b;
     b.schema = schemas[0].schema;
     b.num_rows = 4;
