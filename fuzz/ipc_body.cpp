@@ -1,6 +1,7 @@
 // libFuzzer target: ipc::read_record_batch over a fuzzed record batch
 // header and body, against a schema from a small fixed set
-// (ipc_body_cases.hpp), with a dictionary in the memo, the body in host or
+// (ipc_body_cases.hpp) or of one column of a type from array_import's
+// grammar, with a dictionary in the memo, the body in host or
 // device memory, cheap or full validation, V4 or V5 unions, compressed
 // headers with and without a decompress hook.
 // Properties: no crash, no read outside the body (ASan; device memory in the
@@ -55,7 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const std::vector<ipc::schema_message> schemas = cuarrow_fuzz::ipc_body::schemas();
   cuarrow_fuzz::input in(data, size);
   const cuarrow_fuzz::ipc_body::encoded_case c = cuarrow_fuzz::ipc_body::decode(in);
-  const ipc::schema_message& sm = schemas[c.schema % schemas.size()];
+  ipc::schema_message grammar;
+  if (c.type) grammar.schema.fields.emplace_back("g", *c.type);
+  const ipc::schema_message& sm = c.type ? grammar : schemas[c.schema % schemas.size()];
   ipc::record_batch_header h = c.header;
   if (c.compression == 1) h.compression = ipc::compression_codec::lz4_frame;
   if (c.compression == 2) h.compression = ipc::compression_codec::zstd;

@@ -1,9 +1,10 @@
 // The ipc_body target's input (shared with the seed writer): a schema from
 // a small fixed set, a record batch header, body bytes.
 //
-//   u8   schema index (mod the set's size); bit 7: the body in device memory,
-//        bit 6: full validation (and, when accepted, the write-then-read
-//        property)
+//   u8   schema index (bits 0-4, mod the set's size); bit 7: the body in
+//        device memory, bit 6: full validation (and, when accepted, the
+//        write-then-read property); bit 5: instead of the set, one column
+//        of a type read next with array_import's grammar (array_types.hpp)
 //   u8   metadata version: odd = V4 (unions carry a validity buffer), even = V5
 //   u8   compression: 0 none, 1 LZ4_FRAME, 2 ZSTD (with a hook that takes
 //        "stored uncompressed" buffers), else none
@@ -19,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "array_types.hpp"
 #include "cuarrow/arrow/type.hpp"
 #include "cuarrow/ipc/format.hpp"
 #include "fuzz_input.hpp"
@@ -58,6 +61,7 @@ inline std::vector<cuarrow::ipc::schema_message> schemas() {
 
 struct encoded_case {
   std::uint8_t schema = 0;
+  std::optional<data_type> type;  // bit 5: a type from the grammar
   bool device = false;
   bool full = false;
   bool v4 = false;
@@ -95,7 +99,8 @@ inline void write_num(std::string& out, std::int64_t v) {
 inline encoded_case decode(input& in) {
   encoded_case c;
   const std::uint8_t first = in.u8();
-  c.schema = first & 0x3f;
+  c.schema = first & 0x1f;
+  if ((first & 0x20) != 0) c.type = read_type(in, 0);
   c.device = (first & 0x80) != 0;
   c.full = (first & 0x40) != 0;
   c.v4 = (in.u8() & 1) != 0;
@@ -114,6 +119,7 @@ inline encoded_case decode(input& in) {
   return c;
 }
 
+// (Seeds use the fixed set: `type` is not written.)
 inline std::string encode(const encoded_case& c) {
   std::string out;
   out.push_back(static_cast<char>(c.schema | (c.device ? 0x80 : 0) | (c.full ? 0x40 : 0)));

@@ -314,6 +314,19 @@ TEST(IpcBodyLayout, SlicedRunEndEncodedArraysGetTheirRunsRebased) {
   }
 }
 
+TEST(IpcBodyLayout, AnEmptyListMayPointPastItsValues) {
+  // Valid (no list is read), and written with empty values: the fuzz target
+  // found layout_body slicing the child at the first offset, past its end.
+  array_data child = primitive<std::int32_t>(int32(), {1});
+  array_data l = list_array(list(field("item", int32())), {2}, {}, child);
+  EXPECT_NO_THROW(validate(l, {validation_level::full}));
+  const record_batch batch = one_column("l", l);
+  ipc::body_layout layout = ipc::layout_body(batch);
+  ASSERT_EQ(layout.header.nodes.size(), 2u);
+  EXPECT_EQ(layout.header.nodes[1], (ipc::field_node{0, 0}));
+  EXPECT_TRUE(same_values(batch, round_trip(batch, /*host_body=*/true)));
+}
+
 TEST(IpcBodyLayout, ViewsCountTheirDataBuffers) {
   array_data v = string_views(utf8_view(), {"a long string for the views", "x", "another long one, in a block"}, 30);
   ipc::body_layout l = ipc::layout_body(one_column("v", v));
