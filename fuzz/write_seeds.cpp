@@ -18,7 +18,9 @@
 #include "cuarrow/ipc.hpp"
 #include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
 #include "cuarrow/tensor.hpp"
+#include "ipc_body_cases.hpp"
 #include "ipc_handle_factory.hpp"
 
 using namespace cuarrow::arrow;  // NOLINT
@@ -273,6 +275,16 @@ void number_dictionaries(const std::vector<field>& fields, std::vector<int>& pat
 
 }  // namespace
 
+// The header of an empty batch of `t`'s tree: one node per array, each
+// buffer an empty range, no data buffers for views (V5 layout).
+void empty_header(const data_type& t, cuarrow::ipc::record_batch_header& h) {
+  h.nodes.push_back({0, 0});
+  const type_layout l = layout_of(t);
+  for (std::size_t i = 0; i < l.buffers.size(); ++i) h.buffers.push_back({0, 0});
+  if (l.variadic) h.variadic_buffer_counts.push_back(0);
+  for (const field& c : t.children) empty_header(c.type, h);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
@@ -327,6 +339,59 @@ int main(int argc, char** argv) {
     write(root / "ipc_handle", "pyarrow_72", py);
     write(root / "ipc_handle", "pyarrow_empty", std::string(9, '\0'));
     count += 2;
+  }
+
+  // IPC record batch bodies: an empty batch of every schema (host and
+  // device body, cheap and full validation), and a batch of int32 and utf8
+  // laid out by layout_body.
+  {
+    const auto schemas = cuarrow_fuzz::ipc_body::schemas();
+    for (std::size_t k = 0; k < schemas.size(); ++k) {
+      for (int flags = 0; flags < 4; ++flags) {
+        cuarrow_fuzz::ipc_body::encoded_case c;
+        c.schema = static_cast<std::uint8_t>(k);
+        c.device = (flags & 1) != 0;
+        c.full = (flags & 2) != 0;
+        for (const field& f : schemas[k].schema.fields) empty_header(f.type, c.header);
+        write(root / "ipc_body", "empty_" + std::to_string(k) + "_" + std::to_string(flags),
+              cuarrow_fuzz::ipc_body::encode(c));
+        ++count;
+      }
+    }
+    static const std::int32_t ints[] = {7, -1, 3, 42};
+    static const std::uint8_t valid[] = {0x0d};
+    static const std::int32_t offsets[] = {0, 2, 2, 5, 9};
+    static const char text[] = "hiabcdefg";
+    array_data ic;
+    ic.type = int32();
+    ic.length = 4;
+    ic.null_count = 1;
+    ic.buffers = {cuarrow::wrap_host(valid, 1, nullptr, false), cuarrow::wrap_host(ints, 16, nullptr, false)};
+    array_data tc;
+    tc.type = utf8();
+    tc.length = 4;
+    tc.null_count = 0;
+    tc.buffers = {cuarrow::buffer(), cuarrow::wrap_host(offsets, 20, nullptr, false),
+                  cuarrow::wrap_host(text, 9, nullptr, false)};
+    record_batch b;
+    b.schema = schemas[0].schema;
+    b.num_rows = 4;
+    b.columns = {ic, tc};
+    const cuarrow::ipc::body_layout l = cuarrow::ipc::layout_body(b);
+    std::string body(static_cast<std::size_t>(l.body_length), '\0');
+    for (const auto& p : l.pieces) {
+      std::memcpy(body.data() + p.body_offset, p.source.host_data() + p.source_offset,
+                  static_cast<std::size_t>(p.size));
+    }
+    for (int flags = 0; flags < 4; ++flags) {
+      cuarrow_fuzz::ipc_body::encoded_case c;
+      c.device = (flags & 1) != 0;
+      c.full = (flags & 2) != 0;
+      c.header = l.header;
+      c.body = body;
+      write(root / "ipc_body", "int32_utf8_" + std::to_string(flags), cuarrow_fuzz::ipc_body::encode(c));
+      ++count;
+    }
   }
 
   // Tensors: DLPack (mode 0) and CAI (mode 1) of a few shapes.

@@ -20,15 +20,6 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace cuarrow::ipc {
 
-message_kind message_metadata::kind() const noexcept {
-  switch (header.index()) {
-    case 1: return message_kind::schema;
-    case 2: return message_kind::dictionary_batch;
-    case 3: return message_kind::record_batch;
-    default: return message_kind::none;
-  }
-}
-
 namespace {
 
 using arrow::data_type;

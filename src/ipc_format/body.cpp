@@ -1,0 +1,898 @@
+// Arrow IPC record batch bodies (include/cuarrow/ipc/record_batch.hpp):
+// header + body -> typed arrays whose buffers are slices of the body, the
+// dictionary memo and its deltas, and the body layout Arrow C++'s writer
+// makes.
+//
+// The IPC buffer order per array (Arrow's ArrayLoader / RecordBatchSerializer):
+//   null               none
+//   fixed width, bool  validity, values
+//   binary, utf8 (+large)  validity, offsets, data
+//   views              validity, views, then variadic_buffer_counts[k] data buffers
+//   list, large_list, map  validity, offsets; child
+//   list views         validity, offsets, sizes; child
+//   fixed_size_list, struct  validity; children
+//   sparse / dense union  (V4: validity,) type ids (, offsets); children
+//   run-end encoded    none; run ends, values
+//   dictionary         the indices' buffers
+// which is cuarrow's layout_of order with the V4 union validity added.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "arrow/arrow_internal.hpp"
+#include "cuarrow/copy.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
+
+namespace cuarrow::ipc {
+
+namespace ad = arrow::detail;
+using arrow::array_data;
+using arrow::data_type;
+using arrow::field;
+using arrow::type_id;
+
+namespace {
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+std::string num(std::size_t v) { return std::to_string(v); }
+
+std::string path_text(const std::vector<int>& path) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < path.size(); ++i) s += (i ? ", " : "") + std::to_string(path[i]);
+  return s + "}";
+}
+
+const char* codec_name(compression_codec c) { return c == compression_codec::lz4_frame ? "LZ4_FRAME" : "ZSTD"; }
+
+// The field at `path` (child indices from the schema's fields; a dictionary
+// field's children are its values'), or null.
+const field* field_at(const arrow::schema& schema, const std::vector<int>& path) {
+  if (path.empty() || path[0] < 0 || static_cast<std::size_t>(path[0]) >= schema.fields.size()) return nullptr;
+  const field* f = &schema.fields[static_cast<std::size_t>(path[0])];
+  for (std::size_t i = 1; i < path.size(); ++i) {
+    const data_type& t = f->type.id == type_id::dictionary ? *f->type.value_type : f->type;
+    if (path[i] < 0 || static_cast<std::size_t>(path[i]) >= t.children.size()) return nullptr;
+    f = &t.children[static_cast<std::size_t>(path[i])];
+  }
+  return f;
+}
+
+bool has_union_validity(metadata_version v) { return v < metadata_version::v5; }
+
+// ---- reading ------------------------------------------------------------------------
+
+// One walk of the schema tree over the header.  The first walk (build =
+// false) only checks: node, buffer and variadic counts, node values,
+// dictionaries; the second takes the buffers.
+struct loader {
+  const record_batch_header& h;
+  const buffer& body;
+  const dictionary_memo& memo;
+  const read_options& opt;
+  const std::map<std::vector<int>, std::int64_t>& dict_ids;
+  bool build = false;
+
+  std::size_t next_node = 0;
+  std::size_t next_buffer = 0;
+  std::size_t next_variadic = 0;
+  std::vector<int> path;
+
+  [[noreturn]] static void fail(const std::string& where, const std::string& reason) {
+    throw invalid_message(where, reason);
+  }
+
+  field_node take_node(const std::string& where) {
+    if (next_node >= h.nodes.size()) {
+      fail(where, "no field node left: the header has " + num(h.nodes.size()) +
+                      " field nodes, fewer than the schema has arrays");
+    }
+    const std::size_t i = next_node++;
+    const field_node n = h.nodes[i];
+    const std::string at = "field node " + num(i) + ": ";
+    if (n.length < 0) fail(where, at + "negative length " + num(n.length));
+    if (n.null_count < 0) fail(where, at + "negative null count " + num(n.null_count));
+    if (n.null_count > n.length) {
+      fail(where, at + "null count " + num(n.null_count) + " exceeds the length " + num(n.length));
+    }
+    return n;
+  }
+
+  buffer take_buffer(const std::string& where, const char* what) {
+    if (next_buffer >= h.buffers.size()) {
+      fail(where, std::string("no buffer left for the ") + what + " buffer: the header has " + num(h.buffers.size()) +
+                      " buffers, fewer than the schema's arrays take");
+    }
+    const std::size_t i = next_buffer++;
+    const body_range r = h.buffers[i];
+    if (!build || r.length == 0) return {};
+    buffer b = body.slice(r.offset, r.length);  // checked by check_ranges
+    if (h.compression) {
+      b = opt.decompress(*h.compression, b);
+    }
+    return b;
+  }
+
+  std::int64_t take_variadic_count(const std::string& where) {
+    if (next_variadic >= h.variadic_buffer_counts.size()) {
+      fail(where, "no variadic buffer count left: the header has " + num(h.variadic_buffer_counts.size()) +
+                      ", fewer than the schema has view arrays");
+    }
+    const std::size_t i = next_variadic++;
+    const std::int64_t c = h.variadic_buffer_counts[i];
+    if (c < 0) fail(where, "variadic buffer count " + num(i) + " is negative: " + num(c));
+    if (c > static_cast<std::int64_t>(h.buffers.size() - next_buffer)) {
+      fail(where, "variadic buffer count " + num(i) + " is " + num(c) + ", more than the " +
+                      num(h.buffers.size() - next_buffer) + " buffers left in the header");
+    }
+    return c;
+  }
+
+  array_data load(const field& f, const std::string& where, int depth) {
+    if (depth > opt.max_depth) fail(where, "nested deeper than " + num(static_cast<std::int64_t>(opt.max_depth)));
+    const data_type& t = f.type;
+    array_data a;
+    a.type = t;
+    if (t.id == type_id::dictionary) {
+      const auto it = dict_ids.find(path);
+      if (it == dict_ids.end()) {
+        fail(where,
+             "a dictionary-encoded field without a dictionary id in the schema message (path " + path_text(path) + ")");
+      }
+      std::shared_ptr<const array_data> d = memo.get(it->second);
+      if (!d) {
+        fail(where, "dictionary id " + num(it->second) +
+                        " has no dictionary (no dictionary batch with this id came before the record batch)");
+      }
+      if (!(d->type == *t.value_type)) {
+        fail(where, "dictionary id " + num(it->second) + " holds " + d->type.to_string() + ", the field's values are " +
+                        t.value_type->to_string());
+      }
+      a.dictionary = std::move(d);
+    }
+    const field_node n = take_node(where);
+    a.length = n.length;
+    a.null_count = n.null_count;
+    const type_id id = t.id == type_id::dictionary ? t.index_type : t.id;
+    if (id == type_id::null) {
+      a.null_count = a.length;
+    } else if (id == type_id::sparse_union || id == type_id::dense_union || id == type_id::run_end_encoded) {
+      if (n.null_count != 0) {
+        fail(where, "a " + t.to_string() + " array has no validity bitmap, yet its field node counts " +
+                        num(n.null_count) + " nulls");
+      }
+      if (id != type_id::run_end_encoded && has_union_validity(opt.version)) {
+        (void)take_buffer(where, "validity (V4 union)");
+      }
+    }
+    const arrow::type_layout l = arrow::layout_of(t);
+    for (const arrow::buffer_spec& spec : l.buffers) {
+      buffer b = take_buffer(where, arrow::to_string(spec.role));
+      if (spec.role == arrow::buffer_role::validity && n.null_count == 0) b = buffer();
+      a.buffers.push_back(std::move(b));
+    }
+    if (l.variadic) {
+      const std::int64_t count = take_variadic_count(where);
+      for (std::int64_t i = 0; i < count; ++i) a.buffers.push_back(take_buffer(where, "variadic data"));
+    }
+    for (std::size_t i = 0; i < t.children.size(); ++i) {
+      path.push_back(static_cast<int>(i));
+      a.children.push_back(load(t.children[i], ad::child_path(where, i, t), depth + 1));
+      path.pop_back();
+    }
+    return a;
+  }
+};
+
+void check_ranges(const record_batch_header& h, const buffer& body) {
+  for (std::size_t i = 0; i < h.buffers.size(); ++i) {
+    const body_range r = h.buffers[i];
+    const std::string where = "record batch header buffers[" + num(i) + "]";
+    if (r.offset < 0) loader::fail(where, "negative offset " + num(r.offset));
+    if (r.length < 0) loader::fail(where, "negative length " + num(r.length));
+    const auto end = ad::checked_add(r.offset, r.length);
+    if (!end) loader::fail(where, "offset " + num(r.offset) + " + length " + num(r.length) + " overflows");
+    if (*end > body.size()) {
+      loader::fail(where, "bytes " + num(r.offset) + ".." + num(*end) + " lie outside the body of " + num(body.size()) +
+                              " bytes");
+    }
+    if (r.length > 0 && r.offset % 8 != 0) {
+      loader::fail(where, "offset " + num(r.offset) + " is not a multiple of 8");
+    }
+  }
+}
+
+std::map<std::vector<int>, std::int64_t> dictionary_ids(const schema_message& schema) {
+  std::map<std::vector<int>, std::int64_t> ids;
+  for (const dictionary_field& d : schema.dictionaries) ids.emplace(d.path, d.id);
+  return ids;
+}
+
+arrow::record_batch read_batch(const record_batch_header& h, const schema_message& schema, const buffer& body,
+                               const dictionary_memo& memo, const read_options& opt,
+                               const std::function<std::string(std::size_t)>& column_name) {
+  if (h.length < 0) loader::fail("record batch header", "negative length " + num(h.length));
+  if (h.compression && !opt.decompress) {
+    loader::fail("record batch header", std::string("the body is compressed (") + codec_name(*h.compression) +
+                                            "): compressed bodies are read by the file reader, or with a "
+                                            "decompress hook (read_options::decompress)");
+  }
+  check_ranges(h, body);
+  const auto ids = dictionary_ids(schema);
+  const auto& fields = schema.schema.fields;
+  std::vector<array_data> columns;
+  for (int pass = 0; pass < 2; ++pass) {
+    loader ld{h, body, memo, opt, ids, false, 0, 0, 0, {}};
+    ld.build = pass == 1;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const std::string where = column_name(i);
+      ld.path = {static_cast<int>(i)};
+      array_data a = ld.load(fields[i], where, 1);
+      if (a.length != h.length) {
+        loader::fail(where, "length " + num(a.length) + ", the batch's length is " + num(h.length));
+      }
+      if (ld.build) columns.push_back(std::move(a));
+    }
+    if (ld.next_node != h.nodes.size()) {
+      loader::fail("record batch header", num(h.nodes.size()) + " field nodes, the schema's " + num(fields.size()) +
+                                              " columns take " + num(ld.next_node));
+    }
+    if (ld.next_buffer != h.buffers.size()) {
+      loader::fail("record batch header",
+                   num(h.buffers.size()) + " buffers, the schema's arrays take " + num(ld.next_buffer));
+    }
+    if (ld.next_variadic != h.variadic_buffer_counts.size()) {
+      loader::fail("record batch header", num(h.variadic_buffer_counts.size()) +
+                                              " variadic buffer counts, the schema has " + num(ld.next_variadic) +
+                                              " view arrays");
+    }
+  }
+  arrow::record_batch batch;
+  batch.schema = schema.schema;
+  batch.num_rows = h.length;
+  batch.columns = std::move(columns);
+  arrow::validate_options vo;
+  vo.level =
+      opt.validation == arrow::validation_level::full ? arrow::validation_level::full : arrow::validation_level::cheap;
+  vo.check_utf8 = opt.check_utf8;
+  try {
+    std::vector<ad::validation_root> roots;
+    for (std::size_t i = 0; i < batch.columns.size(); ++i) roots.push_back({&batch.columns[i], column_name(i)});
+    ad::probe_cache cache;
+    ad::validate_roots(roots, vo.level, vo.check_utf8, opt.stream, cache);
+  } catch (const arrow::invalid_data& e) {
+    throw invalid_message(e.path(), e.reason());
+  }
+  return batch;
+}
+
+// ---- writing: the body layout ---------------------------------------------------------
+
+std::int64_t pad8(std::int64_t n) { return (n + 7) / 8 * 8; }
+
+// `n` bytes of `b` from `pos` on the host: a view of host-accessible memory,
+// else a synchronous copy on `s`.
+std::vector<std::uint8_t> host_bytes_of(const buffer& b, std::int64_t pos, std::int64_t n, stream_view s) {
+  if (n == 0) return {};
+  if (pos < 0 || n < 0 || pos + n > b.size()) {
+    throw invalid_argument("reading " + num(n) + " bytes at " + num(pos) + " of a buffer of " + num(b.size()));
+  }
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(n));
+  if (n == 0) return out;
+  if (b.is_host_accessible()) {
+    std::memcpy(out.data(), b.host_data() + pos, static_cast<std::size_t>(n));
+  } else {
+    copy_to_host(out.data(), b, pos, n, ad::stream_for_device(s, b.device_id()));
+  }
+  return out;
+}
+
+buffer host_buffer_of(const std::vector<std::uint8_t>& bytes) {
+  buffer b = allocate_host(static_cast<std::int64_t>(bytes.size()));
+  if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
+  return b;
+}
+
+// Element `i` of a `width`-byte integer array (2, 4 or 8 bytes) set to `v`.
+void put_int(std::vector<std::uint8_t>& v, std::int64_t i, int width, std::int64_t x) {
+  if (width == 2) {
+    const auto y = static_cast<std::int16_t>(x);
+    std::memcpy(v.data() + i * 2, &y, 2);
+  } else if (width == 4) {
+    const auto y = static_cast<std::int32_t>(x);
+    std::memcpy(v.data() + i * 4, &y, 4);
+  } else {
+    std::memcpy(v.data() + i * 8, &x, 8);
+  }
+}
+
+// One pass over the batch: the layout, as far as the offsets fetched so far
+// tell it.  Offsets not yet known are requested from `cache`; the pass is
+// then incomplete and is made again after a fetch.
+struct layout_pass {
+  ad::probe_cache& cache;
+  stream_view s;
+  bool complete = true;
+  body_layout out;
+  // Pieces whose bytes are computed on the host once the layout is complete.
+  std::vector<std::pair<std::size_t, std::function<buffer()>>> computed;
+
+  std::optional<std::int64_t> read_int(const buffer& b, std::int64_t pos, int width, const std::string& where) {
+    if (pos < 0 || pos + width > b.size()) {
+      throw invalid_argument(where + ": offset at byte " + num(pos) + " lies outside its buffer of " + num(b.size()) +
+                             " bytes");
+    }
+    auto v = cache.get_or_request(b, pos, width, true);
+    if (!v) complete = false;
+    return v;
+  }
+
+  void add(const buffer& src, std::int64_t offset, std::int64_t size) {
+    out.header.buffers.push_back({out.body_length, size});
+    if (size > 0) out.pieces.push_back({src, offset, size, out.body_length});
+    out.body_length += pad8(size);
+  }
+  void add_empty() { add(buffer(), 0, 0); }
+  void add_computed(std::int64_t size, std::function<buffer()> make) {
+    out.header.buffers.push_back({out.body_length, size});
+    if (size > 0) {
+      computed.emplace_back(out.pieces.size(), std::move(make));
+      out.pieces.push_back({buffer(), 0, size, out.body_length});
+    }
+    out.body_length += pad8(size);
+  }
+
+  // Arrow's GetTruncatedBitmap: the bits of [off, off + len) from bit 0.
+  void bitmap(const buffer& b, std::int64_t off, std::int64_t len) {
+    if (b.size() == 0) return add_empty();
+    const std::int64_t bytes = ad::bitmap_bytes(len);
+    if (off == 0 && pad8(bytes) >= b.size()) return add(b, 0, b.size());
+    if (off % 8 == 0 && len % 8 == 0) return add(b, off / 8, bytes);
+    stream_view sv = s;
+    add_computed(bytes, [b, off, len, bytes, sv] {
+      const std::int64_t first = off / 8;
+      const std::vector<std::uint8_t> src = host_bytes_of(b, first, ad::bitmap_bytes(off + len) - first, sv);
+      std::vector<std::uint8_t> dst(static_cast<std::size_t>(bytes), 0);
+      const std::int64_t shift = off % 8;
+      for (std::int64_t i = 0; i < len; ++i) {
+        if (ad::get_bit(src.data(), i + shift)) dst[static_cast<std::size_t>(i / 8)] |= std::uint8_t(1u << (i % 8));
+      }
+      return host_buffer_of(dst);
+    });
+  }
+
+  // Arrow's fixed-width rule: values from the array's offset, with the
+  // padding after them where the buffer has it.
+  void fixed(const buffer& b, std::int64_t off, std::int64_t len, std::int64_t width) {
+    if (b.size() == 0) return add_empty();
+    const std::int64_t padded = pad8(len * width);
+    if (off == 0 && padded >= b.size()) return add(b, 0, b.size());
+    const std::int64_t start = off * width;
+    add(b, start, std::max<std::int64_t>(0, std::min(padded, b.size() - start)));
+  }
+
+  // Arrow's GetZeroBasedValueOffsets.  Returns the first and last offsets of
+  // the array (nullopt while unknown).
+  std::optional<std::pair<std::int64_t, std::int64_t>> offsets(const array_data& a, int width,
+                                                               const std::string& where) {
+    const buffer& b = a.buffers[1];
+    if (a.length == 0) {
+      // Arrow writes the offsets as they are; no value is written, so the
+      // values (or children) are empty from 0 (Arrow would slice them at
+      // the first offset, which an empty array need not keep in range).
+      add(b, 0, b.size());
+      return std::pair<std::int64_t, std::int64_t>{0, 0};
+    }
+    auto first = read_int(b, a.offset * width, width, where);
+    auto last = read_int(b, (a.offset + a.length) * width, width, where);
+    if (!first || !last) {
+      add_empty();  // a placeholder: the pass is made again
+      return std::nullopt;
+    }
+    const std::int64_t required = (a.length + 1) * width;
+    if (*first > 0) {
+      stream_view sv = s;
+      const std::int64_t base = *first, off = a.offset, n = a.length + 1;
+      add_computed(required, [b, base, off, n, width, sv] {
+        std::vector<std::uint8_t> v = host_bytes_of(b, off * width, n * width, sv);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t x = ad::load_int(v.data(), i, width, true) - base;
+          if (width == 4) {
+            const auto y = static_cast<std::int32_t>(x);
+            std::memcpy(v.data() + i * 4, &y, 4);
+          } else {
+            std::memcpy(v.data() + i * 8, &x, 8);
+          }
+        }
+        return host_buffer_of(v);
+      });
+    } else if (a.offset > 0 || b.size() > required) {
+      add(b, a.offset * width, required);
+    } else {
+      add(b, 0, b.size());
+    }
+    return std::pair{*first, *last};
+  }
+
+  std::int64_t null_count(const array_data& a) {
+    if (a.type.id == type_id::null) return a.length;
+    if (!arrow::layout_of(a.type).has_validity) return 0;
+    if (a.null_count >= 0) return a.null_count;
+    return arrow::compute_null_count(a, s);
+  }
+
+  void visit(const array_data& a, const std::string& where) {
+    const std::int64_t nulls = null_count(a);
+    out.header.nodes.push_back({a.length, nulls});
+    const arrow::type_layout l = arrow::layout_of(a.type);
+    if (l.buffers.size() > a.buffers.size() || a.children.size() != a.type.children.size()) {
+      throw invalid_argument(where + ": " + num(a.buffers.size()) + " buffers and " + num(a.children.size()) +
+                             " children for a " + a.type.to_string() + " array");
+    }
+    if (l.has_validity) {
+      if (nulls > 0) {
+        bitmap(a.buffers[0], a.offset, a.length);
+      } else {
+        add_empty();
+      }
+    }
+    const type_id id = a.type.id == type_id::dictionary ? a.type.index_type : a.type.id;
+    auto child = [&](std::size_t i) -> std::string { return ad::child_path(where, i, a.type); };
+    switch (id) {
+      case type_id::null: return;
+      case type_id::boolean: return bitmap(a.buffers[1], a.offset, a.length);
+      case type_id::binary:
+      case type_id::utf8:
+      case type_id::large_binary:
+      case type_id::large_utf8: {
+        const int width = l.buffers[1].byte_width;
+        auto range = offsets(a, width, where);
+        const buffer& data = a.buffers[2];
+        if (!range) return add_empty();
+        const std::int64_t total = a.length == 0 ? 0 : range->second - range->first;
+        if (data.size() > 0 && (a.offset != 0 || total < data.size())) {
+          const std::int64_t start = a.length == 0 ? 0 : range->first;
+          return add(data, start, std::max<std::int64_t>(0, std::min(pad8(total), data.size() - start)));
+        }
+        return add(data, 0, data.size());
+      }
+      case type_id::binary_view:
+      case type_id::utf8_view: {
+        add(a.buffers[1], a.offset * 16, a.length * 16);
+        out.header.variadic_buffer_counts.push_back(static_cast<std::int64_t>(a.buffers.size() - 2));
+        for (std::size_t i = 2; i < a.buffers.size(); ++i) add(a.buffers[i], 0, a.buffers[i].size());
+        return;
+      }
+      case type_id::list:
+      case type_id::large_list:
+      case type_id::map: {
+        auto range = offsets(a, l.buffers[1].byte_width, where);
+        if (!range) return;
+        const std::int64_t first = range->first, n = range->second - range->first;
+        const array_data& c = a.children[0];
+        if (a.offset != 0 || n < c.length) return visit(c.slice(first, n), child(0));
+        return visit(c, child(0));
+      }
+      case type_id::list_view:
+      case type_id::large_list_view: {
+        const int w = l.buffers[1].byte_width;
+        const array_data& c = a.children[0];
+        if (a.offset == 0) {
+          for (std::size_t i = 1; i <= 2; ++i) add(a.buffers[i], 0, std::min(a.buffers[i].size(), a.length * w));
+          return visit(c, child(0));
+        }
+        // Arrow's GetZeroBasedListViewOffsets: offsets less the smallest, the
+        // values from there (computed on the host).
+        const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * w, a.length * w, s);
+        const std::vector<std::uint8_t> sizes = host_bytes_of(a.buffers[2], a.offset * w, a.length * w, s);
+        std::int64_t lo = a.length > 0 ? std::numeric_limits<std::int64_t>::max() : 0, hi = 0;
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          const std::int64_t o = ad::load_int(offs.data(), i, w, true);
+          lo = std::min(lo, o);
+          hi = std::max(hi, o + ad::load_int(sizes.data(), i, w, true));
+        }
+        std::vector<std::uint8_t> rebased(offs.size());
+        for (std::int64_t i = 0; i < a.length; ++i) put_int(rebased, i, w, ad::load_int(offs.data(), i, w, true) - lo);
+        add_computed(a.length * w, [rebased] { return host_buffer_of(rebased); });
+        add(a.buffers[2], a.offset * w, a.length * w);
+        if (lo != 0 || hi < c.length) {
+          if (lo < 0 || lo > c.length) throw invalid_argument(where + ": list view offsets outside the values");
+          return visit(c.slice(lo, std::min(hi, c.length - lo)), child(0));
+        }
+        return visit(c, child(0));
+      }
+      case type_id::fixed_size_list: {
+        const std::int64_t size = a.type.fixed_size;
+        return visit(a.children[0].slice(a.offset * size, a.length * size), child(0));
+      }
+      case type_id::struct_:
+      case type_id::sparse_union: {
+        if (id == type_id::sparse_union) fixed(a.buffers[0], a.offset, a.length, 1);
+        for (std::size_t i = 0; i < a.children.size(); ++i) {
+          const array_data& c = a.children[i];
+          visit(a.offset != 0 || c.length != a.length ? c.slice(a.offset, a.length) : c, child(i));
+        }
+        return;
+      }
+      case type_id::dense_union: {
+        fixed(a.buffers[0], a.offset, a.length, 1);
+        if (a.offset == 0) {
+          fixed(a.buffers[1], 0, a.length, 4);
+          for (std::size_t i = 0; i < a.children.size(); ++i) visit(a.children[i], child(i));
+          return;
+        }
+        // Arrow's rule for a sliced dense union: each child's offsets less
+        // the first one seen for it, each child sliced from there to the
+        // largest offset used (computed on the host).
+        const std::vector<std::uint8_t> codes = host_bytes_of(a.buffers[0], a.offset, a.length, s);
+        const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * 4, a.length * 4, s);
+        std::vector<std::int64_t> first(128, -1), used(128, 0);
+        std::vector<std::uint8_t> shifted(offs.size());
+        for (std::int64_t i = 0; i < a.length; ++i) {
+          const std::size_t code = codes[static_cast<std::size_t>(i)] & 0x7f;
+          const std::int64_t o = ad::load_int(offs.data(), i, 4, true);
+          if (first[code] < 0) first[code] = o;
+          put_int(shifted, i, 4, o - first[code]);
+          used[code] = std::max(used[code], o - first[code] + 1);
+        }
+        add_computed(a.length * 4, [shifted] { return host_buffer_of(shifted); });
+        for (std::size_t i = 0; i < a.children.size(); ++i) {
+          const std::size_t code = static_cast<std::size_t>(a.type.type_codes[i]) & 0x7f;
+          const array_data& c = a.children[i];
+          const std::int64_t from = std::max<std::int64_t>(first[code], 0), n = used[code];
+          if (from > c.length || n > c.length - from) {
+            throw invalid_argument(child(i) + ": dense union offsets outside the child");
+          }
+          if (from > 0 || n < c.length) {
+            visit(c.slice(from, n), child(i));
+          } else {
+            visit(c, child(i));
+          }
+        }
+        return;
+      }
+      case type_id::run_end_encoded: {
+        const array_data& ends = a.children[0];
+        const array_data& values = a.children[1];
+        const int width = arrow::bit_width(ends.type) / 8;
+        if (a.length == 0 || ends.length == 0) {
+          if (a.length != 0) throw invalid_argument(where + ": a run-end encoded array without runs");
+          visit(ends.slice(0, 0), child(0));
+          return visit(values.slice(0, 0), child(1));
+        }
+        auto last = read_int(ends.buffers[1], (ends.offset + ends.length - 1) * width, width, where);
+        if (!last) return;
+        if (a.offset == 0 && *last == a.length) {
+          visit(ends, child(0));
+          return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
+        }
+        // Arrow's LogicalRunEnds / LogicalValues: the runs that cover the
+        // array, their ends less its offset and clipped to its length
+        // (computed on the host from the run ends).
+        const std::vector<std::uint8_t> raw =
+            host_bytes_of(ends.buffers[1], ends.offset * width, ends.length * width, s);
+        auto end_at = [&](std::int64_t i) { return ad::load_int(raw.data(), i, width, true); };
+        std::int64_t first = 0, count = ends.length;  // the first run that ends after the offset
+        while (count > 0) {
+          const std::int64_t half = count / 2;
+          if (end_at(first + half) <= a.offset) {
+            first += half + 1;
+            count -= half + 1;
+          } else {
+            count = half;
+          }
+        }
+        std::int64_t stop = first;
+        while (stop < ends.length && end_at(stop) < a.offset + a.length) ++stop;
+        if (stop == ends.length) throw invalid_argument(where + ": the run ends stop before the array's end");
+        ++stop;
+        const std::int64_t runs = stop - first;
+        if (a.offset == 0 && end_at(stop - 1) == a.length) {
+          visit(ends.slice(0, runs), child(0));
+        } else {
+          std::vector<std::uint8_t> rebased(static_cast<std::size_t>(runs * width));
+          for (std::int64_t i = 0; i < runs; ++i) {
+            put_int(rebased, i, width, std::min(end_at(first + i) - a.offset, a.length));
+          }
+          out.header.nodes.push_back({runs, 0});
+          add_empty();
+          add_computed(runs * width, [rebased] { return host_buffer_of(rebased); });
+        }
+        return visit(values.slice(first, runs), child(1));
+      }
+      default: return fixed(a.buffers[1], a.offset, a.length, l.buffers[1].byte_width);
+    }
+  }
+};
+
+}  // namespace
+
+arrow::record_batch read_record_batch(const record_batch_header& header, const schema_message& schema,
+                                      const buffer& body, const dictionary_memo& dictionaries,
+                                      const read_options& options) {
+  const auto& fields = schema.schema.fields;
+  return read_batch(header, schema, body, dictionaries, options,
+                    [&](std::size_t i) { return ad::column_path(fields[i].name); });
+}
+
+// ---- the dictionary memo ------------------------------------------------------------
+
+dictionary_memo::dictionary_memo(const schema_message& schema) {
+  for (const dictionary_field& d : schema.dictionaries) {
+    const std::string where = "schema dictionary id " + num(d.id);
+    const field* f = field_at(schema.schema, d.path);
+    if (!f) loader::fail(where, "path " + path_text(d.path) + " names no field of the schema");
+    if (f->type.id != type_id::dictionary) {
+      loader::fail(where, "path " + path_text(d.path) + " names field \"" + f->name + "\" of type " +
+                              f->type.to_string() + ", which is not dictionary-encoded");
+    }
+    if (f->type.value_type->id == type_id::dictionary) {
+      loader::fail(where, "the values of field \"" + f->name + "\" are dictionary-encoded themselves (" +
+                              f->type.to_string() + "), which IPC cannot carry");
+    }
+    entry e;
+    e.path = d.path;
+    e.values.schema.fields.emplace_back("dictionary", *f->type.value_type, true);
+    for (const dictionary_field& inner : schema.dictionaries) {
+      if (inner.path.size() > d.path.size() && std::equal(d.path.begin(), d.path.end(), inner.path.begin())) {
+        dictionary_field moved{inner.id, {0}};
+        moved.path.insert(moved.path.end(), inner.path.begin() + static_cast<std::ptrdiff_t>(d.path.size()),
+                          inner.path.end());
+        e.values.dictionaries.push_back(std::move(moved));
+      }
+    }
+    if (!entries_.emplace(d.id, std::move(e)).second) loader::fail(where, "the id is used by two fields");
+  }
+}
+
+bool dictionary_memo::knows(std::int64_t id) const noexcept { return entries_.count(id) != 0; }
+
+const dictionary_memo::entry& dictionary_memo::find(std::int64_t id) const {
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    loader::fail("dictionary id " + num(id), "the schema has no dictionary field with this id");
+  }
+  return it->second;
+}
+
+const data_type& dictionary_memo::value_type(std::int64_t id) const { return find(id).values.schema.fields[0].type; }
+
+const schema_message& dictionary_memo::dictionary_schema(std::int64_t id) const { return find(id).values; }
+
+std::shared_ptr<const array_data> dictionary_memo::get(std::int64_t id) const {
+  const auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : it->second.dictionary;
+}
+
+void dictionary_memo::set(std::int64_t id, array_data dictionary) {
+  const entry& e = find(id);
+  if (!(dictionary.type == e.values.schema.fields[0].type)) {
+    throw invalid_argument("dictionary id " + num(id) + " holds " + e.values.schema.fields[0].type.to_string() +
+                           ", not " + dictionary.type.to_string());
+  }
+  entries_.at(id).dictionary = std::make_shared<const array_data>(std::move(dictionary));
+}
+
+void dictionary_memo::read(const dictionary_batch_header& header, const buffer& body, const read_options& options) {
+  const entry& e = find(header.id);
+  const std::string name = "dictionary " + num(header.id);
+  arrow::record_batch b = read_batch(header.data, e.values, body, *this, options, [&](std::size_t) { return name; });
+  if (header.is_delta) {
+    if (!e.dictionary) loader::fail(name, "a delta for a dictionary that has not been sent");
+    append(header.id, b.columns[0], options.stream);
+  } else {
+    set(header.id, std::move(b.columns[0]));
+  }
+}
+
+namespace {
+
+// A dictionary and its delta joined into new buffers in the first one's
+// memory: the byte ranges move with one batched copy; what must be computed
+// (bitmaps joined at a bit offset, the delta's offsets moved past the
+// first's values) is computed on the host and travels in the same batch.
+struct concatenation {
+  std::optional<context> ctx;
+  stream_view s;
+  std::string where;
+  std::vector<copy_piece> pieces;
+
+  buffer allocate(std::int64_t n) const { return ctx ? allocate_device(*ctx, n, s) : allocate_host(n); }
+  void copy(const buffer& dst, std::int64_t at, const buffer& src, std::int64_t pos, std::int64_t n) {
+    if (n > 0) pieces.push_back({dst, at, src, pos, n});
+  }
+  buffer upload(const std::vector<std::uint8_t>& bytes) {
+    const auto n = static_cast<std::int64_t>(bytes.size());
+    buffer d = allocate(n);
+    copy(d, 0, host_buffer_of(bytes), 0, n);
+    return d;
+  }
+
+  // Bits [off, off + len) of `b` (all set when `b` is absent) into `out` from bit `at`.
+  void put_bits(std::vector<std::uint8_t>& out, std::int64_t at, const buffer& b, std::int64_t off,
+                std::int64_t len) const {
+    if (len == 0) return;
+    std::vector<std::uint8_t> src;
+    const std::int64_t first = off / 8;
+    if (b.size() > 0) src = host_bytes_of(b, first, ad::bitmap_bytes(off + len) - first, s);
+    for (std::int64_t i = 0; i < len; ++i) {
+      const bool set = b.size() == 0 || ad::get_bit(src.data(), off % 8 + i);
+      if (set) out[static_cast<std::size_t>((at + i) / 8)] |= std::uint8_t(1u << ((at + i) % 8));
+    }
+  }
+  buffer join_bits(const array_data& a, std::size_t ia, const array_data& b, std::size_t ib) {
+    std::vector<std::uint8_t> bits(static_cast<std::size_t>(ad::bitmap_bytes(a.length + b.length)), 0);
+    put_bits(bits, 0, a.buffers[ia], a.offset, a.length);
+    put_bits(bits, a.length, b.buffers[ib], b.offset, b.length);
+    return upload(bits);
+  }
+
+  // The offsets of `x` (length + 1 of them from its offset) on the host.
+  std::vector<std::int64_t> offsets_of(const array_data& x, int width) const {
+    std::vector<std::int64_t> o(static_cast<std::size_t>(x.length + 1), 0);
+    if (x.length == 0 && x.buffers[1].size() == 0) return o;
+    const std::vector<std::uint8_t> raw = host_bytes_of(x.buffers[1], x.offset * width, (x.length + 1) * width, s);
+    for (std::size_t i = 0; i < o.size(); ++i)
+      o[i] = ad::load_int(raw.data(), static_cast<std::int64_t>(i), width, true);
+    return o;
+  }
+  // New offsets for a then b, from 0; the value ranges of each.
+  buffer join_offsets(const std::vector<std::int64_t>& oa, const std::vector<std::int64_t>& ob, int width) {
+    std::vector<std::uint8_t> out((oa.size() + ob.size() - 1) * static_cast<std::size_t>(width));
+    std::size_t k = 0;
+    auto put = [&](std::int64_t v) {
+      if (width == 4) {
+        if (v > std::numeric_limits<std::int32_t>::max()) {
+          loader::fail(where, "the dictionary and its delta hold more than 2^31 - 1 bytes or values");
+        }
+        const auto y = static_cast<std::int32_t>(v);
+        std::memcpy(out.data() + k * 4, &y, 4);
+      } else {
+        std::memcpy(out.data() + k * 8, &v, 8);
+      }
+      ++k;
+    };
+    for (std::int64_t v : oa) put(v - oa.front());
+    const std::int64_t base = oa.back() - oa.front();
+    for (std::size_t i = 1; i < ob.size(); ++i) put(base + ob[i] - ob.front());
+    return upload(out);
+  }
+
+  array_data join(const array_data& a, const array_data& b, const std::string& at) {
+    array_data r;
+    r.type = a.type;
+    r.length = a.length + b.length;
+    const arrow::type_layout l = arrow::layout_of(a.type);
+    const type_id id = a.type.id;
+    if (id == type_id::null) {
+      r.null_count = r.length;
+      return r;
+    }
+    r.null_count = 0;
+    if (l.has_validity) {
+      const std::int64_t na = arrow::compute_null_count(a, s), nb = arrow::compute_null_count(b, s);
+      r.null_count = na + nb;
+      r.buffers.push_back(r.null_count == 0 ? buffer() : join_bits(a, 0, b, 0));
+    }
+    auto child = [&](std::size_t i) { return ad::child_path(at, i, a.type); };
+    switch (id) {
+      case type_id::boolean: r.buffers.push_back(join_bits(a, 1, b, 1)); return r;
+      case type_id::binary:
+      case type_id::utf8:
+      case type_id::large_binary:
+      case type_id::large_utf8:
+      case type_id::list:
+      case type_id::large_list:
+      case type_id::map: {
+        const int width = l.buffers[1].byte_width;
+        const auto oa = offsets_of(a, width), ob = offsets_of(b, width);
+        r.buffers.push_back(join_offsets(oa, ob, width));
+        const std::int64_t na = oa.back() - oa.front(), nb = ob.back() - ob.front();
+        if (l.buffers.size() == 3) {
+          buffer data = allocate(na + nb);
+          copy(data, 0, a.buffers[2], oa.front(), na);
+          copy(data, na, b.buffers[2], ob.front(), nb);
+          r.buffers.push_back(std::move(data));
+        } else {
+          r.children.push_back(
+              join(a.children[0].slice(oa.front(), na), b.children[0].slice(ob.front(), nb), child(0)));
+        }
+        return r;
+      }
+      case type_id::fixed_size_list: {
+        const std::int64_t k = a.type.fixed_size;
+        r.children.push_back(join(a.children[0].slice(a.offset * k, a.length * k),
+                                  b.children[0].slice(b.offset * k, b.length * k), child(0)));
+        return r;
+      }
+      case type_id::struct_:
+        for (std::size_t i = 0; i < a.children.size(); ++i) {
+          r.children.push_back(
+              join(a.children[i].slice(a.offset, a.length), b.children[i].slice(b.offset, b.length), child(i)));
+        }
+        return r;
+      default: break;
+    }
+    if (l.buffers.size() == 2 && l.buffers[1].role == arrow::buffer_role::values && id != type_id::dictionary) {
+      const std::int64_t w = l.buffers[1].byte_width;
+      buffer values = allocate((a.length + b.length) * w);
+      copy(values, 0, a.buffers[1], a.offset * w, a.length * w);
+      copy(values, a.length * w, b.buffers[1], b.offset * w, b.length * w);
+      r.buffers.push_back(std::move(values));
+      return r;
+    }
+    loader::fail(at, "a delta of " + a.type.to_string() +
+                         " values cannot be appended yet (not supported: views, list views, unions, run-end "
+                         "encoded and dictionary-encoded values)");
+  }
+};
+
+}  // namespace
+
+void dictionary_memo::append(std::int64_t id, const array_data& delta, stream_view s) {
+  const entry& e = find(id);
+  const std::string where = "dictionary " + num(id);
+  if (!e.dictionary) loader::fail(where, "a delta for a dictionary that has not been sent");
+  if (!(delta.type == e.values.schema.fields[0].type)) {
+    throw invalid_argument(where + ": the delta holds " + delta.type.to_string() + ", the dictionary " +
+                           e.values.schema.fields[0].type.to_string());
+  }
+  const array_data& old = *e.dictionary;
+  const arrow::placement p = arrow::placement_of(old, arrow::placement_of(delta));
+  concatenation c;
+  if (p.type == device_type::cuda) c.ctx = arrow::context_of(old, p);
+  c.s = c.ctx ? ad::stream_for_device(s, c.ctx->device_number()) : s;
+  c.where = where;
+  if (old.length > std::numeric_limits<std::int64_t>::max() - delta.length) loader::fail(where, "too long");
+  array_data joined = c.join(old, delta, where);
+  copy_batch(c.pieces, c.s);
+  entries_.at(id).dictionary = std::make_shared<const array_data>(std::move(joined));
+}
+
+// ---- writing ------------------------------------------------------------------------
+
+body_layout layout_body(const arrow::record_batch& batch, stream_view s) {
+  if (batch.columns.size() != batch.schema.fields.size()) {
+    throw invalid_argument("record batch: " + num(batch.columns.size()) + " columns for " +
+                           num(batch.schema.fields.size()) + " fields");
+  }
+  ad::probe_cache cache;
+  for (;;) {
+    layout_pass pass{cache, s, true, {}, {}};
+    pass.out.header.length = batch.num_rows;
+    for (std::size_t i = 0; i < batch.columns.size(); ++i) {
+      pass.visit(batch.columns[i], ad::column_path(batch.schema.fields[i].name));
+    }
+    if (!pass.complete) {
+      if (cache.pending() == 0) throw error("layout_body: offsets still unknown after they were read");
+      // Offsets in device memory: one batched read for what this pass
+      // asked, then the layout again (one more round per level of nesting).
+      cache.fetch(s);
+      continue;
+    }
+    for (auto& [index, make] : pass.computed) pass.out.pieces[index].source = make();
+    return std::move(pass.out);
+  }
+}
+
+buffer write_body(const body_layout& layout, const context& ctx, stream_view s) {
+  buffer body = allocate_device(ctx, layout.body_length, s);
+  if (layout.body_length == 0) return body;
+  std::int64_t covered = 0;
+  for (const body_piece& p : layout.pieces) covered += p.size;
+  // The padding between the buffers is zero, as Arrow writes it: one memset
+  // of the body where there is any, then the pieces over it.
+  if (covered != layout.body_length) fill_async(body, 0, layout.body_length, 0, s);
+  std::vector<copy_piece> pieces;
+  pieces.reserve(layout.pieces.size());
+  for (const body_piece& p : layout.pieces) pieces.push_back({body, p.body_offset, p.source, p.source_offset, p.size});
+  copy_batch_async(pieces, s);
+  return body;
+}
+
+buffer write_body(const arrow::record_batch& batch, const context& ctx, stream_view s) {
+  return write_body(layout_body(batch, s), ctx, s);
+}
+
+}  // namespace cuarrow::ipc
