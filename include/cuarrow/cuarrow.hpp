@@ -13,3 +13,9 @@
 
 // The typed Arrow layer (C Data / C Device Data interfaces, arrays, transfers).
 #include "cuarrow/arrow/arrow.hpp"
+
+#include "cuarrow/ipc/codec.hpp"
+#include "cuarrow/ipc/format.hpp"
+#include "cuarrow/ipc/metadata.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
+#include "cuarrow/ipc/stream.hpp"

@@ -1,0 +1,158 @@
+// Arrow IPC streams and files held in memory (device or host): messages read
+// with their bodies left where they are, record batches as zero-copy slices
+// of those bodies, and writers that assemble a stream or file in device
+// memory with one batched copy.
+//
+// Reading a message costs one small copy to the host (the prefix and
+// FlatBuffer metadata; a second only when the metadata is longer than
+// 4 KiB); its body is a slice of the source.  Everything read is untrusted:
+// metadata and bodies are checked (metadata.hpp, record_batch.hpp) before
+// any array is built, each failure an invalid_message naming the message
+// and what is wrong.
+//
+// Streams are what pyarrow.ipc.new_stream writes (schema, dictionary
+// batches, record batches, end-of-stream marker); files what
+// pyarrow.ipc.new_file / feather.write_feather (uncompressed) write.  The
+// writers produce the bytes pyarrow writes for the same data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cuarrow/arrow/array.hpp"
+#include "cuarrow/buffer.hpp"
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/ipc/format.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow::ipc {
+
+/// One encapsulated message: its metadata (read on the host), the
+/// FlatBuffer it was read from, and its body, a zero-copy slice of the
+/// memory it was read from (device or host).
+struct message {
+  message_metadata metadata;
+  std::vector<std::byte> flatbuffer;
+  buffer body;
+  /// Where the message started in its source, and its size there (prefix,
+  /// metadata with padding, body).
+  std::int64_t offset = 0;
+  std::int64_t size = 0;
+
+  message_kind kind() const noexcept { return metadata.kind(); }
+};
+
+/// Reads the message at `offset` of `source`.  Returns nullopt at the
+/// end-of-stream marker or at the end of `source`.  Throws invalid_message
+/// (truncated prefix, metadata or body; malformed metadata; an offset
+/// outside the source); cuda_error when the copy fails.  The copy runs on
+/// `s`, which orders the source's producer.
+CUARROW_EXPORT std::optional<message> read_message(const buffer& source, std::int64_t offset = 0, stream_view s = {});
+
+/// The message as one encapsulated message in host memory (prefix,
+/// metadata, padding, then the body copied to the host), as pyarrow's
+/// Message.serialize() gives it.
+CUARROW_EXPORT std::vector<std::byte> serialize_to_host(const message& m, stream_view s = {});
+
+/// A record batch with the custom metadata of its message (pyarrow's
+/// RecordBatchWithMetadata).
+struct batch_with_metadata {
+  arrow::record_batch batch;
+  arrow::key_value_metadata custom_metadata;
+};
+
+/// Reads the record batches of an IPC stream held in memory, in order.
+class CUARROW_EXPORT stream_reader {
+ public:
+  /// Reads the schema message.  Throws invalid_message when the stream does
+  /// not start with one.
+  explicit stream_reader(buffer source, read_options options = {});
+
+  const schema_message& schema() const noexcept { return schema_; }
+  /// The next record batch (dictionary batches before it are applied), or
+  /// nullopt at the end of the stream.  Throws invalid_message.
+  std::optional<arrow::record_batch> read_next();
+  /// The same, with the message's custom metadata.
+  std::optional<batch_with_metadata> read_next_with_custom_metadata();
+  /// Every remaining batch.
+  std::vector<arrow::record_batch> read_all();
+  /// The dictionaries read so far.
+  const dictionary_memo& dictionaries() const noexcept { return memo_; }
+  /// Bytes of the source read so far.
+  std::int64_t position() const noexcept { return position_; }
+
+ private:
+  buffer source_;
+  read_options options_;
+  schema_message schema_;
+  dictionary_memo memo_;
+  std::int64_t position_ = 0;
+  bool done_ = false;
+};
+
+/// Reads an IPC file held in memory: footer first, then any batch by index.
+class CUARROW_EXPORT file_reader {
+ public:
+  /// Reads the magic, the footer and the dictionaries.  Throws
+  /// invalid_message.
+  explicit file_reader(buffer source, read_options options = {});
+
+  const schema_message& schema() const noexcept { return footer_.schema; }
+  const file_footer& footer() const noexcept { return footer_; }
+  int num_record_batches() const noexcept { return static_cast<int>(footer_.record_batches.size()); }
+  /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range).
+  arrow::record_batch read_batch(int i) const;
+  /// The same, with the message's custom metadata.
+  batch_with_metadata read_batch_with_custom_metadata(int i) const;
+  std::vector<arrow::record_batch> read_all() const;
+
+ private:
+  message read_block(const file_block& b, const char* what, std::size_t index) const;
+
+  buffer source_;
+  read_options options_;
+  file_footer footer_;
+  dictionary_memo memo_;
+};
+
+/// Writes record batches as an IPC stream or file into one device
+/// allocation.  Dictionary-encoded columns send their dictionaries before
+/// the first batch that uses them; in a stream, a batch with another
+/// dictionary sends a replacement; a file refuses it (as pyarrow does).
+class CUARROW_EXPORT stream_writer {
+ public:
+  enum class format { stream, file };
+  /// Nothing is written until finish().  `footer_metadata`: a file's
+  /// footer custom metadata (pyarrow's new_file(metadata=...)).  Throws
+  /// invalid_argument for a schema IPC cannot carry.
+  stream_writer(arrow::schema schema, context ctx, format f = format::stream, stream_view s = {},
+                arrow::key_value_metadata footer_metadata = {});
+  ~stream_writer();
+  stream_writer(const stream_writer&) = delete;
+  stream_writer& operator=(const stream_writer&) = delete;
+
+  /// Adds a batch (its schema must equal the writer's; invalid_argument).
+  /// Its buffers are kept until finish().
+  void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
+  /// The stream or file: one device allocation filled by one batched copy
+  /// on the writer's stream, which is synchronized.  The writer is then
+  /// done (logic_error... invalid_argument on further use).
+  buffer finish();
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// One record batch (without dictionaries) as an encapsulated message in a
+/// device allocation on `ctx`: metadata then body (pyarrow.cuda's
+/// serialize_record_batch).  Throws invalid_argument for a batch with a
+/// dictionary column (write a stream instead).
+CUARROW_EXPORT buffer serialize_record_batch(const arrow::record_batch& batch, const context& ctx, stream_view s = {});
+
+}  // namespace cuarrow::ipc

@@ -1,0 +1,401 @@
+// Arrow IPC streams and files held in memory (include/cuarrow/ipc/stream.hpp).
+#include "cuarrow/ipc/stream.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "cuarrow/copy.hpp"
+#include "cuarrow/error.hpp"
+#include "cuarrow/ipc/metadata.hpp"
+
+namespace cuarrow::ipc {
+namespace {
+
+// The first read of a message: prefix and metadata in one copy for every
+// message whose metadata is shorter (schemas of a few hundred fields).
+constexpr std::int64_t kFirstRead = 4096;
+
+std::string at(std::int64_t offset) { return "message at offset " + std::to_string(offset); }
+
+const char* kind_name(message_kind k) {
+  switch (k) {
+    case message_kind::none: return "NONE";
+    case message_kind::schema: return "Schema";
+    case message_kind::dictionary_batch: return "DictionaryBatch";
+    case message_kind::record_batch: return "RecordBatch";
+    case message_kind::tensor: return "Tensor";
+    case message_kind::sparse_tensor: return "SparseTensor";
+  }
+  return "unknown";
+}
+
+std::vector<std::byte> read_bytes(const buffer& source, std::int64_t offset, std::int64_t size, stream_view s) {
+  std::vector<std::byte> out(static_cast<std::size_t>(size));
+  if (size > 0) copy_to_host(out.data(), source, offset, size, s);
+  return out;
+}
+
+// A host buffer holding `bytes` (a copy), for batched copies.
+buffer host_buffer_of(const std::vector<std::byte>& bytes) {
+  buffer b = allocate_host(static_cast<std::int64_t>(bytes.size()));
+  if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
+  return b;
+}
+
+read_options for_message(const read_options& options, const message& m) {
+  read_options o = options;
+  o.version = m.metadata.version;
+  return o;
+}
+
+}  // namespace
+
+std::optional<message> read_message(const buffer& source, std::int64_t offset, stream_view s) {
+  const std::int64_t size = source.size();
+  if (offset < 0 || offset > size) {
+    throw invalid_message(at(offset), "outside the source of " + std::to_string(size) + " bytes");
+  }
+  if (offset == size) return std::nullopt;
+  const std::int64_t left = size - offset;
+  std::vector<std::byte> head = read_bytes(source, offset, std::min(left, kFirstRead), s);
+  const message_prefix prefix = read_message_prefix(head, at(offset));
+  if (prefix.end_of_stream()) return std::nullopt;
+  if (prefix.size() > left) {
+    throw invalid_message(at(offset), "metadata of " + std::to_string(prefix.metadata_length) +
+                                          " bytes runs past the end of the source (" + std::to_string(left) +
+                                          " bytes left)");
+  }
+  if (prefix.size() > static_cast<std::int64_t>(head.size())) head = read_bytes(source, offset, prefix.size(), s);
+  const std::span<const std::byte> framed(head.data(), static_cast<std::size_t>(prefix.size()));
+  const encapsulated_metadata e = read_encapsulated_metadata(framed, at(offset));
+  message m;
+  m.metadata = read_message_metadata(e.flatbuffer);
+  m.flatbuffer.assign(e.flatbuffer.begin(), e.flatbuffer.end());
+  const std::int64_t body_length = m.metadata.body_length;
+  if (body_length < 0 || body_length > left - prefix.size()) {
+    throw invalid_message(at(offset), "body of " + std::to_string(body_length) +
+                                          " bytes runs past the end of the source (" +
+                                          std::to_string(left - prefix.size()) + " bytes left)");
+  }
+  m.body = source.slice(offset + prefix.size(), body_length);
+  m.offset = offset;
+  m.size = prefix.size() + body_length;
+  return m;
+}
+
+std::vector<std::byte> serialize_to_host(const message& m, stream_view s) {
+  std::vector<std::byte> out = encapsulate(m.flatbuffer);
+  const std::size_t head = out.size();
+  out.resize(head + static_cast<std::size_t>(m.body.size()));
+  if (m.body.size() > 0) copy_to_host(out.data() + head, m.body, 0, m.body.size(), s);
+  return out;
+}
+
+// ---- stream_reader ----------------------------------------------------------------
+
+stream_reader::stream_reader(buffer source, read_options options)
+    : source_(std::move(source)), options_(std::move(options)) {
+  std::optional<message> m = read_message(source_, 0, options_.stream);
+  if (!m) throw invalid_message("stream", "empty: no schema message");
+  if (m->kind() != message_kind::schema) {
+    throw invalid_message(
+        "stream", std::string("starts with a ") + kind_name(m->kind()) + " message; a stream starts with its Schema");
+  }
+  schema_ = std::get<schema_message>(m->metadata.header);
+  memo_ = dictionary_memo(schema_);
+  position_ = m->size;
+}
+
+std::optional<arrow::record_batch> stream_reader::read_next() {
+  std::optional<batch_with_metadata> b = read_next_with_custom_metadata();
+  if (!b) return std::nullopt;
+  return std::move(b->batch);
+}
+
+std::optional<batch_with_metadata> stream_reader::read_next_with_custom_metadata() {
+  while (!done_) {
+    const std::int64_t where = position_;
+    std::optional<message> m = read_message(source_, where, options_.stream);
+    if (!m) {
+      done_ = true;
+      return std::nullopt;
+    }
+    position_ += m->size;
+    switch (m->kind()) {
+      case message_kind::dictionary_batch:
+        memo_.read(std::get<dictionary_batch_header>(m->metadata.header), m->body, for_message(options_, *m));
+        break;
+      case message_kind::record_batch:
+        return batch_with_metadata{read_record_batch(std::get<record_batch_header>(m->metadata.header), schema_,
+                                                     m->body, memo_, for_message(options_, *m)),
+                                   std::move(m->metadata.custom_metadata)};
+      default:
+        throw invalid_message(at(where), std::string("a ") + kind_name(m->kind()) +
+                                             " message inside a stream (only dictionary and record batches follow "
+                                             "the schema)");
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<arrow::record_batch> stream_reader::read_all() {
+  std::vector<arrow::record_batch> out;
+  while (std::optional<arrow::record_batch> b = read_next()) out.push_back(std::move(*b));
+  return out;
+}
+
+// ---- file_reader --------------------------------------------------------------------
+
+file_reader::file_reader(buffer source, read_options options)
+    : source_(std::move(source)), options_(std::move(options)) {
+  const std::int64_t size = source_.size();
+  if (size < file_header_size + file_trailer_size) {
+    throw invalid_message("file", std::to_string(size) + " bytes: too short for an Arrow IPC file (magic, footer)");
+  }
+  check_file_magic(read_bytes(source_, 0, file_header_size, options_.stream));
+  const std::vector<std::byte> trailer =
+      read_bytes(source_, size - file_trailer_size, file_trailer_size, options_.stream);
+  const std::int32_t footer_length = read_footer_length(trailer, size);
+  const std::vector<std::byte> footer =
+      read_bytes(source_, size - file_trailer_size - footer_length, footer_length, options_.stream);
+  footer_ = read_footer(footer, size);
+  memo_ = dictionary_memo(footer_.schema);
+  for (std::size_t i = 0; i < footer_.dictionaries.size(); ++i) {
+    const message m = read_block(footer_.dictionaries[i], "dictionary", i);
+    if (m.kind() != message_kind::dictionary_batch) {
+      throw invalid_message("file dictionary block " + std::to_string(i),
+                            std::string("holds a ") + kind_name(m.kind()) + " message, not a DictionaryBatch");
+    }
+    const auto& h = std::get<dictionary_batch_header>(m.metadata.header);
+    memo_.read(h, m.body, for_message(options_, m));
+  }
+}
+
+message file_reader::read_block(const file_block& b, const char* what, std::size_t index) const {
+  const std::string where = std::string("file ") + what + " block " + std::to_string(index);
+  std::optional<message> m = read_message(source_, b.offset, options_.stream);
+  if (!m) throw invalid_message(where, "holds the end-of-stream marker, not a message");
+  if (m->size - m->body.size() != b.metadata_length || m->body.size() != b.body_length) {
+    throw invalid_message(where, "the footer says " + std::to_string(b.metadata_length) + " bytes of metadata and " +
+                                     std::to_string(b.body_length) + " of body, the message " +
+                                     std::to_string(m->size - m->body.size()) + " and " +
+                                     std::to_string(m->body.size()));
+  }
+  return std::move(*m);
+}
+
+arrow::record_batch file_reader::read_batch(int i) const { return read_batch_with_custom_metadata(i).batch; }
+
+batch_with_metadata file_reader::read_batch_with_custom_metadata(int i) const {
+  if (i < 0 || i >= num_record_batches()) {
+    throw out_of_range("record batch " + std::to_string(i) + " of a file of " + std::to_string(num_record_batches()));
+  }
+  const message m =
+      read_block(footer_.record_batches[static_cast<std::size_t>(i)], "record batch", static_cast<std::size_t>(i));
+  if (m.kind() != message_kind::record_batch) {
+    throw invalid_message("file record batch block " + std::to_string(i),
+                          std::string("holds a ") + kind_name(m.kind()) + " message, not a RecordBatch");
+  }
+  return {read_record_batch(std::get<record_batch_header>(m.metadata.header), footer_.schema, m.body, memo_,
+                            for_message(options_, m)),
+          m.metadata.custom_metadata};
+}
+
+std::vector<arrow::record_batch> file_reader::read_all() const {
+  std::vector<arrow::record_batch> out;
+  for (int i = 0; i < num_record_batches(); ++i) out.push_back(read_batch(i));
+  return out;
+}
+
+// ---- writing ----------------------------------------------------------------------
+
+namespace {
+
+// Dictionary ids as Arrow C++ numbers them: depth first over the fields,
+// from 0, a dictionary's own value type after the field that holds it.
+void number_dictionaries(const arrow::data_type& t, std::vector<int>& path, std::vector<dictionary_field>& out) {
+  if (t.id == arrow::type_id::dictionary) {
+    out.push_back(dictionary_field{static_cast<std::int64_t>(out.size()), path});
+  }
+  const arrow::data_type& inner = t.id == arrow::type_id::dictionary ? t.values() : t;
+  for (std::size_t c = 0; c < inner.children.size(); ++c) {
+    path.push_back(static_cast<int>(c));
+    number_dictionaries(inner.children[c].type, path, out);
+    path.pop_back();
+  }
+}
+
+// The dictionary array at `path` of a batch (its columns, then children).
+const arrow::array_data& array_at(const arrow::record_batch& batch, const std::vector<int>& path) {
+  const arrow::array_data* a = &batch.columns.at(static_cast<std::size_t>(path.front()));
+  for (std::size_t k = 1; k < path.size(); ++k) a = &a->children.at(static_cast<std::size_t>(path[k]));
+  return *a;
+}
+
+}  // namespace
+
+struct stream_writer::state {
+  state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer)
+      : schema(std::move(sch)), ctx(std::move(c)), f(fmt), s(sv), footer_metadata(std::move(footer)) {}
+
+  arrow::schema schema;
+  schema_message message_schema;
+  context ctx;
+  format f;
+  stream_view s;
+  arrow::key_value_metadata footer_metadata;
+  bool finished = false;
+  // What finish() copies: host bytes (metadata) and body pieces, each at its
+  // place in the output.
+  std::vector<copy_piece> pieces;
+  std::vector<buffer> host_parts;  // kept alive until the copy
+  std::int64_t length = 0;
+  std::vector<file_block> dictionary_blocks, batch_blocks;
+  std::map<std::int64_t, std::shared_ptr<const arrow::array_data>> sent;  // dictionary id -> last sent
+
+  // Appends one encapsulated message: metadata bytes, then the body pieces.
+  file_block append(const message_metadata& m, const body_layout* body) {
+    const std::vector<std::byte> meta = write_encapsulated_metadata(m);
+    file_block b;
+    b.offset = length;
+    b.metadata_length = static_cast<std::int32_t>(meta.size());
+    b.body_length = body != nullptr ? body->body_length : 0;
+    add_host(meta);
+    if (body != nullptr) {
+      for (const body_piece& p : body->pieces) {
+        if (p.size == 0) continue;
+        pieces.push_back(copy_piece{buffer{}, length + p.body_offset, p.source, p.source_offset, p.size});
+      }
+      length += body->body_length;
+    }
+    return b;
+  }
+
+  void add_host(const std::vector<std::byte>& bytes) {
+    if (bytes.empty()) return;
+    buffer h = host_buffer_of(bytes);
+    pieces.push_back(copy_piece{buffer{}, length, h, 0, h.size()});
+    host_parts.push_back(std::move(h));
+    length += static_cast<std::int64_t>(bytes.size());
+  }
+
+  void send_dictionaries(const arrow::record_batch& batch) {
+    for (const dictionary_field& d : message_schema.dictionaries) {
+      const arrow::array_data& a = array_at(batch, d.path);
+      if (!a.dictionary) throw invalid_argument("dictionary column without a dictionary");
+      auto it = sent.find(d.id);
+      if (it != sent.end() && it->second == a.dictionary) continue;
+      if (it != sent.end() && f == format::file) {
+        throw invalid_argument(
+            "dictionary replacement in an IPC file: the file format allows one dictionary per "
+            "field (write a stream, or unify the dictionaries first)");
+      }
+      arrow::record_batch one;
+      one.schema.fields = {arrow::field("dictionary", a.dictionary->type)};
+      one.num_rows = a.dictionary->length;
+      one.columns = {*a.dictionary};
+      const body_layout layout = layout_body(one, s);
+      message_metadata m;
+      dictionary_batch_header h;
+      h.id = d.id;
+      h.data = layout.header;
+      m.header = h;
+      m.body_length = layout.body_length;
+      dictionary_blocks.push_back(append(m, &layout));
+      sent[d.id] = a.dictionary;
+    }
+  }
+};
+
+stream_writer::stream_writer(arrow::schema schema, context ctx, format f, stream_view s,
+                             arrow::key_value_metadata footer_metadata)
+    : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata))) {
+  state& st = *state_;
+  st.message_schema.schema = st.schema;
+  std::vector<int> path;
+  for (std::size_t i = 0; i < st.schema.fields.size(); ++i) {
+    path = {static_cast<int>(i)};
+    number_dictionaries(st.schema.fields[i].type, path, st.message_schema.dictionaries);
+  }
+  if (f == format::file) {
+    std::vector<std::byte> magic(static_cast<std::size_t>(file_header_size), std::byte{0});
+    std::memcpy(magic.data(), file_magic.data(), file_magic.size());
+    st.add_host(magic);
+  }
+  message_metadata m;
+  m.header = st.message_schema;
+  st.append(m, nullptr);
+}
+
+stream_writer::~stream_writer() = default;
+
+void stream_writer::write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata) {
+  state& st = *state_;
+  if (st.finished) throw invalid_argument("stream_writer: already finished");
+  if (!(batch.schema == st.schema)) {
+    throw invalid_argument("stream_writer: the batch's schema differs from the writer's");
+  }
+  st.send_dictionaries(batch);
+  const body_layout layout = layout_body(batch, st.s);
+  message_metadata m;
+  m.header = layout.header;
+  m.body_length = layout.body_length;
+  m.custom_metadata = custom_metadata;
+  st.batch_blocks.push_back(st.append(m, &layout));
+}
+
+buffer stream_writer::finish() {
+  state& st = *state_;
+  if (st.finished) throw invalid_argument("stream_writer: already finished");
+  st.finished = true;
+  st.add_host(end_of_stream_marker());
+  if (st.f == format::file) {
+    file_footer footer;
+    footer.schema = st.message_schema;
+    footer.dictionaries = st.dictionary_blocks;
+    footer.record_batches = st.batch_blocks;
+    footer.custom_metadata = st.footer_metadata;
+    st.add_host(write_file_trailer(footer));
+  }
+  buffer out = allocate_device(st.ctx, st.length, st.s);
+  fill_async(out, 0, st.length, 0, st.s);  // the bodies' padding
+  for (copy_piece& p : st.pieces) p.dst = out;
+  batch_copy_options options;
+  copy_batch(st.pieces, st.s, options);
+  st.pieces.clear();
+  st.host_parts.clear();
+  return out;
+}
+
+buffer serialize_record_batch(const arrow::record_batch& batch, const context& ctx, stream_view s) {
+  for (const arrow::field& f : batch.schema.fields) {
+    std::vector<dictionary_field> dicts;
+    std::vector<int> path{0};
+    number_dictionaries(f.type, path, dicts);
+    if (!dicts.empty()) {
+      throw invalid_argument("serialize_record_batch: column \"" + f.name +
+                             "\" is dictionary-encoded; its dictionary travels in a stream (stream_writer)");
+    }
+  }
+  const body_layout layout = layout_body(batch, s);
+  message_metadata m;
+  m.header = layout.header;
+  m.body_length = layout.body_length;
+  const std::vector<std::byte> meta = write_encapsulated_metadata(m);
+  const std::int64_t head = static_cast<std::int64_t>(meta.size());
+  buffer out = allocate_device(ctx, head + layout.body_length, s);
+  fill_async(out, 0, out.size(), 0, s);
+  buffer host = host_buffer_of(meta);
+  std::vector<copy_piece> pieces{copy_piece{out, 0, host, 0, head}};
+  for (const body_piece& p : layout.pieces) {
+    if (p.size > 0) pieces.push_back(copy_piece{out, head + p.body_offset, p.source, p.source_offset, p.size});
+  }
+  copy_batch(pieces, s);
+  return out;
+}
+
+}  // namespace cuarrow::ipc

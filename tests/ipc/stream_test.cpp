@@ -1,0 +1,256 @@
+// IPC streams and files held in memory (include/cuarrow/ipc/stream.hpp):
+// pyarrow's golden streams and files (tests/ipc/make_golden.py) read from
+// host and device memory, written again byte for byte, and hostile sources.
+#include "cuarrow/ipc/stream.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "arrow/arrow_test_util.hpp"
+#include "codec_data.hpp"
+#include "cuarrow/arrow/transfer.hpp"
+#include "cuarrow/copy.hpp"
+#include "cuarrow/ipc/metadata.hpp"
+
+namespace cuarrow_ipc_stream_test {
+namespace {
+
+using namespace cuarrow::arrow;      // NOLINT
+using namespace cuarrow_arrow_test;  // NOLINT
+namespace ipc = cuarrow::ipc;
+
+std::vector<std::byte> load(const std::string& name) {
+  const auto& files = codec_data::files();
+  const auto it = files.find(name);
+  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
+  return {it->second.begin(), it->second.end()};
+}
+
+cuarrow::buffer on_host(const std::vector<std::byte>& bytes) {
+  cuarrow::buffer b = cuarrow::allocate_host(static_cast<std::int64_t>(bytes.size()));
+  if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
+  return b;
+}
+
+cuarrow::buffer on_device(const std::vector<std::byte>& bytes) {
+  return cuarrow::copy_to_device(cuarrow::context::get(0), bytes.data(), static_cast<std::int64_t>(bytes.size()));
+}
+
+// Where two byte strings first differ ("" when equal), for failure messages.
+std::string first_difference(const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  if (i == a.size() && i == b.size()) return "";
+  return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size()) + ", first difference at byte " +
+         std::to_string(i);
+}
+
+std::vector<std::byte> to_bytes(const cuarrow::buffer& b) {
+  std::vector<std::byte> out(static_cast<std::size_t>(b.size()));
+  if (b.size() > 0) cuarrow::copy_to_host(out.data(), b, 0, b.size());
+  return out;
+}
+
+// Uncompressed streams whose every batch pyarrow wrote from the same
+// dictionaries (or none): reading and writing again gives the same bytes.
+const char* const kStreams[] = {"primitives.arrows",  "binaries.arrows",     "nested.arrows",      "metadata.arrows",
+                                "empty_batch.arrows", "empty_schema.arrows", "dictionaries.arrows"};
+const char* const kFiles[] = {"file_primitives.arrow", "file_dictionaries.arrow"};
+
+TEST(IpcStream, PyarrowStreamsAreWrittenAgainByteForByte) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::stream_reader r(on_host(golden));
+    ipc::stream_writer w(r.schema().schema, ctx);
+    while (std::optional<ipc::batch_with_metadata> b = r.read_next_with_custom_metadata()) {
+      w.write(b->batch, b->custom_metadata);
+    }
+    EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+  }
+}
+
+TEST(IpcStream, PyarrowFilesAreWrittenAgainByteForByte) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (const char* name : kFiles) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::file_reader r(on_host(golden));
+    ASSERT_GT(r.num_record_batches(), 0);
+    ipc::stream_writer w(r.schema().schema, ctx, ipc::stream_writer::format::file, {}, r.footer().custom_metadata);
+    for (int i = 0; i < r.num_record_batches(); ++i) {
+      const ipc::batch_with_metadata b = r.read_batch_with_custom_metadata(i);
+      w.write(b.batch, b.custom_metadata);
+    }
+    EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+  }
+}
+
+// A stream in device memory reads as device arrays whose buffers lie inside
+// the source (zero-copy), equal to the same stream read from host memory.
+TEST(IpcStream, DeviceStreamsReadAsSlicesOfTheSource) {
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    const cuarrow::buffer dev = on_device(golden);
+    ipc::stream_reader host_reader(on_host(golden));
+    ipc::stream_reader dev_reader(dev);
+    EXPECT_EQ(dev_reader.schema(), host_reader.schema());
+    const std::vector<record_batch> expected = host_reader.read_all();
+    const std::vector<record_batch> got = dev_reader.read_all();
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      for (std::size_t c = 0; c < got[i].columns.size(); ++c) {
+        const array_data& a = got[i].columns[c];
+        for (const cuarrow::buffer& b : a.buffers) {
+          if (b.size() == 0) continue;
+          EXPECT_EQ(b.type(), cuarrow::device_type::cuda);
+          EXPECT_GE(b.address(), dev.address());
+          EXPECT_LE(b.address() + static_cast<std::uintptr_t>(b.size()),
+                    dev.address() + static_cast<std::uintptr_t>(dev.size()));
+        }
+        EXPECT_TRUE(same_values(expected[i].columns[c], a)) << "batch " << i << " column " << c;
+      }
+    }
+    EXPECT_EQ(dev_reader.position(), static_cast<std::int64_t>(golden.size()) - 8) << "all but the end marker";
+  }
+}
+
+TEST(IpcStream, DeviceFilesReadAnyBatch) {
+  for (const char* name : kFiles) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::file_reader host_reader(on_host(golden));
+    ipc::file_reader dev_reader(on_device(golden));
+    ASSERT_EQ(dev_reader.num_record_batches(), host_reader.num_record_batches());
+    for (int i = dev_reader.num_record_batches() - 1; i >= 0; --i) {
+      const record_batch a = dev_reader.read_batch(i);
+      const record_batch b = host_reader.read_batch(i);
+      ASSERT_EQ(a.columns.size(), b.columns.size());
+      for (std::size_t c = 0; c < a.columns.size(); ++c) EXPECT_TRUE(same_values(b.columns[c], a.columns[c]));
+    }
+    EXPECT_THROW((void)dev_reader.read_batch(dev_reader.num_record_batches()), cuarrow::out_of_range);
+    EXPECT_THROW((void)dev_reader.read_batch(-1), cuarrow::out_of_range);
+  }
+}
+
+// Every sample type, written into a device stream and a device file and
+// read back.
+TEST(IpcStream, EverySampleRoundTripsThroughADeviceStreamAndFile) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (auto& [name, a] : sample_arrays()) {
+    SCOPED_TRACE(name);
+    record_batch b;
+    b.schema.fields = {field("x", a.type)};
+    b.num_rows = a.length;
+    b.columns = {to_device(a, ctx)};
+    for (auto f : {ipc::stream_writer::format::stream, ipc::stream_writer::format::file}) {
+      ipc::stream_writer w(b.schema, ctx, f);
+      w.write(b);
+      w.write(b);
+      const cuarrow::buffer out = w.finish();
+      std::vector<record_batch> back;
+      if (f == ipc::stream_writer::format::stream) {
+        back = ipc::stream_reader(out).read_all();
+      } else {
+        back = ipc::file_reader(out).read_all();
+      }
+      ASSERT_EQ(back.size(), 2u);
+      for (const record_batch& r : back) EXPECT_TRUE(same_values(a, r.columns[0]));
+    }
+  }
+}
+
+TEST(IpcStream, ASerializedBatchIsOneMessage) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const array_data a = strings(utf8(), {"a", std::nullopt, "ccc"});
+  record_batch b;
+  b.schema.fields = {field("s", utf8())};
+  b.num_rows = 3;
+  b.columns = {a};
+  const cuarrow::buffer dev = ipc::serialize_record_batch(b, ctx);
+  const std::optional<ipc::message> m = ipc::read_message(dev);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->kind(), ipc::message_kind::record_batch);
+  EXPECT_EQ(m->size, dev.size());
+  EXPECT_EQ(m->body.type(), cuarrow::device_type::cuda);
+  ipc::schema_message s;
+  s.schema = b.schema;
+  const record_batch back = ipc::read_record_batch(std::get<ipc::record_batch_header>(m->metadata.header), s, m->body,
+                                                   ipc::dictionary_memo(s));
+  EXPECT_TRUE(same_values(a, back.columns[0]));
+  EXPECT_EQ(ipc::serialize_to_host(*m), to_bytes(dev));
+  // A dictionary column needs a stream.
+  record_batch d;
+  array_data codes = primitive<std::int32_t>(int32(), {0, 1});
+  codes.type = dictionary(int32(), utf8());
+  codes.dictionary = std::make_shared<array_data>(strings(utf8(), {"x", "y"}));
+  d.schema.fields = {field("d", codes.type)};
+  d.num_rows = 2;
+  d.columns = {codes};
+  EXPECT_THROW((void)ipc::serialize_record_batch(d, ctx), cuarrow::invalid_argument);
+}
+
+// ---- hostile sources ----------------------------------------------------------------
+
+std::string message_of_read(const std::vector<std::byte>& bytes) {
+  return message_of([&] { (void)ipc::stream_reader(on_device(bytes)).read_all(); });
+}
+
+TEST(IpcStreamHostile, TruncatedStreamsSayWhereAndWhat) {
+  const std::vector<std::byte> golden = load("primitives.arrows");
+  for (std::size_t cut : {std::size_t{0}, std::size_t{3}, std::size_t{9}, golden.size() / 2, golden.size() - 9}) {
+    SCOPED_TRACE(cut);
+    const std::vector<std::byte> part(golden.begin(), golden.begin() + static_cast<std::ptrdiff_t>(cut));
+    const std::string m = message_of_read(part);
+    EXPECT_FALSE(m.empty()) << "a cut stream must not read as a good one";
+    EXPECT_NE(m.find("message"), std::string::npos) << m;
+  }
+  // Cut inside the last body.
+  const std::vector<std::byte> part(golden.begin(), golden.end() - 16);
+  EXPECT_NE(message_of_read(part).find("runs past the end of the source"), std::string::npos);
+}
+
+TEST(IpcStreamHostile, AStreamMustStartWithItsSchema) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  record_batch b;
+  b.schema.fields = {field("i", int32())};
+  b.num_rows = 2;
+  b.columns = {primitive<std::int32_t>(int32(), {1, 2})};
+  const std::vector<std::byte> batch_only = to_bytes(ipc::serialize_record_batch(b, ctx));
+  EXPECT_NE(message_of_read(batch_only).find("starts with a RecordBatch message"), std::string::npos);
+  EXPECT_NE(message_of_read({}).find("no schema message"), std::string::npos);
+}
+
+TEST(IpcStreamHostile, FlippedBytesNeverCrash) {
+  const std::vector<std::byte> golden = load("nested.arrows");
+  for (std::size_t i = 0; i < golden.size(); i += 7) {
+    std::vector<std::byte> bad = golden;
+    bad[i] ^= std::byte{0x5a};
+    try {
+      ipc::stream_reader r(on_host(bad));
+      (void)r.read_all();
+    } catch (const cuarrow::invalid_argument&) {
+      // invalid_message or invalid_data: both say what is wrong
+    }
+  }
+}
+
+TEST(IpcStreamHostile, FileBlocksMustMatchTheirMessages) {
+  std::vector<std::byte> golden = load("file_primitives.arrow");
+  EXPECT_NE(message_of([&] {
+              (void)ipc::file_reader(on_host(std::vector<std::byte>(golden.begin(), golden.begin() + 12)));
+            }).find("too short"),
+            std::string::npos);
+  std::vector<std::byte> bad = golden;
+  bad[0] = std::byte{'X'};
+  EXPECT_THROW((void)ipc::file_reader(on_host(bad)), ipc::invalid_message);
+}
+
+}  // namespace
+}  // namespace cuarrow_ipc_stream_test
