@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codec_data.hpp"
+#include "test_data.hpp"
 
 namespace {
 
@@ -55,7 +55,7 @@ bytes decompressed(compression_codec c, const bytes& framed) {
 }
 
 std::span<const std::byte> data_file(const std::string& name) {
-  const auto& files = codec_data::files();
+  const auto& files = test_data::files();
   auto it = files.find(name);
   if (it == files.end()) throw std::runtime_error("no test data " + name);
   return it->second;

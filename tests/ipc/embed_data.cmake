@@ -1,5 +1,5 @@
 # Writes OUT, a C++ file holding every file of DATA_DIR as a byte array
-# (codec_data::files()), so that the codec test carries pyarrow's samples
+# (test_data::files()), so that the codec test carries pyarrow's samples
 # with it (the GPU machine runs test binaries built elsewhere).
 file(GLOB names RELATIVE ${DATA_DIR} ${DATA_DIR}/*)
 list(SORT names)
@@ -15,8 +15,8 @@ foreach(name IN LISTS names)
   math(EXPR i "${i} + 1")
 endforeach()
 file(WRITE ${OUT}.tmp "// Generated from tests/ipc/data by tests/ipc/embed_data.cmake.\n"
-  "#include \"codec_data.hpp\"\n\nnamespace codec_data {\nnamespace {\n${body}}  // namespace\n\n"
+  "#include \"test_data.hpp\"\n\nnamespace test_data {\nnamespace {\n${body}}  // namespace\n\n"
   "const std::map<std::string, std::span<const std::byte>>& files() {\n"
   "  static const std::map<std::string, std::span<const std::byte>> m{\n${table}  };\n  return m;\n}\n\n"
-  "}  // namespace codec_data\n")
+  "}  // namespace test_data\n")
 file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -8,13 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <stdexcept>
 #include <vector>
 
 #include "cuarrow/ipc/metadata.hpp"
+#include "test_data.hpp"
 
 namespace ipc = cuarrow::ipc;
 namespace arrow = cuarrow::arrow;
@@ -22,13 +23,10 @@ namespace arrow = cuarrow::arrow;
 namespace {
 
 std::vector<std::byte> load(const std::string& name) {
-  const std::filesystem::path p = std::filesystem::path(CUARROW_IPC_GOLDEN_DIR) / name;
-  std::ifstream in(p, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << p;
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
+  const auto& files = test_data::files();
+  const auto it = files.find(name);
+  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
+  return {it->second.begin(), it->second.end()};
 }
 
 // Reads the messages of a stream starting at `pos`, checking that each

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arrow/arrow_test_util.hpp"
-#include "codec_data.hpp"
+#include "test_data.hpp"
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/metadata.hpp"
@@ -24,7 +24,7 @@ using namespace cuarrow_arrow_test;  // NOLINT
 namespace ipc = cuarrow::ipc;
 
 std::vector<std::byte> load(const std::string& name) {
-  const auto& files = codec_data::files();
+  const auto& files = test_data::files();
   const auto it = files.find(name);
   if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
   return {it->second.begin(), it->second.end()};

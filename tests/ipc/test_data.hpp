@@ -7,6 +7,6 @@
 #include <span>
 #include <string>
 
-namespace codec_data {
+namespace test_data {
 const std::map<std::string, std::span<const std::byte>>& files();
 }
