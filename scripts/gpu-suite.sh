@@ -188,6 +188,11 @@ if [ -x $bin/cuarrow_test ]; then
   else
     results+=("| cuda-kernels-over-device-views | NOT RUN: built only where nvcc is (prepare) | | |")
   fi
+  # The Arrow IPC format: bodies, streams and files in device memory on the
+  # real driver; metadata and codecs are host code (run once, as in CI).
+  [ -x $bin/cuarrow_ipc_test ] && step cpp-ipc-real-driver $bin/cuarrow_ipc_test
+  [ -x $bin/cuarrow_ipc_format_test ] && step cpp-ipc-metadata $bin/cuarrow_ipc_format_test
+  [ -x $bin/cuarrow_ipc_codec_test ] && step cpp-ipc-codecs $bin/cuarrow_ipc_codec_test
   step walkthrough-cpp $bin/cuarrow_walkthrough
 else
   results+=("| C++ suites | NOT RUN: build/gpu missing (run 'scripts/gpu-suite.sh prepare' here and carry build/gpu) | | |")
