@@ -215,16 +215,28 @@ std::vector<arrow::record_batch> file_reader::read_all() const {
 
 namespace {
 
+bool contains_dictionary(const arrow::data_type& t) {
+  if (t.id == arrow::type_id::dictionary) return true;
+  for (const arrow::field& c : t.children) {
+    if (contains_dictionary(c.type)) return true;
+  }
+  return false;
+}
+
 // Dictionary ids as Arrow C++ numbers them: depth first over the fields,
-// from 0, a dictionary's own value type after the field that holds it.
+// from 0.  Dictionaries inside a dictionary's values are not written yet.
 void number_dictionaries(const arrow::data_type& t, std::vector<int>& path, std::vector<dictionary_field>& out) {
   if (t.id == arrow::type_id::dictionary) {
+    if (contains_dictionary(t.values())) {
+      throw invalid_argument("IPC writer: a dictionary whose values are dictionary-encoded (" + t.to_string() +
+                             ") is not written yet");
+    }
     out.push_back(dictionary_field{static_cast<std::int64_t>(out.size()), path});
+    return;
   }
-  const arrow::data_type& inner = t.id == arrow::type_id::dictionary ? t.values() : t;
-  for (std::size_t c = 0; c < inner.children.size(); ++c) {
+  for (std::size_t c = 0; c < t.children.size(); ++c) {
     path.push_back(static_cast<int>(c));
-    number_dictionaries(inner.children[c].type, path, out);
+    number_dictionaries(t.children[c].type, path, out);
     path.pop_back();
   }
 }
