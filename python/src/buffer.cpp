@@ -290,11 +290,7 @@ void bind_buffer(nb::module_& m) {
   m.def(
       "fill",
       [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, cuarrow::stream_view s) {
-        cuarrow::fill_async(dst.buf, offset, size, value, s);
-        if (size > 0 && dst.buf.get_context()) {
-          cuarrow::scoped_context guard(*dst.buf.get_context());
-          s.synchronize();
-        }
+        cuarrow::fill(dst.buf, offset, size, value, s);
       },
       nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"), nb::arg("stream") = nb::none(),
       release_gil(), "Set bytes to a value; synchronous.");

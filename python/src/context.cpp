@@ -259,12 +259,7 @@ void bind_context(nb::module_& m) {
       "Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any "
       "work).");
   m.def(
-      "stream_synchronize",
-      [](const cuarrow::context& ctx, cuarrow::stream_view stream) {
-        // The default streams act on the current context: make it ctx's.
-        cuarrow::scoped_context guard(ctx);
-        stream.synchronize();
-      },
+      "stream_synchronize", [](const cuarrow::context& ctx, cuarrow::stream_view stream) { stream.synchronize(ctx); },
       nb::arg("context"), nb::arg("stream"), release_gil(),
       "Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.");
   m.def(
