@@ -196,7 +196,6 @@ struct kind<ArrayData> {
   static auto import(ArrowDeviceArray* a, const ca::field& f, cuarrow::stream_view s, const ca::import_options& o) {
     return ca::import_device_array(a, f.type, s, o);
   }
-  static bool importer_reads(const ArrayData& a) { return ca::importer_reads_values(a.data.type); }
   static void export_host(const ca::array_data& d, ArrowArray* out) { ca::export_array(d, out); }
   static void export_device(const ArrayData& a, cuarrow::stream_view s, ArrowDeviceArray* out,
                             const ca::export_options& o) {
@@ -221,7 +220,6 @@ struct kind<BatchData> {
   static auto import(ArrowDeviceArray* a, const ca::schema& sc, cuarrow::stream_view s, const ca::import_options& o) {
     return ca::import_device_record_batch(a, sc, s, o);
   }
-  static bool importer_reads(const BatchData& b) { return ca::importer_reads_values(b.batch.schema); }
   // A host batch is exported from its columns in place.
   static void export_host(const ca::record_batch& b, ArrowArray* out) { ca::export_record_batch(b, out); }
   static void export_device(const BatchData& b, cuarrow::stream_view s, ArrowDeviceArray* out,
@@ -230,7 +228,7 @@ struct kind<BatchData> {
   }
 };
 
-// Host copies in flight (cuarrow::arrow::to_host_async), for Python: the
+// Host copies in flight (cuarrow::arrow::to_host_for_export), for Python: the
 // host data is exported while the DMA runs, and wait() is called before the
 // result is handed to anyone.  Dropped unwaited, the memory still stays
 // alive until the copies have run.
@@ -307,26 +305,21 @@ auto source_of(std::vector<T> items) {
 }
 
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
-// to_host_async (which validates the source cheaply and checks what host
-// readers index with: device objects may hold imported data): the capsules
-// are made while the DMA runs unless pyarrow's importer reads bytes of an
-// item (importer_reads_values), in which case the copy is waited for first.
+// to_host_for_export (which validates the source cheaply and checks what
+// host readers index with: device objects may hold imported data): the
+// capsules are made while the DMA runs, where pyarrow's importer allows.
 template <class T>
 nb::tuple to_host_begin(nb::handle src, cuarrow::stream_view s) {
   const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_host_begin").c_str());
   nb::list capsules;
   if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
-  auto begin = [&] { return with_values(items, [&](auto values) { return ca::to_host_async(values, s); }); };
+  auto begin = [&] { return with_values(items, [&](auto values) { return ca::to_host_for_export(values, s); }); };
   std::optional<decltype(begin())> t;
   {
     nb::gil_scoped_release r;
     t.emplace(begin());
   }
   auto shared = std::make_shared<decltype(begin())>(std::move(*t));
-  if (std::ranges::any_of(items, [](const T* item) { return kind<T>::importer_reads(*item); })) {
-    nb::gil_scoped_release r;
-    shared->wait();
-  }
   for (const auto& item : shared->data()) {
     capsules.append(make_capsule<ArrowArray>([&](ArrowArray* out) {
       nb::gil_scoped_release r;
