@@ -161,11 +161,8 @@ void bind_buffer(nb::module_& m) {
   m.def(
       "allocate_device",
       [](const cuarrow::context& ctx, std::int64_t size, cuarrow::stream_view stream, bool plain) {
-        // One stateless cuMemAlloc resource for all contexts (never destroyed:
-        // buffers may be freed after static destructors ran).
-        static const auto* cu_mem_alloc =
-            new std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>());
-        return make(cuarrow::allocate_device(ctx, size, stream, plain ? *cu_mem_alloc : nullptr), false);
+        auto resource = plain ? cuarrow::plain_device_resource::shared() : nullptr;
+        return make(cuarrow::allocate_device(ctx, size, stream, std::move(resource)), false);
       },
       nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false, release_gil(),
       "Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc "
