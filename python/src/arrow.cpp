@@ -294,6 +294,18 @@ ca::stream_items items_of(int mode) {
   }
 }
 
+// Handles of a stream's items read to its end, arrays under the stream's
+// field, each with its declared placement (a host stream declares none).
+nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
+  nb::list items;
+  auto where = [&](std::size_t i) { return all.placements.empty() ? ca::placement{} : all.placements[i]; };
+  for (std::size_t i = 0; i < all.arrays.size(); ++i)
+    items.append(nb::cast(ArrayData{root, std::move(all.arrays[i]), where(i)}));
+  for (std::size_t i = 0; i < all.batches.size(); ++i)
+    items.append(nb::cast(BatchData{std::move(all.batches[i]), where(i)}));
+  return items;
+}
+
 // A source yielding `items` (arrays, or batches) in order.
 template <class T>
 auto source_of(std::vector<T> items) {
@@ -588,11 +600,8 @@ void bind_arrow(nb::module_& m) {
           reader.emplace(in, o, items_of(mode));
           all = reader->read_all();
         }
-        nb::list items;
-        for (auto& a : all.arrays)
-          items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
-        for (auto& b : all.batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
-        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items);
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()),
+                              handles_of(all, reader->root_field()));
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
       "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
@@ -609,15 +618,8 @@ void bind_arrow(nb::module_& m) {
           reader.emplace(in, o, items_of(mode));
           all = reader->read_all(s);
         }
-        nb::list items;
-        for (std::size_t i = 0; i < all.arrays.size(); ++i) {
-          items.append(nb::cast(ArrayData{reader->root_field(), std::move(all.arrays[i]), all.placements[i]}));
-        }
-        for (std::size_t i = 0; i < all.batches.size(); ++i) {
-          items.append(nb::cast(BatchData{std::move(all.batches[i]), all.placements[i]}));
-        }
-        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
-                              static_cast<int>(reader->type()));
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()),
+                              handles_of(all, reader->root_field()), static_cast<int>(reader->type()));
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(), nb::arg("validation") = 1,
       "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
