@@ -7,7 +7,6 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -184,7 +183,7 @@ void bind_buffer(nb::module_& m) {
       [](nb::handle dst, const Buffer& src) {
         host_view v(dst, true);
         void* data = v.data();
-        const std::int64_t n = std::min(v.size(), src.buf.size());
+        const std::int64_t n = cuarrow::ranges::read_count(src.buf.size(), 0, -1, v.size());  // as much as fits
         nb::gil_scoped_release r;
         cuarrow::copy_to_host(data, src.buf, 0, n);
       },
