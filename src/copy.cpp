@@ -584,6 +584,12 @@ void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, s
   keep_alive_until_passed({dst}, s.handle());
 }
 
+void fill(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value, stream_view s) {
+  fill_async(dst, dst_offset, size, value, s);
+  // Host memory without a context is set by the host, complete already.
+  if (size > 0 && dst.get_context()) s.synchronize(*dst.get_context());
+}
+
 buffer copy_to_device(const context& ctx, const void* src, std::int64_t size, stream_view s) {
   endpoint from = raw_host(src, size, "source");
   buffer out = allocate_device(ctx, size, s);

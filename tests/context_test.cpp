@@ -1,4 +1,5 @@
 #include <cstdlib>
+#include <memory>
 #include <regex>
 #include <string>
 #include <thread>
@@ -109,6 +110,24 @@ TEST(Context, BytesAllocatedCountsAllResourcesAndReturnsToBaseline) {
     EXPECT_EQ(ctx.bytes_allocated(), base + 4096 + (1 << 20));
   }
   EXPECT_EQ(ctx.bytes_allocated(), base);
+}
+
+TEST(Context, OneSharedPlainResourceForEveryContext) {
+  const std::shared_ptr<cuarrow::device_memory_resource>& plain = cuarrow::plain_device_resource::shared();
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain.get(), cuarrow::plain_device_resource::shared().get());
+  EXPECT_EQ(plain->name(), "cuda_malloc");
+  for (int d = 0; d < cuarrow::device_count(); ++d) {
+    cuarrow::context ctx = cuarrow::context::get(d);
+    const std::int64_t base = ctx.bytes_allocated();
+    {
+      cuarrow::buffer b = cuarrow::allocate_device(ctx, 4096, {}, plain);
+      EXPECT_EQ(b.device_id(), d);
+      EXPECT_EQ(ctx.bytes_allocated(), base + 4096);
+      EXPECT_NO_THROW((void)cuarrow::export_ipc(b)) << "cuMemAlloc memory is what CUDA IPC exports";
+    }
+    EXPECT_EQ(ctx.bytes_allocated(), base);
+  }
 }
 
 TEST(Context, DeviceAddressOfPinnedMemory) {

@@ -144,6 +144,23 @@ TEST(Copy, FillAsync) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(v[i], (i >= 10 && i < 15) ? 0x01 : 0xab) << i;
 }
 
+TEST(Copy, FillIsCompleteOnReturn) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, 4096, s);
+  if (emu().set_op_delay_us) emu().set_op_delay_us(2000);  // a queued memset would still be running
+  cuarrow::fill(dev, 0, 4096, 0x5a, s);
+  const bool done = s.query();
+  if (emu().set_op_delay_us) emu().set_op_delay_us(0);
+  EXPECT_TRUE(done);
+  EXPECT_THROW(cuarrow::fill(dev, 4000, 100, 0, s), cuarrow::out_of_range);
+  // On the default stream from a thread with no context current: the
+  // buffer's context is the one synchronized.
+  std::thread([&] { cuarrow::fill(dev, 0, 16, 0x01); }).join();
+  auto v = to_vector(dev);
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(v[i], i < 16 ? 0x01 : 0x5a) << i;
+}
+
 TEST(Copy, ConcurrentCallersOnTheirOwnStreams) {
   cuarrow::context ctx = cuarrow::context::get(0);
   std::vector<std::thread> threads;

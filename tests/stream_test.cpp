@@ -2,6 +2,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -177,4 +178,17 @@ TEST(Stream, NoStreamOrEventLeaks) {
   }
   EXPECT_EQ(emu().stream_count(), streams);
   EXPECT_EQ(emu().event_count(), events);
+}
+
+TEST(Stream, DefaultStreamSynchronizesInTheContextGiven) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::buffer dev = cuarrow::allocate_device(ctx, 256);
+  std::thread([&] {
+    // No context current on this thread: the default stream names none.
+    cuarrow::fill_async(dev, 0, 256, 0x11, cuarrow::stream_view());
+    EXPECT_NO_THROW(cuarrow::stream_view().synchronize(ctx));
+  }).join();
+  std::vector<std::uint8_t> back(256);
+  cuarrow::copy_to_host(back.data(), dev, 0, 256);
+  EXPECT_EQ(back, std::vector<std::uint8_t>(256, 0x11));
 }

@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cuarrow/buffer.hpp"
+#include "cuarrow/context.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/tensor.hpp"
 
@@ -183,6 +186,150 @@ TEST(Tensor, CudaArrayInterfacesAreReadAndAMaskIsRefused) {
   c.typestr = "<f4";
   c.data = 0;
   EXPECT_EQ(refusal(c), "__cuda_array_interface__: the data pointer is null for a tensor of 6 elements");
+}
+
+// ---- tensors and buffers -------------------------------------------------------
+
+// A producer's tensor over `b`'s memory, read by the core's reader.
+tensor_info tensor_over(const buffer& b, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides = {}) {
+  dl d(std::move(shape), std::move(strides));
+  d.t.data = reinterpret_cast<void*>(b.address());
+  d.t.device = b.type() == device_type::cuda_host ? dlpack::DLDevice{dlpack::kDLCUDAHost, 0}
+                                                  : dlpack::DLDevice{dlpack::kDLCUDA, b.device_id()};
+  return read_dlpack(d.t);
+}
+
+TEST(Tensor, WrapViewsTheSpanAndKeepsTheOwner) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 4096);
+  auto owner = std::make_shared<int>(7);
+  std::weak_ptr<int> alive = owner;
+  // A transposed 3x4 float32 tensor: strides (4, 12 ... in elements) span 48 bytes without gaps.
+  buffer view = wrap_tensor(ctx, tensor_over(mem, {4, 3}, {1, 4}), std::move(owner));
+  EXPECT_EQ(view.address(), mem.address());
+  EXPECT_EQ(view.size(), 48);
+  EXPECT_EQ(view.type(), device_type::cuda);
+  EXPECT_TRUE(view.is_mutable());
+  EXPECT_FALSE(alive.expired());
+  buffer part = view.slice(4, 8);
+  view = buffer();
+  EXPECT_FALSE(alive.expired()) << "a slice of the view keeps the producer's owner";
+  part = buffer();
+  EXPECT_TRUE(alive.expired());
+
+  // Negative strides: the view starts at the lowest byte the elements cover.
+  dl reversed({4}, {-1});
+  reversed.t.data = reinterpret_cast<void*>(mem.address() + 12);
+  view = wrap_tensor(ctx, read_dlpack(reversed.t, /*read_only=*/true), nullptr);
+  EXPECT_EQ(view.address(), mem.address());
+  EXPECT_EQ(view.size(), 16);
+  EXPECT_FALSE(view.is_mutable()) << "a read-only tensor gives a read-only view";
+
+  // An empty tensor: an empty device buffer of the context, the owner not kept.
+  owner = std::make_shared<int>(0);
+  alive = owner;
+  view = wrap_tensor(ctx, tensor_over(mem, {0, 3}), std::move(owner));
+  EXPECT_EQ(view.size(), 0);
+  EXPECT_EQ(view.type(), device_type::cuda);
+  EXPECT_TRUE(alive.expired());
+}
+
+TEST(Tensor, WrapViewsPinnedMemoryAtItsDeviceAddress) {
+  const context ctx = context::get(0);
+  const buffer pinned = allocate_pinned(ctx, 256);
+  const buffer view = wrap_tensor(ctx, tensor_over(pinned, {16}), nullptr);
+  EXPECT_EQ(view.address(), ctx.get_device_address(reinterpret_cast<const void*>(pinned.address())));
+  EXPECT_EQ(view.size(), 64);
+}
+
+TEST(Tensor, WrapRefusesWhatTheDeviceCannotUse) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 256);
+  tensor_info t = tensor_over(mem, {8});
+  t.device_type = dlpack::kDLCPU;
+  try {
+    (void)wrap_tensor(ctx, t, nullptr);
+    ADD_FAILURE() << "host memory accepted";
+  } catch (const memory_kind_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot create device buffer view from a DLPack tensor on device type 1 (only CUDA, CUDA host and "
+                 "CUDA managed memory)");
+  }
+  t.device_type = dlpack::kDLCUDA;
+  t.device_id = 1;
+  try {
+    (void)wrap_tensor(ctx, t, nullptr);
+    ADD_FAILURE() << "another device's memory accepted";
+  } catch (const device_mismatch& e) {
+    EXPECT_STREQ(e.what(), "the DLPack tensor is on device 1, the context is for device 0; use Context(1)");
+  }
+  try {
+    (void)wrap_tensor(ctx, tensor_over(mem, {4}, {2}), nullptr);  // every other element: gaps
+    ADD_FAILURE() << "a tensor with gaps accepted";
+  } catch (const invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "array data is non-contiguous");
+  }
+}
+
+TEST(Tensor, ExportDescribesPartOfABuffer) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 256);
+  const std::vector<std::int64_t> shape{3, 4};
+  dlpack::DLManagedTensorVersioned* v =
+      export_dlpack_versioned(mem.as_read_only(), 16, {dlpack::kDLFloat, 32, 1}, shape, true);
+  const dlpack::DLTensor& t = v->dl_tensor;
+  EXPECT_EQ(v->version.major, 1u);
+  EXPECT_EQ(v->flags, dlpack::kFlagReadOnly | dlpack::kFlagIsCopied);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), mem.address() + 16);
+  EXPECT_EQ(t.device.device_type, dlpack::kDLCUDA);
+  EXPECT_EQ(t.device.device_id, 0);
+  ASSERT_EQ(t.ndim, 2);
+  EXPECT_EQ(t.shape[0], 3);
+  EXPECT_EQ(t.shape[1], 4);
+  EXPECT_EQ(t.strides[0], 4);
+  EXPECT_EQ(t.strides[1], 1);
+  EXPECT_EQ(t.byte_offset, 0u);
+  // What the core's reader makes of it: the 48 bytes from offset 16.
+  const tensor_info back = read_dlpack(*v);
+  EXPECT_EQ(back.span_length, 48);
+  EXPECT_TRUE(back.c_contiguous);
+  v->deleter(v);
+
+  dlpack::DLManagedTensor* legacy =
+      export_dlpack(allocate_pinned(ctx, 8), 0, {dlpack::kDLUInt, 8, 1}, std::vector<std::int64_t>{8});
+  EXPECT_EQ(legacy->dl_tensor.device.device_type, dlpack::kDLCUDAHost);
+  EXPECT_EQ(legacy->dl_tensor.shape[0], 8);
+  legacy->deleter(legacy);
+}
+
+TEST(Tensor, ExportRefusesWhatItCannotDescribe) {
+  const buffer mem = allocate_device(context::get(0), 64);
+  auto refusal_of = [&](std::int64_t offset, dlpack::DLDataType dtype, std::vector<std::int64_t> shape) {
+    try {
+      dlpack::DLManagedTensor* t = export_dlpack(mem, offset, dtype, shape);
+      t->deleter(t);
+    } catch (const out_of_range& e) {
+      return "out_of_range: " + std::string(e.what());
+    } catch (const invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const dlpack::DLDataType f32{dlpack::kDLFloat, 32, 1};
+  EXPECT_EQ(refusal_of(0, f32, {16}), "(accepted)");
+  EXPECT_EQ(refusal_of(4, f32, {16}),
+            "out_of_range: a DLPack tensor of 64 bytes at offset 4 overruns a buffer of 64 bytes");
+  EXPECT_EQ(refusal_of(-1, f32, {1}),
+            "out_of_range: a DLPack tensor of 4 bytes at offset -1 overruns a buffer of 64 bytes");
+  EXPECT_EQ(refusal_of(64, f32, {0}), "(accepted)") << "an empty tensor at the end";
+  EXPECT_EQ(refusal_of(0, f32, {}), "a DLPack export has 1 to 64 dimensions, not 0");
+  EXPECT_EQ(refusal_of(0, f32, {2, -1}), "negative extent -1 in a DLPack export");
+  EXPECT_EQ(refusal_of(0, {dlpack::kDLBool, 1, 1}, {8}),
+            "bad DLPack element type: 1 bits, 1 lanes (whole bytes, one lane)");
+  EXPECT_EQ(refusal_of(0, {dlpack::kDLFloat, 32, 2}, {8}),
+            "bad DLPack element type: 32 bits, 2 lanes (whole bytes, one lane)");
+  const std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_EQ(refusal_of(0, f32, {big, big}), "a DLPack export's size overflows 64 bits");
 }
 
 }  // namespace

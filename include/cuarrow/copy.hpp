@@ -150,6 +150,10 @@ CUARROW_EXPORT void copy_to_host(void* dst, const buffer& src, std::int64_t src_
 /// host at once, after synchronizing `s`, so the call then returns complete.
 CUARROW_EXPORT void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value,
                                stream_view s);
+/// fill_async, complete on return: `s` is synchronized (in dst's context,
+/// which a default stream stands for).  Throws as fill_async, cuda_error.
+CUARROW_EXPORT void fill(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value,
+                         stream_view s = {});
 
 /// A new device buffer on `ctx` holding a copy of `size` bytes at `src`:
 /// allocated and copied on `s`, which is synchronized before returning.

@@ -8,7 +8,8 @@
 //   │   ├─ out_of_range         a position or length outside a buffer
 //   │   ├─ device_mismatch      memory, stream or event of the wrong device
 //   │   └─ read_only            a write into an immutable buffer
-//   └─ host_access_error        host code asked for a host pointer to device memory
+//   ├─ host_access_error        host code asked for a host pointer to device memory
+//   └─ memory_kind_error        memory of a kind the operation cannot use (host memory for a device view)
 //
 // Messages follow one recipe, e.g.
 //   cuMemAlloc(1048576 bytes) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory
@@ -94,6 +95,13 @@ class CUARROW_EXPORT read_only : public invalid_argument {
 
 /// Host code asked to read or write device memory through a host pointer.
 class CUARROW_EXPORT host_access_error : public error {
+ public:
+  using error::error;
+};
+
+/// Memory of a kind the operation cannot use: e.g. a tensor in ordinary host
+/// memory given where memory the device can reach is needed.
+class CUARROW_EXPORT memory_kind_error : public error {
  public:
   using error::error;
 };

@@ -69,6 +69,10 @@ class CUARROW_EXPORT plain_device_resource final : public device_memory_resource
  public:
   plain_device_resource() = default;
   explicit plain_device_resource(const context&) {}
+  /// One instance for every context (the resource is stateless), never
+  /// destroyed: buffers allocated from it may be freed after static
+  /// destructors ran.
+  static const std::shared_ptr<device_memory_resource>& shared();
   /// cuMemAlloc: synchronous, `s` is not used.  Throws out_of_memory,
   /// cuda_error.
   std::uintptr_t allocate(std::int64_t bytes, stream_view s) override;

@@ -50,6 +50,9 @@ class CUARROW_EXPORT stream_view {
 
   /// Block until all work queued so far is done.  Throws cuda_error.
   void synchronize() const;
+  /// The same with `ctx` current while it waits: the default streams then
+  /// stand for ctx's (a default stream alone names no context).
+  void synchronize(const context& ctx) const;
   /// True when all queued work is done.
   bool query() const;
   /// Make later work on this stream wait for `e` (cuStreamWaitEvent);

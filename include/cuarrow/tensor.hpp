@@ -10,10 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "cuarrow/buffer.hpp"
 #include "cuarrow/export.hpp"
 
 namespace cuarrow {
@@ -145,5 +148,34 @@ struct cuda_array_interface {
 /// stream not 0 (the v3 spec calls it ambiguous).  A mask is refused:
 /// cuarrow has no way to carry it and would return masked elements as valid.
 CUARROW_EXPORT tensor_info read_cuda_array_interface(const cuda_array_interface& cai);
+
+/// A view, as a buffer of `ctx`, of the bytes a checked DLPack tensor covers
+/// (from data + span_offset, span_length bytes), with `owner` kept alive as
+/// long as the view or any slice of it (the producer's deleter, typically).
+/// Memory in CUDA host (pinned) memory is viewed at its device address; an
+/// empty tensor gives an empty device buffer of `ctx` (owner released).
+/// Read-only if the tensor is.  Throws memory_kind_error if the tensor is
+/// not in CUDA, CUDA host or CUDA managed memory, device_mismatch if it is
+/// device memory of another device than ctx's, invalid_argument if its
+/// elements leave gaps or overlap ("array data is non-contiguous"),
+/// cuda_error from the address query.
+CUARROW_EXPORT buffer wrap_tensor(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner);
+
+/// DLPack managed tensors over part of a buffer, for export (__dlpack__): a
+/// compact row-major tensor of `shape` (1 to max_tensor_ndim dimensions)
+/// with elements of `dtype` (whole bytes, one lane), starting `byte_offset`
+/// bytes into `b`, on b's device (cuda, cuda_host and cuda_managed as
+/// DLPack's CUDA codes, anything else as kDLCPU).  The tensor holds a handle
+/// of `b`, so the memory stays alive until the consumer calls the deleter,
+/// which frees the tensor too.  The versioned one (DLPack 1.0) is flagged
+/// read-only when `b` is, and copied when `copied`.  Throws invalid_argument
+/// (dimensions, a negative extent, the element type, a size that overflows
+/// 64 bits), out_of_range (the tensor overruns `b`), std::bad_alloc.
+CUARROW_EXPORT dlpack::DLManagedTensorVersioned* export_dlpack_versioned(const buffer& b, std::int64_t byte_offset,
+                                                                         dlpack::DLDataType dtype,
+                                                                         std::span<const std::int64_t> shape,
+                                                                         bool copied = false);
+CUARROW_EXPORT dlpack::DLManagedTensor* export_dlpack(const buffer& b, std::int64_t byte_offset,
+                                                      dlpack::DLDataType dtype, std::span<const std::int64_t> shape);
 
 }  // namespace cuarrow

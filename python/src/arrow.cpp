@@ -172,35 +172,63 @@ ca::placement placement_from(int type, int id) {
   return p;
 }
 
-// ---- exports --------------------------------------------------------------------
+// ---- the paired array and batch bindings ------------------------------------------
 
-// Export a device array; an array without buffers is labelled with its
-// declared placement.
-void export_device(const ca::array_data& array, const ca::placement& declared, cuarrow::stream_view s,
-                   ArrowDeviceArray* out) {
-  ca::export_options o;
-  o.if_no_buffers = declared;
-  ca::export_device_array(array, s, out, nullptr, o);
-}
+// What the array and the batch bindings differ in: what a schema capsule
+// describes (a field, a schema), the core's value and calls, the handle.
+template <class T>
+struct kind;
 
-// The "arrow_array" capsule of a host array (a batch as its struct array).
-nb::object host_array_capsule(const ca::array_data& a) {
-  return make_capsule<ArrowArray>([&](ArrowArray* out) {
-    nb::gil_scoped_release r;
-    ca::export_array(a, out);
-  });
-}
+template <>
+struct kind<ArrayData> {
+  static constexpr const char* plural = "arrays";
+  static ca::field meta(const ArrowSchema& s) { return ca::read_field(s); }
+  static void export_meta(const ArrayData& a, ArrowSchema* s) { ca::export_field(a.field, s); }
+  template <class A>
+  static auto& value(A& a) {
+    return a.data;
+  }
+  static ArrayData make(ca::field f, ca::array_data d, ca::placement p) { return {std::move(f), std::move(d), p}; }
+  static ArrayData like(const ArrayData& a, ca::array_data d, ca::placement p) { return {a.field, std::move(d), p}; }
+  static auto import(ArrowArray* a, const ca::field& f, const ca::import_options& o) {
+    return ca::import_array(a, f.type, o);
+  }
+  static auto import(ArrowDeviceArray* a, const ca::field& f, cuarrow::stream_view s, const ca::import_options& o) {
+    return ca::import_device_array(a, f.type, s, o);
+  }
+  static void export_host(const ca::array_data& d, ArrowArray* out) { ca::export_array(d, out); }
+  static void export_device(const ArrayData& a, cuarrow::stream_view s, ArrowDeviceArray* out,
+                            const ca::export_options& o) {
+    ca::export_device_array(a.data, s, out, nullptr, o);
+  }
+};
 
-// The "arrow_array" capsule of a host record batch, exported from its
-// columns in place.
-nb::object host_batch_capsule(const ca::record_batch& b) {
-  return make_capsule<ArrowArray>([&](ArrowArray* out) {
-    nb::gil_scoped_release r;
-    ca::export_record_batch(b, out);
-  });
-}
+template <>
+struct kind<BatchData> {
+  static constexpr const char* plural = "batches";
+  static ca::schema meta(const ArrowSchema& s) { return ca::read_schema(s); }
+  static void export_meta(const BatchData& b, ArrowSchema* s) { ca::export_schema(b.batch.schema, s); }
+  template <class B>
+  static auto& value(B& b) {
+    return b.batch;
+  }
+  static BatchData make(const ca::schema&, ca::record_batch b, ca::placement p) { return {std::move(b), p}; }
+  static BatchData like(const BatchData&, ca::record_batch b, ca::placement p) { return {std::move(b), p}; }
+  static auto import(ArrowArray* a, const ca::schema& sc, const ca::import_options& o) {
+    return ca::import_record_batch(a, sc, o);
+  }
+  static auto import(ArrowDeviceArray* a, const ca::schema& sc, cuarrow::stream_view s, const ca::import_options& o) {
+    return ca::import_device_record_batch(a, sc, s, o);
+  }
+  // A host batch is exported from its columns in place.
+  static void export_host(const ca::record_batch& b, ArrowArray* out) { ca::export_record_batch(b, out); }
+  static void export_device(const BatchData& b, cuarrow::stream_view s, ArrowDeviceArray* out,
+                            const ca::export_options& o) {
+    ca::export_device_array(b.batch.to_struct(), s, out, nullptr, o);
+  }
+};
 
-// Host copies in flight (cuarrow::arrow::to_host_async), for Python: the
+// Host copies in flight (cuarrow::arrow::to_host_for_export), for Python: the
 // host data is exported while the DMA runs, and wait() is called before the
 // result is handed to anyone.  Dropped unwaited, the memory still stays
 // alive until the copies have run.
@@ -230,38 +258,21 @@ std::vector<const T*> borrowed(nb::handle seq, const char* what) {
   return out;
 }
 
-// Calls fn(span) over the borrowed items' values (`get` picks the value of
-// an item), copying them only when there are several (the core takes a span
-// of values).
-template <class T, class Get, class Fn>
-auto with_values(const std::vector<const T*>& items, Get get, Fn fn) {
-  using value = std::remove_cvref_t<decltype(get(*items[0]))>;
-  if (items.size() == 1) return fn(std::span<const value>(&get(*items[0]), 1));
+// Calls fn(span) over the borrowed items' values, copying them only when
+// there are several (the core takes a span of values).
+template <class T, class Fn>
+auto with_values(const std::vector<const T*>& items, Fn fn) {
+  using value = std::remove_cvref_t<decltype(kind<T>::value(*items[0]))>;
+  if (items.size() == 1) return fn(std::span<const value>(&kind<T>::value(*items[0]), 1));
   std::vector<value> copies;
   copies.reserve(items.size());
-  for (const T* t : items) copies.push_back(get(*t));
+  for (const T* t : items) copies.push_back(kind<T>::value(*t));
   return fn(std::span<const value>(copies));
 }
 
-const ca::array_data& data_of(const ArrayData& a) { return a.data; }
-const ca::record_batch& batch_of(const BatchData& b) { return b.batch; }
-
-// to_host_async of the borrowed items.
-template <class T, class Get>
-auto to_host_begin(const std::vector<const T*>& items, Get get, cuarrow::stream_view s) {
-  return with_values(items, get, [&](auto values) {
-    // Cheap validation of the source, and the check of what host readers
-    // index with (to_host): device objects may hold imported data.
-    return ca::to_host_async(values, s, ca::array_transfer_options{});
-  });
-}
-
-nb::object schema_capsule_of_field(const ca::field& f) {
-  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_field(f, s); });
-}
-
-nb::object schema_capsule_of_schema(const ca::schema& sc) {
-  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_schema(sc, s); });
+template <class T>
+nb::object schema_capsule_of(const T& item) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { kind<T>::export_meta(item, s); });
 }
 
 // ---- streams -------------------------------------------------------------------------
@@ -283,6 +294,18 @@ ca::stream_items items_of(int mode) {
   }
 }
 
+// Handles of a stream's items read to its end, arrays under the stream's
+// field, each with its declared placement (a host stream declares none).
+nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
+  nb::list items;
+  auto where = [&](std::size_t i) { return all.placements.empty() ? ca::placement{} : all.placements[i]; };
+  for (std::size_t i = 0; i < all.arrays.size(); ++i)
+    items.append(nb::cast(ArrayData{root, std::move(all.arrays[i]), where(i)}));
+  for (std::size_t i = 0; i < all.batches.size(); ++i)
+    items.append(nb::cast(BatchData{std::move(all.batches[i]), where(i)}));
+  return items;
+}
+
 // A source yielding `items` (arrays, or batches) in order.
 template <class T>
 auto source_of(std::vector<T> items) {
@@ -293,32 +316,99 @@ auto source_of(std::vector<T> items) {
   };
 }
 
-}  // namespace
-
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
-// to_host_async: the capsules are made while the DMA runs unless
-// `reads(item)` says pyarrow's importer reads bytes of it
-// (importer_reads_values), in which case the copy is waited for first.
-template <class T, class Get, class Reads, class Capsule>
-nb::tuple begin_to_host(nb::handle src, const char* what, Get get, Reads reads, Capsule capsule_of,
-                        cuarrow::stream_view s) {
-  const std::vector<const T*> items = borrowed<T>(src, what);
+// to_host_for_export (which validates the source cheaply and checks what
+// host readers index with: device objects may hold imported data): the
+// capsules are made while the DMA runs, where pyarrow's importer allows.
+template <class T>
+nb::tuple to_host_begin(nb::handle src, cuarrow::stream_view s) {
+  const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_host_begin").c_str());
   nb::list capsules;
   if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
-  using transfer = decltype(to_host_begin(items, get, s));
-  std::optional<transfer> t;
+  auto begin = [&] { return with_values(items, [&](auto values) { return ca::to_host_for_export(values, s); }); };
+  std::optional<decltype(begin())> t;
   {
     nb::gil_scoped_release r;
-    t.emplace(to_host_begin(items, get, s));
+    t.emplace(begin());
   }
-  auto shared = std::make_shared<transfer>(std::move(*t));
-  if (std::ranges::any_of(items, [&](const T* item) { return reads(*item); })) {
-    nb::gil_scoped_release r;
-    shared->wait();
+  auto shared = std::make_shared<decltype(begin())>(std::move(*t));
+  for (const auto& item : shared->data()) {
+    capsules.append(make_capsule<ArrowArray>([&](ArrowArray* out) {
+      nb::gil_scoped_release r;
+      kind<T>::export_host(item, out);
+    }));
   }
-  for (const auto& item : shared->data()) capsules.append(capsule_of(item));
   return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
 }
+
+// Copies of the borrowed items on the context's device, in one batched copy.
+template <class T>
+std::vector<T> to_device(nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
+  const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_device").c_str());
+  std::vector<T> out;
+  if (items.empty()) return out;
+  ca::array_transfer_options o{level_of(validation)};
+  const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
+  auto moved = [&] {
+    nb::gil_scoped_release r;
+    return with_values(items, [&](auto values) { return ca::to_device(values, ctx, s, o); });
+  }();
+  out.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) out.push_back(kind<T>::like(*items[i], std::move(moved[i]), where));
+  return out;
+}
+
+template <class T>
+T import_host(nb::handle schema_capsule, nb::handle array_capsule, int validation) {
+  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+  auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
+  auto meta = kind<T>::meta(*s);
+  ca::import_options o{level_of(validation)};
+  nb::gil_scoped_release r;
+  auto value = kind<T>::import(a, meta, o);
+  return kind<T>::make(std::move(meta), std::move(value), ca::placement{});
+}
+
+template <class T>
+T import_device(nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
+                int validation) {
+  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+  auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
+  auto meta = kind<T>::meta(*s);
+  ca::import_options o{level_of(validation)};
+  const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
+  const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
+  nb::gil_scoped_release r;
+  auto value = kind<T>::import(a, meta, stream, o);
+  return kind<T>::make(std::move(meta), std::move(value), declared);
+}
+
+// ("arrow_schema", "arrow_device_array") capsules; an item without buffers
+// is labelled with its declared placement.
+template <class T>
+nb::tuple export_device(const T& item, cuarrow::stream_view stream) {
+  nb::object schema = schema_capsule_of(item);
+  nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
+    nb::gil_scoped_release r;
+    ca::export_options o;
+    o.if_no_buffers = item.where;
+    kind<T>::export_device(item, stream, out, o);
+  });
+  return nb::make_tuple(schema, array);
+}
+
+template <class T>
+nb::object export_device_stream(nb::handle schema_capsule, std::vector<T> items, int device_type, int device_id) {
+  auto meta = kind<T>::meta(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
+  std::vector<std::remove_cvref_t<decltype(kind<T>::value(items[0]))>> roots;
+  for (T& item : items) roots.push_back(std::move(kind<T>::value(item)));
+  return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
+    ca::export_device_array_stream(std::move(meta), source_of(std::move(roots)), placement_from(device_type, device_id),
+                                   cuarrow::stream_view(), out);
+  });
+}
+
+}  // namespace
 
 void bind_arrow(nb::module_& m) {
   // ---- handles ----------------------------------------------------------------------
@@ -424,9 +514,8 @@ void bind_arrow(nb::module_& m) {
           nb::arg("schema_capsule"),
           "The same array under another field of the same physical type (another name, nullability or "
           "extension metadata); invalid_argument otherwise.")
-      .def(
-          "schema_capsule", [](const ArrayData& a) { return schema_capsule_of_field(a.field); },
-          "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
+      .def("schema_capsule", &schema_capsule_of<ArrayData>,
+           "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
       .def(
           "validate",
           [](const ArrayData& a, int level, cuarrow::stream_view stream) {
@@ -468,37 +557,16 @@ void bind_arrow(nb::module_& m) {
           },
           nb::arg("schema_capsule"),
           "The same batch under another schema whose fields have the columns' physical types.")
-      .def(
-          "schema_capsule", [](const BatchData& b) { return schema_capsule_of_schema(b.batch.schema); },
-          "An \"arrow_schema\" capsule of the batch's schema (a struct, with the schema's metadata).");
+      .def("schema_capsule", &schema_capsule_of<BatchData>,
+           "An \"arrow_schema\" capsule of the batch's schema (a struct, with the schema's metadata).");
 
   // ---- import -----------------------------------------------------------------------
-  m.def(
-      "import_array",
-      [](nb::handle schema_capsule, nb::handle array_capsule, int validation) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
-        ca::field f = ca::read_field(*s);
-        ca::import_options o{level_of(validation)};
-        nb::gil_scoped_release r;
-        ca::array_data d = ca::import_array(a, f.type, o);
-        return ArrayData{std::move(f), std::move(d), ca::placement{}};
-      },
-      nb::arg("schema_capsule"), nb::arg("array_capsule"), nb::arg("validation") = 1,
-      "Import a host array from \"arrow_schema\" and \"arrow_array\" capsules (the array is moved out of its "
-      "capsule; the schema is read and left to its capsule).");
-  m.def(
-      "import_batch",
-      [](nb::handle schema_capsule, nb::handle array_capsule, int validation) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
-        ca::schema sc = ca::read_schema(*s);
-        ca::import_options o{level_of(validation)};
-        nb::gil_scoped_release r;
-        return BatchData{ca::import_record_batch(a, sc, o), ca::placement{}};
-      },
-      nb::arg("schema_capsule"), nb::arg("array_capsule"), nb::arg("validation") = 1,
-      "Import a host record batch (a struct array without nulls) from capsules.");
+  m.def("import_array", &import_host<ArrayData>, nb::arg("schema_capsule"), nb::arg("array_capsule"),
+        nb::arg("validation") = 1,
+        "Import a host array from \"arrow_schema\" and \"arrow_array\" capsules (the array is moved out of its "
+        "capsule; the schema is read and left to its capsule).");
+  m.def("import_batch", &import_host<BatchData>, nb::arg("schema_capsule"), nb::arg("array_capsule"),
+        nb::arg("validation") = 1, "Import a host record batch (a struct array without nulls) from capsules.");
   m.def(
       "schema_capsule_format",
       [](nb::handle schema_capsule) {
@@ -514,36 +582,11 @@ void bind_arrow(nb::module_& m) {
         return std::make_pair(static_cast<int>(a->device_type), static_cast<std::int64_t>(a->device_id));
       },
       nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
-  m.def(
-      "import_device_array",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream, int validation) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
-        ca::field f = ca::read_field(*s);
-        ca::import_options o{level_of(validation)};
-        const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
-        const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
-        nb::gil_scoped_release r;
-        ca::array_data d = ca::import_device_array(a, f.type, stream, o);
-        return ArrayData{std::move(f), std::move(d), declared};
-      },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none(),
-      nb::arg("validation") = 1,
-      "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
-  m.def(
-      "import_device_batch",
-      [](nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream, int validation) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
-        ca::schema sc = ca::read_schema(*s);
-        ca::import_options o{level_of(validation)};
-        const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
-        const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
-        nb::gil_scoped_release r;
-        return BatchData{ca::import_device_record_batch(a, sc, stream, o), declared};
-      },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none(),
-      nb::arg("validation") = 1, "Import a device record batch.");
+  m.def("import_device_array", &import_device<ArrayData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
+        nb::arg("stream") = nb::none(), nb::arg("validation") = 1,
+        "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
+  m.def("import_device_batch", &import_device<BatchData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
+        nb::arg("stream") = nb::none(), nb::arg("validation") = 1, "Import a device record batch.");
 
   m.def(
       "read_stream",
@@ -557,11 +600,8 @@ void bind_arrow(nb::module_& m) {
           reader.emplace(in, o, items_of(mode));
           all = reader->read_all();
         }
-        nb::list items;
-        for (auto& a : all.arrays)
-          items.append(nb::cast(ArrayData{reader->root_field(), std::move(a), ca::placement{}}));
-        for (auto& b : all.batches) items.append(nb::cast(BatchData{std::move(b), ca::placement{}}));
-        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items);
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()),
+                              handles_of(all, reader->root_field()));
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
       "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
@@ -578,15 +618,8 @@ void bind_arrow(nb::module_& m) {
           reader.emplace(in, o, items_of(mode));
           all = reader->read_all(s);
         }
-        nb::list items;
-        for (std::size_t i = 0; i < all.arrays.size(); ++i) {
-          items.append(nb::cast(ArrayData{reader->root_field(), std::move(all.arrays[i]), all.placements[i]}));
-        }
-        for (std::size_t i = 0; i < all.batches.size(); ++i) {
-          items.append(nb::cast(BatchData{std::move(all.batches[i]), all.placements[i]}));
-        }
-        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()), items,
-                              static_cast<int>(reader->type()));
+        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()),
+                              handles_of(all, reader->root_field()), static_cast<int>(reader->type()));
       },
       nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(), nb::arg("validation") = 1,
       "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
@@ -635,74 +668,23 @@ void bind_arrow(nb::module_& m) {
       "cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.");
 
   // ---- transfers ----------------------------------------------------------------------
-  m.def(
-      "arrays_to_device",
-      [](nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
-        const std::vector<const ArrayData*> items = borrowed<ArrayData>(src, "arrays_to_device");
-        std::vector<ArrayData> out;
-        if (items.empty()) return out;
-        ca::array_transfer_options o{level_of(validation)};
-        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
-        std::vector<ca::array_data> moved;
-        {
-          nb::gil_scoped_release r;
-          moved = with_values(items, data_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
-        }
-        out.reserve(items.size());
-        for (std::size_t i = 0; i < items.size(); ++i)
-          out.push_back(ArrayData{items[i]->field, std::move(moved[i]), where});
-        return out;
-      },
-      nb::arg("arrays"), nb::arg("context"), nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
-      "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
-      "synchronized once at the end.");
-  m.def(
-      "batches_to_device",
-      [](nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
-        const std::vector<const BatchData*> items = borrowed<BatchData>(src, "batches_to_device");
-        std::vector<BatchData> out;
-        if (items.empty()) return out;
-        ca::array_transfer_options o{level_of(validation)};
-        const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
-        std::vector<ca::record_batch> moved;
-        {
-          nb::gil_scoped_release r;
-          moved = with_values(items, batch_of, [&](auto values) { return ca::to_device(values, ctx, s, o); });
-        }
-        out.reserve(moved.size());
-        for (auto& b : moved) out.push_back(BatchData{std::move(b), where});
-        return out;
-      },
-      nb::arg("batches"), nb::arg("context"), nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
-      "Record batches on the context's device, as arrays_to_device.");
+  m.def("arrays_to_device", &to_device<ArrayData>, nb::arg("arrays"), nb::arg("context"),
+        nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
+        "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
+        "synchronized once at the end.");
+  m.def("batches_to_device", &to_device<BatchData>, nb::arg("batches"), nb::arg("context"),
+        nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
+        "Record batches on the context's device, as arrays_to_device.");
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
-  m.def(
-      "batches_to_host_begin",
-      [](nb::handle src, cuarrow::stream_view stream) {
-        return begin_to_host<BatchData>(
-            src, "batches_to_host_begin", batch_of,
-            [](const BatchData& b) {
-              return std::ranges::any_of(b.batch.schema.fields,
-                                         [](const ca::field& f) { return ca::importer_reads_values(f.type); });
-            },
-            host_batch_capsule, stream);
-      },
-      nb::arg("batches"), nb::arg("stream") = nb::none(),
-      "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
-      "batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types "
-      "pyarrow's importer reads (binary and string offsets, ...) have been waited for already.");
-  m.def(
-      "arrays_to_host_begin",
-      [](nb::handle src, cuarrow::stream_view stream) {
-        return begin_to_host<ArrayData>(
-            src, "arrays_to_host_begin", data_of,
-            [](const ArrayData& a) { return ca::importer_reads_values(a.data.type); }, host_array_capsule, stream);
-      },
-      nb::arg("arrays"), nb::arg("stream") = nb::none(),
-      "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
-      "copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for "
-      "types pyarrow's importer reads).");
+  m.def("batches_to_host_begin", &to_host_begin<BatchData>, nb::arg("batches"), nb::arg("stream") = nb::none(),
+        "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
+        "batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types "
+        "pyarrow's importer reads (binary and string offsets, ...) have been waited for already.");
+  m.def("arrays_to_host_begin", &to_host_begin<ArrayData>, nb::arg("arrays"), nb::arg("stream") = nb::none(),
+        "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
+        "copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for "
+        "types pyarrow's importer reads).");
   m.def(
       "capsule_address",
       [](nb::handle capsule) {
@@ -712,57 +694,16 @@ void bind_arrow(nb::module_& m) {
       "The address of the unreleased ArrowArray in an \"arrow_array\" capsule (for pyarrow's _import_from_c, which "
       "takes the schema as a pyarrow object; the capsule must outlive the import).");
   // ---- export ---------------------------------------------------------------------------
-  m.def(
-      "export_device_array",
-      [](const ArrayData& a, cuarrow::stream_view stream) {
-        nb::object schema = schema_capsule_of_field(a.field);
-        nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
-          nb::gil_scoped_release r;
-          export_device(a.data, a.where, stream, out);
-        });
-        return nb::make_tuple(schema, array);
-      },
-      nb::arg("array"), nb::arg("stream") = nb::none(),
-      "(\"arrow_schema\", \"arrow_device_array\") capsules; the sync event is recorded on `stream`.");
-  m.def(
-      "export_device_batch",
-      [](const BatchData& b, cuarrow::stream_view stream) {
-        nb::object schema = schema_capsule_of_schema(b.batch.schema);
-        nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
-          nb::gil_scoped_release r;
-          export_device(b.batch.to_struct(), b.where, stream, out);
-        });
-        return nb::make_tuple(schema, array);
-      },
-      nb::arg("batch"), nb::arg("stream") = nb::none(), "Device capsules of a record batch.");
-  m.def(
-      "export_device_array_stream",
-      [](nb::handle schema_capsule, std::vector<ArrayData> chunks, int device_type, int device_id) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ca::field f = ca::read_field(*s);
-        std::vector<ca::array_data> roots;
-        for (ArrayData& c : chunks) roots.push_back(std::move(c.data));
-        return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
-          ca::export_device_array_stream(std::move(f), source_of(std::move(roots)),
-                                         placement_from(device_type, device_id), cuarrow::stream_view(), out);
-        });
-      },
-      nb::arg("schema_capsule"), nb::arg("chunks"), nb::arg("device_type"), nb::arg("device_id"),
-      "An \"arrow_device_array_stream\" capsule yielding the chunks (each with its sync event).");
-  m.def(
-      "export_device_batch_stream",
-      [](nb::handle schema_capsule, std::vector<BatchData> batches, int device_type, int device_id) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ca::schema sc = ca::read_schema(*s);
-        std::vector<ca::record_batch> roots;
-        for (BatchData& b : batches) roots.push_back(std::move(b.batch));
-        return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
-          ca::export_device_array_stream(std::move(sc), source_of(std::move(roots)),
-                                         placement_from(device_type, device_id), cuarrow::stream_view(), out);
-        });
-      },
-      nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("device_type"), nb::arg("device_id"),
-      "An \"arrow_device_array_stream\" capsule yielding the record batches.");
+  m.def("export_device_array", &export_device<ArrayData>, nb::arg("array"), nb::arg("stream") = nb::none(),
+        "(\"arrow_schema\", \"arrow_device_array\") capsules; the sync event is recorded on `stream`.");
+  m.def("export_device_batch", &export_device<BatchData>, nb::arg("batch"), nb::arg("stream") = nb::none(),
+        "Device capsules of a record batch.");
+  m.def("export_device_array_stream", &export_device_stream<ArrayData>, nb::arg("schema_capsule"), nb::arg("chunks"),
+        nb::arg("device_type"), nb::arg("device_id"),
+        "An \"arrow_device_array_stream\" capsule yielding the chunks (each with its sync event).");
+  m.def("export_device_batch_stream", &export_device_stream<BatchData>, nb::arg("schema_capsule"), nb::arg("batches"),
+        nb::arg("device_type"), nb::arg("device_id"),
+        "An \"arrow_device_array_stream\" capsule yielding the record batches.");
 }
 
 }  // namespace cuarrow_py

@@ -7,7 +7,6 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -161,11 +160,8 @@ void bind_buffer(nb::module_& m) {
   m.def(
       "allocate_device",
       [](const cuarrow::context& ctx, std::int64_t size, cuarrow::stream_view stream, bool plain) {
-        // One stateless cuMemAlloc resource for all contexts (never destroyed:
-        // buffers may be freed after static destructors ran).
-        static const auto* cu_mem_alloc =
-            new std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::plain_device_resource>());
-        return make(cuarrow::allocate_device(ctx, size, stream, plain ? *cu_mem_alloc : nullptr), false);
+        auto resource = plain ? cuarrow::plain_device_resource::shared() : nullptr;
+        return make(cuarrow::allocate_device(ctx, size, stream, std::move(resource)), false);
       },
       nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false, release_gil(),
       "Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc "
@@ -187,7 +183,7 @@ void bind_buffer(nb::module_& m) {
       [](nb::handle dst, const Buffer& src) {
         host_view v(dst, true);
         void* data = v.data();
-        const std::int64_t n = std::min(v.size(), src.buf.size());
+        const std::int64_t n = cuarrow::ranges::read_count(src.buf.size(), 0, -1, v.size());  // as much as fits
         nb::gil_scoped_release r;
         cuarrow::copy_to_host(data, src.buf, 0, n);
       },
@@ -290,11 +286,7 @@ void bind_buffer(nb::module_& m) {
   m.def(
       "fill",
       [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, cuarrow::stream_view s) {
-        cuarrow::fill_async(dst.buf, offset, size, value, s);
-        if (size > 0 && dst.buf.get_context()) {
-          cuarrow::scoped_context guard(*dst.buf.get_context());
-          s.synchronize();
-        }
+        cuarrow::fill(dst.buf, offset, size, value, s);
       },
       nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"), nb::arg("stream") = nb::none(),
       release_gil(), "Set bytes to a value; synchronous.");

@@ -76,6 +76,14 @@ std::optional<nb::object> protocol_handle(nb::handle value) {
   }
 }
 
+// __init__ of an owning stream or event of a context, made with the GIL
+// released: the driver flags `On` when the bool argument is set, else `Off`.
+template <class T, unsigned On, unsigned Off>
+void init_owning(T* self, const cuarrow::context& ctx, bool flag) {
+  nb::gil_scoped_release r;
+  new (self) T(ctx, flag ? On : Off);
+}
+
 std::string type_name_of(nb::handle obj) { return nb::cast<std::string>(obj.type().attr("__name__")); }
 
 }  // namespace
@@ -224,13 +232,8 @@ void bind_context(nb::module_& m) {
 
   // ---- streams and events -------------------------------------------------
   nb::class_<cuarrow::stream>(m, "Stream", "An owning CUDA stream on one context.")
-      .def(
-          "__init__",
-          [](cuarrow::stream* self, const cuarrow::context& ctx, bool non_blocking) {
-            nb::gil_scoped_release r;
-            new (self) cuarrow::stream(ctx, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
-          },
-          nb::arg("context"), nb::arg("non_blocking") = true)
+      .def("__init__", &init_owning<cuarrow::stream, CU_STREAM_NON_BLOCKING, CU_STREAM_DEFAULT>, nb::arg("context"),
+           nb::arg("non_blocking") = true)
       .def_prop_ro("handle", [](const cuarrow::stream& s) { return handle_int(s.handle()); })
       .def_prop_ro("raw_context", &cuarrow::stream::get_context)
       .def("synchronize", &cuarrow::stream::synchronize, release_gil())
@@ -238,13 +241,8 @@ void bind_context(nb::module_& m) {
       .def("wait", &cuarrow::stream::wait, nb::arg("event"), release_gil());
 
   nb::class_<cuarrow::event>(m, "Event", "An owning CUDA event on one context.")
-      .def(
-          "__init__",
-          [](cuarrow::event* self, const cuarrow::context& ctx, bool timing) {
-            nb::gil_scoped_release r;
-            new (self) cuarrow::event(ctx, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
-          },
-          nb::arg("context"), nb::arg("timing") = false)
+      .def("__init__", &init_owning<cuarrow::event, CU_EVENT_DEFAULT, CU_EVENT_DISABLE_TIMING>, nb::arg("context"),
+           nb::arg("timing") = false)
       .def_prop_ro("handle", [](const cuarrow::event& e) { return handle_int(e.handle()); })
       .def_prop_ro("raw_context", &cuarrow::event::get_context)
       .def("record", &cuarrow::event::record, nb::arg("stream") = nb::none(), release_gil(),
@@ -259,12 +257,7 @@ void bind_context(nb::module_& m) {
       "Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any "
       "work).");
   m.def(
-      "stream_synchronize",
-      [](const cuarrow::context& ctx, cuarrow::stream_view stream) {
-        // The default streams act on the current context: make it ctx's.
-        cuarrow::scoped_context guard(ctx);
-        stream.synchronize();
-      },
+      "stream_synchronize", [](const cuarrow::context& ctx, cuarrow::stream_view stream) { stream.synchronize(ctx); },
       nb::arg("context"), nb::arg("stream"), release_gil(),
       "Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.");
   m.def(

@@ -1,23 +1,25 @@
 // DLPack export (CudaBuffer.__dlpack__, DeviceArray.__dlpack__) and import
 // (Context.buffer_from_object, from_device).
 //
-// Export: a 1-D uint8 tensor over a buffer's bytes, or a typed 1-D / 2-D
-// tensor over part of it (a fixed-width Arrow array, its offset applied to
-// the data pointer; byte_offset stays 0, which every consumer reads right).
-// The capsule's manager
-// holds a cuarrow::buffer handle, so the memory (and any Python owner behind
-// it) stays alive until the consumer calls the deleter, whatever happens to
-// the CudaBuffer object.  Stream synchronization is done by the facade
-// before the capsule is made.
+// Export: the core's DLPack tensor over part of a buffer
+// (cuarrow::export_dlpack), whose manager holds a cuarrow::buffer handle, so
+// the memory (and any Python owner behind it) stays alive until the consumer
+// calls the deleter, whatever happens to the CudaBuffer object.  Stream
+// synchronization is done by the facade before the capsule is made.
 //
-// Import: the capsule is renamed "used_*" (the protocol's way of taking
-// ownership) only after every check passed; the tensor's deleter then runs
-// when the last cuarrow::buffer handle of the view goes away.
+// Import: the core reads the tensor and makes the view (cuarrow::wrap_tensor);
+// the capsule is renamed "used_*" (the protocol's way of taking ownership)
+// only after every check passed; the tensor's deleter then runs when the last
+// cuarrow::buffer handle of the view goes away.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -33,118 +35,43 @@ constexpr const char* kUsedName = "used_dltensor";
 constexpr const char* kVersionedName = "dltensor_versioned";
 constexpr const char* kUsedVersionedName = "used_dltensor_versioned";
 
-struct export_state {
-  cuarrow::buffer buf;
-  std::uintptr_t data = 0;  // first element (buffer address + byte offset)
-  DLDataType dtype{kDLUInt, 8, 1};
-  std::int32_t ndim = 1;
-  std::int64_t shape[2] = {0, 0};
-  std::int64_t strides[2] = {1, 1};  // in elements, row-major
-};
-
-void fill_tensor(DLTensor& t, export_state* st) {
-  const cuarrow::buffer& b = st->buf;
-  t.data = reinterpret_cast<void*>(st->data);
-  switch (b.type()) {
-    case cuarrow::device_type::cuda: t.device = {kDLCUDA, b.device_id()}; break;
-    case cuarrow::device_type::cuda_host: t.device = {kDLCUDAHost, 0}; break;
-    case cuarrow::device_type::cuda_managed: t.device = {kDLCUDAManaged, b.device_id()}; break;
-    default: t.device = {kDLCPU, 0}; break;
-  }
-  t.ndim = st->ndim;
-  t.dtype = st->dtype;
-  t.shape = st->shape;
-  t.strides = st->strides;
-  t.byte_offset = 0;
+// The capsule name of a managed tensor, unconsumed.
+template <class Managed>
+const char* name_of() {
+  return std::is_same_v<Managed, DLManagedTensorVersioned> ? kVersionedName : kName;
 }
 
-void delete_legacy(DLManagedTensor* self) {
-  delete static_cast<export_state*>(self->manager_ctx);
-  delete self;
+template <class Managed>
+void call_deleter(void* managed) {
+  auto* m = static_cast<Managed*>(managed);
+  if (m != nullptr && m->deleter != nullptr) m->deleter(m);
 }
 
-void delete_versioned(DLManagedTensorVersioned* self) {
-  delete static_cast<export_state*>(self->manager_ctx);
-  delete self;
-}
-
-// Capsule destructors: free the tensor only if no consumer took it.
-void capsule_legacy(PyObject* cap) noexcept {
+// Capsule destructor: frees the tensor only if no consumer took it.
+template <class Managed>
+void capsule_destructor(PyObject* cap) noexcept {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  if (PyCapsule_IsValid(cap, kName)) {
-    auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, kName));
-    if (t != nullptr && t->deleter != nullptr) t->deleter(t);
-  }
+  if (PyCapsule_IsValid(cap, name_of<Managed>())) call_deleter<Managed>(PyCapsule_GetPointer(cap, name_of<Managed>()));
   PyErr_Restore(type, value, tb);
 }
 
-void capsule_versioned(PyObject* cap) noexcept {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  if (PyCapsule_IsValid(cap, kVersionedName)) {
-    auto* t = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kVersionedName));
-    if (t != nullptr && t->deleter != nullptr) t->deleter(t);
-  }
-  PyErr_Restore(type, value, tb);
-}
-
-nb::object export_state_capsule(export_state* st, bool versioned, bool read_only, bool copied) {
-  if (versioned) {
-    auto* t = new DLManagedTensorVersioned{};
-    t->version = {1, 0};
-    t->manager_ctx = st;
-    t->deleter = delete_versioned;
-    t->flags = (read_only ? kFlagReadOnly : 0) | (copied ? kFlagIsCopied : 0);
-    fill_tensor(t->dl_tensor, st);
-    PyObject* cap = PyCapsule_New(t, kVersionedName, capsule_versioned);
-    if (cap == nullptr) {
-      delete_versioned(t);
-      throw nb::python_error();
-    }
-    return nb::steal(cap);
-  }
-  auto* t = new DLManagedTensor{};
-  t->manager_ctx = st;
-  t->deleter = delete_legacy;
-  fill_tensor(t->dl_tensor, st);
-  PyObject* cap = PyCapsule_New(t, kName, capsule_legacy);
+template <class Managed>
+nb::object capsule_of(Managed* t) {
+  PyObject* cap = PyCapsule_New(t, name_of<Managed>(), capsule_destructor<Managed>);
   if (cap == nullptr) {
-    delete_legacy(t);
+    t->deleter(t);
     throw nb::python_error();
   }
   return nb::steal(cap);
 }
 
-// A typed tensor over part of a buffer: elements of `bits` bits of DLPack
-// type `code`, `shape` (1 or 2 dimensions, row-major, compact) from byte
-// `byte_offset` of the buffer.
-nb::object export_dlpack_typed(const Buffer& b, std::int64_t byte_offset, int code, int bits,
+// A typed, compact row-major tensor over part of a buffer (export_dlpack).
+nb::object export_dlpack_typed(const Buffer& b, std::int64_t byte_offset, std::uint8_t code, std::uint8_t bits,
                                std::vector<std::int64_t> shape, bool versioned, bool copied) {
-  if (shape.empty() || shape.size() > 2) throw nb::value_error("a typed DLPack export has 1 or 2 dimensions");
-  if (bits <= 0 || bits % 8 != 0 || code < 0 || code > 255) throw nb::value_error("bad DLPack element type");
-  std::int64_t count = 1;
-  for (std::int64_t n : shape) {
-    if (n < 0) throw nb::value_error("negative extent");
-    count *= n;
-  }
-  const std::int64_t nbytes = count * (bits / 8);
-  if (byte_offset < 0 || (count > 0 && (byte_offset > b.buf.size() || nbytes > b.buf.size() - byte_offset))) {
-    throw cuarrow::out_of_range("a DLPack tensor of " + std::to_string(nbytes) + " bytes at offset " +
-                                std::to_string(byte_offset) + " overruns a buffer of " + std::to_string(b.buf.size()) +
-                                " bytes");
-  }
-  auto* st = new export_state{};
-  st->buf = b.buf;
-  st->data = count > 0 ? b.buf.address() + static_cast<std::uintptr_t>(byte_offset) : b.buf.address();
-  st->dtype = DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits), 1};
-  st->ndim = static_cast<std::int32_t>(shape.size());
-  for (std::size_t i = 0; i < shape.size(); ++i) st->shape[i] = shape[i];
-  if (shape.size() == 2) {
-    st->strides[0] = shape[1];
-    st->strides[1] = 1;
-  }
-  return export_state_capsule(st, versioned, !b.buf.is_mutable(), copied);
+  const DLDataType dtype{code, bits, 1};
+  if (versioned) return capsule_of(cuarrow::export_dlpack_versioned(b.buf, byte_offset, dtype, shape, copied));
+  return capsule_of(cuarrow::export_dlpack(b.buf, byte_offset, dtype, shape));
 }
 
 // A tensor_info as a Python dict (the facade's view of a checked tensor).
@@ -173,18 +100,9 @@ nb::dict info_dict(const cuarrow::tensor_info& t) {
   return d;
 }
 
-const dlpack::DLTensor& tensor_of(void* managed, bool versioned, cuarrow::tensor_info& info) {
-  if (versioned) {
-    auto* v = static_cast<dlpack::DLManagedTensorVersioned*>(managed);
-    info = cuarrow::read_dlpack(*v);
-    return v->dl_tensor;
-  }
-  auto* m = static_cast<dlpack::DLManagedTensor*>(managed);
-  info = cuarrow::read_dlpack(m->dl_tensor);
-  return m->dl_tensor;
-}
-
-Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
+// The managed tensor of an unconsumed DLPack capsule, checked by the core's
+// reader: (pointer, versioned, description).
+std::tuple<void*, bool, cuarrow::tensor_info> open_capsule(nb::handle capsule) {
   PyObject* cap = capsule.ptr();
   const bool versioned = PyCapsule_IsValid(cap, kVersionedName) != 0;
   if (!versioned && PyCapsule_IsValid(cap, kName) == 0) {
@@ -192,64 +110,41 @@ Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
   }
   void* managed = PyCapsule_GetPointer(cap, versioned ? kVersionedName : kName);
   if (managed == nullptr) throw nb::python_error();
-  cuarrow::tensor_info info;
-  tensor_of(managed, versioned, info);  // every field checked by the core's reader
+  if (versioned) return {managed, true, cuarrow::read_dlpack(*static_cast<DLManagedTensorVersioned*>(managed))};
+  return {managed, false, cuarrow::read_dlpack(static_cast<DLManagedTensor*>(managed)->dl_tensor)};
+}
 
-  const std::int32_t type = info.device_type;
-  if (type != kDLCUDA && type != kDLCUDAHost && type != kDLCUDAManaged) {
-    throw nb::type_error(("cannot create device buffer view from a DLPack tensor on device type " +
-                          std::to_string(type) + " (only CUDA, CUDA host and CUDA managed memory)")
-                             .c_str());
+// The owner of an imported tensor: calls the producer's deleter, with the
+// GIL held (deleters may touch Python objects), once taken; until the
+// capsule is renamed, the capsule's destructor owns the tensor.
+struct tensor_owner {
+  void* managed = nullptr;
+  bool versioned = false;
+  bool taken = false;
+  ~tensor_owner() {
+    if (!taken) return;
+    cleanup_gil gil;
+    if (gil) versioned ? call_deleter<DLManagedTensorVersioned>(managed) : call_deleter<DLManagedTensor>(managed);
   }
-  if (type == kDLCUDA && info.device_id != ctx.device_number()) {
-    throw cuarrow::device_mismatch("the DLPack tensor is on device " + std::to_string(info.device_id) +
-                                   ", the context is for device " + std::to_string(ctx.device_number()) +
-                                   "; use Context(" + std::to_string(info.device_id) + ")");
-  }
-  if (!info.contiguous) throw nb::value_error("array data is non-contiguous");
-  const bool read_only = info.read_only;
-  const std::int64_t size = info.span_length;
-  const std::uintptr_t address = info.data - static_cast<std::uintptr_t>(-info.span_offset);
+};
 
-  // Every check passed: take ownership.
-  if (PyCapsule_SetName(cap, versioned ? kUsedVersionedName : kUsedName) != 0) throw nb::python_error();
-  std::shared_ptr<const void> owner;
-  if (versioned) {
-    owner = std::shared_ptr<const void>(managed, [](const void* p) {
-      auto* m = static_cast<DLManagedTensorVersioned*>(const_cast<void*>(p));
-      if (m->deleter == nullptr) return;
-      cleanup_gil gil;  // producers' deleters may touch Python objects
-      if (gil) m->deleter(m);
-    });
-  } else {
-    owner = std::shared_ptr<const void>(managed, [](const void* p) {
-      auto* m = static_cast<DLManagedTensor*>(const_cast<void*>(p));
-      if (m->deleter == nullptr) return;
-      cleanup_gil gil;
-      if (gil) m->deleter(m);
-    });
+Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
+  auto [managed, versioned, info] = open_capsule(capsule);
+  auto owner = std::make_shared<tensor_owner>(tensor_owner{managed, versioned});
+  cuarrow::buffer view;
+  {
+    nb::gil_scoped_release r;
+    view = cuarrow::wrap_tensor(ctx, info, owner);
   }
-
-  nb::gil_scoped_release r;
-  if (size == 0) return Buffer{cuarrow::allocate_device(ctx, 0), false};
-  std::uintptr_t device_address = address;
-  if (type == kDLCUDAHost) device_address = ctx.get_device_address(reinterpret_cast<const void*>(address));
-  return Buffer{cuarrow::wrap_device(ctx, device_address, size, std::move(owner), !read_only), false};
+  // Every check passed: take ownership (the view of an empty tensor does not
+  // keep the owner, which then calls the deleter at once).
+  if (PyCapsule_SetName(capsule.ptr(), versioned ? kUsedVersionedName : kUsedName) != 0) throw nb::python_error();
+  owner->taken = true;
+  return Buffer{std::move(view), false};
 }
 
 // dtype, shape, strides and device of an unconsumed DLPack capsule.
-nb::dict dlpack_info(nb::handle capsule) {
-  PyObject* cap = capsule.ptr();
-  const bool versioned = PyCapsule_IsValid(cap, kVersionedName) != 0;
-  if (!versioned && PyCapsule_IsValid(cap, kName) == 0) {
-    throw nb::type_error("expected an unconsumed DLPack capsule (\"dltensor\" or \"dltensor_versioned\")");
-  }
-  void* managed = PyCapsule_GetPointer(cap, versioned ? kVersionedName : kName);
-  if (managed == nullptr) throw nb::python_error();
-  cuarrow::tensor_info info;
-  tensor_of(managed, versioned, info);
-  return info_dict(info);
-}
+nb::dict dlpack_info(nb::handle capsule) { return info_dict(std::get<2>(open_capsule(capsule))); }
 
 // An integer field of a CAI dictionary as an int64 (ValueError otherwise).
 std::int64_t cai_int(nb::handle v, const char* what) {

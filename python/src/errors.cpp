@@ -6,7 +6,8 @@
 //   cuarrow::invalid_argument,
 //     out_of_range, device_mismatch, read_only
 //                               -> pyarrow.ArrowInvalid (a ValueError, as pyarrow's checks)
-//   cuarrow::host_access_error  -> TypeError
+//   cuarrow::host_access_error,
+//     memory_kind_error        -> TypeError
 //   any other cuarrow::error    -> RuntimeError
 //
 // The Python classes are defined in cuarrow/_errors.py and handed over once at
@@ -68,6 +69,8 @@ void translate(const std::exception_ptr& p, void*) {
   } catch (const cuarrow::invalid_argument& e) {
     PyErr_SetString(types().invalid != nullptr ? types().invalid : PyExc_ValueError, e.what());
   } catch (const cuarrow::host_access_error& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const cuarrow::memory_kind_error& e) {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const cuarrow::error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

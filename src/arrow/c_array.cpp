@@ -1,5 +1,6 @@
 // ArrowArray / ArrowDeviceArray export and import (c_data.hpp states the
 // ownership rules).
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -344,6 +345,10 @@ bool importer_reads_values(const data_type& type) {
       }
       return false;
   }
+}
+
+bool importer_reads_values(const arrow::schema& s) {
+  return std::ranges::any_of(s.fields, [](const field& f) { return importer_reads_values(f.type); });
 }
 
 void export_record_batch(const record_batch& batch, ArrowArray* out, ArrowSchema* out_schema) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "arrow_internal.hpp"
+#include "cuarrow/arrow/c_data.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "runtime/runtime.hpp"
@@ -497,6 +498,20 @@ host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_ba
             }
             check_while_copying(wait_checked, wait, trees, names);
           }};
+}
+
+host_transfer<std::vector<array_data>> to_host_for_export(std::span<const array_data> src, stream_view s,
+                                                          const array_transfer_options& options) {
+  host_transfer<std::vector<array_data>> t = to_host_async(src, s, options);
+  if (std::ranges::any_of(src, [](const array_data& a) { return importer_reads_values(a.type); })) t.wait();
+  return t;
+}
+
+host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const record_batch> src, stream_view s,
+                                                            const array_transfer_options& options) {
+  host_transfer<std::vector<record_batch>> t = to_host_async(src, s, options);
+  if (std::ranges::any_of(src, [](const record_batch& b) { return importer_reads_values(b.schema); })) t.wait();
+  return t;
 }
 
 std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {

@@ -57,6 +57,11 @@ void async_pool_resource::trim(std::int64_t keep_bytes) {
   detail::check(d.cuMemPoolTrimTo(pool_, static_cast<size_t>(keep_bytes)), "cuMemPoolTrimTo");
 }
 
+const std::shared_ptr<device_memory_resource>& plain_device_resource::shared() {
+  static const auto* one = new std::shared_ptr<device_memory_resource>(std::make_shared<plain_device_resource>());
+  return *one;
+}
+
 std::uintptr_t plain_device_resource::allocate(std::int64_t bytes, stream_view) {
   CUdeviceptr p = 0;
   detail::check_alloc(detail::driver().cuMemAlloc(&p, static_cast<size_t>(bytes)), "cuMemAlloc", bytes);

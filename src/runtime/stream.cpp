@@ -191,6 +191,11 @@ void stream_view::synchronize() const {
   detail::collect_deferred_releases();
 }
 
+void stream_view::synchronize(const context& ctx) const {
+  scoped_context guard(ctx);
+  synchronize();
+}
+
 bool stream_view::query() const {
   CUresult r = detail::driver().cuStreamQuery(handle_);
   if (r == CUDA_ERROR_NOT_READY) return false;

@@ -200,6 +200,10 @@ TEST(ArrowArray, WhatArrowCppsImporterReads) {
   EXPECT_TRUE(importer_reads_values(map(int32(), int32())));
   EXPECT_TRUE(importer_reads_values(dictionary(int8(), utf8())));
   EXPECT_FALSE(importer_reads_values(dictionary(int8(), int64())));
+  // A record batch, exported as its struct: as soon as one column is read.
+  EXPECT_FALSE(importer_reads_values(schema{{field("a", int8()), field("l", list(field("item", float64())))}, {}}));
+  EXPECT_TRUE(importer_reads_values(schema{{field("a", int8()), field("s", utf8())}, {}}));
+  EXPECT_FALSE(importer_reads_values(schema{}));
 }
 
 TEST(ArrowDeviceView, ViewsApplyOffsetsAndValidity) {

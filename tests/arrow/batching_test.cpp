@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -252,6 +253,42 @@ TEST(ArrowBatching, ToHostAsyncSynchronizesOnlyInWait) {
   std::vector<array_data> hc = std::move(ta).get();
   ASSERT_EQ(hc.size(), chunks.size());
   for (std::size_t i = 0; i < hc.size(); ++i) EXPECT_TRUE(same_values(chunks[i], hc[i]));
+  s.synchronize();
+}
+
+// to_host_for_export waits at once only for what pyarrow's importer reads
+// (binary and string offsets ...): fixed-width data is exported while the
+// DMA runs.
+TEST(ArrowBatching, ToHostForExportWaitsOnlyForWhatTheImporterReads) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  std::vector<array_data> ints, strings;
+  for (auto& [name, a] : sample_arrays()) {
+    if (name == "int64") ints.push_back(a);
+    if (name == "utf8") strings.push_back(a);
+  }
+  ASSERT_EQ(ints.size(), 1u);
+  ASSERT_EQ(strings.size(), 1u);
+  std::vector<array_data> di = to_device(ints, ctx, s), ds = to_device(strings, ctx, s);
+  g_reset();
+  const array_transfer_options unchecked{validation_level::none};  // cheap checks of device data may synchronize
+  host_transfer<std::vector<array_data>> ti = to_host_for_export(di, s, unchecked);
+  EXPECT_EQ(now().syncs, 0u) << "int64 values are not read by the importer";
+  host_transfer<std::vector<array_data>> ts = to_host_for_export(ds, s, unchecked);
+  EXPECT_EQ(now().syncs, 1u) << "utf8 offsets are read by the importer: waited for";
+  ts.wait();
+  EXPECT_EQ(now().syncs, 1u) << "already waited";
+  EXPECT_TRUE(same_values(strings[0], std::move(ts).get()[0]));
+  EXPECT_TRUE(same_values(ints[0], std::move(ti).get()[0]));
+
+  // A batch as soon as one column is read.
+  const std::int64_t n = std::min(di[0].length, ds[0].length);
+  record_batch mixed = make_record_batch(schema{{field("i", ints[0].type), field("s", strings[0].type)}, {}},
+                                         {di[0].slice(0, n), ds[0].slice(0, n)});
+  g_reset();
+  host_transfer<std::vector<record_batch>> tb =
+      to_host_for_export(std::span<const record_batch>(&mixed, 1), s, unchecked);
+  EXPECT_EQ(now().syncs, 1u);
   s.synchronize();
 }
 

@@ -187,6 +187,9 @@ CUARROW_EXPORT void export_record_batch(const record_batch& batch, ArrowArray* o
 /// this is true; fixed-width values, lists' offsets and struct children
 /// are not read.
 CUARROW_EXPORT bool importer_reads_values(const data_type& type);
+/// The same for a record batch exported as its struct: true if it is for a
+/// column's type.
+CUARROW_EXPORT bool importer_reads_values(const arrow::schema& s);
 
 /// Import a host array of `type` (pyarrow's __arrow_c_array__).  Consumes `in`.
 /// Throws invalid_argument (null `in`), invalid_data (released, malformed),

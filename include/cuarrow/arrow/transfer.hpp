@@ -165,6 +165,18 @@ CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_async(std::span<
                                                                       stream_view s = {},
                                                                       const array_transfer_options& options = {});
 
+/// to_host_async for data whose C Data export goes to Arrow C++ (pyarrow)
+/// at once: when its importer reads bytes of any item
+/// (importer_reads_values: binary and string offsets, ...), the copies are
+/// waited for before returning, so an export of the result may be handed to
+/// the importer before wait() either way; otherwise as to_host_async.
+CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_for_export(std::span<const array_data> src,
+                                                                         stream_view s = {},
+                                                                         const array_transfer_options& options = {});
+CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const record_batch> src,
+                                                                           stream_view s = {},
+                                                                           const array_transfer_options& options = {});
+
 /// A copy of `src` in pinned host memory of `ctx` (device type cuda_host),
 /// complete on return (copied on `s` as to_host copies).  The result is not
 /// checked as to_host's is.  Throws invalid_data, out_of_memory,
