@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message ipc_body"
+targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message ipc_body ipc_stream"
 seconds=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +40,12 @@ if python3 -c "import pyarrow" 2>/dev/null; then python3 fuzz/seeds.py "$corpus"
 # ipc_message: pyarrow's streams and files (tests/ipc/make_golden.py).
 mkdir -p "$corpus/ipc_message"
 cp tests/ipc/data/* "$corpus/ipc_message/"
+# ipc_stream: the same files, each in host (first byte 0) and device (1) memory.
+mkdir -p "$corpus/ipc_stream"
+for f in tests/ipc/data/*.arrow tests/ipc/data/*.arrows; do
+  { printf '\000'; cat "$f"; } >"$corpus/ipc_stream/host_$(basename "$f")"
+  { printf '\001'; cat "$f"; } >"$corpus/ipc_stream/device_$(basename "$f")"
+done
 
 export CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
