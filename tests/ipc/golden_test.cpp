@@ -10,8 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuarrow/ipc/metadata.hpp"

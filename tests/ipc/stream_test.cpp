@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "arrow/arrow_test_util.hpp"
-#include "test_data.hpp"
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "test_data.hpp"
 
 namespace cuarrow_ipc_stream_test {
 namespace {
