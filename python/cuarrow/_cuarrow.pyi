@@ -583,6 +583,11 @@ class IpcStreamReader:
         The next batch as an "arrow_device_array" capsule, or None at the end of the stream.
         """
 
+    def read_next_with_metadata(self) -> object:
+        """
+        (capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        """
+
     @property
     def position(self) -> int: ...
 
@@ -599,14 +604,22 @@ class IpcFileReader:
     def read_batch(self, i: int) -> object:
         """Batch i as an "arrow_device_array" capsule."""
 
+    def read_batch_with_metadata(self, i: int) -> tuple:
+        """
+        (capsule, [(key, value)]) of batch i and its message's custom metadata.
+        """
+
+    @property
+    def footer_metadata(self) -> list: ...
+
 class IpcWriter:
     """
     Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).
     """
 
-    def __init__(self, schema_capsule: object, context: Context, file: bool = False, stream: object | None = None) -> None: ...
+    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None) -> None: ...
 
-    def write(self, schema_capsule: object, device_array_capsule: object) -> None:
+    def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
         """Add a batch given as ("arrow_schema", "arrow_device_array") capsules."""
 
     def finish(self) -> Buffer:

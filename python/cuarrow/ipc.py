@@ -87,6 +87,22 @@ class _Capsule:
         return self._capsule
 
 
+def _pairs(metadata: Any) -> list[tuple[bytes, bytes]] | None:
+    """Custom metadata (a dict or pyarrow KeyValueMetadata, str or bytes) as
+    the binding's (bytes, bytes) pairs, in order."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, pa.KeyValueMetadata):
+        metadata = pa.KeyValueMetadata(metadata)
+    return list(metadata.items())
+
+
+def _with_metadata(batch: DeviceRecordBatch, pairs: list) -> Any:
+    """pyarrow's RecordBatchWithMetadata of a device batch (custom_metadata
+    None when the message has none, as pyarrow gives it)."""
+    return pa.lib.RecordBatchWithMetadata(batch, pa.KeyValueMetadata(pairs) if pairs else None)
+
+
 def _batch_from(schema: pa.Schema, capsule: Any) -> DeviceRecordBatch:
     """A DeviceRecordBatch of an "arrow_device_array" capsule the binding
     made (zero-copy; the reader validated it already)."""
@@ -324,6 +340,21 @@ class RecordBatchStreamReader(_Reader):
                 return
             yield _batch_from(self._schema, capsule)
 
+    def read_next_batch_with_custom_metadata(self) -> Any:
+        """(batch, custom_metadata) of the next batch (pyarrow's
+        RecordBatchWithMetadata); StopIteration at the end of the stream."""
+        got: Any = self._reader.read_next_with_metadata()
+        if got is None:
+            raise StopIteration
+        return _with_metadata(_batch_from(self._schema, got[0]), got[1])
+
+    def iter_batches_with_custom_metadata(self) -> Iterator[Any]:
+        while True:
+            got: Any = self._reader.read_next_with_metadata()
+            if got is None:
+                return
+            yield _with_metadata(_batch_from(self._schema, got[0]), got[1])
+
     def read_all(self) -> DeviceTable:
         """The remaining batches as a DeviceTable (zero-copy)."""
         return DeviceTable.from_batches(list(self), self._schema)
@@ -349,6 +380,20 @@ class RecordBatchFileReader(_Reader):
         return _batch_from(self._schema, self._reader.read_batch(i))
 
     get_record_batch = get_batch
+
+    def get_batch_with_custom_metadata(self, i: int) -> Any:
+        """(batch, custom_metadata) of batch `i` (pyarrow's RecordBatchWithMetadata)."""
+        n = self.num_record_batches
+        if not isinstance(i, int) or not 0 <= i < n:
+            raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
+        capsule, pairs = self._reader.read_batch_with_metadata(i)
+        return _with_metadata(_batch_from(self._schema, capsule), pairs)
+
+    @property
+    def metadata(self) -> pa.KeyValueMetadata | None:
+        """The footer's custom metadata (new_file(metadata=...)), or None."""
+        pairs = self._reader.footer_metadata
+        return pa.KeyValueMetadata(pairs) if pairs else None
 
     def __iter__(self) -> Iterator[DeviceRecordBatch]:
         for i in range(self.num_record_batches):
@@ -376,7 +421,7 @@ def open_file(source: Any) -> RecordBatchFileReader:
 class _Writer:
     _file = False
 
-    def __init__(self, sink: Any, schema: Any, *, options: Any = None) -> None:
+    def __init__(self, sink: Any, schema: Any, *, options: Any = None, metadata: Any = None) -> None:
         if not isinstance(sink, Context):
             raise TypeError(
                 f"cuarrow.ipc writers write into device memory of a cuarrow.cuda.Context, got {_type_name(sink)} "
@@ -388,7 +433,7 @@ class _Writer:
             raise NotImplementedError("cuarrow.ipc writes uncompressed IPC only")
         self._ctx = sink
         self._schema = schema
-        self._writer = _lib.IpcWriter(schema.__arrow_c_schema__(), sink._ctx, self._file)
+        self._writer = _lib.IpcWriter(schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata))
         self._result: CudaBuffer | None = None
 
     @property
@@ -400,17 +445,16 @@ class _Writer:
             raise pa.ArrowInvalid("the IPC writer is closed")
 
     def write_batch(self, batch: Any, custom_metadata: Any = None) -> None:
-        """Add a record batch (device, or pyarrow moved to the writer's device)."""
+        """Add a record batch (device, or pyarrow moved to the writer's
+        device), with the custom metadata of its message."""
         self._check_open()
-        if custom_metadata is not None:
-            raise NotImplementedError("cuarrow.ipc writers take no per-batch custom_metadata yet")
         device = _device_batch(batch, self._ctx, "write_batch")
         if not device.schema.equals(self._schema, check_metadata=False):
             raise pa.ArrowInvalid(
                 f"Tried to write record batch with different schema:\n{device.schema}\nvs\n{self._schema}"
             )
         schema_capsule, array_capsule = device.__arrow_c_device_array__(self._schema.__arrow_c_schema__())
-        self._writer.write(schema_capsule, array_capsule)
+        self._writer.write(schema_capsule, array_capsule, _pairs(custom_metadata))
 
     def write_table(self, table: Any, max_chunksize: int | None = None) -> None:
         """Add a table's batches (a DeviceTable, or a pyarrow Table moved to the writer's device)."""
@@ -468,7 +512,6 @@ def new_stream(sink: Any, schema: Any, *, options: Any = None) -> RecordBatchStr
 
 
 def new_file(sink: Any, schema: Any, *, options: Any = None, metadata: Any = None) -> RecordBatchFileWriter:
-    """A writer of an IPC file into device memory of `sink` (a Context)."""
-    if metadata is not None:
-        raise NotImplementedError("cuarrow.ipc.new_file takes no footer metadata yet")
-    return RecordBatchFileWriter(sink, schema, options=options)
+    """A writer of an IPC file into device memory of `sink` (a Context);
+    `metadata` goes into the footer."""
+    return RecordBatchFileWriter(sink, schema, options=options, metadata=metadata)

@@ -135,6 +135,28 @@ nb::bytes bytes_of(const std::vector<std::byte>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
+// Custom metadata crosses as a list of (bytes, bytes) pairs, in order.
+ca::key_value_metadata metadata_of(nb::handle pairs) {
+  ca::key_value_metadata out;
+  if (pairs.is_none()) return out;
+  for (nb::handle item : pairs) {
+    auto kv = nb::cast<nb::tuple>(item);
+    if (kv.size() != 2) throw nb::type_error("custom metadata: expected (bytes, bytes) pairs");
+    auto k = nb::cast<nb::bytes>(kv[0]);
+    auto v = nb::cast<nb::bytes>(kv[1]);
+    out.emplace_back(std::string(k.c_str(), k.size()), std::string(v.c_str(), v.size()));
+  }
+  return out;
+}
+
+nb::list pairs_of(const ca::key_value_metadata& md) {
+  nb::list out;
+  for (const auto& [k, v] : md) {
+    out.append(nb::make_tuple(nb::bytes(k.data(), k.size()), nb::bytes(v.data(), v.size())));
+  }
+  return out;
+}
+
 ci::read_options options_of(int validation) {
   ci::read_options o;
   o.validation = validation >= 2 ? ca::validation_level::full : ca::validation_level::cheap;
@@ -274,6 +296,18 @@ void bind_ipc_format(nb::module_& m) {
             return batch_capsule(*b, self.where);
           },
           "The next batch as an \"arrow_device_array\" capsule, or None at the end of the stream.")
+      .def(
+          "read_next_with_metadata",
+          [](StreamReader& self) -> nb::object {
+            std::optional<ci::batch_with_metadata> b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_next_with_custom_metadata();
+            }
+            if (!b) return nb::none();
+            return nb::make_tuple(batch_capsule(b->batch, self.where), pairs_of(b->custom_metadata));
+          },
+          "(capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
       .def_prop_ro("position", [](const StreamReader& self) { return self.r.position(); });
 
   nb::class_<FileReader>(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).")
@@ -296,25 +330,41 @@ void bind_ipc_format(nb::module_& m) {
             }
             return batch_capsule(b, self.where);
           },
-          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.");
+          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
+      .def(
+          "read_batch_with_metadata",
+          [](const FileReader& self, int i) {
+            ci::batch_with_metadata b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch_with_custom_metadata(i);
+            }
+            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
+          },
+          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
+      .def_prop_ro("footer_metadata", [](const FileReader& self) { return pairs_of(self.r.footer().custom_metadata); });
 
   nb::class_<Writer>(m, "IpcWriter", "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).")
       .def(
           "__init__",
-          [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, cuarrow::stream_view s) {
+          [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, nb::handle footer_metadata,
+             cuarrow::stream_view s) {
             ca::schema sc = schema_of(schema_cap);
             new (self) Writer{std::make_unique<ci::stream_writer>(
-                std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s)};
+                std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
+                metadata_of(footer_metadata))};
           },
-          nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false, nb::arg("stream") = nb::none())
+          nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
+          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none())
       .def(
           "write",
-          [](Writer& self, nb::handle schema_cap, nb::handle array_cap) {
+          [](Writer& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
             ca::record_batch b = batch_of(schema_cap, array_cap, {});
+            ca::key_value_metadata md = metadata_of(custom_metadata);
             nb::gil_scoped_release r;
-            self.w->write(b);
+            self.w->write(b, md);
           },
-          nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
+          nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
           "Add a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
       .def(
           "finish",

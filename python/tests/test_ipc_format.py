@@ -306,6 +306,48 @@ def test_serialize_record_batch_of_device_and_pyarrow_batches(ctx, ctx1):
         cuda.serialize_record_batch(pa.record_batch([pa.array(["a"]).dictionary_encode()], names=["d"]), ctx)
 
 
+def test_custom_metadata_both_ways(ctx):
+    batch = pa.record_batch([pa.array([1, 2], pa.int16())], names=["a"])
+    sink = io.BytesIO()
+    with pa.ipc.new_file(sink, batch.schema, metadata={"footer": "f"}) as w:
+        w.write_batch(batch, custom_metadata={"k": "v1"})
+        w.write_batch(batch)
+    theirs = sink.getvalue()
+    f = ipc.open_file(ctx.buffer_from_data(theirs))
+    assert f.metadata == pa.KeyValueMetadata({"footer": "f"})
+    first, md = f.get_batch_with_custom_metadata(0)
+    _on_device(first)
+    assert md == pa.KeyValueMetadata({"k": "v1"})
+    assert f.get_batch_with_custom_metadata(1).custom_metadata is None
+
+    with ipc.new_file(ctx, batch.schema, metadata={"footer": "f"}) as w:
+        w.write_batch(batch, custom_metadata={"k": "v1"})
+        w.write_batch(cuda.to_device(batch, ctx))
+    assert w.getvalue().copy_to_host().to_pybytes() == theirs
+
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch, custom_metadata={b"x": b"\xff"})
+    r = ipc.open_stream(ctx.buffer_from_data(sink.getvalue()))
+    got = list(r.iter_batches_with_custom_metadata())
+    assert [m for _, m in got] == [pa.KeyValueMetadata({b"x": b"\xff"})]
+    with pytest.raises(StopIteration):
+        r.read_next_batch_with_custom_metadata()
+
+
+@pytest.mark.parametrize("t", all_types(), ids=type_id)
+def test_sliced_batches_round_trip(ctx, t):
+    schema, batches = _batches_of(t, seed=3)
+    sliced = [batches[0].slice(3, 11), batches[0].slice(20), batches[2].slice(1, 0)]
+    with ipc.new_stream(ctx, schema) as w:
+        for b in sliced:
+            w.write_batch(cuda.to_device(b, ctx))
+    back = pa.ipc.open_stream(w.getvalue().copy_to_host()).read_all()
+    assert back.equals(pa.Table.from_batches(sliced, schema))
+    again = ipc.open_stream(w.getvalue()).read_all()
+    assert again.to_host().equals(back)
+
+
 # ---- writers refuse misuse -------------------------------------------------------------------
 
 
