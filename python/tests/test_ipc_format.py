@@ -401,3 +401,28 @@ def test_truncated_and_flipped_bytes_raise_arrow_invalid(ctx, file):
         table.to_host().validate(full=True)
     with pytest.raises(pa.ArrowInvalid):
         cuda.read_message(ctx.buffer_from_data(data[:12] if not file else data[8:20]))
+
+
+def test_messages_under_the_wrong_schema_or_kind_raise_arrow_invalid(ctx):
+    batch = pa.record_batch([pa.array([1, 2, 3], pa.int32()), pa.array(["a", "b", None])], names=["i", "s"])
+    data = _stream_bytes([batch], batch.schema)
+    reader = cuda.BufferReader(ctx.buffer_from_data(data))
+    schema_msg, batch_msg = cuda.read_message(reader), cuda.read_message(reader)
+    with pytest.raises(pa.ArrowInvalid):  # one column too few
+        cuda.read_record_batch(batch_msg, pa.schema([("i", pa.int32())]))
+    with pytest.raises(pa.ArrowInvalid):  # a string column read as lists
+        cuda.read_record_batch(batch_msg, pa.schema([("i", pa.int32()), ("s", pa.list_(pa.int8()))]))
+    with pytest.raises(pa.ArrowInvalid, match="record batch"):
+        cuda.read_record_batch(schema_msg, batch.schema)
+    with pytest.raises(pa.ArrowInvalid, match="schema"):
+        ipc.read_schema(batch_msg)
+    memo = ipc.DictionaryMemo()
+    with pytest.raises(pa.ArrowInvalid, match="no schema"):
+        memo.add(batch_msg)
+    ipc.read_schema(schema_msg, memo)
+    with pytest.raises(pa.ArrowInvalid, match="dictionary"):
+        memo.add(batch_msg)
+    with pytest.raises(pa.ArrowInvalid):  # a stream is not a file
+        ipc.open_file(ctx.buffer_from_data(data))
+    with pytest.raises(TypeError, match="Do not call"):
+        ipc.Message()
