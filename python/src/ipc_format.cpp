@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -163,17 +164,24 @@ ci::read_options options_of(int validation) {
   return o;
 }
 
+// The objects below are used with the GIL released: those whose C++ state
+// changes (a memo being filled, a stream reader's position, a writer) hold
+// a mutex, taken after the GIL is released, so Python threads sharing one
+// get errors or results, never a data race.
+
 // A stream's dictionaries: the schema message that numbers them and the
 // dictionaries read so far (pyarrow.ipc.DictionaryMemo's role).
 struct DictionaryMemo {
   ci::schema_message schema;
   ci::dictionary_memo memo;
+  std::mutex mu;
 };
 
 // Readers with where their source lives.
 struct StreamReader {
   ci::stream_reader r;
   ca::placement where;
+  std::mutex mu;
 };
 struct FileReader {
   ci::file_reader r;
@@ -183,6 +191,7 @@ struct FileReader {
 // A writer (stream_writer is neither copyable nor movable).
 struct Writer {
   std::unique_ptr<ci::stream_writer> w;
+  std::mutex mu;
 };
 
 }  // namespace
@@ -237,7 +246,7 @@ void bind_ipc_format(nb::module_& m) {
           [](DictionaryMemo* self, const ci::message& schema_message) {
             const auto* sm = std::get_if<ci::schema_message>(&schema_message.metadata.header);
             if (sm == nullptr) throw cuarrow::invalid_argument("IPC dictionary memo: not a schema message");
-            new (self) DictionaryMemo{*sm, ci::dictionary_memo(*sm)};
+            new (self) DictionaryMemo{*sm, ci::dictionary_memo(*sm), {}};
           },
           nb::arg("schema_message"), "The dictionary fields of a schema message, no dictionary yet.")
       .def(
@@ -248,13 +257,14 @@ void bind_ipc_format(nb::module_& m) {
             ci::read_options o = options_of(validation);
             o.version = msg.metadata.version;
             nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
             self.memo.read(*h, msg.body, o);
           },
           nb::arg("message"), nb::arg("validation") = 1, "Read a dictionary batch message (a delta appends).");
 
   m.def(
       "ipc_read_record_batch",
-      [](const ci::message& msg, nb::handle schema_cap, const DictionaryMemo* memo, int validation) {
+      [](const ci::message& msg, nb::handle schema_cap, DictionaryMemo* memo, int validation) {
         const auto* h = std::get_if<ci::record_batch_header>(&msg.metadata.header);
         if (h == nullptr) throw cuarrow::invalid_argument("IPC read_record_batch: not a record batch message");
         ci::schema_message sm;
@@ -266,6 +276,8 @@ void bind_ipc_format(nb::module_& m) {
         ca::record_batch b;
         {
           nb::gil_scoped_release r;
+          std::unique_lock<std::mutex> lock;
+          if (memo != nullptr) lock = std::unique_lock(memo->mu);
           b = ci::read_record_batch(*h, sm, msg.body, memo != nullptr ? memo->memo : no_dictionaries, o);
         }
         return batch_capsule(b, placement_of(msg.body));
@@ -280,7 +292,8 @@ void bind_ipc_format(nb::module_& m) {
           "__init__",
           [](StreamReader* self, const Buffer& source, int validation) {
             nb::gil_scoped_release r;
-            new (self) StreamReader{ci::stream_reader(source.buf, options_of(validation)), placement_of(source.buf)};
+            new (self)
+                StreamReader{ci::stream_reader(source.buf, options_of(validation)), placement_of(source.buf), {}};
           },
           nb::arg("source"), nb::arg("validation") = 1)
       .def("schema_capsule", [](const StreamReader& self) { return schema_capsule(self.r.schema().schema); })
@@ -290,6 +303,7 @@ void bind_ipc_format(nb::module_& m) {
             std::optional<ca::record_batch> b;
             {
               nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
               b = self.r.read_next();
             }
             if (!b) return nb::none();
@@ -302,6 +316,7 @@ void bind_ipc_format(nb::module_& m) {
             std::optional<ci::batch_with_metadata> b;
             {
               nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
               b = self.r.read_next_with_custom_metadata();
             }
             if (!b) return nb::none();
@@ -350,9 +365,11 @@ void bind_ipc_format(nb::module_& m) {
           [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, nb::handle footer_metadata,
              cuarrow::stream_view s) {
             ca::schema sc = schema_of(schema_cap);
-            new (self) Writer{std::make_unique<ci::stream_writer>(
-                std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
-                metadata_of(footer_metadata))};
+            new (self) Writer{
+                std::make_unique<ci::stream_writer>(
+                    std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
+                    metadata_of(footer_metadata)),
+                {}};
           },
           nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
           nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none())
@@ -362,6 +379,7 @@ void bind_ipc_format(nb::module_& m) {
             ca::record_batch b = batch_of(schema_cap, array_cap, {});
             ca::key_value_metadata md = metadata_of(custom_metadata);
             nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
             self.w->write(b, md);
           },
           nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
@@ -370,6 +388,7 @@ void bind_ipc_format(nb::module_& m) {
           "finish",
           [](Writer& self) {
             nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
             return Buffer{self.w->finish(), false};
           },
           "The stream or file, one device allocation.");

@@ -238,6 +238,33 @@ def test_batches_are_zero_copy_slices_of_the_source(ctx):
     assert dbuf.address <= values.address < dbuf.address + dbuf.size
 
 
+def test_one_reader_and_one_writer_shared_by_threads(ctx):
+    # The binding reads and writes with the GIL released: threads sharing a
+    # reader each get distinct batches (every batch once), and a shared
+    # writer takes every batch.
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = [pa.record_batch([pa.array(np.full(50, i, dtype=np.int64))], names=["i"]) for i in range(64)]
+    reader = ipc.open_stream(ctx.buffer_from_data(_stream_bytes(batches, batches[0].schema)))
+    writer = ipc.new_stream(ctx, batches[0].schema)
+
+    def work(_):
+        seen = []
+        while True:
+            try:
+                b = reader.read_next_batch()
+            except StopIteration:
+                return seen
+            writer.write_batch(b)
+            seen.append(b.column(0).to_host()[0].as_py())
+
+    with ThreadPoolExecutor(4) as pool:
+        seen = sorted(sum(pool.map(work, range(4)), []))
+    assert seen == list(range(64))
+    back = pa.ipc.open_stream(writer.close().copy_to_host()).read_all()
+    assert sorted(back.column(0).to_pylist()[::50]) == list(range(64))
+
+
 # ---- pa.ipc over a cuda.BufferReader ----------------------------------------------------
 
 
