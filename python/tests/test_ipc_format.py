@@ -230,6 +230,19 @@ def test_readers_from_a_buffer_reader_and_their_shapes(ctx):
         ipc.open_stream(data)
 
 
+def test_other_devices(ctx, ctx1):
+    table = pa.table({"a": [1, 2, None], "s": ["x", None, "yz"]})
+    data = _stream_bytes(table.to_batches(), table.schema)
+    got = ipc.open_stream(ctx1.buffer_from_data(data)).read_all()
+    assert got.device_id == 1
+    assert got.to_host().equals(table)
+    # a writer on device 1 takes batches of device 0
+    with ipc.new_stream(ctx1, table.schema) as w:
+        w.write_table(cuda.to_device(table, ctx))
+    assert w.getvalue().context == ctx1
+    assert w.getvalue().copy_to_host().to_pybytes() == data
+
+
 def test_batches_are_zero_copy_slices_of_the_source(ctx):
     batch = pa.record_batch([pa.array(np.arange(1000, dtype=np.int64))], names=["a"])
     dbuf = ctx.buffer_from_data(_stream_bytes([batch], batch.schema))
