@@ -403,15 +403,35 @@ class RecordBatchFileReader(_Reader):
         return DeviceTable.from_batches(list(self), self._schema)
 
 
-def open_stream(source: Any) -> RecordBatchStreamReader:
+def _check_read_options(options: Any) -> None:
+    """pyarrow.ipc.IpcReadOptions: column projection is not read yet."""
+    if options is None:
+        return
+    if not isinstance(options, pa.ipc.IpcReadOptions):
+        raise TypeError(f"options must be a pyarrow.ipc.IpcReadOptions, not {_type_name(options)}")
+    if options.included_fields:
+        raise NotImplementedError("cuarrow.ipc readers read every column (included_fields is not supported yet)")
+
+
+def open_stream(source: Any, *, options: Any = None, memory_pool: Any = None) -> RecordBatchStreamReader:
     """A reader of the IPC stream in `source` (a CudaBuffer, or a
     cuda.BufferReader from its position); batches are DeviceRecordBatches
-    over the device bytes."""
+    over the device bytes.  `options` (pyarrow.ipc.IpcReadOptions) may not
+    select columns; `memory_pool` is pyarrow's and unused (nothing is
+    allocated for the batches)."""
+    _check_read_options(options)
     return RecordBatchStreamReader(source)
 
 
-def open_file(source: Any) -> RecordBatchFileReader:
-    """A reader of the IPC file in `source` (a CudaBuffer or cuda.BufferReader)."""
+def open_file(
+    source: Any, footer_offset: Any = None, *, options: Any = None, memory_pool: Any = None
+) -> RecordBatchFileReader:
+    """A reader of the IPC file in `source` (a CudaBuffer or cuda.BufferReader);
+    arguments as open_stream's (`footer_offset` must be None: the file
+    ends where the source ends)."""
+    if footer_offset is not None:
+        raise NotImplementedError("cuarrow.ipc.open_file: footer_offset is not supported (slice the buffer instead)")
+    _check_read_options(options)
     return RecordBatchFileReader(source)
 
 

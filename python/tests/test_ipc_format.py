@@ -225,6 +225,10 @@ def test_readers_from_a_buffer_reader_and_their_shapes(ctx):
         with pytest.raises(StopIteration):
             r.read_next_batch()
     assert cuda.ipc is ipc
+    # pyarrow's read options, as far as they apply
+    assert ipc.open_stream(dbuf.slice(8), options=pa.ipc.IpcReadOptions(use_threads=False)).read_all().num_rows == 6
+    with pytest.raises(NotImplementedError, match="included_fields"):
+        ipc.open_stream(dbuf.slice(8), options=pa.ipc.IpcReadOptions(included_fields=[0]))
     # Not a device source: a clear TypeError naming what to use.
     with pytest.raises(TypeError, match="pyarrow.ipc.open_stream"):
         ipc.open_stream(data)
