@@ -522,4 +522,112 @@ def open_ipc(context: Context, handle: IpcMemoryHandle) -> Buffer:
     Open a handle another process exported, as device memory of `context`'s device.
     """
 
+class IpcMessage:
+    """
+    One encapsulated Arrow IPC message (cuarrow::ipc::message): metadata read on the host, the body a zero-copy slice of its source.
+    """
+
+    @property
+    def kind(self) -> int: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def metadata(self) -> bytes:
+        """The FlatBuffers Message (with its padding), host bytes."""
+
+    @property
+    def body(self) -> Buffer: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def serialize(self, stream: object | None = None) -> bytes:
+        """The message as host bytes (prefix, metadata, padding, body)."""
+
+    def schema_capsule(self) -> object:
+        """An "arrow_schema" capsule of a schema message's schema."""
+
+def ipc_read_message(source: Buffer, offset: int = 0, stream: object | None = None) -> IpcMessage | None:
+    """
+    The message at `offset` of `source`; None at the end-of-stream marker or the end of `source`.
+    """
+
+class IpcDictionaryMemo:
+    """The dictionaries of a stream, by id."""
+
+    def __init__(self, schema_message: IpcMessage) -> None:
+        """The dictionary fields of a schema message, no dictionary yet."""
+
+    def read(self, message: IpcMessage, validation: int = 1) -> None:
+        """Read a dictionary batch message (a delta appends)."""
+
+def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionary_memo: IpcDictionaryMemo | None = None, validation: int = 1) -> object:
+    """
+    The record batch of a message under a schema, as an "arrow_device_array" capsule of its struct (buffers are slices of the body).
+    """
+
+class IpcStreamReader:
+    """An IPC stream held in a buffer (cuarrow::ipc::stream_reader)."""
+
+    def __init__(self, source: Buffer, validation: int = 1) -> None: ...
+
+    def schema_capsule(self) -> object: ...
+
+    def read_next(self) -> object:
+        """
+        The next batch as an "arrow_device_array" capsule, or None at the end of the stream.
+        """
+
+    def read_next_with_metadata(self) -> object:
+        """
+        (capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        """
+
+    @property
+    def position(self) -> int: ...
+
+class IpcFileReader:
+    """An IPC file held in a buffer (cuarrow::ipc::file_reader)."""
+
+    def __init__(self, source: Buffer, validation: int = 1) -> None: ...
+
+    def schema_capsule(self) -> object: ...
+
+    @property
+    def num_record_batches(self) -> int: ...
+
+    def read_batch(self, i: int) -> object:
+        """Batch i as an "arrow_device_array" capsule."""
+
+    def read_batch_with_metadata(self, i: int) -> tuple:
+        """
+        (capsule, [(key, value)]) of batch i and its message's custom metadata.
+        """
+
+    @property
+    def footer_metadata(self) -> list: ...
+
+class IpcWriter:
+    """
+    Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).
+    """
+
+    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None) -> None: ...
+
+    def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
+        """Add a batch given as ("arrow_schema", "arrow_device_array") capsules."""
+
+    def finish(self) -> Buffer:
+        """The stream or file, one device allocation."""
+
+def ipc_serialize_record_batch(schema_capsule: object, device_array_capsule: object, context: Context, stream: object | None = None) -> Buffer:
+    """
+    One record batch as an encapsulated IPC message in device memory of `context`.
+    """
+
 __version__: str

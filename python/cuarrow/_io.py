@@ -1,16 +1,16 @@
-"""File interfaces over device buffers (BufferReader, BufferWriter) and
-Arrow IPC messages in device memory."""
+"""File interfaces over device buffers (BufferReader, BufferWriter).  The
+Arrow IPC format over them is cuarrow.ipc."""
 
 from __future__ import annotations
 
 import io
+import sys
+import types
 from typing import Any
-
-import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
 from cuarrow._args import _index
-from cuarrow._memory import Context, CudaBuffer, HostBuffer, _host_nbytes, new_host_buffer
+from cuarrow._memory import CudaBuffer, HostBuffer, _host_nbytes, new_host_buffer
 
 
 def _check_device_buffer(obj: Any) -> CudaBuffer:
@@ -71,6 +71,25 @@ class _DeviceFile(io.RawIOBase):
 
     def __repr__(self) -> str:
         return f"<cuarrow.cuda.{type(self).__name__} size={self.buffer.size} position={self._position}>"
+
+
+def _refuse_pyarrow_reader() -> None:
+    """pyarrow's readers (pa.ipc.open_stream, open_file, ...) read a Python
+    file through read_buffer() and then want host memory: a device slice
+    would fail deep inside pyarrow with a BufferError.  When read_buffer is
+    called from pyarrow's Python code, or from a thread with no Python code
+    at all (pyarrow's I/O threads), say what to use instead."""
+    try:
+        caller: types.FrameType | None = sys._getframe(2)
+    except ValueError:  # no Python caller: native code on a thread of its own
+        caller = None
+    module = caller.f_globals.get("__name__", "") if caller is not None else "pyarrow"
+    if module == "pyarrow" or module.startswith("pyarrow."):
+        raise TypeError(
+            "pyarrow cannot read device memory through a cuarrow.cuda.BufferReader: use "
+            "cuarrow.cuda.ipc.open_stream(reader) / open_file(reader) / read_message(reader), whose batches stay "
+            "on the device, or give pyarrow host bytes (reader.read() or buffer.copy_to_host())"
+        )
 
 
 class BufferReader(_DeviceFile):
@@ -148,6 +167,7 @@ class BufferReader(_DeviceFile):
     def read_buffer(self, nbytes: int | None = None) -> CudaBuffer:
         """A zero-copy device slice of up to `nbytes` (default: all remaining) from the position."""
         self._check_open()
+        _refuse_pyarrow_reader()
         n = self._count(nbytes)
         out = CudaBuffer._wrap(self.buffer.raw_slice(self._position, n), parent=self.buffer)
         self._position += n
@@ -253,75 +273,3 @@ class BufferWriter(_DeviceFile):
         if not self.closed:
             self.flush()
         super().close()
-
-
-def _check_context(ctx: Any) -> Context:
-    if not isinstance(ctx, Context):
-        raise TypeError(f"expected Context instance, got {type(ctx).__name__}")
-    return ctx
-
-
-class _HostStream(io.RawIOBase):
-    """A BufferReader seen by pyarrow as an ordinary host file: reads copy
-    device bytes to the host.  (pyarrow's Python file wrapper would call
-    BufferReader.read_buffer() and get device memory, which it must not
-    read.)  Reading advances the underlying reader."""
-
-    def __init__(self, reader: BufferReader) -> None:
-        super().__init__()
-        self._reader = reader
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, nbytes: int | None = -1) -> bytes:
-        return self._reader.read(nbytes)
-
-    def readinto(self, b: Any) -> int:
-        return self._reader.readinto(b)
-
-    def seek(self, position: int, whence: int = 0) -> int:
-        return self._reader.seek(position, whence)
-
-    def tell(self) -> int:
-        return self._reader.tell()
-
-    def size(self) -> int:
-        return self._reader.size()
-
-
-def serialize_record_batch(batch: Any, ctx: Any) -> CudaBuffer:
-    """Write a record batch as one Arrow IPC message into device memory of `ctx`."""
-    ctx = _check_context(ctx)
-    if not isinstance(batch, pa.RecordBatch):
-        raise TypeError(f"expected RecordBatch instance, got {type(batch).__name__}")
-    return ctx.buffer_from_data(batch.serialize())
-
-
-def read_message(source: Any, pool: Any = None) -> Any:
-    """Read one Arrow IPC message from a CudaBuffer or a BufferReader.
-
-    The message's metadata and body are copied to host memory: the stock
-    pyarrow wheel cannot hold buffers that stay on a CUDA device (pyarrow.cuda
-    keeps the body on the device).  From a BufferReader, reading starts at
-    the reader's position and advances it past the message.
-    """
-    if isinstance(source, CudaBuffer):
-        source = BufferReader(source)
-    elif not isinstance(source, BufferReader):
-        raise TypeError(f"expected CudaBuffer or BufferReader instance, got {type(source).__name__}")
-    return pa.ipc.read_message(_HostStream(source))
-
-
-def read_record_batch(buffer: Any, schema: Any, *, dictionary_memo: Any = None, pool: Any = None) -> Any:
-    """Read a record batch from an Arrow IPC message held in a CudaBuffer.
-
-    The batch is returned in host memory (a copy), for the reason given in
-    `read_message`.
-    """
-    if not isinstance(buffer, CudaBuffer):
-        raise TypeError(f"expected CudaBuffer instance, got {type(buffer).__name__}")
-    return pa.ipc.read_record_batch(buffer.copy_to_host(), schema, dictionary_memo=dictionary_memo)

@@ -54,15 +54,17 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   _numba       Numba interop in numba's objects and plain values (numba loaded on use only)
 #   _memory      Device, Context, CudaBuffer, HostBuffer, transfer options
 #   _streams     Stream, Event
-#   _io          BufferReader, BufferWriter, Arrow IPC messages
+#   _io          BufferReader, BufferWriter
 #   _arrays      typed device data (DeviceArray ... DeviceTable)
 #   _convert     to_device, from_device
+#   ipc          the Arrow IPC format over device memory (public: cuarrow.ipc, also cuda.ipc)
 
+from cuarrow import ipc  # noqa: F401  (cuarrow.cuda.ipc: the Arrow IPC format over device memory)
 from cuarrow._arrays import DeviceArray, DeviceBitmap, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
 from cuarrow._convert import from_device, to_device
 from cuarrow._driver import driver_info, is_emulated, use_emulation, use_emulation_if_no_gpu
 from cuarrow._errors import CudaDriverError, CudaError, CudaOutOfMemoryError
-from cuarrow._io import BufferReader, BufferWriter, read_message, read_record_batch, serialize_record_batch
+from cuarrow._io import BufferReader, BufferWriter
 from cuarrow._ipc import IpcMemHandle, _ipc_handle_from_bytes
 from cuarrow._memory import (
     Context,
@@ -76,6 +78,7 @@ from cuarrow._memory import (
     trim_pinned_pool,
 )
 from cuarrow._streams import Event, Stream
+from cuarrow.ipc import read_message, read_record_batch, serialize_record_batch
 
 __all__ = [
     "Context",
@@ -115,7 +118,7 @@ __all__ = [
 # reference): where they are defined is an implementation detail.
 for _name in __all__:
     _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("cuarrow._"):
+    if getattr(_obj, "__module__", "").startswith(("cuarrow._", "cuarrow.ipc")):
         _obj.__module__ = __name__
 _ipc_handle_from_bytes.__module__ = __name__  # IpcMemHandle pickles through it
 del _name, _obj

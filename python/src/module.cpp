@@ -7,6 +7,10 @@
 
 #include "common.hpp"
 
+namespace cuarrow_py {
+void bind_ipc_format(nb::module_& m);
+}  // namespace cuarrow_py
+
 NB_MODULE(_cuarrow, m) {
   m.doc() = "Bindings of the cuarrow C++ library (use cuarrow.cuda, the pyarrow.cuda-compatible API).";
   m.attr("__version__") = CUARROW_VERSION_STRING;
@@ -19,4 +23,5 @@ NB_MODULE(_cuarrow, m) {
   cuarrow_py::bind_dlpack(m);
   cuarrow_py::bind_arrow(m);
   cuarrow_py::bind_ipc(m);
+  cuarrow_py::bind_ipc_format(m);
 }

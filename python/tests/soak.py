@@ -777,13 +777,15 @@ def op_ipc_message(s, rng, note):
     if has_dict:
         batch = pa.record_batch([pa.array(np.arange(m, dtype=np.int32))], names=["i"])
     dbuf = cuda.serialize_record_batch(batch, ctx)
-    same(dbuf.copy_to_host(), batch.serialize(), "serialize_record_batch")
+    # Equal bytes only for unsliced data: Arrow pads a slice's buffers from
+    # the array's own memory, cuarrow writes the slice (docs/known-gaps.md).
+    arrow_equal(pa.ipc.read_record_batch(dbuf.copy_to_host(), batch.schema), batch, "serialize_record_batch")
     if rng.random() < 0.5:
         back = cuda.read_record_batch(dbuf, batch.schema)
     else:
         msg = cuda.read_message(cuda.BufferReader(dbuf))
-        back = pa.ipc.read_record_batch(msg, batch.schema)
-    arrow_equal(back, batch, "IPC message through device memory")
+        back = cuda.read_record_batch(msg, batch.schema)
+    arrow_equal(back.to_host(), batch, "IPC message through device memory")
 
 
 def op_streams_events(s, rng, note):

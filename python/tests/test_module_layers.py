@@ -26,6 +26,7 @@ LAYERS = [
     "_io",
     "_arrays",
     "_convert",
+    "ipc",
     "cuda",
     "demo",
 ]

@@ -1,0 +1,537 @@
+"""The Arrow IPC format over device memory: pyarrow.ipc's names and shapes,
+with bodies that stay on the GPU.
+
+    >>> from cuarrow import ipc                  # also cuarrow.cuda.ipc
+    >>> reader = ipc.open_stream(dbuf)           # a CudaBuffer or cuda.BufferReader
+    >>> table = reader.read_all()                # DeviceTable, zero-copy over dbuf
+
+Readers take a stream or file already in device memory (a CudaBuffer, or a
+cuda.BufferReader from its position): the metadata of each message is read
+to the host, and every column of every batch is a zero-copy slice of the
+device bytes.  Writers assemble a stream or file in one device allocation
+with one batched copy; ``close()`` (or ``getvalue()``) gives it as a
+CudaBuffer.  The bytes are what pyarrow writes for the same (uncompressed)
+data, so either side reads the other's output.  Malformed bytes raise
+pyarrow.ArrowInvalid naming the message and what is wrong.
+
+It is ``cuarrow.ipc`` (a module of its own, as ``pyarrow.ipc`` is beside
+``pyarrow.cuda``) and also reachable as ``cuarrow.cuda.ipc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from cuarrow import _cuarrow as _lib
+from cuarrow._arrays import DeviceRecordBatch, DeviceTable
+from cuarrow._convert import to_device
+from cuarrow._io import BufferReader
+from cuarrow._memory import Context, CudaBuffer
+
+__all__ = [
+    "DictionaryMemo",
+    "Message",
+    "RecordBatchFileReader",
+    "RecordBatchFileWriter",
+    "RecordBatchStreamReader",
+    "RecordBatchStreamWriter",
+    "new_file",
+    "new_stream",
+    "open_file",
+    "open_stream",
+    "read_message",
+    "read_record_batch",
+    "read_schema",
+    "serialize_record_batch",
+]
+
+# Message.fbs MessageHeader codes, by pyarrow's names (pyarrow.ipc.Message.type).
+_KINDS = {0: "none", 1: "schema", 2: "dictionary", 3: "record batch", 4: "tensor", 5: "sparse tensor"}
+
+
+def _type_name(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _decode_names(fields: list[pa.Field]) -> None:
+    for f in fields:
+        f.name  # noqa: B018 (decodes it)
+        t = f.type
+        while isinstance(t, (pa.DictionaryType, pa.BaseExtensionType)):
+            t = t.value_type if isinstance(t, pa.DictionaryType) else t.storage_type
+        _decode_names([t.field(i) for i in range(t.num_fields)])
+
+
+def _schema_from(capsule: Any) -> pa.Schema:
+    schema = pa.schema(_Capsule(capsule))
+    try:
+        # pyarrow decodes names when they are used: decode them all now.
+        _decode_names(list(schema))
+        return schema
+    except UnicodeDecodeError as e:
+        # IPC metadata is untrusted; pyarrow decodes field names to str.
+        raise pa.ArrowInvalid(f"IPC schema: a field name is not UTF-8 ({e})") from None
+
+
+class _Capsule:
+    """Hands an "arrow_schema" capsule to pyarrow (which takes objects with
+    ``__arrow_c_schema__``)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __arrow_c_schema__(self) -> Any:
+        return self._capsule
+
+
+def _pairs(metadata: Any) -> list[tuple[bytes, bytes]] | None:
+    """Custom metadata (a dict or pyarrow KeyValueMetadata, str or bytes) as
+    the binding's (bytes, bytes) pairs, in order."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, pa.KeyValueMetadata):
+        metadata = pa.KeyValueMetadata(metadata)
+    return list(metadata.items())
+
+
+def _with_metadata(batch: DeviceRecordBatch, pairs: list) -> Any:
+    """pyarrow's RecordBatchWithMetadata of a device batch (custom_metadata
+    None when the message has none, as pyarrow gives it)."""
+    return pa.lib.RecordBatchWithMetadata(batch, pa.KeyValueMetadata(pairs) if pairs else None)
+
+
+def _batch_from(schema: pa.Schema, capsule: Any) -> DeviceRecordBatch:
+    """A DeviceRecordBatch of an "arrow_device_array" capsule the binding
+    made (zero-copy; the reader validated it already)."""
+    data = _lib.import_device_batch(schema.__arrow_c_schema__(), capsule, None, 0)
+    return DeviceRecordBatch._wrap(data, schema)
+
+
+def _device_batch(batch: Any, ctx: Context | None, what: str) -> DeviceRecordBatch:
+    """A DeviceRecordBatch of `batch`: as it is, or a pyarrow RecordBatch
+    moved to `ctx`'s device first (one batched copy)."""
+    if isinstance(batch, DeviceRecordBatch):
+        return batch
+    if isinstance(batch, pa.RecordBatch):
+        out = to_device(batch, ctx)
+        assert isinstance(out, DeviceRecordBatch)
+        return out
+    raise TypeError(
+        f"{what}: expected a pyarrow.RecordBatch or cuarrow.cuda.DeviceRecordBatch, got {_type_name(batch)}"
+    )
+
+
+def _source_buffer(source: Any, what: str) -> CudaBuffer:
+    """The device bytes a reader reads: a CudaBuffer, or a BufferReader's
+    buffer from its position."""
+    if isinstance(source, CudaBuffer):
+        return source
+    if isinstance(source, BufferReader):
+        return source.buffer.slice(source.tell())
+    raise TypeError(
+        f"cuarrow.ipc.{what} reads device memory: expected a cuarrow.cuda.CudaBuffer or BufferReader, got "
+        f"{_type_name(source)} (host data: use pyarrow.ipc.{what}, then cuarrow.cuda.to_device)"
+    )
+
+
+# ---- messages ------------------------------------------------------------------------
+
+
+class Message:
+    """One Arrow IPC message whose body stays where it was read (pyarrow.ipc.
+    Message's attributes): ``type``, ``metadata`` (host bytes, a pyarrow
+    Buffer), ``metadata_version``, ``body`` (a CudaBuffer slice of the
+    source) and ``serialize()``."""
+
+    __slots__ = ("_msg",)
+    _msg: _lib.IpcMessage
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("Do not call Message's constructor directly: use cuarrow.ipc.read_message")
+
+    @classmethod
+    def _wrap(cls, raw: Any) -> Message:
+        obj = cls.__new__(cls)
+        obj._msg = raw
+        return obj
+
+    @property
+    def type(self) -> str:
+        return _KINDS.get(self._msg.kind, "unknown")
+
+    @property
+    def metadata(self) -> pa.Buffer:
+        return pa.py_buffer(self._msg.metadata)
+
+    @property
+    def metadata_version(self) -> pa.ipc.MetadataVersion:
+        return pa.ipc.MetadataVersion(self._msg.version)
+
+    @property
+    def body(self) -> CudaBuffer:
+        return CudaBuffer._wrap(self._msg.body)
+
+    def serialize(self, memory_pool: Any = None) -> pa.Buffer:
+        """The whole message in host memory (prefix, metadata, padding, body
+        copied from the device), as pyarrow.ipc.Message.serialize()."""
+        return pa.py_buffer(self._msg.serialize())
+
+    def __repr__(self) -> str:
+        return (
+            f"<cuarrow.ipc.Message>\ntype: {self.type}\nmetadata length: {len(self._msg.metadata)}\n"
+            f"body length: {self._msg.body.size} (device)"
+        )
+
+
+def _read_at(buf: CudaBuffer, offset: int) -> Any:
+    return _lib.ipc_read_message(buf, offset)
+
+
+def read_message(source: Any, pool: Any = None) -> Message:
+    """Read one Arrow IPC message from a CudaBuffer (at its start) or a
+    BufferReader (at its position, which moves past the message).
+
+    The metadata is copied to the host; the body stays on the device (a
+    zero-copy slice of the source).  Raises EOFError at an end-of-stream
+    marker or at the end of the source; ArrowInvalid for malformed bytes.
+    """
+    if isinstance(source, CudaBuffer):
+        raw = _read_at(source, 0)
+        if raw is None:
+            raise EOFError("end of the IPC stream: no message")
+        return Message._wrap(raw)
+    if not isinstance(source, BufferReader):
+        raise TypeError(f"expected CudaBuffer or BufferReader instance, got {_type_name(source)}")
+    position = source.tell()
+    raw = _read_at(source.buffer, position)
+    if raw is None:
+        # At the end-of-stream marker, the reader moves past it (8 bytes, 4
+        # in the form before Arrow 0.15 without the continuation marker).
+        if position < source.size():
+            marker = source.read_at(4, position)
+            source.seek(min(source.size(), position + (8 if marker == b"\xff\xff\xff\xff" else 4)))
+        raise EOFError("end of the IPC stream: no message")
+    source.seek(position + raw.size)
+    return Message._wrap(raw)
+
+
+class DictionaryMemo:
+    """The dictionaries of an IPC stream for :func:`read_record_batch`
+    (pyarrow.ipc.DictionaryMemo's role, over device memory): bound to a
+    schema by :func:`read_schema`, then given the stream's dictionary
+    messages with :meth:`add`."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: Any = None
+
+    def _bind(self, message: Message) -> None:
+        self._memo = _lib.IpcDictionaryMemo(message._msg)
+
+    def add(self, message: Message) -> None:
+        """Read a dictionary message (a delta extends the dictionary there is);
+        the dictionary stays on the device."""
+        if not isinstance(message, Message):
+            raise TypeError(f"expected a cuarrow.ipc.Message, got {_type_name(message)}")
+        if self._memo is None:
+            raise pa.ArrowInvalid("DictionaryMemo: no schema yet (pass it to cuarrow.ipc.read_schema first)")
+        self._memo.read(message._msg)
+
+
+def _message_of(obj: Any, what: str) -> Message:
+    if isinstance(obj, Message):
+        return obj
+    if isinstance(obj, CudaBuffer):
+        return read_message(obj)
+    raise TypeError(f"expected CudaBuffer instance (or a cuarrow.ipc.Message), got {_type_name(obj)}")
+
+
+def read_schema(obj: Any, dictionary_memo: DictionaryMemo | None = None) -> pa.Schema:
+    """The schema of a schema message (a Message or a CudaBuffer holding one),
+    as a pyarrow Schema; `dictionary_memo` learns its dictionary fields."""
+    message = _message_of(obj, "read_schema")
+    schema = _schema_from(message._msg.schema_capsule())
+    if dictionary_memo is not None:
+        if not isinstance(dictionary_memo, DictionaryMemo):
+            raise TypeError(f"dictionary_memo must be a cuarrow.ipc.DictionaryMemo, not {_type_name(dictionary_memo)}")
+        dictionary_memo._bind(message)
+    return schema
+
+
+def read_record_batch(
+    obj: Any, schema: Any, dictionary_memo: DictionaryMemo | None = None, pool: Any = None
+) -> DeviceRecordBatch:
+    """The record batch of one IPC message in device memory (a CudaBuffer
+    holding the message, or a Message from :func:`read_message`) under
+    `schema`, as a DeviceRecordBatch whose buffers are zero-copy slices of
+    the message body.  Dictionary-encoded columns need `dictionary_memo`."""
+    message = _message_of(obj, "read_record_batch")
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, not {_type_name(schema)}")
+    memo = None
+    if dictionary_memo is not None:
+        if not isinstance(dictionary_memo, DictionaryMemo):
+            raise TypeError(
+                f"dictionary_memo must be a cuarrow.ipc.DictionaryMemo, not {_type_name(dictionary_memo)} "
+                "(a pyarrow DictionaryMemo holds host dictionaries)"
+            )
+        memo = dictionary_memo._memo
+    capsule = _lib.ipc_read_record_batch(message._msg, schema.__arrow_c_schema__(), memo)
+    return _batch_from(schema, capsule)
+
+
+def serialize_record_batch(batch: Any, ctx: Any) -> CudaBuffer:
+    """One record batch as an Arrow IPC message in device memory of `ctx`
+    (pyarrow's bytes for the same batch).  A DeviceRecordBatch is written
+    device to device; a pyarrow RecordBatch is moved to `ctx` first.
+    Batches with dictionary columns are refused (write a stream)."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"expected Context instance, got {_type_name(ctx)}")
+    if not isinstance(batch, (pa.RecordBatch, DeviceRecordBatch)):
+        raise TypeError(f"expected RecordBatch instance, got {_type_name(batch)}")
+    device = _device_batch(batch, ctx, "serialize_record_batch")
+    schema_capsule, array_capsule = device.__arrow_c_device_array__()
+    return CudaBuffer._wrap(_lib.ipc_serialize_record_batch(schema_capsule, array_capsule, ctx._ctx))
+
+
+# ---- readers -------------------------------------------------------------------------
+
+
+class _Reader:
+    _schema: pa.Schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to release: the batches keep the source alive."""
+
+
+class RecordBatchStreamReader(_Reader):
+    """Reads an IPC stream in device memory (:func:`open_stream`)."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = _source_buffer(source, "open_stream")
+        self._reader = _lib.IpcStreamReader(self._source)
+        self._schema = _schema_from(self._reader.schema_capsule())
+
+    def read_next_batch(self) -> DeviceRecordBatch:
+        """The next batch; StopIteration at the end of the stream."""
+        capsule = self._reader.read_next()
+        if capsule is None:
+            raise StopIteration
+        return _batch_from(self._schema, capsule)
+
+    def __iter__(self) -> Iterator[DeviceRecordBatch]:
+        while True:
+            capsule = self._reader.read_next()
+            if capsule is None:
+                return
+            yield _batch_from(self._schema, capsule)
+
+    def read_next_batch_with_custom_metadata(self) -> Any:
+        """(batch, custom_metadata) of the next batch (pyarrow's
+        RecordBatchWithMetadata); StopIteration at the end of the stream."""
+        got: Any = self._reader.read_next_with_metadata()
+        if got is None:
+            raise StopIteration
+        return _with_metadata(_batch_from(self._schema, got[0]), got[1])
+
+    def iter_batches_with_custom_metadata(self) -> Iterator[Any]:
+        while True:
+            got: Any = self._reader.read_next_with_metadata()
+            if got is None:
+                return
+            yield _with_metadata(_batch_from(self._schema, got[0]), got[1])
+
+    def read_all(self) -> DeviceTable:
+        """The remaining batches as a DeviceTable (zero-copy)."""
+        return DeviceTable.from_batches(list(self), self._schema)
+
+
+class RecordBatchFileReader(_Reader):
+    """Reads an IPC file (Feather v2, uncompressed) in device memory (:func:`open_file`)."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = _source_buffer(source, "open_file")
+        self._reader = _lib.IpcFileReader(self._source)
+        self._schema = _schema_from(self._reader.schema_capsule())
+
+    @property
+    def num_record_batches(self) -> int:
+        return int(self._reader.num_record_batches)
+
+    def get_batch(self, i: int) -> DeviceRecordBatch:
+        """Batch `i` (negative: from the end is not allowed, as in pyarrow)."""
+        n = self.num_record_batches
+        if not isinstance(i, int) or not 0 <= i < n:
+            raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
+        return _batch_from(self._schema, self._reader.read_batch(i))
+
+    get_record_batch = get_batch
+
+    def get_batch_with_custom_metadata(self, i: int) -> Any:
+        """(batch, custom_metadata) of batch `i` (pyarrow's RecordBatchWithMetadata)."""
+        n = self.num_record_batches
+        if not isinstance(i, int) or not 0 <= i < n:
+            raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
+        capsule, pairs = self._reader.read_batch_with_metadata(i)
+        return _with_metadata(_batch_from(self._schema, capsule), pairs)
+
+    @property
+    def metadata(self) -> pa.KeyValueMetadata | None:
+        """The footer's custom metadata (new_file(metadata=...)), or None."""
+        pairs = self._reader.footer_metadata
+        return pa.KeyValueMetadata(pairs) if pairs else None
+
+    def __iter__(self) -> Iterator[DeviceRecordBatch]:
+        for i in range(self.num_record_batches):
+            yield self.get_batch(i)
+
+    def read_all(self) -> DeviceTable:
+        return DeviceTable.from_batches(list(self), self._schema)
+
+
+def _check_read_options(options: Any) -> None:
+    """pyarrow.ipc.IpcReadOptions: column projection is not read yet."""
+    if options is None:
+        return
+    if not isinstance(options, pa.ipc.IpcReadOptions):
+        raise TypeError(f"options must be a pyarrow.ipc.IpcReadOptions, not {_type_name(options)}")
+    if options.included_fields:
+        raise NotImplementedError("cuarrow.ipc readers read every column (included_fields is not supported yet)")
+
+
+def open_stream(source: Any, *, options: Any = None, memory_pool: Any = None) -> RecordBatchStreamReader:
+    """A reader of the IPC stream in `source` (a CudaBuffer, or a
+    cuda.BufferReader from its position); batches are DeviceRecordBatches
+    over the device bytes.  `options` (pyarrow.ipc.IpcReadOptions) may not
+    select columns; `memory_pool` is pyarrow's and unused (nothing is
+    allocated for the batches)."""
+    _check_read_options(options)
+    return RecordBatchStreamReader(source)
+
+
+def open_file(
+    source: Any, footer_offset: Any = None, *, options: Any = None, memory_pool: Any = None
+) -> RecordBatchFileReader:
+    """A reader of the IPC file in `source` (a CudaBuffer or cuda.BufferReader);
+    arguments as open_stream's (`footer_offset` must be None: the file
+    ends where the source ends)."""
+    if footer_offset is not None:
+        raise NotImplementedError("cuarrow.ipc.open_file: footer_offset is not supported (slice the buffer instead)")
+    _check_read_options(options)
+    return RecordBatchFileReader(source)
+
+
+# ---- writers -------------------------------------------------------------------------
+
+
+class _Writer:
+    _file = False
+
+    def __init__(self, sink: Any, schema: Any, *, options: Any = None, metadata: Any = None) -> None:
+        if not isinstance(sink, Context):
+            raise TypeError(
+                f"cuarrow.ipc writers write into device memory of a cuarrow.cuda.Context, got {_type_name(sink)} "
+                "(the result is close()'s or getvalue()'s CudaBuffer)"
+            )
+        if not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, not {_type_name(schema)}")
+        if options is not None and getattr(options, "compression", None) is not None:
+            raise NotImplementedError("cuarrow.ipc writes uncompressed IPC only")
+        self._ctx = sink
+        self._schema = schema
+        self._writer = _lib.IpcWriter(schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata))
+        self._result: CudaBuffer | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def _check_open(self) -> None:
+        if self._result is not None:
+            raise pa.ArrowInvalid("the IPC writer is closed")
+
+    def write_batch(self, batch: Any, custom_metadata: Any = None) -> None:
+        """Add a record batch (device, or pyarrow moved to the writer's
+        device), with the custom metadata of its message."""
+        self._check_open()
+        device = _device_batch(batch, self._ctx, "write_batch")
+        if not device.schema.equals(self._schema, check_metadata=False):
+            raise pa.ArrowInvalid(
+                f"Tried to write record batch with different schema:\n{device.schema}\nvs\n{self._schema}"
+            )
+        schema_capsule, array_capsule = device.__arrow_c_device_array__(self._schema.__arrow_c_schema__())
+        self._writer.write(schema_capsule, array_capsule, _pairs(custom_metadata))
+
+    def write_table(self, table: Any, max_chunksize: int | None = None) -> None:
+        """Add a table's batches (a DeviceTable, or a pyarrow Table moved to the writer's device)."""
+        self._check_open()
+        if isinstance(table, pa.Table):
+            table = to_device(table, self._ctx)
+        if not isinstance(table, DeviceTable):
+            raise TypeError(
+                f"write_table: expected a pyarrow.Table or cuarrow.cuda.DeviceTable, got {_type_name(table)}"
+            )
+        for b in table.to_batches():
+            if max_chunksize is None or max_chunksize <= 0:
+                self.write_batch(b)
+            else:
+                for start in range(0, max(len(b), 1), max_chunksize):
+                    self.write_batch(b.slice(start, max_chunksize))
+
+    def write(self, table_or_batch: Any) -> None:
+        """write_batch for batches, write_table for tables."""
+        if isinstance(table_or_batch, (pa.RecordBatch, DeviceRecordBatch)):
+            self.write_batch(table_or_batch)
+        else:
+            self.write_table(table_or_batch)
+
+    def close(self) -> CudaBuffer:
+        """Finish the stream or file; returns it (also ``getvalue()``)."""
+        if self._result is None:
+            self._result = CudaBuffer._wrap(self._writer.finish())
+        return self._result
+
+    def getvalue(self) -> CudaBuffer:
+        return self.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self.close()
+
+
+class RecordBatchStreamWriter(_Writer):
+    """Writes an IPC stream into device memory (:func:`new_stream`)."""
+
+
+class RecordBatchFileWriter(_Writer):
+    """Writes an IPC file into device memory (:func:`new_file`)."""
+
+    _file = True
+
+
+def new_stream(sink: Any, schema: Any, *, options: Any = None) -> RecordBatchStreamWriter:
+    """A writer of an IPC stream into device memory of `sink` (a Context)."""
+    return RecordBatchStreamWriter(sink, schema, options=options)
+
+
+def new_file(sink: Any, schema: Any, *, options: Any = None, metadata: Any = None) -> RecordBatchFileWriter:
+    """A writer of an IPC file into device memory of `sink` (a Context);
+    `metadata` goes into the footer."""
+    return RecordBatchFileWriter(sink, schema, options=options, metadata=metadata)

@@ -1,0 +1,407 @@
+// The Arrow IPC format over device memory: cuarrow::ipc's messages, stream
+// and file readers and writer, bound for the facade (cuarrow/ipc.py).
+//
+// It converts only.  Schemas cross as "arrow_schema" capsules and record
+// batches as "arrow_device_array" capsules of their struct array (the
+// facade imports them with import_device_batch into the same BatchData
+// every DeviceRecordBatch holds, and hands batches to the writer through
+// __arrow_c_device_array__); message bodies cross as Buffers (CudaBuffer
+// on the Python side).  What is read stays where it was: batches are
+// zero-copy slices of the message body.  Errors are the C++ layer's:
+// cuarrow::ipc::invalid_message is a cuarrow::invalid_argument, which
+// errors.cpp turns into pyarrow.ArrowInvalid.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <cuarrow/arrow/arrow.hpp>
+#include <cuarrow/ipc/metadata.hpp>
+#include <cuarrow/ipc/record_batch.hpp>
+#include <cuarrow/ipc/stream.hpp>
+
+#include "common.hpp"
+
+namespace cuarrow_py {
+
+void bind_ipc_format(nb::module_& m);
+
+namespace {
+
+namespace ca = cuarrow::arrow;
+namespace ci = cuarrow::ipc;
+
+constexpr const char* kSchema = "arrow_schema";
+constexpr const char* kDeviceArray = "arrow_device_array";
+
+// ---- capsules (the C Data / C Device Data interfaces) ---------------------------------
+
+void free_schema(PyObject* cap) noexcept {
+  auto* p = static_cast<ArrowSchema*>(PyCapsule_GetPointer(cap, kSchema));
+  if (p == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (p->release != nullptr) p->release(p);
+  delete p;
+}
+
+void free_device_array(PyObject* cap) noexcept {
+  auto* p = static_cast<ArrowDeviceArray*>(PyCapsule_GetPointer(cap, kDeviceArray));
+  if (p == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (p->array.release != nullptr) p->array.release(&p->array);
+  delete p;
+}
+
+template <class T>
+nb::object capsule_of(std::unique_ptr<T> owned, const char* name, PyCapsule_Destructor destructor) {
+  PyObject* cap = PyCapsule_New(owned.get(), name, destructor);
+  if (cap == nullptr) {
+    if constexpr (std::is_same_v<T, ArrowSchema>) {
+      if (owned->release != nullptr) owned->release(owned.get());
+    } else {
+      if (owned->array.release != nullptr) owned->array.release(&owned->array);
+    }
+    throw nb::python_error();
+  }
+  owned.release();
+  return nb::steal(cap);
+}
+
+nb::object schema_capsule(const ca::schema& s) {
+  auto out = std::make_unique<ArrowSchema>();
+  std::memset(static_cast<void*>(out.get()), 0, sizeof(ArrowSchema));
+  ca::export_schema(s, out.get());
+  return capsule_of(std::move(out), kSchema, free_schema);
+}
+
+// Where a source's memory is: a batch read from it without any buffer
+// (empty columns, nulls) is labelled with it.
+ca::placement placement_of(const cuarrow::buffer& source) {
+  return ca::placement{source.type(), source.is_cpu() ? -1 : source.device_id()};
+}
+
+nb::object batch_capsule(const ca::record_batch& b, const ca::placement& where) {
+  auto out = std::make_unique<ArrowDeviceArray>();
+  std::memset(static_cast<void*>(out.get()), 0, sizeof(ArrowDeviceArray));
+  {
+    nb::gil_scoped_release r;
+    ca::export_options o;
+    o.if_no_buffers = where;
+    ca::export_device_record_batch(b, {}, out.get(), nullptr, o);
+  }
+  return capsule_of(std::move(out), kDeviceArray, free_device_array);
+}
+
+// The struct inside a capsule given to us (the facade makes them: checked
+// for name and release only).
+template <class T>
+T* struct_of(nb::handle cap, const char* name) {
+  if (!PyCapsule_CheckExact(cap.ptr()) || !PyCapsule_IsValid(cap.ptr(), name)) {
+    throw nb::type_error((std::string("expected a PyCapsule named \"") + name + "\"").c_str());
+  }
+  return static_cast<T*>(PyCapsule_GetPointer(cap.ptr(), name));
+}
+
+ca::schema schema_of(nb::handle cap) {
+  auto* s = struct_of<ArrowSchema>(cap, kSchema);
+  if (s->release == nullptr) throw nb::value_error("the schema capsule is released");
+  return ca::read_schema(*s);
+}
+
+// A batch moved out of (schema, device array) capsules, zero-copy.
+ca::record_batch batch_of(nb::handle schema_cap, nb::handle array_cap, cuarrow::stream_view s) {
+  ca::schema sc = schema_of(schema_cap);
+  auto* a = struct_of<ArrowDeviceArray>(array_cap, kDeviceArray);
+  if (a->array.release == nullptr) throw nb::value_error("the device array capsule is released");
+  ca::import_options o{ca::validation_level::none};
+  nb::gil_scoped_release r;
+  return ca::import_device_record_batch(a, sc, s, o);
+}
+
+nb::bytes bytes_of(const std::vector<std::byte>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+// Custom metadata crosses as a list of (bytes, bytes) pairs, in order.
+ca::key_value_metadata metadata_of(nb::handle pairs) {
+  ca::key_value_metadata out;
+  if (pairs.is_none()) return out;
+  for (nb::handle item : pairs) {
+    auto kv = nb::cast<nb::tuple>(item);
+    if (kv.size() != 2) throw nb::type_error("custom metadata: expected (bytes, bytes) pairs");
+    auto k = nb::cast<nb::bytes>(kv[0]);
+    auto v = nb::cast<nb::bytes>(kv[1]);
+    out.emplace_back(std::string(k.c_str(), k.size()), std::string(v.c_str(), v.size()));
+  }
+  return out;
+}
+
+nb::list pairs_of(const ca::key_value_metadata& md) {
+  nb::list out;
+  for (const auto& [k, v] : md) {
+    out.append(nb::make_tuple(nb::bytes(k.data(), k.size()), nb::bytes(v.data(), v.size())));
+  }
+  return out;
+}
+
+ci::read_options options_of(int validation) {
+  ci::read_options o;
+  o.validation = validation >= 2 ? ca::validation_level::full : ca::validation_level::cheap;
+  return o;
+}
+
+// The objects below are used with the GIL released: those whose C++ state
+// changes (a memo being filled, a stream reader's position, a writer) hold
+// a mutex, taken after the GIL is released, so Python threads sharing one
+// get errors or results, never a data race.
+
+// A stream's dictionaries: the schema message that numbers them and the
+// dictionaries read so far (pyarrow.ipc.DictionaryMemo's role).
+struct DictionaryMemo {
+  ci::schema_message schema;
+  ci::dictionary_memo memo;
+  std::mutex mu;
+};
+
+// Readers with where their source lives.
+struct StreamReader {
+  ci::stream_reader r;
+  ca::placement where;
+  std::mutex mu;
+};
+struct FileReader {
+  ci::file_reader r;
+  ca::placement where;
+};
+
+// A writer (stream_writer is neither copyable nor movable).
+struct Writer {
+  std::unique_ptr<ci::stream_writer> w;
+  std::mutex mu;
+};
+
+}  // namespace
+
+void bind_ipc_format(nb::module_& m) {
+  nb::class_<ci::message>(m, "IpcMessage",
+                          "One encapsulated Arrow IPC message (cuarrow::ipc::message): metadata read on the host, "
+                          "the body a zero-copy slice of its source.")
+      .def_prop_ro("kind", [](const ci::message& msg) { return static_cast<int>(msg.kind()); })
+      .def_prop_ro("version", [](const ci::message& msg) { return static_cast<int>(msg.metadata.version); })
+      .def_prop_ro(
+          "metadata", [](const ci::message& msg) { return bytes_of(msg.flatbuffer); },
+          "The FlatBuffers Message (with its padding), host bytes.")
+      .def_prop_ro("body",
+                   [](const ci::message& msg) {
+                     return Buffer{msg.body, false};
+                   })
+      .def_prop_ro("offset", [](const ci::message& msg) { return msg.offset; })
+      .def_prop_ro("size", [](const ci::message& msg) { return msg.size; })
+      .def(
+          "serialize",
+          [](const ci::message& msg, cuarrow::stream_view s) {
+            std::vector<std::byte> out;
+            {
+              nb::gil_scoped_release r;
+              out = ci::serialize_to_host(msg, s);
+            }
+            return bytes_of(out);
+          },
+          nb::arg("stream") = nb::none(), "The message as host bytes (prefix, metadata, padding, body).")
+      .def(
+          "schema_capsule",
+          [](const ci::message& msg) {
+            const auto* sm = std::get_if<ci::schema_message>(&msg.metadata.header);
+            if (sm == nullptr) throw cuarrow::invalid_argument("IPC message: not a schema message");
+            return schema_capsule(sm->schema);
+          },
+          "An \"arrow_schema\" capsule of a schema message's schema.");
+
+  m.def(
+      "ipc_read_message",
+      [](const Buffer& source, std::int64_t offset, cuarrow::stream_view s) {
+        nb::gil_scoped_release r;
+        return ci::read_message(source.buf, offset, s);
+      },
+      nb::arg("source"), nb::arg("offset") = 0, nb::arg("stream") = nb::none(),
+      "The message at `offset` of `source`; None at the end-of-stream marker or the end of `source`.");
+
+  nb::class_<DictionaryMemo>(m, "IpcDictionaryMemo", "The dictionaries of a stream, by id.")
+      .def(
+          "__init__",
+          [](DictionaryMemo* self, const ci::message& schema_message) {
+            const auto* sm = std::get_if<ci::schema_message>(&schema_message.metadata.header);
+            if (sm == nullptr) throw cuarrow::invalid_argument("IPC dictionary memo: not a schema message");
+            new (self) DictionaryMemo{*sm, ci::dictionary_memo(*sm), {}};
+          },
+          nb::arg("schema_message"), "The dictionary fields of a schema message, no dictionary yet.")
+      .def(
+          "read",
+          [](DictionaryMemo& self, const ci::message& msg, int validation) {
+            const auto* h = std::get_if<ci::dictionary_batch_header>(&msg.metadata.header);
+            if (h == nullptr) throw cuarrow::invalid_argument("IPC dictionary memo: not a dictionary batch message");
+            ci::read_options o = options_of(validation);
+            o.version = msg.metadata.version;
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.memo.read(*h, msg.body, o);
+          },
+          nb::arg("message"), nb::arg("validation") = 1, "Read a dictionary batch message (a delta appends).");
+
+  m.def(
+      "ipc_read_record_batch",
+      [](const ci::message& msg, nb::handle schema_cap, DictionaryMemo* memo, int validation) {
+        const auto* h = std::get_if<ci::record_batch_header>(&msg.metadata.header);
+        if (h == nullptr) throw cuarrow::invalid_argument("IPC read_record_batch: not a record batch message");
+        ci::schema_message sm;
+        sm.schema = schema_of(schema_cap);
+        if (memo != nullptr) sm.dictionaries = memo->schema.dictionaries;
+        static const ci::dictionary_memo no_dictionaries;
+        ci::read_options o = options_of(validation);
+        o.version = msg.metadata.version;
+        ca::record_batch b;
+        {
+          nb::gil_scoped_release r;
+          std::unique_lock<std::mutex> lock;
+          if (memo != nullptr) lock = std::unique_lock(memo->mu);
+          b = ci::read_record_batch(*h, sm, msg.body, memo != nullptr ? memo->memo : no_dictionaries, o);
+        }
+        return batch_capsule(b, placement_of(msg.body));
+      },
+      nb::arg("message"), nb::arg("schema_capsule"), nb::arg("dictionary_memo").none() = nb::none(),
+      nb::arg("validation") = 1,
+      "The record batch of a message under a schema, as an \"arrow_device_array\" capsule of its struct (buffers "
+      "are slices of the body).");
+
+  nb::class_<StreamReader>(m, "IpcStreamReader", "An IPC stream held in a buffer (cuarrow::ipc::stream_reader).")
+      .def(
+          "__init__",
+          [](StreamReader* self, const Buffer& source, int validation) {
+            nb::gil_scoped_release r;
+            new (self)
+                StreamReader{ci::stream_reader(source.buf, options_of(validation)), placement_of(source.buf), {}};
+          },
+          nb::arg("source"), nb::arg("validation") = 1)
+      .def("schema_capsule", [](const StreamReader& self) { return schema_capsule(self.r.schema().schema); })
+      .def(
+          "read_next",
+          [](StreamReader& self) -> nb::object {
+            std::optional<ca::record_batch> b;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              b = self.r.read_next();
+            }
+            if (!b) return nb::none();
+            return batch_capsule(*b, self.where);
+          },
+          "The next batch as an \"arrow_device_array\" capsule, or None at the end of the stream.")
+      .def(
+          "read_next_with_metadata",
+          [](StreamReader& self) -> nb::object {
+            std::optional<ci::batch_with_metadata> b;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              b = self.r.read_next_with_custom_metadata();
+            }
+            if (!b) return nb::none();
+            return nb::make_tuple(batch_capsule(b->batch, self.where), pairs_of(b->custom_metadata));
+          },
+          "(capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+      .def_prop_ro("position", [](const StreamReader& self) { return self.r.position(); });
+
+  nb::class_<FileReader>(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).")
+      .def(
+          "__init__",
+          [](FileReader* self, const Buffer& source, int validation) {
+            nb::gil_scoped_release r;
+            new (self) FileReader{ci::file_reader(source.buf, options_of(validation)), placement_of(source.buf)};
+          },
+          nb::arg("source"), nb::arg("validation") = 1)
+      .def("schema_capsule", [](const FileReader& self) { return schema_capsule(self.r.schema().schema); })
+      .def_prop_ro("num_record_batches", [](const FileReader& self) { return self.r.num_record_batches(); })
+      .def(
+          "read_batch",
+          [](const FileReader& self, int i) {
+            ca::record_batch b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch(i);
+            }
+            return batch_capsule(b, self.where);
+          },
+          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
+      .def(
+          "read_batch_with_metadata",
+          [](const FileReader& self, int i) {
+            ci::batch_with_metadata b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch_with_custom_metadata(i);
+            }
+            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
+          },
+          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
+      .def_prop_ro("footer_metadata", [](const FileReader& self) { return pairs_of(self.r.footer().custom_metadata); });
+
+  nb::class_<Writer>(m, "IpcWriter", "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).")
+      .def(
+          "__init__",
+          [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, nb::handle footer_metadata,
+             cuarrow::stream_view s) {
+            ca::schema sc = schema_of(schema_cap);
+            new (self) Writer{
+                std::make_unique<ci::stream_writer>(
+                    std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
+                    metadata_of(footer_metadata)),
+                {}};
+          },
+          nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
+          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none())
+      .def(
+          "write",
+          [](Writer& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
+            ca::record_batch b = batch_of(schema_cap, array_cap, {});
+            ca::key_value_metadata md = metadata_of(custom_metadata);
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.w->write(b, md);
+          },
+          nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
+          "Add a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
+      .def(
+          "finish",
+          [](Writer& self) {
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            return Buffer{self.w->finish(), false};
+          },
+          "The stream or file, one device allocation.");
+
+  m.def(
+      "ipc_serialize_record_batch",
+      [](nb::handle schema_cap, nb::handle array_cap, const cuarrow::context& ctx, cuarrow::stream_view s) {
+        ca::record_batch b = batch_of(schema_cap, array_cap, s);
+        nb::gil_scoped_release r;
+        return Buffer{ci::serialize_record_batch(b, ctx, s), false};
+      },
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("context"), nb::arg("stream") = nb::none(),
+      "One record batch as an encapsulated IPC message in device memory of `context`.");
+}
+
+}  // namespace cuarrow_py
