@@ -234,6 +234,7 @@ def test_readers_from_a_buffer_reader_and_their_shapes(ctx):
         ipc.open_stream(data)
 
 
+@pytest.mark.multi_device
 def test_other_devices(ctx, ctx1):
     table = pa.table({"a": [1, 2, None], "s": ["x", None, "yz"]})
     data = _stream_bytes(table.to_batches(), table.schema)
