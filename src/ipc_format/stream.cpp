@@ -248,6 +248,52 @@ const arrow::array_data& array_at(const arrow::record_batch& batch, const std::v
   return *a;
 }
 
+// Messages laid end to end in one device allocation: the metadata from
+// host bytes, the bodies from the batches' buffers, each piece at its place.
+class assembler {
+ public:
+  // Appends one encapsulated message: metadata bytes, then the body pieces.
+  file_block append(const message_metadata& m, const body_layout* body) {
+    const std::vector<std::byte> meta = write_encapsulated_metadata(m);
+    file_block b;
+    b.offset = length_;
+    b.metadata_length = static_cast<std::int32_t>(meta.size());
+    b.body_length = body != nullptr ? body->body_length : 0;
+    add_host(meta);
+    if (body != nullptr) {
+      for (const body_piece& p : body->pieces) {
+        if (p.size > 0)
+          pieces_.push_back(copy_piece{buffer{}, length_ + p.body_offset, p.source, p.source_offset, p.size});
+      }
+      length_ += body->body_length;
+    }
+    return b;
+  }
+
+  // Appends host bytes (a copy: the piece's source keeps it alive).
+  void add_host(const std::vector<std::byte>& bytes) {
+    if (bytes.empty()) return;
+    buffer h = host_buffer_of(bytes);
+    pieces_.push_back(copy_piece{buffer{}, length_, h, 0, h.size()});
+    length_ += h.size();
+  }
+
+  // One allocation on `ctx`, the padding zeroed by one memset, every piece
+  // by one batched copy on `s`, which is synchronized.
+  buffer finish(const context& ctx, stream_view s) {
+    buffer out = allocate_device(ctx, length_, s);
+    fill_async(out, 0, length_, 0, s);
+    for (copy_piece& p : pieces_) p.dst = out;
+    copy_batch(pieces_, s);
+    pieces_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<copy_piece> pieces_;
+  std::int64_t length_ = 0;
+};
+
 }  // namespace
 
 struct stream_writer::state {
@@ -261,39 +307,9 @@ struct stream_writer::state {
   stream_view s;
   arrow::key_value_metadata footer_metadata;
   bool finished = false;
-  // What finish() copies: host bytes (metadata) and body pieces, each at its
-  // place in the output.
-  std::vector<copy_piece> pieces;
-  std::vector<buffer> host_parts;  // kept alive until the copy
-  std::int64_t length = 0;
+  assembler out;
   std::vector<file_block> dictionary_blocks, batch_blocks;
   std::map<std::int64_t, std::shared_ptr<const arrow::array_data>> sent;  // dictionary id -> last sent
-
-  // Appends one encapsulated message: metadata bytes, then the body pieces.
-  file_block append(const message_metadata& m, const body_layout* body) {
-    const std::vector<std::byte> meta = write_encapsulated_metadata(m);
-    file_block b;
-    b.offset = length;
-    b.metadata_length = static_cast<std::int32_t>(meta.size());
-    b.body_length = body != nullptr ? body->body_length : 0;
-    add_host(meta);
-    if (body != nullptr) {
-      for (const body_piece& p : body->pieces) {
-        if (p.size == 0) continue;
-        pieces.push_back(copy_piece{buffer{}, length + p.body_offset, p.source, p.source_offset, p.size});
-      }
-      length += body->body_length;
-    }
-    return b;
-  }
-
-  void add_host(const std::vector<std::byte>& bytes) {
-    if (bytes.empty()) return;
-    buffer h = host_buffer_of(bytes);
-    pieces.push_back(copy_piece{buffer{}, length, h, 0, h.size()});
-    host_parts.push_back(std::move(h));
-    length += static_cast<std::int64_t>(bytes.size());
-  }
 
   void send_dictionaries(const arrow::record_batch& batch) {
     for (const dictionary_field& d : message_schema.dictionaries) {
@@ -317,7 +333,7 @@ struct stream_writer::state {
       h.data = layout.header;
       m.header = h;
       m.body_length = layout.body_length;
-      dictionary_blocks.push_back(append(m, &layout));
+      dictionary_blocks.push_back(out.append(m, &layout));
       sent[d.id] = a.dictionary;
     }
   }
@@ -336,11 +352,11 @@ stream_writer::stream_writer(arrow::schema schema, context ctx, format f, stream
   if (f == format::file) {
     std::vector<std::byte> magic(static_cast<std::size_t>(file_header_size), std::byte{0});
     std::memcpy(magic.data(), file_magic.data(), file_magic.size());
-    st.add_host(magic);
+    st.out.add_host(magic);
   }
   message_metadata m;
   m.header = st.message_schema;
-  st.append(m, nullptr);
+  st.out.append(m, nullptr);
 }
 
 stream_writer::~stream_writer() = default;
@@ -357,38 +373,28 @@ void stream_writer::write(const arrow::record_batch& batch, const arrow::key_val
   m.header = layout.header;
   m.body_length = layout.body_length;
   m.custom_metadata = custom_metadata;
-  st.batch_blocks.push_back(st.append(m, &layout));
+  st.batch_blocks.push_back(st.out.append(m, &layout));
 }
 
 buffer stream_writer::finish() {
   state& st = *state_;
   if (st.finished) throw invalid_argument("stream_writer: already finished");
   st.finished = true;
-  st.add_host(end_of_stream_marker());
+  st.out.add_host(end_of_stream_marker());
   if (st.f == format::file) {
     file_footer footer;
     footer.schema = st.message_schema;
     footer.dictionaries = st.dictionary_blocks;
     footer.record_batches = st.batch_blocks;
     footer.custom_metadata = st.footer_metadata;
-    st.add_host(write_file_trailer(footer));
+    st.out.add_host(write_file_trailer(footer));
   }
-  buffer out = allocate_device(st.ctx, st.length, st.s);
-  fill_async(out, 0, st.length, 0, st.s);  // the bodies' padding
-  for (copy_piece& p : st.pieces) p.dst = out;
-  batch_copy_options options;
-  copy_batch(st.pieces, st.s, options);
-  st.pieces.clear();
-  st.host_parts.clear();
-  return out;
+  return st.out.finish(st.ctx, st.s);
 }
 
 buffer serialize_record_batch(const arrow::record_batch& batch, const context& ctx, stream_view s) {
   for (const arrow::field& f : batch.schema.fields) {
-    std::vector<dictionary_field> dicts;
-    std::vector<int> path{0};
-    number_dictionaries(f.type, path, dicts);
-    if (!dicts.empty()) {
+    if (contains_dictionary(f.type)) {
       throw invalid_argument("serialize_record_batch: column \"" + f.name +
                              "\" is dictionary-encoded; its dictionary travels in a stream (stream_writer)");
     }
@@ -397,17 +403,9 @@ buffer serialize_record_batch(const arrow::record_batch& batch, const context& c
   message_metadata m;
   m.header = layout.header;
   m.body_length = layout.body_length;
-  const std::vector<std::byte> meta = write_encapsulated_metadata(m);
-  const std::int64_t head = static_cast<std::int64_t>(meta.size());
-  buffer out = allocate_device(ctx, head + layout.body_length, s);
-  fill_async(out, 0, out.size(), 0, s);
-  buffer host = host_buffer_of(meta);
-  std::vector<copy_piece> pieces{copy_piece{out, 0, host, 0, head}};
-  for (const body_piece& p : layout.pieces) {
-    if (p.size > 0) pieces.push_back(copy_piece{out, head + p.body_offset, p.source, p.source_offset, p.size});
-  }
-  copy_batch(pieces, s);
-  return out;
+  assembler out;
+  out.append(m, &layout);
+  return out.finish(ctx, s);
 }
 
 }  // namespace cuarrow::ipc

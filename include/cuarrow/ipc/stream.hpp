@@ -141,7 +141,7 @@ class CUARROW_EXPORT stream_writer {
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
   /// The stream or file: one device allocation filled by one batched copy
   /// on the writer's stream, which is synchronized.  The writer is then
-  /// done (logic_error... invalid_argument on further use).
+  /// done: write() and finish() throw invalid_argument.
   buffer finish();
 
  private:
