@@ -187,18 +187,18 @@ std::vector<std::vector<array_data>> copy_groups_async(
   // host function keeps the sources alive.
   batch_copy_options batch;
   batch.destination_gaps_writable = true;  // the gaps are the arenas' padding
-  std::vector<copy_piece> first, rest;
   std::int64_t first_bytes = 0;
-  if (checked_done != nullptr) {
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-      if (checked[i]) first_bytes += pieces[i].size;
-      (checked[i] ? first : rest).push_back(pieces[i]);
-    }
+  std::int64_t total_bytes = 0;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (checked[i]) first_bytes += pieces[i].size;
+    total_bytes += pieces[i].size;
   }
-  if (first_bytes < kSplitCheckedFrom || rest.empty()) {
+  if (checked_done == nullptr || first_bytes < kSplitCheckedFrom || first_bytes == total_bytes) {
     copy_batch_async(pieces, s, batch);
     return out;
   }
+  std::vector<copy_piece> first, rest;
+  for (std::size_t i = 0; i < pieces.size(); ++i) (checked[i] ? first : rest).push_back(std::move(pieces[i]));
   copy_batch_async(first, s, batch);
   scoped_context guard(*ctx);
   auto done = std::make_shared<cuarrow::detail::runtime_event>();
