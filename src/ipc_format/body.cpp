@@ -270,6 +270,9 @@ arrow::record_batch read_batch(const record_batch_header& h, const schema_messag
 // ---- writing: the body layout ---------------------------------------------------------
 
 std::int64_t pad8(std::int64_t n) { return (n + 7) / 8 * 8; }
+// Arrow's PaddedLength: what its writer compares a buffer's size with to
+// decide whether to truncate it (kArrowAlignment, 64 bytes).
+std::int64_t pad64(std::int64_t n) { return (n + 63) / 64 * 64; }
 
 // `n` bytes of `b` from `pos` on the host: a view of host-accessible memory,
 // else a synchronous copy on `s`.
@@ -347,7 +350,7 @@ struct layout_pass {
   void bitmap(const buffer& b, std::int64_t off, std::int64_t len) {
     if (b.size() == 0) return add_empty();
     const std::int64_t bytes = ad::bitmap_bytes(len);
-    if (off == 0 && pad8(bytes) >= b.size()) return add(b, 0, b.size());
+    if (off == 0 && pad64(bytes) >= b.size()) return add(b, 0, b.size());
     if (off % 8 == 0 && len % 8 == 0) return add(b, off / 8, bytes);
     stream_view sv = s;
     add_computed(bytes, [b, off, len, bytes, sv] {
@@ -364,12 +367,32 @@ struct layout_pass {
 
   // Arrow's fixed-width rule: values from the array's offset, with the
   // padding after them where the buffer has it.
+  // Arrow's fixed-width rule: a buffer longer than the values' 64-byte
+  // padded length, or of a slice, is cut to the values from the array's
+  // offset, with the padding after them (to 8 bytes) where the buffer has it.
   void fixed(const buffer& b, std::int64_t off, std::int64_t len, std::int64_t width) {
     if (b.size() == 0) return add_empty();
-    const std::int64_t padded = pad8(len * width);
+    if (off == 0 && pad64(len * width) >= b.size()) return add(b, 0, b.size());
+    const std::int64_t start = off * width;
+    add(b, start, std::max<std::int64_t>(0, std::min(pad8(len * width), b.size() - start)));
+  }
+
+  // Arrow's GetTruncatedBuffer (union type codes and dense union offsets):
+  // the same test, but the cut is min(64-byte padded length, buffer size)
+  // bytes from the offset, which for a slice near the buffer's end runs past
+  // it (Arrow reads its allocation's zeroed padding there).  The same length
+  // is declared here and the bytes past the buffer are written as zeros, so
+  // the bytes equal Arrow's and nothing outside the buffer is read.
+  void truncated(const buffer& b, std::int64_t off, std::int64_t len, std::int64_t width) {
+    if (b.size() == 0) return add_empty();
+    const std::int64_t padded = pad64(len * width);
     if (off == 0 && padded >= b.size()) return add(b, 0, b.size());
     const std::int64_t start = off * width;
-    add(b, start, std::max<std::int64_t>(0, std::min(padded, b.size() - start)));
+    const std::int64_t declared = std::min(padded, b.size());
+    const std::int64_t present = std::clamp<std::int64_t>(b.size() - start, 0, declared);
+    out.header.buffers.push_back({out.body_length, declared});
+    if (present > 0) out.pieces.push_back({b, start, present, out.body_length});
+    out.body_length += pad8(declared);
   }
 
   // Arrow's GetZeroBasedValueOffsets.  Returns the first and last offsets of
@@ -381,7 +404,15 @@ struct layout_pass {
       // Arrow writes the offsets as they are; no value is written, so the
       // values (or children) are empty from 0 (Arrow would slice them at
       // the first offset, which an empty array need not keep in range).
-      add(b, 0, b.size());
+      // An empty array may come without offsets (the C data interface
+      // allows it); Arrow's arrays always hold the one offset 0, so that is
+      // declared and written (zeros: the padding's memset).
+      if (b.size() >= width) {
+        add(b, 0, b.size());
+      } else {
+        out.header.buffers.push_back({out.body_length, width});
+        out.body_length += pad8(width);
+      }
       return std::pair<std::int64_t, std::int64_t>{0, 0};
     }
     auto first = read_int(b, a.offset * width, width, where);
@@ -453,7 +484,7 @@ struct layout_pass {
         const std::int64_t total = a.length == 0 ? 0 : range->second - range->first;
         if (data.size() > 0 && (a.offset != 0 || total < data.size())) {
           const std::int64_t start = a.length == 0 ? 0 : range->first;
-          return add(data, start, std::max<std::int64_t>(0, std::min(pad8(total), data.size() - start)));
+          return add(data, start, std::max<std::int64_t>(0, std::min(pad64(total), data.size() - start)));
         }
         return add(data, 0, data.size());
       }
@@ -508,7 +539,7 @@ struct layout_pass {
       }
       case type_id::struct_:
       case type_id::sparse_union: {
-        if (id == type_id::sparse_union) fixed(a.buffers[0], a.offset, a.length, 1);
+        if (id == type_id::sparse_union) truncated(a.buffers[0], a.offset, a.length, 1);
         for (std::size_t i = 0; i < a.children.size(); ++i) {
           const array_data& c = a.children[i];
           visit(a.offset != 0 || c.length != a.length ? c.slice(a.offset, a.length) : c, child(i));
@@ -516,9 +547,9 @@ struct layout_pass {
         return;
       }
       case type_id::dense_union: {
-        fixed(a.buffers[0], a.offset, a.length, 1);
+        truncated(a.buffers[0], a.offset, a.length, 1);
         if (a.offset == 0) {
-          fixed(a.buffers[1], 0, a.length, 4);
+          truncated(a.buffers[1], 0, a.length, 4);
           for (std::size_t i = 0; i < a.children.size(); ++i) visit(a.children[i], child(i));
           return;
         }

@@ -146,6 +146,51 @@ def dictionaries():
     return schema, [batch(values1, [0, 1]), batch(values2, [2, None])]
 
 
+def codes(n):
+    """Union type codes 0, 1, 0, ... in a buffer of n bytes followed by
+    zeros: Arrow's writer cuts a slice's type codes to min(64-byte padded
+    length, buffer size) bytes from the slice's offset, reading past the
+    buffer's end near it (pyarrow's own buffers hold whatever its allocator
+    left there); zeros there make the golden bytes deterministic."""
+    whole = pa.py_buffer(bytes(i % 2 for i in range(n)) + bytes(128))
+    return pa.Array.from_buffers(pa.int8(), n, [None, whole.slice(0, n)])
+
+
+def sliceable():
+    """A batch long enough (200 rows) that Arrow's writer truncates the
+    buffers of its slices: fixed-width and bitmap buffers to 64-byte padded
+    lengths, binary values to the range the offsets use, offsets rebased.
+    The C++ test slices the batch read from `slice_source` as pyarrow slices
+    it here and compares its writer's bytes with `sliced`."""
+    n = 200
+    ints = pa.array([None if i % 7 == 0 else i for i in range(n)], pa.int32())
+    cols = {
+        "i32": ints,
+        "i8": pa.array([i % 100 for i in range(n)], pa.int8()),
+        "f64": pa.array([i / 4 for i in range(n)], pa.float64()),
+        "bool": pa.array([None if i % 5 == 0 else i % 3 == 0 for i in range(n)], pa.bool_()),
+        "str": pa.array([None if i % 11 == 0 else "v" * (i % 9) for i in range(n)], pa.string()),
+        "lbin": pa.array([bytes([i % 256]) * (i % 4) for i in range(n)], pa.large_binary()),
+        "list": pa.array([None if i % 13 == 0 else list(range(i % 5)) for i in range(n)], pa.list_(pa.int16())),
+        "fsl": pa.array([[i, i + 1] for i in range(n)], pa.list_(pa.int64(), 2)),
+        "struct": pa.StructArray.from_arrays([ints, pa.array([str(i) for i in range(n)])], ["a", "b"]),
+        "sunion": pa.UnionArray.from_sparse(
+            codes(n), [pa.array(range(n), pa.int64()), pa.array([str(i) for i in range(n)])]
+        ),
+        "dunion": pa.UnionArray.from_dense(
+            codes(n),
+            pa.array([i // 2 for i in range(n)], pa.int32()),
+            [pa.array(range(n // 2), pa.float32()), pa.array([i % 2 == 0 for i in range(n // 2)])],
+        ),
+    }
+    return pa.record_batch(cols)
+
+
+# The slices of sliceable() written to `sliced`, (offset, length); the C++
+# test (tests/ipc/stream_test.cpp) takes the same.
+SLICES = [(0, 10), (3, 100), (64, 64), (130, 70), (0, 0), (199, 1)]
+
+
 def write_stream(name, schema, batches, options=None, batch_metadata=None):
     sink = pa.BufferOutputStream()
     with ipc.new_stream(sink, schema, options=options) as w:
@@ -186,6 +231,9 @@ def main():
     write_file("file_dictionaries", schema, batches[:1] + batches[:1])
     p = primitives()[0]
     write_file("file_primitives", p.schema, [p, p], metadata={"file": "metadata"})
+    src = sliceable()
+    write_stream("slice_source", src.schema, [src])
+    write_stream("sliced", src.schema, [src.slice(o, n) for o, n in SLICES])
     print("wrote", sorted(x.name for x in OUT.iterdir()), file=sys.stderr)
 
 

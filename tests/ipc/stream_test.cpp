@@ -91,6 +91,42 @@ TEST(IpcStream, PyarrowFilesAreWrittenAgainByteForByte) {
   }
 }
 
+// Slices are written as Arrow's writer writes them (its 64-byte padded
+// lengths decide when a buffer is truncated, bitmaps of slices are copied
+// from bit 0, offsets rebased, values cut to the range the offsets use):
+// the batch of `slice_source`, sliced as make_golden.py's SLICES, gives the
+// bytes of `sliced`.
+TEST(IpcStream, SlicesAreWrittenAsPyarrowWritesThem) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::pair<std::int64_t, std::int64_t> slices[] = {{0, 10}, {3, 100}, {64, 64}, {130, 70}, {0, 0}, {199, 1}};
+  for (bool device : {false, true}) {
+    SCOPED_TRACE(device ? "device source" : "host source");
+    const std::vector<std::byte> source = load("slice_source.arrows");
+    ipc::stream_reader r(device ? on_device(source) : on_host(source));
+    const std::optional<record_batch> whole = r.read_next();
+    ASSERT_TRUE(whole.has_value());
+    ipc::stream_writer w(r.schema().schema, ctx);
+    for (const auto& [off, len] : slices) w.write(whole->slice(off, len));
+    EXPECT_EQ(first_difference(to_bytes(w.finish()), load("sliced.arrows")), "");
+  }
+}
+
+// An empty string array without offsets (the C data interface allows it)
+// is written with the one offset Arrow's arrays hold: pyarrow's bytes.
+TEST(IpcStream, EmptyArraysWithoutOffsetsAreWrittenAsPyarrowWritesThem) {
+  const std::vector<std::byte> golden = load("empty_batch.arrows");
+  ipc::stream_reader r(on_host(golden));
+  std::optional<record_batch> b = r.read_next();
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->columns.at(1).type.id, type_id::utf8);
+  ASSERT_EQ(b->columns[1].buffers.at(1).size(), 4) << "pyarrow's empty string array holds one offset";
+  b->columns[1].buffers[1] = cuarrow::buffer();
+  b->columns[1].buffers[2] = cuarrow::buffer();
+  ipc::stream_writer w(r.schema().schema, cuarrow::context::get(0));
+  w.write(*b);
+  EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+}
+
 // A stream in device memory reads as device arrays whose buffers lie inside
 // the source (zero-copy), equal to the same stream read from host memory.
 TEST(IpcStream, DeviceStreamsReadAsSlicesOfTheSource) {
