@@ -179,7 +179,9 @@ def compressible(rows):
         {
             "seq": pa.array([i % 100 for i in range(rows)], pa.int64()),
             "text": pa.array([None if i % 7 == 0 else words[i % 4] for i in range(rows)], pa.string()),
-            "dict": pa.DictionaryArray.from_arrays(pa.array([i % 2 for i in range(rows)], pa.int8()), pa.array(["a", "b"])),
+            "dict": pa.DictionaryArray.from_arrays(
+                pa.array([i % 2 for i in range(rows)], pa.int8()), pa.array(["a", "b"])
+            ),
         }
     )
 
