@@ -18,6 +18,7 @@
 #define CUARROW_STREAMING_STORES 1
 #endif
 
+#include "copy_sources.hpp"
 #include "cuarrow/context.hpp"
 #include "cuarrow/error.hpp"
 #include "runtime/runtime.hpp"
@@ -193,6 +194,8 @@ struct segment {
   CUdeviceptr device = 0;
   std::size_t size = 0;
   bool new_run = true;
+  const piece_source* source = nullptr;  // instead of src: a file or a callback
+  std::size_t source_offset = 0;         // where in its piece the segment starts
 };
 
 struct chunk_range {
@@ -232,7 +235,9 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
   std::size_t used = 0;
   std::size_t cap = 0;
   bool joins = false;  // the next segment extends the current DMA
-  auto add = [&](const unsigned char* src, unsigned char* dst, CUdeviceptr device, std::size_t n) {
+  auto add = [&](const unsigned char* src, unsigned char* dst, CUdeviceptr device, std::size_t n,
+                 const piece_source* source) {
+    std::size_t source_offset = 0;
     while (n > 0) {
       if (p.chunks.empty() || used == cap) {
         p.chunks.push_back(chunk_range{p.segments.size(), p.segments.size()});
@@ -241,10 +246,11 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
         joins = false;
       }
       const std::size_t take = std::min(n, cap - used);
-      p.segments.push_back(segment{used, src, dst, device, take, !joins});
+      p.segments.push_back(segment{used, src, dst, device, take, !joins, source, source_offset});
       p.chunks.back().end = p.segments.size();
       used += take;
       joins = true;
+      source_offset += take;
       if (src != nullptr) src += take;
       if (dst != nullptr) dst += take;
       device += take;
@@ -255,12 +261,26 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
   CUdeviceptr previous_end = 0;
   for (const staged_piece& piece : pieces) {
     if (piece.size == 0) continue;
-    if (piece.merge_with_previous && have_previous && piece.device >= previous_end) {
-      add(nullptr, nullptr, previous_end, static_cast<std::size_t>(piece.device - previous_end));  // the gap
+    const bool merges = piece.merge_with_previous && have_previous && piece.device >= previous_end;
+    // A produced piece (a decompressed buffer) that fits in a chunk starts
+    // a new one rather than straddle two: the callback then makes it in one
+    // call, straight into the slot.  The gap before it is then left as it is
+    // on the device, not zeroed.
+    bool fresh = false;
+    if (piece.source != nullptr && piece.source->what == piece_source::kind::produce && !p.chunks.empty() &&
+        piece.size <= caps.front()) {
+      const std::size_t gap = merges ? static_cast<std::size_t>(piece.device - previous_end) : 0;
+      if (used + gap + piece.size > cap) {
+        used = cap;
+        fresh = true;
+      }
+    }
+    if (merges && !fresh) {
+      add(nullptr, nullptr, previous_end, static_cast<std::size_t>(piece.device - previous_end), nullptr);  // the gap
     } else {
       joins = false;
     }
-    add(piece.host_src, piece.host_dst, piece.device, piece.size);
+    add(piece.host_src, piece.host_dst, piece.device, piece.size, piece.source);
     have_previous = true;
     previous_end = piece.device + piece.size;
   }
@@ -285,7 +305,8 @@ void for_each_run(const plan& p, const chunk_range& c, Dma dma) {
 void fill_slot(const plan& p, const chunk_range& c, unsigned char* slot, bool streaming) {
   for (std::size_t g = c.first; g < c.end; ++g) {
     const segment& seg = p.segments[g];
-    if (seg.src != nullptr) copy_bytes(slot + seg.slot_offset, seg.src, seg.size, streaming);
+    if (seg.source != nullptr) fill_from_source(*seg.source, seg.source_offset, {slot + seg.slot_offset, seg.size});
+    else if (seg.src != nullptr) copy_bytes(slot + seg.slot_offset, seg.src, seg.size, streaming);
     else std::memset(slot + seg.slot_offset, 0, seg.size);
   }
 }
@@ -376,11 +397,12 @@ bool ramp_enabled() {
 // pool, one staged job at a time; returns false (having done nothing) when
 // no pinned staging memory can be had.
 template <class Loop>
-bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device, Loop loop) {
+bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device, Loop loop, int threads = 0) {
   const transfer_options o = current_transfer_options();
   const std::size_t total = total_bytes(pieces);
   if (total == 0) return true;
-  const int max_workers = std::max(1, to_device ? o.staging_threads_to_device : o.staging_threads);
+  int max_workers = std::max(1, to_device ? o.staging_threads_to_device : o.staging_threads);
+  if (threads > 0) max_workers = std::min(max_workers, threads);
   const std::size_t chunk = chunk_bytes_for(o, total, max_workers);
   const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
   pipeline& p = the_pipeline();
@@ -420,30 +442,42 @@ bool is_page_locked(const void* p) {
   return a.known && a.memory_type == CU_MEMORYTYPE_HOST;
 }
 
-void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
+void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads) {
   const std::size_t total = total_bytes(pieces);
   const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
   const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
-  const bool done = staged(ctx, pieces, true, [&](worker_slots& ws, job& j, const plan& pl) {
-    int turn = 0;
-    std::size_t i = 0;
-    while (j.take(i)) {
-      const int k = turn;
-      turn ^= 1;
-      if (*ws.recorded[k]) ws.event[k]->synchronize();  // the slot's last DMA is done
-      auto* slot = static_cast<unsigned char*>(ws.slot[k]);
-      const chunk_range& c = pl.chunks[i];
-      fill_slot(pl, c, slot, streaming);
-      for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-        copy_host_to_device_async(device, slot + offset, n, s);
-      });
-      ws.event[k]->record(s);
-      *ws.recorded[k] = 1;
-    }
-  });
-  if (!done) {  // no pinned memory for staging: let the driver copy
+  const bool done = staged(
+      ctx, pieces, true,
+      [&](worker_slots& ws, job& j, const plan& pl) {
+        int turn = 0;
+        std::size_t i = 0;
+        while (j.take(i)) {
+          const int k = turn;
+          turn ^= 1;
+          if (*ws.recorded[k]) ws.event[k]->synchronize();  // the slot's last DMA is done
+          auto* slot = static_cast<unsigned char*>(ws.slot[k]);
+          const chunk_range& c = pl.chunks[i];
+          fill_slot(pl, c, slot, streaming);
+          for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
+            copy_host_to_device_async(device, slot + offset, n, s);
+          });
+          ws.event[k]->record(s);
+          *ws.recorded[k] = 1;
+        }
+      },
+      threads);
+  if (!done) {                           // no pinned memory for staging: let the driver copy
+    std::vector<unsigned char> scratch;  // a piece from a file or a callback, made on the host first
     for (const staged_piece& piece : pieces) {
-      if (piece.size > 0) copy_host_to_device_async(piece.device, piece.host_src, piece.size, s);
+      if (piece.size == 0) continue;
+      const unsigned char* from = piece.host_src;
+      if (piece.source != nullptr) {
+        synchronize_stream(s);  // the previous piece's copy has read the scratch
+        scratch.resize(piece.size);
+        fill_from_source(*piece.source, 0, scratch);
+        from = scratch.data();
+      }
+      copy_host_to_device_async(piece.device, from, piece.size, s);
     }
     synchronize_stream(s);
   }

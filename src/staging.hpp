@@ -17,6 +17,8 @@
 
 namespace cuarrow::detail {
 
+struct piece_source;  // copy_sources.hpp
+
 /// The options in force (set_transfer_options, else CUARROW_* environment
 /// variables, else defaults).
 transfer_options current_transfer_options();
@@ -30,21 +32,26 @@ bool is_page_locked(const void* p);
 /// device bytes between the previous piece's end and this piece's start (a
 /// gap the caller knows to be small and inside one allocation) travel in the
 /// same DMA: written as zeros to the device (host to device), read and
-/// dropped (device to host).  Pieces are staged in the order given.
+/// dropped (device to host).  Pieces are staged in the order given.  Host
+/// to device, `source` (when set, instead of `host_src`) says where else the
+/// bytes come from: a file or a callback (copy_sources.hpp); it must outlive
+/// the call.
 struct staged_piece {
   const unsigned char* host_src = nullptr;  // host to device
   unsigned char* host_dst = nullptr;        // device to host
   CUdeviceptr device = 0;
   std::size_t size = 0;
   bool merge_with_previous = false;
+  const piece_source* source = nullptr;  // host to device
 };
 
 /// Pageable host -> device for every piece, queued on `s` (in context
 /// `ctx`, which must be current) as ONE pipelined job: the pieces are packed
 /// into the pipeline's chunks, so many small buffers move as fast as one
 /// large one.  Returns once every source byte has been read and the staged
-/// DMAs are done (the sources may then be reused).
-void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s);
+/// DMAs are done (the sources may then be reused).  `threads` > 0: at most
+/// that many of the pipeline's workers.
+void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 
 /// Host -> device for every piece, through ONE pinned block instead of the

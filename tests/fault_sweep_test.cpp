@@ -39,6 +39,8 @@
 #include <gtest/gtest.h>
 
 #include <cuarrow/arrow/arrow.hpp>
+#include <cuarrow/ipc/file.hpp>
+#include <cuarrow/ipc/stream.hpp>
 
 #include "arrow/arrow_test_util.hpp"
 #include "child_process.hpp"
@@ -569,6 +571,47 @@ TEST_F(FaultSweep, NestedTableToDeviceAndBack) {
     ca::record_batch h2 = ca::to_host(d2, s);
     SWEEP_EXPECT(ca::equals(b, h2));
   });
+}
+
+// An Arrow IPC file read by path (ipc/file.hpp): footer and metadata by
+// pread, bodies through the staging pipeline (pread into the pinned slots,
+// DMA into one allocation per batch), random access and a projection.
+TEST_F(FaultSweep, IpcFileByPath) {
+  cuarrow_arrow_test::random_arrays gen(77);
+  const ca::record_batch b1 = gen.batch(4, 1500, 2);
+  const ca::record_batch& b2 = b1;
+  const cuarrow::context c0 = cuarrow::context::get(0);
+  std::vector<std::uint8_t> bytes;
+  {
+    cuarrow::ipc::stream_writer w(b1.schema, c0, cuarrow::ipc::stream_writer::format::file);
+    w.write(ca::to_device(b1, c0));
+    w.write(ca::to_device(b2, c0));
+    const cuarrow::buffer f = w.finish();
+    bytes.resize(static_cast<std::size_t>(f.size()));
+    cuarrow::copy_to_host(bytes.data(), f, 0, f.size());
+  }
+  char dir[] = "/tmp/cuarrow_fault_file_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/batches.arrow";
+  {
+    FILE* out = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(out, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), out), bytes.size());
+    ASSERT_EQ(std::fclose(out), 0);
+  }
+  ASSERT_GT(bytes.size(), std::size_t{64 << 10}) << "larger than a staging chunk";
+  sweep("IPC file by path", [&] {
+    cuarrow::ipc::device_file_reader r(path, c0);
+    SWEEP_EXPECT(ca::equals(b2, ca::to_host(r.read_batch(1))));
+    SWEEP_EXPECT(ca::equals(b1, ca::to_host(r.read_batch(0))));
+    cuarrow::ipc::file_read_options o;
+    o.columns = std::vector<int>{1};
+    cuarrow::ipc::device_file_reader p(path, c0, o);
+    const ca::record_batch got = ca::to_host(p.read_batch(0));
+    SWEEP_EXPECT(got.columns.size() == 1 && ca::equals(b1.columns[1], got.columns[0]));
+  });
+  std::remove(path.c_str());
+  ::rmdir(dir);
 }
 
 TEST_F(FaultSweep, CDeviceInterface) {

@@ -24,6 +24,7 @@
 #include "arrow/arrow_internal.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
+#include "message_io.hpp"
 
 namespace cuarrow::ipc {
 
@@ -73,6 +74,8 @@ struct loader {
   const read_options& opt;
   const std::map<std::vector<int>, std::int64_t>& dict_ids;
   bool build = false;
+  // False for column_spans, which walks the header alone (no memo).
+  bool check_dictionaries = true;
 
   std::size_t next_node = 0;
   std::size_t next_buffer = 0;
@@ -134,7 +137,7 @@ struct loader {
     const data_type& t = f.type;
     array_data a;
     a.type = t;
-    if (t.id == type_id::dictionary) {
+    if (t.id == type_id::dictionary && check_dictionaries) {
       const auto it = dict_ids.find(path);
       if (it == dict_ids.end()) {
         fail(where,
@@ -185,7 +188,7 @@ struct loader {
   }
 };
 
-void check_ranges(const record_batch_header& h, const buffer& body) {
+void check_ranges(const record_batch_header& h, std::int64_t body_size) {
   for (std::size_t i = 0; i < h.buffers.size(); ++i) {
     const body_range r = h.buffers[i];
     const std::string where = "record batch header buffers[" + num(i) + "]";
@@ -193,9 +196,9 @@ void check_ranges(const record_batch_header& h, const buffer& body) {
     if (r.length < 0) loader::fail(where, "negative length " + num(r.length));
     const auto end = ad::checked_add(r.offset, r.length);
     if (!end) loader::fail(where, "offset " + num(r.offset) + " + length " + num(r.length) + " overflows");
-    if (*end > body.size()) {
-      loader::fail(where, "bytes " + num(r.offset) + ".." + num(*end) + " lie outside the body of " + num(body.size()) +
-                              " bytes");
+    if (*end > body_size) {
+      loader::fail(
+          where, "bytes " + num(r.offset) + ".." + num(*end) + " lie outside the body of " + num(body_size) + " bytes");
     }
     if (r.length > 0 && r.offset % 8 != 0) {
       loader::fail(where, "offset " + num(r.offset) + " is not a multiple of 8");
@@ -218,12 +221,12 @@ arrow::record_batch read_batch(const record_batch_header& h, const schema_messag
                                             "): compressed bodies are read by the file reader, or with a "
                                             "decompress hook (read_options::decompress)");
   }
-  check_ranges(h, body);
+  check_ranges(h, body.size());
   const auto ids = dictionary_ids(schema);
   const auto& fields = schema.schema.fields;
   std::vector<array_data> columns;
   for (int pass = 0; pass < 2; ++pass) {
-    loader ld{h, body, memo, opt, ids, false, 0, 0, 0, {}};
+    loader ld{h, body, memo, opt, ids, false, true, 0, 0, 0, {}};
     ld.build = pass == 1;
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const std::string where = column_name(i);
@@ -646,6 +649,33 @@ arrow::record_batch read_record_batch(const record_batch_header& header, const s
   return read_batch(header, schema, body, dictionaries, options,
                     [&](std::size_t i) { return ad::column_path(fields[i].name); });
 }
+
+namespace detail {
+
+std::vector<column_span> column_spans(const record_batch_header& h, const schema_message& schema, metadata_version v) {
+  const buffer no_body;
+  const dictionary_memo no_memo;
+  read_options opt;
+  opt.version = v;
+  const std::map<std::vector<int>, std::int64_t> no_ids;
+  loader ld{h, no_body, no_memo, opt, no_ids, false, false, 0, 0, 0, {}};
+  std::vector<column_span> out;
+  const auto& fields = schema.schema.fields;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    column_span c{ld.next_node, 0, ld.next_buffer, 0, ld.next_variadic, 0};
+    ld.path = {static_cast<int>(i)};
+    (void)ld.load(fields[i], ad::column_path(fields[i].name), 1);
+    c.end_node = ld.next_node;
+    c.end_buffer = ld.next_buffer;
+    c.end_variadic = ld.next_variadic;
+    out.push_back(c);
+  }
+  return out;
+}
+
+void check_body_ranges(const record_batch_header& h, std::int64_t body_size) { check_ranges(h, body_size); }
+
+}  // namespace detail
 
 // ---- the dictionary memo ------------------------------------------------------------
 

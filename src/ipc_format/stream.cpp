@@ -11,15 +11,12 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "message_io.hpp"
 
 namespace cuarrow::ipc {
-namespace {
+namespace detail {
 
-// The first read of a message: prefix and metadata in one copy for every
-// message whose metadata is shorter (schemas of a few hundred fields).
-constexpr std::int64_t kFirstRead = 4096;
-
-std::string at(std::int64_t offset) { return "message at offset " + std::to_string(offset); }
+std::string message_at(std::int64_t offset) { return "message at offset " + std::to_string(offset); }
 
 const char* kind_name(message_kind k) {
   switch (k) {
@@ -32,6 +29,65 @@ const char* kind_name(message_kind k) {
   }
   return "unknown";
 }
+
+// default_first_read: prefix and metadata in one copy for every message
+// whose metadata is shorter (schemas of a few hundred fields).
+std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, std::int64_t offset,
+                                                    std::int64_t source_size, std::int64_t first_read) {
+  if (offset < 0 || offset > source_size) {
+    throw invalid_message(message_at(offset), "outside the source of " + std::to_string(source_size) + " bytes");
+  }
+  if (offset == source_size) return std::nullopt;
+  const std::int64_t left = source_size - offset;
+  std::vector<std::byte> head = read(offset, std::min(left, std::max<std::int64_t>(first_read, 8)));
+  const message_prefix prefix = read_message_prefix(head, message_at(offset));
+  if (prefix.end_of_stream()) return std::nullopt;
+  if (prefix.size() > left) {
+    throw invalid_message(message_at(offset), "metadata of " + std::to_string(prefix.metadata_length) +
+                                                  " bytes runs past the end of the source (" + std::to_string(left) +
+                                                  " bytes left)");
+  }
+  if (prefix.size() > static_cast<std::int64_t>(head.size())) head = read(offset, prefix.size());
+  const std::span<const std::byte> framed(head.data(), static_cast<std::size_t>(prefix.size()));
+  const encapsulated_metadata e = read_encapsulated_metadata(framed, message_at(offset));
+  framed_metadata m;
+  m.metadata = read_message_metadata(e.flatbuffer);
+  m.flatbuffer.assign(e.flatbuffer.begin(), e.flatbuffer.end());
+  m.metadata_size = prefix.size();
+  const std::int64_t body_length = m.metadata.body_length;
+  if (body_length < 0 || body_length > left - prefix.size()) {
+    throw invalid_message(message_at(offset), "body of " + std::to_string(body_length) +
+                                                  " bytes runs past the end of the source (" +
+                                                  std::to_string(left - prefix.size()) + " bytes left)");
+  }
+  return m;
+}
+
+void check_block(const file_block& b, std::int64_t metadata_size, std::int64_t body_size, const std::string& where) {
+  if (metadata_size != b.metadata_length || body_size != b.body_length) {
+    throw invalid_message(where, "the footer says " + std::to_string(b.metadata_length) + " bytes of metadata and " +
+                                     std::to_string(b.body_length) + " of body, the message " +
+                                     std::to_string(metadata_size) + " and " + std::to_string(body_size));
+  }
+}
+
+void expect_kind(message_kind got, message_kind want, const std::string& where) {
+  if (got != want) {
+    throw invalid_message(where, std::string("holds a ") + kind_name(got) + " message, not a " + kind_name(want));
+  }
+}
+
+read_options for_version(const read_options& options, metadata_version v) {
+  read_options o = options;
+  o.version = v;
+  return o;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::kind_name;
 
 std::vector<std::byte> read_bytes(const buffer& source, std::int64_t offset, std::int64_t size, stream_view s) {
   std::vector<std::byte> out(static_cast<std::size_t>(size));
@@ -47,43 +103,21 @@ buffer host_buffer_of(const std::vector<std::byte>& bytes) {
 }
 
 read_options for_message(const read_options& options, const message& m) {
-  read_options o = options;
-  o.version = m.metadata.version;
-  return o;
+  return detail::for_version(options, m.metadata.version);
 }
 
 }  // namespace
 
 std::optional<message> read_message(const buffer& source, std::int64_t offset, stream_view s) {
-  const std::int64_t size = source.size();
-  if (offset < 0 || offset > size) {
-    throw invalid_message(at(offset), "outside the source of " + std::to_string(size) + " bytes");
-  }
-  if (offset == size) return std::nullopt;
-  const std::int64_t left = size - offset;
-  std::vector<std::byte> head = read_bytes(source, offset, std::min(left, kFirstRead), s);
-  const message_prefix prefix = read_message_prefix(head, at(offset));
-  if (prefix.end_of_stream()) return std::nullopt;
-  if (prefix.size() > left) {
-    throw invalid_message(at(offset), "metadata of " + std::to_string(prefix.metadata_length) +
-                                          " bytes runs past the end of the source (" + std::to_string(left) +
-                                          " bytes left)");
-  }
-  if (prefix.size() > static_cast<std::int64_t>(head.size())) head = read_bytes(source, offset, prefix.size(), s);
-  const std::span<const std::byte> framed(head.data(), static_cast<std::size_t>(prefix.size()));
-  const encapsulated_metadata e = read_encapsulated_metadata(framed, at(offset));
+  std::optional<detail::framed_metadata> f = detail::read_framed_metadata(
+      [&](std::int64_t at, std::int64_t n) { return read_bytes(source, at, n, s); }, offset, source.size());
+  if (!f) return std::nullopt;
   message m;
-  m.metadata = read_message_metadata(e.flatbuffer);
-  m.flatbuffer.assign(e.flatbuffer.begin(), e.flatbuffer.end());
-  const std::int64_t body_length = m.metadata.body_length;
-  if (body_length < 0 || body_length > left - prefix.size()) {
-    throw invalid_message(at(offset), "body of " + std::to_string(body_length) +
-                                          " bytes runs past the end of the source (" +
-                                          std::to_string(left - prefix.size()) + " bytes left)");
-  }
-  m.body = source.slice(offset + prefix.size(), body_length);
+  m.metadata = std::move(f->metadata);
+  m.flatbuffer = std::move(f->flatbuffer);
+  m.body = source.slice(offset + f->metadata_size, m.metadata.body_length);
   m.offset = offset;
-  m.size = prefix.size() + body_length;
+  m.size = f->metadata_size + m.metadata.body_length;
   return m;
 }
 
@@ -134,9 +168,10 @@ std::optional<batch_with_metadata> stream_reader::read_next_with_custom_metadata
                                                      m->body, memo_, for_message(options_, *m)),
                                    std::move(m->metadata.custom_metadata)};
       default:
-        throw invalid_message(at(where), std::string("a ") + kind_name(m->kind()) +
-                                             " message inside a stream (only dictionary and record batches follow "
-                                             "the schema)");
+        throw invalid_message(detail::message_at(where),
+                              std::string("a ") + kind_name(m->kind()) +
+                                  " message inside a stream (only dictionary and record batches follow "
+                                  "the schema)");
     }
   }
   return std::nullopt;
@@ -166,10 +201,7 @@ file_reader::file_reader(buffer source, read_options options)
   memo_ = dictionary_memo(footer_.schema);
   for (std::size_t i = 0; i < footer_.dictionaries.size(); ++i) {
     const message m = read_block(footer_.dictionaries[i], "dictionary", i);
-    if (m.kind() != message_kind::dictionary_batch) {
-      throw invalid_message("file dictionary block " + std::to_string(i),
-                            std::string("holds a ") + kind_name(m.kind()) + " message, not a DictionaryBatch");
-    }
+    detail::expect_kind(m.kind(), message_kind::dictionary_batch, "file dictionary block " + std::to_string(i));
     const auto& h = std::get<dictionary_batch_header>(m.metadata.header);
     memo_.read(h, m.body, for_message(options_, m));
   }
@@ -179,12 +211,7 @@ message file_reader::read_block(const file_block& b, const char* what, std::size
   const std::string where = std::string("file ") + what + " block " + std::to_string(index);
   std::optional<message> m = read_message(source_, b.offset, options_.stream);
   if (!m) throw invalid_message(where, "holds the end-of-stream marker, not a message");
-  if (m->size - m->body.size() != b.metadata_length || m->body.size() != b.body_length) {
-    throw invalid_message(where, "the footer says " + std::to_string(b.metadata_length) + " bytes of metadata and " +
-                                     std::to_string(b.body_length) + " of body, the message " +
-                                     std::to_string(m->size - m->body.size()) + " and " +
-                                     std::to_string(m->body.size()));
-  }
+  detail::check_block(b, m->size - m->body.size(), m->body.size(), where);
   return std::move(*m);
 }
 
@@ -196,10 +223,7 @@ batch_with_metadata file_reader::read_batch_with_custom_metadata(int i) const {
   }
   const message m =
       read_block(footer_.record_batches[static_cast<std::size_t>(i)], "record batch", static_cast<std::size_t>(i));
-  if (m.kind() != message_kind::record_batch) {
-    throw invalid_message("file record batch block " + std::to_string(i),
-                          std::string("holds a ") + kind_name(m.kind()) + " message, not a RecordBatch");
-  }
+  detail::expect_kind(m.kind(), message_kind::record_batch, "file record batch block " + std::to_string(i));
   return {read_record_batch(std::get<record_batch_header>(m.metadata.header), footer_.schema, m.body, memo_,
                             for_message(options_, m)),
           m.metadata.custom_metadata};

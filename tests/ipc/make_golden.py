@@ -10,7 +10,9 @@ the file footer).  The files are small (a few rows a batch) and committed;
 run this again only to add cases, and say so in the commit.
 
 Each case is a stream (<name>.arrows); the `file_*` cases are IPC files
-(<name>.arrow, Feather v2).
+(<name>.arrow, Feather v2).  file_wide.arrow (16 columns, 4 batches, one
+empty) and file_lz4.arrow / file_zstd.arrow (compressed, an
+int64 buffer of 160 KB) were added for reading files by path.
 """
 
 import decimal
@@ -191,6 +193,44 @@ def sliceable():
 SLICES = [(0, 10), (3, 100), (64, 64), (130, 70), (0, 0), (199, 1)]
 
 
+def wide(rows):
+    """A wide batch (16 columns of several kinds) for reading files by path:
+    projection reads some of them, and its body is larger than the smallest
+    staging chunk (64 KiB) at 1000 rows."""
+    cols = {}
+    for k in range(8):
+        cols[f"i{k}"] = pa.array([(i * (k + 3) * 2654435761) % (1 << 40) - (1 << 39) for i in range(rows)], pa.int64())
+    cols["f0"] = pa.array([i / 7 for i in range(rows)], pa.float64())
+    cols["f1"] = pa.array([None if i % 5 == 0 else i * 0.25 for i in range(rows)], pa.float64())
+    cols["s0"] = pa.array([f"value {i}" for i in range(rows)], pa.string())
+    cols["s1"] = pa.array([None if i % 3 == 0 else "x" * (i % 11) for i in range(rows)], pa.large_string())
+    cols["dict"] = pa.DictionaryArray.from_arrays(
+        pa.array([i % 4 for i in range(rows)], pa.int8()), pa.array(["north", "south", "east", "west"])
+    )
+    cols["list"] = pa.array([[i, i + 1][: i % 3] for i in range(rows)], pa.list_(pa.int32()))
+    cols["struct"] = pa.array(
+        [{"a": i, "b": None if i % 2 else str(i)} for i in range(rows)],
+        pa.struct([("a", pa.int16()), ("b", pa.string())]),
+    )
+    cols["bool"] = pa.array([i % 3 == 1 for i in range(rows)], pa.bool_())
+    return pa.record_batch(cols)
+
+
+def compressible(rows):
+    """A batch whose int64 column decompresses to more than a 64 KiB staging
+    chunk at 20000 rows (a compressed buffer produced in parts)."""
+    words = ["arrow", "device", "file", "column"]
+    return pa.record_batch(
+        {
+            "seq": pa.array([i % 100 for i in range(rows)], pa.int64()),
+            "text": pa.array([None if i % 7 == 0 else words[i % 4] for i in range(rows)], pa.string()),
+            "dict": pa.DictionaryArray.from_arrays(
+                pa.array([i % 2 for i in range(rows)], pa.int8()), pa.array(["a", "b"])
+            ),
+        }
+    )
+
+
 def write_stream(name, schema, batches, options=None, batch_metadata=None):
     sink = pa.BufferOutputStream()
     with ipc.new_stream(sink, schema, options=options) as w:
@@ -234,6 +274,13 @@ def main():
     src = sliceable()
     write_stream("slice_source", src.schema, [src])
     write_stream("sliced", src.schema, [src.slice(o, n) for o, n in SLICES])
+    # Read by path (tests/ipc/file_test.cpp): several batches, one empty;
+    # compressed files whose buffers decompress to more than a chunk.
+    w = [wide(1000), wide(0), wide(300), wide(1000)]
+    write_file("file_wide", w[0].schema, w)
+    c = [compressible(20000), compressible(5)]
+    for codec in ("lz4", "zstd"):
+        write_file(f"file_{codec}", c[0].schema, c, options=ipc.IpcWriteOptions(compression=codec))
     print("wrote", sorted(x.name for x in OUT.iterdir()), file=sys.stderr)
 
 

@@ -1,0 +1,149 @@
+// Arrow IPC files (Feather v2) and streams read by path straight into device
+// memory.
+//
+// The footer and every message's metadata are read with pread into host
+// memory and parsed by the same code as the in-memory readers (stream.hpp,
+// metadata.hpp).  The body buffers a batch needs (all of them, or those of
+// the projected columns) are read through the staging pipeline: its host
+// threads pread the file's bytes straight into its pinned slots, and each
+// slot is copied by DMA into ONE device allocation per batch (a dictionary
+// batch gets its own).  The batch is then built by read_record_batch over
+// that device body: its arrays are slices of the allocation.
+//
+// Compressed bodies (LZ4_FRAME, ZSTD): the framed buffers are read into host
+// memory, then decompressed by the pipeline's threads buffer by buffer
+// straight into the pinned slots; the device body holds the decompressed
+// bytes.
+//
+// Files are untrusted as the in-memory readers take them: the footer's
+// blocks are checked against the file size before anything is read, each
+// message against its block, and every buffer range against its body.
+// Errors are invalid_message (a malformed file), cuarrow::error (the file
+// cannot be opened or read, naming the path, the offset and the system's
+// reason), cuda_error (the copy), out_of_range (a batch index); the device
+// memory of a failed read is released and the reader stays usable.
+//
+// GPUDirect Storage (cuFile) is not used yet: last_read_path() says which
+// path ran, and is read_path::staging in this build.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cuarrow/arrow/array.hpp"
+#include "cuarrow/context.hpp"
+#include "cuarrow/export.hpp"
+#include "cuarrow/ipc/format.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
+#include "cuarrow/ipc/stream.hpp"
+#include "cuarrow/stream.hpp"
+
+namespace cuarrow::ipc {
+
+struct file_read_options {
+  /// Validation and limits, as for the in-memory readers.  read.stream is
+  /// the stream the metadata-free reads run on when a call gives none;
+  /// read.decompress is ignored (the reader decompresses in the pipeline).
+  read_options read;
+  /// Top-level field indices to read, in the order wanted (projection):
+  /// the batches returned have only these columns, and only their byte
+  /// ranges (and their dictionaries) are read from the file.  Unset: every
+  /// column.  An index outside the schema, or one given twice, is
+  /// invalid_argument.
+  std::optional<std::vector<int>> columns;
+  /// Host threads of the staging pipeline that read the file (and
+  /// decompress); 0: the pipeline's own count (transfer_options::
+  /// staging_threads_to_device).  Capped by that count: the pipeline has
+  /// two pinned slots for each of its threads.
+  int io_threads = 0;
+  /// A compressed buffer that says it decompresses to more than this is
+  /// refused (invalid_message) before anything is allocated.
+  std::int64_t max_decompressed_buffer_bytes = std::int64_t{1} << 36;
+};
+
+/// How a read moved the file's bytes to the device.
+enum class read_path {
+  none,     ///< nothing read yet
+  staging,  ///< pread into pinned staging slots, then DMA
+  gds,      ///< GPUDirect Storage (cuFile): not built yet
+};
+
+CUARROW_EXPORT const char* to_string(read_path p) noexcept;
+
+/// Reads an Arrow IPC file by path: footer first, then any batch by index.
+class CUARROW_EXPORT device_file_reader {
+ public:
+  /// Opens `path`, reads the magic, the footer and the dictionaries (those
+  /// the projected columns need) into `ctx`'s memory.  Throws cuarrow::error
+  /// when the file cannot be opened or is not a regular file;
+  /// invalid_message for a malformed file; invalid_argument for bad options.
+  device_file_reader(std::string path, context ctx, file_read_options options = {});
+  ~device_file_reader();
+  device_file_reader(const device_file_reader&) = delete;
+  device_file_reader& operator=(const device_file_reader&) = delete;
+  device_file_reader(device_file_reader&&) noexcept;
+  device_file_reader& operator=(device_file_reader&&) noexcept;
+
+  /// The schema of the batches returned (projected when columns are set).
+  const schema_message& schema() const noexcept;
+  /// The file's footer as written (its schema unprojected).
+  const file_footer& footer() const noexcept;
+  int num_record_batches() const noexcept;
+  /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range),
+  /// in any order, its body ONE allocation on the reader's context, filled
+  /// on `s` (default: options.read.stream), which is synchronized.
+  arrow::record_batch read_batch(int i, stream_view s = {}) const;
+  batch_with_metadata read_batch_with_custom_metadata(int i, stream_view s = {}) const;
+  std::vector<arrow::record_batch> read_all(stream_view s = {}) const;
+  /// The dictionaries read (by the constructor).
+  const dictionary_memo& dictionaries() const noexcept;
+
+  /// Bytes read from the file so far (metadata and bodies).
+  std::int64_t bytes_read() const noexcept;
+  /// The path the last body read took (none before the first).
+  read_path last_read_path() const noexcept;
+  const std::string& path() const noexcept;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// Reads an Arrow IPC stream held in a file by path, in order.
+class CUARROW_EXPORT device_stream_reader {
+ public:
+  /// Opens `path` and reads the schema message.  Throws as
+  /// device_file_reader does; invalid_message when the stream does not
+  /// start with a schema.
+  device_stream_reader(std::string path, context ctx, file_read_options options = {});
+  ~device_stream_reader();
+  device_stream_reader(const device_stream_reader&) = delete;
+  device_stream_reader& operator=(const device_stream_reader&) = delete;
+  device_stream_reader(device_stream_reader&&) noexcept;
+  device_stream_reader& operator=(device_stream_reader&&) noexcept;
+
+  /// The schema of the batches returned (projected when columns are set).
+  const schema_message& schema() const noexcept;
+  /// The next record batch (dictionary batches before it are applied, deltas
+  /// appended), or nullopt at the end of the stream.
+  std::optional<arrow::record_batch> read_next(stream_view s = {});
+  std::optional<batch_with_metadata> read_next_with_custom_metadata(stream_view s = {});
+  std::vector<arrow::record_batch> read_all(stream_view s = {});
+  const dictionary_memo& dictionaries() const noexcept;
+  /// Bytes of the file consumed so far (the next message's offset).
+  std::int64_t position() const noexcept;
+
+  std::int64_t bytes_read() const noexcept;
+  read_path last_read_path() const noexcept;
+  const std::string& path() const noexcept;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace cuarrow::ipc

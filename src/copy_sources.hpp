@@ -1,0 +1,53 @@
+// Internal: where the bytes of a staged host -> device piece come from when
+// they are not already in host memory (staging.hpp).
+//
+// The staging pipeline copies each chunk of a job into a pinned slot on one
+// of its workers, then queues the chunk's DMA.  Normally a piece's bytes are
+// pageable host memory (staged_piece::host_src); with a piece_source they
+// are read from a file straight into the slot (pread), or written into the
+// slot by a callback (a codec decompressing a buffer).  Same workers, same
+// chunk plan, same DMA loop: only the filling of a slot differs.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace cuarrow::detail {
+
+/// Writes bytes [offset, offset + out.size()) of a piece into `out` (part
+/// of a pinned slot).  Called on the pipeline's workers; the parts of one
+/// piece may be asked for concurrently and in any order.  Throws to fail the
+/// job.
+using produce_fn = std::function<void(std::size_t offset, std::span<unsigned char> out)>;
+
+struct piece_source {
+  enum class kind { file, produce };
+  kind what = kind::file;
+  /// kind::file: the piece is `size` bytes of the open file `fd` from
+  /// `file_offset`; `path` names the file in errors; `bytes_read`, when
+  /// set, counts the bytes read.
+  int fd = -1;
+  std::int64_t file_offset = 0;
+  std::string path;
+  std::atomic<std::int64_t>* bytes_read = nullptr;
+  /// kind::produce: the callback.  The planner keeps a produce piece no
+  /// larger than a chunk inside one slot, so that it is produced in one
+  /// call; a larger one is produced in parts (one call per chunk).
+  produce_fn produce;
+};
+
+/// Reads exactly out.size() bytes at `offset` of `fd` (short reads and
+/// EINTR are retried).  Throws cuarrow::error naming `path`, the offset and
+/// the system's reason, or saying where the file ended.
+void read_file_exactly(int fd, const std::string& path, std::int64_t offset, std::span<unsigned char> out,
+                       std::atomic<std::int64_t>* bytes_read = nullptr);
+
+/// Writes bytes [offset, offset + out.size()) of the piece `source`
+/// describes into `out`.
+void fill_from_source(const piece_source& source, std::size_t offset, std::span<unsigned char> out);
+
+}  // namespace cuarrow::detail

@@ -1,0 +1,77 @@
+// Internal: what the IPC readers share, whatever holds the bytes (a buffer
+// in memory for stream.cpp, a file read with pread for file.cpp): framing
+// and parsing a message's metadata, the footer block checks, and where each
+// column of a record batch lies in its header (body.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cuarrow/ipc/format.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
+
+namespace cuarrow::ipc::detail {
+
+/// "RecordBatch", "Schema", ... (Message.fbs names).
+const char* kind_name(message_kind k);
+
+/// "message at offset N".
+std::string message_at(std::int64_t offset);
+
+/// Reads `size` bytes at `offset` of a source (both already checked to lie
+/// inside it).
+using read_bytes_fn = std::function<std::vector<std::byte>(std::int64_t offset, std::int64_t size)>;
+
+/// A message's metadata without its body.
+struct framed_metadata {
+  message_metadata metadata;
+  std::vector<std::byte> flatbuffer;
+  /// Prefix and metadata with padding: the body starts this far after the
+  /// message's offset.
+  std::int64_t metadata_size = 0;
+};
+
+/// Reads and parses the prefix and metadata of the message at `offset` of a
+/// source of `source_size` bytes (at most two reads: `first_read` bytes
+/// first, the rest when the metadata is longer), and checks that the body
+/// lies inside the source.  Nullopt at the end-of-stream marker or at the
+/// end of the source.  Throws invalid_message.
+inline constexpr std::int64_t default_first_read = 4096;
+std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, std::int64_t offset,
+                                                    std::int64_t source_size,
+                                                    std::int64_t first_read = default_first_read);
+
+/// Throws invalid_message (naming `where`) unless a file's footer block
+/// agrees with the message found there.
+void check_block(const file_block& b, std::int64_t metadata_size, std::int64_t body_size, const std::string& where);
+
+/// Throws invalid_message (naming `where`) unless the message is of kind
+/// `want`.
+void expect_kind(message_kind got, message_kind want, const std::string& where);
+
+/// `options` for a message of metadata version `v`.
+read_options for_version(const read_options& options, metadata_version v);
+
+/// Where one top-level column's field nodes, buffers and variadic buffer
+/// counts lie in a record batch header: [first, end) of each.
+struct column_span {
+  std::size_t first_node = 0, end_node = 0;
+  std::size_t first_buffer = 0, end_buffer = 0;
+  std::size_t first_variadic = 0, end_variadic = 0;
+};
+
+/// One span per column of `schema`, walking the schema tree over the header
+/// as read_record_batch does (the same walk, so the same counts and
+/// checks, dictionaries aside).  Throws invalid_message when the header has
+/// too few nodes, buffers or variadic counts for the schema.
+std::vector<column_span> column_spans(const record_batch_header& h, const schema_message& schema, metadata_version v);
+
+/// read_record_batch's checks of the header's buffer ranges against a body
+/// of `body_size` bytes (inside it, not negative, 8-byte aligned offsets).
+void check_body_ranges(const record_batch_header& h, std::int64_t body_size);
+
+}  // namespace cuarrow::ipc::detail

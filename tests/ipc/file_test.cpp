@@ -1,0 +1,436 @@
+// Arrow IPC files and streams read by path into device memory
+// (include/cuarrow/ipc/file.hpp): pyarrow's golden files written to a
+// temporary directory and read back, compared on the host with what the
+// in-memory readers (stream.hpp) give for the same bytes; projection, random
+// access, compressed bodies, small staging chunks, and hostile or missing
+// files.
+#include "cuarrow/ipc/file.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "arrow/arrow_test_util.hpp"
+#include "cuarrow/arrow/transfer.hpp"
+#include "cuarrow/copy.hpp"
+#include "cuarrow/ipc/codec.hpp"
+#include "cuarrow/ipc/metadata.hpp"
+#include "cuarrow/ipc/stream.hpp"
+#include "test_data.hpp"
+
+namespace cuarrow_ipc_file_test {
+namespace {
+
+using namespace cuarrow::arrow;      // NOLINT
+using namespace cuarrow_arrow_test;  // NOLINT
+namespace ipc = cuarrow::ipc;
+namespace fs = std::filesystem;
+
+std::vector<std::byte> load(const std::string& name) {
+  const auto& files = test_data::files();
+  const auto it = files.find(name);
+  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
+  return {it->second.begin(), it->second.end()};
+}
+
+cuarrow::buffer on_host(const std::vector<std::byte>& bytes) {
+  cuarrow::buffer b = cuarrow::allocate_host(static_cast<std::int64_t>(bytes.size()));
+  if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
+  return b;
+}
+
+// A temporary directory for the test's files, removed afterwards.
+class IpcFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "cuarrow_file_test_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string write(const std::string& name, const std::vector<std::byte>& bytes) const {
+    const std::string path = (dir_ / name).string();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) throw std::runtime_error("cannot write " + path);
+    return path;
+  }
+  std::string write_golden(const std::string& name) const { return write(name, load(name)); }
+
+  fs::path dir_;
+};
+
+cuarrow::context ctx() { return cuarrow::context::get(0); }
+
+// Host decompression for the in-memory readers (they take a hook).
+ipc::read_options with_host_decompress() {
+  ipc::read_options o;
+  o.decompress = [](ipc::compression_codec c, const cuarrow::buffer& framed) {
+    const std::span<const std::byte> in(static_cast<const std::byte*>(framed.host_data()),
+                                        static_cast<std::size_t>(framed.size()));
+    const std::int64_t n = ipc::decompressed_size(in, std::int64_t{1} << 30);
+    cuarrow::buffer out = cuarrow::allocate_host(n);
+    ipc::decompress(c, in, {static_cast<std::byte*>(out.mutable_host_data()), static_cast<std::size_t>(n)});
+    return out;
+  };
+  return o;
+}
+
+// The batch's buffers live on the device (one allocation per batch).
+void expect_on_device(const record_batch& b) {
+  for (const array_data& c : b.columns) {
+    for (const cuarrow::buffer& buf : c.buffers) {
+      if (buf.size() > 0) {
+        EXPECT_EQ(buf.type(), cuarrow::device_type::cuda);
+      }
+    }
+  }
+}
+
+void expect_same(const std::vector<record_batch>& expected, const std::vector<record_batch>& got) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    expect_on_device(got[i]);
+    EXPECT_TRUE(same_values(expected[i], to_host(got[i]))) << "batch " << i;
+  }
+}
+
+const char* const kFiles[] = {"file_primitives.arrow", "file_dictionaries.arrow", "file_wide.arrow"};
+const char* const kStreams[] = {"primitives.arrows",   "binaries.arrows",         "nested.arrows",
+                                "metadata.arrows",     "empty_batch.arrows",      "empty_schema.arrows",
+                                "dictionaries.arrows", "dictionary_deltas.arrows"};
+const char* const kCompressedFiles[] = {"file_lz4.arrow", "file_zstd.arrow"};
+const char* const kCompressedStreams[] = {"lz4.arrows", "zstd.arrows", "stream_lz4.arrows", "stream_zstd.arrows"};
+
+TEST_F(IpcFile, GoldenFilesReadAsTheInMemoryReaderReadsThem) {
+  for (const char* name : kFiles) {
+    SCOPED_TRACE(name);
+    const std::string path = write_golden(name);
+    ipc::file_reader mem(on_host(load(name)));
+    ipc::device_file_reader r(path, ctx());
+    EXPECT_EQ(r.schema(), mem.schema());
+    EXPECT_EQ(r.footer().record_batches, mem.footer().record_batches);
+    EXPECT_EQ(r.footer().custom_metadata, mem.footer().custom_metadata);
+    ASSERT_EQ(r.num_record_batches(), mem.num_record_batches());
+    expect_same(mem.read_all(), r.read_all());
+    EXPECT_EQ(r.last_read_path(), ipc::read_path::staging);
+    for (int i = 0; i < r.num_record_batches(); ++i) {
+      EXPECT_EQ(r.read_batch_with_custom_metadata(i).custom_metadata,
+                mem.read_batch_with_custom_metadata(i).custom_metadata);
+    }
+  }
+}
+
+TEST_F(IpcFile, GoldenStreamsReadAsTheInMemoryReaderReadsThem) {
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> bytes = load(name);
+    const std::string path = write(name, bytes);
+    ipc::stream_reader mem(on_host(bytes));
+    ipc::device_stream_reader r(path, ctx());
+    EXPECT_EQ(r.schema(), mem.schema());
+    std::vector<record_batch> expected, got;
+    while (std::optional<ipc::batch_with_metadata> e = mem.read_next_with_custom_metadata()) {
+      std::optional<ipc::batch_with_metadata> g = r.read_next_with_custom_metadata();
+      ASSERT_TRUE(g.has_value());
+      EXPECT_EQ(g->custom_metadata, e->custom_metadata);
+      expected.push_back(std::move(e->batch));
+      got.push_back(std::move(g->batch));
+    }
+    EXPECT_FALSE(r.read_next().has_value());
+    EXPECT_FALSE(r.read_next().has_value()) << "stays at the end";
+    expect_same(expected, got);
+    EXPECT_EQ(r.position(), mem.position());
+  }
+}
+
+TEST_F(IpcFile, CompressedBodiesDecompressToTheSameData) {
+  ASSERT_TRUE(ipc::codec_available(ipc::compression_codec::lz4_frame));
+  ASSERT_TRUE(ipc::codec_available(ipc::compression_codec::zstd));
+  for (const char* name : kCompressedFiles) {
+    SCOPED_TRACE(name);
+    const std::string path = write_golden(name);
+    ipc::file_reader mem(on_host(load(name)), with_host_decompress());
+    ipc::device_file_reader r(path, ctx());
+    expect_same(mem.read_all(), r.read_all());
+    // The decompressed int64 column is 160 KB, the file much smaller.
+    EXPECT_GT(r.read_batch(0).columns[0].buffers[1].size(), 100 << 10);
+    EXPECT_LT(static_cast<std::int64_t>(fs::file_size(path)), 100 << 10);
+  }
+  for (const char* name : kCompressedStreams) {
+    SCOPED_TRACE(name);
+    const std::string path = write_golden(name);
+    ipc::stream_reader mem(on_host(load(name)), with_host_decompress());
+    ipc::device_stream_reader r(path, ctx());
+    expect_same(mem.read_all(), r.read_all());
+  }
+}
+
+TEST_F(IpcFile, BatchesAreReadInAnyOrder) {
+  const std::string path = write_golden("file_wide.arrow");
+  ipc::file_reader mem(on_host(load("file_wide.arrow")));
+  ipc::device_file_reader r(path, ctx());
+  ASSERT_EQ(r.num_record_batches(), 4);
+  for (const int i : {3, 0, 2, 1, 3, 1}) {
+    SCOPED_TRACE(i);
+    const record_batch b = r.read_batch(i);
+    EXPECT_EQ(b.num_rows, mem.read_batch(i).num_rows);
+    EXPECT_TRUE(same_values(mem.read_batch(i), to_host(b)));
+  }
+  EXPECT_EQ(r.read_batch(1).num_rows, 0) << "the empty batch";
+  EXPECT_THROW(r.read_batch(4), cuarrow::out_of_range);
+  EXPECT_THROW(r.read_batch(-1), cuarrow::out_of_range);
+}
+
+// Only the chosen columns' byte ranges (and their dictionaries) are read.
+TEST_F(IpcFile, ProjectionReadsOnlyTheChosenColumns) {
+  const std::string path = write_golden("file_wide.arrow");
+  ipc::device_file_reader full(path, ctx());
+  const std::vector<record_batch> all = full.read_all();
+  const std::vector<int> chosen = {12, 0, 14};  // dict, i0, struct
+  ipc::file_read_options o;
+  o.columns = chosen;
+  ipc::device_file_reader part(path, ctx(), o);
+  ASSERT_EQ(part.schema().schema.fields.size(), chosen.size());
+  for (std::size_t k = 0; k < chosen.size(); ++k) {
+    EXPECT_EQ(part.schema().schema.fields[k], full.schema().schema.fields[static_cast<std::size_t>(chosen[k])]);
+  }
+  ASSERT_EQ(part.schema().dictionaries.size(), 1u);
+  EXPECT_EQ(part.schema().dictionaries[0].path, std::vector<int>{0});
+  const std::vector<record_batch> got = part.read_all();
+  ASSERT_EQ(got.size(), all.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].columns.size(), chosen.size());
+    EXPECT_EQ(got[i].num_rows, all[i].num_rows);
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      EXPECT_TRUE(same_values(to_host(all[i].columns[static_cast<std::size_t>(chosen[k])]), to_host(got[i].columns[k])))
+          << "batch " << i << " column " << chosen[k];
+    }
+  }
+  // 3 of 16 columns (two small ones): well under half of the bytes.
+  EXPECT_LT(part.bytes_read() * 3, full.bytes_read()) << part.bytes_read() << " of " << full.bytes_read();
+
+  // No dictionary column chosen: no dictionary read.
+  o.columns = std::vector<int>{3};
+  ipc::device_file_reader one(path, ctx(), o);
+  EXPECT_EQ(one.dictionaries().get(0), nullptr);
+  const record_batch b = one.read_batch(0);
+  EXPECT_TRUE(same_values(to_host(all[0].columns[3]), to_host(b.columns[0])));
+
+  o.columns = std::vector<int>{16};
+  EXPECT_THROW(ipc::device_file_reader(path, ctx(), o), cuarrow::invalid_argument);
+  o.columns = std::vector<int>{1, 1};
+  EXPECT_THROW(ipc::device_file_reader(path, ctx(), o), cuarrow::invalid_argument);
+}
+
+TEST_F(IpcFile, ProjectionOfStreamsAndCompressedFiles) {
+  {
+    const std::vector<std::byte> bytes = load("dictionary_deltas.arrows");
+    const std::string path = write("deltas.arrows", bytes);
+    ipc::stream_reader mem(on_host(bytes));
+    const std::vector<record_batch> all = mem.read_all();
+    ASSERT_GE(all.size(), 1u);
+    ASSERT_GE(all[0].columns.size(), 2u);
+    const int last = static_cast<int>(all[0].columns.size()) - 1;
+    ipc::file_read_options o;
+    o.columns = std::vector<int>{last, 0};
+    ipc::device_stream_reader r(path, ctx(), o);
+    const std::vector<record_batch> got = r.read_all();
+    ASSERT_EQ(got.size(), all.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(same_values(all[i].columns[static_cast<std::size_t>(last)], to_host(got[i].columns[0])));
+      EXPECT_TRUE(same_values(all[i].columns[0], to_host(got[i].columns[1])));
+    }
+  }
+  for (const char* name : kCompressedFiles) {
+    SCOPED_TRACE(name);
+    const std::string path = write_golden(name);
+    ipc::file_reader mem(on_host(load(name)), with_host_decompress());
+    ipc::file_read_options o;
+    o.columns = std::vector<int>{2, 1};
+    ipc::device_file_reader r(path, ctx(), o);
+    for (int i = 0; i < r.num_record_batches(); ++i) {
+      const record_batch e = mem.read_batch(i);
+      const record_batch g = r.read_batch(i);
+      EXPECT_TRUE(same_values(e.columns[2], to_host(g.columns[0])));
+      EXPECT_TRUE(same_values(e.columns[1], to_host(g.columns[1])));
+    }
+  }
+}
+
+// Chunks smaller than a buffer: file ranges split over slots, decompressed
+// buffers produced in parts; and one reader thread.
+TEST_F(IpcFile, ChunksSmallerThanABuffer) {
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  cuarrow::transfer_options small = saved;
+  small.staging_chunk_bytes = 64 << 10;
+  small.staging_threads_to_device = 3;
+  cuarrow::set_transfer_options(small);
+  try {
+    for (const char* name : {"file_wide.arrow", "file_lz4.arrow", "file_zstd.arrow"}) {
+      for (const int threads : {0, 1}) {
+        SCOPED_TRACE(std::string(name) + " io_threads " + std::to_string(threads));
+        const std::string path = write_golden(name);
+        ipc::file_reader mem(on_host(load(name)), with_host_decompress());
+        ipc::file_read_options o;
+        o.io_threads = threads;
+        ipc::device_file_reader r(path, ctx(), o);
+        expect_same(mem.read_all(), r.read_all());
+      }
+    }
+  } catch (...) {
+    cuarrow::set_transfer_options(saved);
+    throw;
+  }
+  cuarrow::set_transfer_options(saved);
+}
+
+TEST_F(IpcFile, MissingFilesAndDirectoriesAreTypedErrors) {
+  const std::string missing = (dir_ / "no_such_file.arrow").string();
+  try {
+    ipc::device_file_reader r(missing, ctx());
+    FAIL() << "opened a missing file";
+  } catch (const ipc::invalid_message&) {
+    FAIL() << "a missing file is not a malformed one";
+  } catch (const cuarrow::error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ipc::device_stream_reader(missing, ctx()), cuarrow::error);
+  try {
+    ipc::device_file_reader r(dir_.string(), ctx());
+    FAIL() << "opened a directory";
+  } catch (const ipc::invalid_message&) {
+    FAIL() << "a directory is not a malformed file";
+  } catch (const cuarrow::error& e) {
+    EXPECT_NE(std::string(e.what()).find("directory"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ipc::device_stream_reader(dir_.string(), ctx()), cuarrow::error);
+  ipc::file_read_options o;
+  o.io_threads = -1;
+  EXPECT_THROW(ipc::device_file_reader(write_golden("file_primitives.arrow"), ctx(), o), cuarrow::invalid_argument);
+}
+
+TEST_F(IpcFile, TruncatedFilesAndBadFootersAreInvalidMessages) {
+  const std::vector<std::byte> good = load("file_wide.arrow");
+  for (const std::size_t keep : {std::size_t{0}, std::size_t{7}, std::size_t{17}, good.size() / 2, good.size() - 1}) {
+    SCOPED_TRACE(keep);
+    const std::string path = write("cut.arrow", std::vector<std::byte>(good.begin(), good.begin() + keep));
+    EXPECT_THROW(ipc::device_file_reader(path, ctx()), ipc::invalid_message);
+  }
+  // The footer's bytes garbled.
+  const ipc::file_footer footer = ipc::read_file_footer(good);
+  const std::vector<std::byte> trailer = ipc::write_file_trailer(footer);
+  const std::size_t footer_start = good.size() - trailer.size();
+  std::vector<std::byte> bad = good;
+  for (std::size_t i = footer_start; i < footer_start + 16; ++i) bad[i] = std::byte{0xAB};
+  EXPECT_THROW(ipc::device_file_reader(write("bad_footer.arrow", bad), ctx()), ipc::invalid_message);
+
+  // A block pointing past the end of the file.
+  auto with_footer = [&](const ipc::file_footer& f) {
+    std::vector<std::byte> out(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(footer_start));
+    const std::vector<std::byte> t = ipc::write_file_trailer(f);
+    out.insert(out.end(), t.begin(), t.end());
+    return out;
+  };
+  ASSERT_EQ(with_footer(footer), good);
+  ipc::file_footer past = footer;
+  past.record_batches[2].offset = static_cast<std::int64_t>(good.size()) + 64;
+  EXPECT_THROW(ipc::device_file_reader(write("past.arrow", with_footer(past)), ctx()), ipc::invalid_message);
+  ipc::file_footer long_body = footer;
+  long_body.record_batches[3].body_length = static_cast<std::int64_t>(good.size());
+  EXPECT_THROW(ipc::device_file_reader(write("long.arrow", with_footer(long_body)), ctx()), ipc::invalid_message);
+}
+
+// A bad batch is an error of its own: the reader (and the pipeline) still
+// read the good ones.
+TEST_F(IpcFile, ABadBatchLeavesTheReaderUsable) {
+  const std::vector<std::byte> good = load("file_wide.arrow");
+  const ipc::file_footer footer = ipc::read_file_footer(good);
+  const std::size_t footer_start = good.size() - ipc::write_file_trailer(footer).size();
+  ipc::file_footer f = footer;
+  f.record_batches[2] = footer.record_batches[0];  // the block disagrees with the message there
+  f.record_batches[2].body_length += 8;
+  std::vector<std::byte> bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(footer_start));
+  const std::vector<std::byte> t = ipc::write_file_trailer(f);
+  bytes.insert(bytes.end(), t.begin(), t.end());
+  const std::string path = write("mixed.arrow", bytes);
+  ipc::file_reader mem(on_host(good));
+  ipc::device_file_reader r(path, ctx());
+  EXPECT_THROW(r.read_batch(2), ipc::invalid_message);
+  EXPECT_TRUE(same_values(mem.read_batch(3), to_host(r.read_batch(3))));
+  EXPECT_THROW(r.read_batch(2), ipc::invalid_message);
+  EXPECT_TRUE(same_values(mem.read_batch(0), to_host(r.read_batch(0))));
+}
+
+// A file cut short after the footer was read: the body read fails with a
+// cuarrow::error naming the file, the device memory is released, and the
+// reader reads again once the file is whole.
+TEST_F(IpcFile, AFileCutWhileOpenIsAnIoErrorAndTheReaderRecovers) {
+  const std::vector<std::byte> good = load("file_wide.arrow");
+  const std::string path = write("shrinking.arrow", good);
+  ipc::file_reader mem(on_host(good));
+  ipc::device_file_reader r(path, ctx());
+  const ipc::file_block b = r.footer().record_batches[3];
+  const std::int64_t allocated_before = ctx().bytes_allocated();
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(b.offset + b.metadata_length + 1000)), 0);
+  try {
+    (void)r.read_batch(3);
+    FAIL() << "read a batch past the end of the file";
+  } catch (const ipc::invalid_message& e) {
+    FAIL() << "an I/O error, not a malformed file: " << e.what();
+  } catch (const cuarrow::error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ctx().bytes_allocated(), allocated_before);
+  write("shrinking.arrow", good);
+  EXPECT_TRUE(same_values(mem.read_batch(3), to_host(r.read_batch(3))));
+}
+
+TEST_F(IpcFile, StreamsThatEndEarlyOrStartWrong) {
+  const std::vector<std::byte> good = load("dictionaries.arrows");
+  EXPECT_THROW(ipc::device_stream_reader(write("empty.arrows", {}), ctx()), ipc::invalid_message);
+  // The schema message cut: invalid_message.
+  EXPECT_THROW(
+      ipc::device_stream_reader(write("cut.arrows", std::vector<std::byte>(good.begin(), good.begin() + 20)), ctx()),
+      ipc::invalid_message);
+  // A batch cut: the batches before it still read.
+  ipc::stream_reader mem(on_host(good));
+  const record_batch first = mem.read_next().value();
+  const std::int64_t after_first = mem.position();
+  ipc::device_stream_reader r(
+      write("cut2.arrows", std::vector<std::byte>(good.begin(), good.begin() + after_first + 12)), ctx());
+  EXPECT_TRUE(same_values(first, to_host(r.read_next().value())));
+  EXPECT_THROW(r.read_next(), ipc::invalid_message);
+  // A file is not a stream: it starts with the magic.
+  EXPECT_THROW(ipc::device_stream_reader(write_golden("file_primitives.arrow"), ctx()), ipc::invalid_message);
+}
+
+TEST_F(IpcFile, ReadPathAndCounters) {
+  const std::string path = write_golden("file_primitives.arrow");
+  ipc::device_file_reader r(path, ctx());
+  EXPECT_EQ(r.last_read_path(), ipc::read_path::none) << "no dictionaries, no body read yet";
+  EXPECT_EQ(r.path(), path);
+  const std::int64_t before = r.bytes_read();
+  EXPECT_GT(before, 0);
+  (void)r.read_batch(0);
+  EXPECT_EQ(r.last_read_path(), ipc::read_path::staging);
+  EXPECT_STREQ(ipc::to_string(r.last_read_path()), "staging");
+  const ipc::file_block b = r.footer().record_batches[0];
+  EXPECT_LE(r.bytes_read() - before, b.metadata_length + b.body_length) << "metadata and body, nothing more";
+  EXPECT_GT(r.bytes_read() - before, b.metadata_length);
+}
+
+}  // namespace
+}  // namespace cuarrow_ipc_file_test
