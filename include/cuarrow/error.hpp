@@ -9,7 +9,8 @@
 //   │   ├─ device_mismatch      memory, stream or event of the wrong device
 //   │   └─ read_only            a write into an immutable buffer
 //   ├─ host_access_error        host code asked for a host pointer to device memory
-//   └─ memory_kind_error        memory of a kind the operation cannot use (host memory for a device view)
+//   ├─ memory_kind_error        memory of a kind the operation cannot use (host memory for a device view)
+//   └─ io_error                 a file could not be opened, read or written; carries errno
 //
 // Messages follow one recipe, e.g.
 //   cuMemAlloc(1048576 bytes) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory
@@ -104,6 +105,19 @@ class CUARROW_EXPORT host_access_error : public error {
 class CUARROW_EXPORT memory_kind_error : public error {
  public:
   using error::error;
+};
+
+/// A file could not be opened, read or written.  errno_value() is the
+/// system's errno (0 when the failure has none, e.g. a file that ends before
+/// the bytes its metadata promises); the message names the path, the
+/// offset where it applies, and the system's reason.
+class CUARROW_EXPORT io_error : public error {
+ public:
+  io_error(int errno_value, const std::string& message) : error(message), errno_value_(errno_value) {}
+  int errno_value() const noexcept { return errno_value_; }
+
+ private:
+  int errno_value_;
 };
 
 /// Where failures that cannot be thrown (in destructors, release callbacks)

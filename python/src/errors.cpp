@@ -72,6 +72,15 @@ void translate(const std::exception_ptr& p, void*) {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const cuarrow::memory_kind_error& e) {
     PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const cuarrow::io_error& e) {
+    // OSError(errno, message) is the errno's subclass (FileNotFoundError,
+    // IsADirectoryError, PermissionError ...), as open() raises it.
+    if (e.errno_value() != 0) {
+      nb::object exc = nb::handle(PyExc_OSError)(e.errno_value(), nb::str(e.what()));
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    } else {
+      PyErr_SetString(PyExc_OSError, e.what());
+    }
   } catch (const cuarrow::error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }

@@ -7,7 +7,9 @@
 #include "cuarrow/ipc/file.hpp"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <cerrno>
 
 #include <cstdlib>
 #include <cstring>
@@ -304,19 +306,21 @@ TEST_F(IpcFile, MissingFilesAndDirectoriesAreTypedErrors) {
     FAIL() << "opened a missing file";
   } catch (const ipc::invalid_message&) {
     FAIL() << "a missing file is not a malformed one";
-  } catch (const cuarrow::error& e) {
+  } catch (const cuarrow::io_error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    EXPECT_EQ(e.errno_value(), ENOENT);
   }
-  EXPECT_THROW(ipc::device_stream_reader(missing, ctx()), cuarrow::error);
+  EXPECT_THROW(ipc::device_stream_reader(missing, ctx()), cuarrow::io_error);
   try {
     ipc::device_file_reader r(dir_.string(), ctx());
     FAIL() << "opened a directory";
   } catch (const ipc::invalid_message&) {
     FAIL() << "a directory is not a malformed file";
-  } catch (const cuarrow::error& e) {
+  } catch (const cuarrow::io_error& e) {
     EXPECT_NE(std::string(e.what()).find("directory"), std::string::npos) << e.what();
+    EXPECT_EQ(e.errno_value(), EISDIR);
   }
-  EXPECT_THROW(ipc::device_stream_reader(dir_.string(), ctx()), cuarrow::error);
+  EXPECT_THROW(ipc::device_stream_reader(dir_.string(), ctx()), cuarrow::io_error);
   ipc::file_read_options o;
   o.io_threads = -1;
   EXPECT_THROW(ipc::device_file_reader(write_golden("file_primitives.arrow"), ctx(), o), cuarrow::invalid_argument);
@@ -374,8 +378,8 @@ TEST_F(IpcFile, ABadBatchLeavesTheReaderUsable) {
   EXPECT_TRUE(same_values(mem.read_batch(0), to_host(r.read_batch(0))));
 }
 
-// A file cut short after the footer was read: the body read fails with a
-// cuarrow::error naming the file, the device memory is released, and the
+// A file cut short after the footer was read: the body read fails with an
+// io_error naming the file, the device memory is released, and the
 // reader reads again once the file is whole.
 TEST_F(IpcFile, AFileCutWhileOpenIsAnIoErrorAndTheReaderRecovers) {
   const std::vector<std::byte> good = load("file_wide.arrow");
@@ -390,7 +394,7 @@ TEST_F(IpcFile, AFileCutWhileOpenIsAnIoErrorAndTheReaderRecovers) {
     FAIL() << "read a batch past the end of the file";
   } catch (const ipc::invalid_message& e) {
     FAIL() << "an I/O error, not a malformed file: " << e.what();
-  } catch (const cuarrow::error& e) {
+  } catch (const cuarrow::io_error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   EXPECT_EQ(ctx().bytes_allocated(), allocated_before);

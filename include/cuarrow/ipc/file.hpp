@@ -18,7 +18,7 @@
 // Files are untrusted as the in-memory readers take them: the footer's
 // blocks are checked against the file size before anything is read, each
 // message against its block, and every buffer range against its body.
-// Errors are invalid_message (a malformed file), cuarrow::error (the file
+// Errors are invalid_message (a malformed file), io_error (the file
 // cannot be opened or read, naming the path, the offset and the system's
 // reason), cuda_error (the copy), out_of_range (a batch index); the device
 // memory of a failed read is released and the reader stays usable.
@@ -78,7 +78,7 @@ CUARROW_EXPORT const char* to_string(read_path p) noexcept;
 class CUARROW_EXPORT device_file_reader {
  public:
   /// Opens `path`, reads the magic, the footer and the dictionaries (those
-  /// the projected columns need) into `ctx`'s memory.  Throws cuarrow::error
+  /// the projected columns need) into `ctx`'s memory.  Throws io_error
   /// when the file cannot be opened or is not a regular file;
   /// invalid_message for a malformed file; invalid_argument for bad options.
   device_file_reader(std::string path, context ctx, file_read_options options = {});
