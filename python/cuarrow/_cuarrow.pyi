@@ -612,6 +612,60 @@ class IpcFileReader:
     @property
     def footer_metadata(self) -> list: ...
 
+class IpcPathFileReader:
+    """
+    An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).
+    """
+
+    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None) -> None: ...
+
+    def schema_capsule(self) -> object: ...
+
+    @property
+    def num_record_batches(self) -> int: ...
+
+    def read_batch(self, i: int) -> object:
+        """Batch i as an "arrow_device_array" capsule."""
+
+    def read_batch_with_metadata(self, i: int) -> tuple:
+        """
+        (capsule, [(key, value)]) of batch i and its message's custom metadata.
+        """
+
+    @property
+    def footer_metadata(self) -> list: ...
+
+    def footer_schema_capsule(self) -> object: ...
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    @property
+    def read_path(self) -> str: ...
+
+class IpcPathStreamReader:
+    """
+    An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).
+    """
+
+    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None) -> None: ...
+
+    def schema_capsule(self) -> object: ...
+
+    def read_next_with_metadata(self) -> object:
+        """
+        (capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        """
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    @property
+    def read_path(self) -> str: ...
+
 class IpcWriter:
     """
     Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).

@@ -20,7 +20,9 @@ It is ``cuarrow.ipc`` (a module of its own, as ``pyarrow.ipc`` is beside
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +44,7 @@ __all__ = [
     "new_stream",
     "open_file",
     "open_stream",
+    "read_feather",
     "read_message",
     "read_record_batch",
     "read_schema",
@@ -122,6 +125,43 @@ def _device_batch(batch: Any, ctx: Context | None, what: str) -> DeviceRecordBat
     raise TypeError(
         f"{what}: expected a pyarrow.RecordBatch or cuarrow.cuda.DeviceRecordBatch, got {_type_name(batch)}"
     )
+
+
+def _is_path(source: Any) -> bool:
+    return isinstance(source, (str, os.PathLike))
+
+
+def _context_of(context: Any) -> Context:
+    """The Context a reader of a path reads into: `context`, a device number, or device 0."""
+    if context is None:
+        return Context(0)
+    if isinstance(context, Context):
+        return context
+    if isinstance(context, int) and not isinstance(context, bool):
+        return Context(context)
+    raise TypeError(f"context must be a cuarrow.cuda.Context or a device number, not {_type_name(context)}")
+
+
+def _column_indices(schema: pa.Schema, columns: Any, path: str) -> list[int]:
+    """Top-level field positions of `columns` (names or positions, in the order wanted)."""
+    if isinstance(columns, (str, bytes)) or not hasattr(columns, "__iter__"):
+        raise TypeError(f"columns must be a list of names or positions, not {_type_name(columns)}")
+    out = []
+    for c in columns:
+        if isinstance(c, int) and not isinstance(c, bool):
+            if not 0 <= c < len(schema):
+                raise IndexError(f"column {c} out of range: {path} has {len(schema)} columns")
+            out.append(c)
+        elif isinstance(c, str):
+            i = schema.get_field_index(c)
+            if i < 0:
+                hits = schema.get_all_field_indices(c)
+                reason = f"is not unique in {path}" if hits else f"is not a column of {path}"
+                raise KeyError(f"column {c!r} {reason} (columns: {schema.names})")
+            out.append(i)
+        else:
+            raise TypeError(f"columns must be names or positions, not {_type_name(c)}")
+    return out
 
 
 def _source_buffer(source: Any, what: str) -> CudaBuffer:
@@ -321,24 +361,51 @@ class _Reader:
 class RecordBatchStreamReader(_Reader):
     """Reads an IPC stream in device memory (:func:`open_stream`)."""
 
-    def __init__(self, source: Any) -> None:
-        self._source = _source_buffer(source, "open_stream")
-        self._reader = _lib.IpcStreamReader(self._source)
+    def __init__(self, source: Any, *, columns: Any = None, context: Any = None) -> None:
+        if _is_path(source):
+            path = os.fspath(source)
+            ctx = _context_of(context)
+            indices = None
+            if columns is not None:
+                whole = _lib.IpcPathStreamReader(path, ctx._ctx)
+                indices = _column_indices(_schema_from(whole.schema_capsule()), columns, path)
+            self._source: CudaBuffer | None = None
+            self._reader: Any = _lib.IpcPathStreamReader(path, ctx._ctx, 1, indices)
+        else:
+            if columns is not None:
+                raise NotImplementedError(
+                    "cuarrow.ipc readers of device memory read every column (columns / included_fields select "
+                    "columns of files read by path)"
+                )
+            self._source = _source_buffer(source, "open_stream")
+            self._reader = _lib.IpcStreamReader(self._source)
         self._schema = _schema_from(self._reader.schema_capsule())
+
+    @property
+    def read_path(self) -> str | None:
+        """How a stream read by path moved its bytes ("staging": pread into
+        pinned staging memory, then DMA; "gds": GPUDirect Storage; "none"
+        before the first batch); None for a stream in device memory."""
+        return getattr(self._reader, "read_path", None)
+
+    @property
+    def bytes_read(self) -> int | None:
+        """Bytes read from the file so far (None for a stream in device memory)."""
+        return getattr(self._reader, "bytes_read", None)
 
     def read_next_batch(self) -> DeviceRecordBatch:
         """The next batch; StopIteration at the end of the stream."""
-        capsule = self._reader.read_next()
-        if capsule is None:
+        got: Any = self._reader.read_next_with_metadata()
+        if got is None:
             raise StopIteration
-        return _batch_from(self._schema, capsule)
+        return _batch_from(self._schema, got[0])
 
     def __iter__(self) -> Iterator[DeviceRecordBatch]:
         while True:
-            capsule = self._reader.read_next()
-            if capsule is None:
+            got: Any = self._reader.read_next_with_metadata()
+            if got is None:
                 return
-            yield _batch_from(self._schema, capsule)
+            yield _batch_from(self._schema, got[0])
 
     def read_next_batch_with_custom_metadata(self) -> Any:
         """(batch, custom_metadata) of the next batch (pyarrow's
@@ -363,10 +430,38 @@ class RecordBatchStreamReader(_Reader):
 class RecordBatchFileReader(_Reader):
     """Reads an IPC file (Feather v2, uncompressed) in device memory (:func:`open_file`)."""
 
-    def __init__(self, source: Any) -> None:
-        self._source = _source_buffer(source, "open_file")
-        self._reader = _lib.IpcFileReader(self._source)
+    def __init__(self, source: Any, *, columns: Any = None, context: Any = None) -> None:
+        if _is_path(source):
+            path = os.fspath(source)
+            ctx = _context_of(context)
+            indices = None
+            if columns is not None:
+                # The footer alone (no column, so no dictionary, is read) names the fields.
+                footer = _lib.IpcPathFileReader(path, ctx._ctx, 1, [])
+                indices = _column_indices(_schema_from(footer.footer_schema_capsule()), columns, path)
+            self._source: CudaBuffer | None = None
+            self._reader: Any = _lib.IpcPathFileReader(path, ctx._ctx, 1, indices)
+        else:
+            if columns is not None:
+                raise NotImplementedError(
+                    "cuarrow.ipc readers of device memory read every column (columns / included_fields select "
+                    "columns of files read by path)"
+                )
+            self._source = _source_buffer(source, "open_file")
+            self._reader = _lib.IpcFileReader(self._source)
         self._schema = _schema_from(self._reader.schema_capsule())
+
+    @property
+    def read_path(self) -> str | None:
+        """How a file read by path moved its bytes ("staging": pread into
+        pinned staging memory, then DMA; "gds": GPUDirect Storage; "none"
+        before the first batch); None for a file in device memory."""
+        return getattr(self._reader, "read_path", None)
+
+    @property
+    def bytes_read(self) -> int | None:
+        """Bytes read from the file so far (None for a file in device memory)."""
+        return getattr(self._reader, "bytes_read", None)
 
     @property
     def num_record_batches(self) -> int:
@@ -403,36 +498,103 @@ class RecordBatchFileReader(_Reader):
         return DeviceTable.from_batches(list(self), self._schema)
 
 
-def _check_read_options(options: Any) -> None:
-    """pyarrow.ipc.IpcReadOptions: column projection is not read yet."""
+def _included_fields(options: Any) -> list[int] | None:
+    """The columns pyarrow.ipc.IpcReadOptions selects (included_fields), or None."""
     if options is None:
-        return
+        return None
     if not isinstance(options, pa.ipc.IpcReadOptions):
         raise TypeError(f"options must be a pyarrow.ipc.IpcReadOptions, not {_type_name(options)}")
-    if options.included_fields:
-        raise NotImplementedError("cuarrow.ipc readers read every column (included_fields is not supported yet)")
+    return list(options.included_fields) or None
 
 
-def open_stream(source: Any, *, options: Any = None, memory_pool: Any = None) -> RecordBatchStreamReader:
-    """A reader of the IPC stream in `source` (a CudaBuffer, or a
-    cuda.BufferReader from its position); batches are DeviceRecordBatches
-    over the device bytes.  `options` (pyarrow.ipc.IpcReadOptions) may not
-    select columns; `memory_pool` is pyarrow's and unused (nothing is
-    allocated for the batches)."""
-    _check_read_options(options)
-    return RecordBatchStreamReader(source)
+def open_stream(
+    source: Any, *, options: Any = None, memory_pool: Any = None, context: Any = None
+) -> RecordBatchStreamReader:
+    """A reader of the IPC stream in `source`: a CudaBuffer or a
+    cuda.BufferReader from its position (batches are DeviceRecordBatches
+    over the device bytes), or a path (str or os.PathLike: the file is read
+    straight into device memory of `context`, default device 0, through
+    pinned staging buffers; compressed streams included).
+    `options.included_fields` (pyarrow.ipc.IpcReadOptions) selects the
+    columns of a stream read by path (only their bytes are read);
+    `memory_pool` is pyarrow's and unused."""
+    return RecordBatchStreamReader(source, columns=_included_fields(options), context=context)
 
 
 def open_file(
-    source: Any, footer_offset: Any = None, *, options: Any = None, memory_pool: Any = None
+    source: Any, footer_offset: Any = None, *, options: Any = None, memory_pool: Any = None, context: Any = None
 ) -> RecordBatchFileReader:
-    """A reader of the IPC file in `source` (a CudaBuffer or cuda.BufferReader);
-    arguments as open_stream's (`footer_offset` must be None: the file
-    ends where the source ends)."""
+    """A reader of the IPC file (Feather v2) in `source`: a CudaBuffer or
+    cuda.BufferReader, or a path (read straight into device memory of
+    `context`; `get_batch(i)` reads only batch i's bytes, compressed files
+    included); arguments as open_stream's (`footer_offset` must be None:
+    the file ends where the source ends)."""
     if footer_offset is not None:
         raise NotImplementedError("cuarrow.ipc.open_file: footer_offset is not supported (slice the buffer instead)")
-    _check_read_options(options)
-    return RecordBatchFileReader(source)
+    return RecordBatchFileReader(source, columns=_included_fields(options), context=context)
+
+
+def read_feather(source: Any, columns: Any = None, *, context: Any = None, progress: Any = None) -> DeviceTable:
+    """The Arrow IPC file (Feather v2) at path `source` as a DeviceTable in
+    device memory of `context` (default device 0), read straight to the GPU
+    (pyarrow.feather.read_table's shape; compressed files included).
+    `columns`: names or positions of the columns to read (only their bytes
+    are read from the file).  `progress`: None or False (default) for none,
+    True for a progress bar on stderr (tqdm when installed), or a callable
+    ``progress(batches_done, batches_total, bytes_read)`` called after each
+    batch.  An IPC stream: ``open_stream(path).read_all()``."""
+    if not _is_path(source):
+        raise TypeError(f"read_feather reads a path (str or os.PathLike), got {_type_name(source)}")
+    reader = RecordBatchFileReader(source, columns=columns, context=context)
+    n = reader.num_record_batches
+    report = _progress(progress, n, os.fspath(source))
+    batches = []
+    for i in range(n):
+        batches.append(reader.get_batch(i))
+        report(i + 1, reader.bytes_read or 0)
+    report(None, reader.bytes_read or 0)
+    return DeviceTable.from_batches(batches, reader.schema)
+
+
+def _progress(progress: Any, total: int | None, what: str) -> Callable[[int | None, int], None]:
+    """A function called after each batch (and with None at the end)."""
+    if progress is None or progress is False:
+        return lambda done, nbytes: None
+    if callable(progress):
+
+        def call(done: int | None, nbytes: int) -> None:
+            if done is not None:
+                progress(done, total, nbytes)
+
+        return call
+    if progress is not True:
+        raise TypeError(f"progress must be None, a bool or a callable, not {_type_name(progress)}")
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        tqdm = None
+    if tqdm is not None:
+        bar = tqdm(total=total, unit="batch", desc=os.path.basename(what), file=sys.stderr)
+
+        def tick(done: int | None, nbytes: int) -> None:
+            if done is None:
+                bar.close()
+            else:
+                bar.update(1)
+                bar.set_postfix_str(f"{nbytes / 1e9:.2f} GB")
+
+        return tick
+
+    def line(done: int | None, nbytes: int) -> None:
+        shown = "done" if done is None else f"{done}/{total if total is not None else '?'} batches"
+        print(
+            f"\r{os.path.basename(what)}: {shown}, {nbytes / 1e9:.2f} GB",
+            end="\n" if done is None else "",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return line
 
 
 # ---- writers -------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <cuarrow/arrow/arrow.hpp>
+#include <cuarrow/ipc/file.hpp>
 #include <cuarrow/ipc/metadata.hpp>
 #include <cuarrow/ipc/record_batch.hpp>
 #include <cuarrow/ipc/stream.hpp>
@@ -187,6 +188,26 @@ struct FileReader {
   ci::file_reader r;
   ca::placement where;
 };
+
+// Readers of files by path, which read into device memory of their context.
+struct PathFileReader {
+  ci::device_file_reader r;
+  ca::placement where;
+};
+struct PathStreamReader {
+  ci::device_stream_reader r;
+  ca::placement where;
+  std::mutex mu;
+};
+
+ci::file_read_options path_options_of(int validation, const std::optional<std::vector<int>>& columns) {
+  ci::file_read_options o;
+  o.read = options_of(validation);
+  o.columns = columns;
+  return o;
+}
+
+ca::placement placement_of(const cuarrow::context& ctx) { return {cuarrow::device_type::cuda, ctx.device_number()}; }
 
 // A writer (stream_writer is neither copyable nor movable).
 struct Writer {
@@ -358,6 +379,79 @@ void bind_ipc_format(nb::module_& m) {
           },
           nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
       .def_prop_ro("footer_metadata", [](const FileReader& self) { return pairs_of(self.r.footer().custom_metadata); });
+
+  nb::class_<PathFileReader>(m, "IpcPathFileReader",
+                             "An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).")
+      .def(
+          "__init__",
+          [](PathFileReader* self, std::string path, const cuarrow::context& ctx, int validation,
+             std::optional<std::vector<int>> columns) {
+            nb::gil_scoped_release r;
+            new (self) PathFileReader{
+                ci::device_file_reader(std::move(path), ctx, path_options_of(validation, columns)), placement_of(ctx)};
+          },
+          nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
+      .def("schema_capsule", [](const PathFileReader& self) { return schema_capsule(self.r.schema().schema); })
+      .def_prop_ro("num_record_batches", [](const PathFileReader& self) { return self.r.num_record_batches(); })
+      .def(
+          "read_batch",
+          [](const PathFileReader& self, int i) {
+            ca::record_batch b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch(i);
+            }
+            return batch_capsule(b, self.where);
+          },
+          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
+      .def(
+          "read_batch_with_metadata",
+          [](const PathFileReader& self, int i) {
+            ci::batch_with_metadata b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch_with_custom_metadata(i);
+            }
+            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
+          },
+          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
+      .def_prop_ro("footer_metadata",
+                   [](const PathFileReader& self) { return pairs_of(self.r.footer().custom_metadata); })
+      .def("footer_schema_capsule",
+           [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
+      .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
+      .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
+
+  nb::class_<PathStreamReader>(m, "IpcPathStreamReader",
+                               "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).")
+      .def(
+          "__init__",
+          [](PathStreamReader* self, std::string path, const cuarrow::context& ctx, int validation,
+             std::optional<std::vector<int>> columns) {
+            nb::gil_scoped_release r;
+            new (self)
+                PathStreamReader{ci::device_stream_reader(std::move(path), ctx, path_options_of(validation, columns)),
+                                 placement_of(ctx),
+                                 {}};
+          },
+          nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
+      .def("schema_capsule", [](const PathStreamReader& self) { return schema_capsule(self.r.schema().schema); })
+      .def(
+          "read_next_with_metadata",
+          [](PathStreamReader& self) -> nb::object {
+            std::optional<ci::batch_with_metadata> b;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              b = self.r.read_next_with_custom_metadata();
+            }
+            if (!b) return nb::none();
+            return nb::make_tuple(batch_capsule(b->batch, self.where), pairs_of(b->custom_metadata));
+          },
+          "(capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+      .def_prop_ro("position", [](PathStreamReader& self) { return self.r.position(); })
+      .def_prop_ro("bytes_read", [](PathStreamReader& self) { return self.r.bytes_read(); })
+      .def_prop_ro("read_path", [](PathStreamReader& self) { return ci::to_string(self.r.last_read_path()); });
 
   nb::class_<Writer>(m, "IpcWriter", "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).")
       .def(
