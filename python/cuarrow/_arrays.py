@@ -294,7 +294,19 @@ class _DeviceData:
         )
 
     def __reduce__(self) -> Any:
-        raise TypeError(f"a {type(self).__name__} cannot be pickled (it holds device memory); pickle to_host()")
+        # cuarrow.cuda registers the pickling (a host copy) with copyreg.
+        raise TypeError(
+            f"a {type(self).__name__} pickles (as a host copy) once cuarrow.cuda is imported; or pickle to_host()"
+        )
+
+    def __copy__(self) -> Any:
+        raise TypeError(
+            f"copy.copy of a {type(self).__name__} is refused: it would copy through the host; slices are "
+            "zero-copy views, pickle makes a host copy, to_host() a pyarrow one"
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__copy__()
 
     def __iter__(self) -> Iterator[Any]:
         raise TypeError(

@@ -593,7 +593,17 @@ class CudaBuffer(_lib.Buffer):
         )
 
     def __reduce__(self) -> Any:
-        raise TypeError("a CudaBuffer cannot be pickled (it holds device memory); pickle buf.copy_to_host() instead")
+        # cuarrow.cuda registers the pickling (a host copy) with copyreg.
+        raise TypeError("a CudaBuffer pickles (as a host copy) once cuarrow.cuda is imported; or pickle copy_to_host()")
+
+    def __copy__(self) -> Any:
+        raise TypeError(
+            "copy.copy of a CudaBuffer is refused: it would copy through the host; use "
+            "ctx.buffer_from_data(buf) for a device copy, buf.slice() for a view"
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__copy__()
 
     def export_for_ipc(self) -> IpcMemHandle:
         """Expose this device buffer to other processes: a handle to send

@@ -58,8 +58,11 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   _arrays      typed device data (DeviceArray ... DeviceTable)
 #   _convert     to_device, from_device
 #   ipc          the Arrow IPC format over device memory (public: cuarrow.ipc, also cuda.ipc)
+#   _share       sending device objects elsewhere: pickling (a host copy), Dask's serialization
 
-from cuarrow import ipc  # noqa: F401  (cuarrow.cuda.ipc: the Arrow IPC format over device memory)
+# _share registers pickling and (when distributed is imported) Dask's
+# serializers; ipc is cuarrow.cuda.ipc, the Arrow IPC format over device memory.
+from cuarrow import _share, ipc  # noqa: F401
 from cuarrow._arrays import DeviceArray, DeviceBitmap, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
 from cuarrow._convert import from_device, to_device
 from cuarrow._driver import driver_info, is_emulated, use_emulation, use_emulation_if_no_gpu

@@ -27,6 +27,7 @@ LAYERS = [
     "_arrays",
     "_convert",
     "ipc",
+    "_share",
     "cuda",
     "demo",
 ]

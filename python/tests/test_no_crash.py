@@ -92,10 +92,10 @@ def test_repr_does_not_read_device_memory(cuda_buf):
     assert "(address=" in cuda_buf.describe()
 
 
-def test_pickle_and_copy_refused(cuda_buf):
-    with pytest.raises(TypeError, match="copy_to_host"):
-        pickle.dumps(cuda_buf)
-    with pytest.raises(TypeError):
+def test_pickle_is_a_host_copy_and_copy_is_refused(cuda_buf):
+    back = pickle.loads(pickle.dumps(cuda_buf))
+    assert back.address != cuda_buf.address and back.equals(cuda_buf)
+    with pytest.raises(TypeError, match="through the host"):
         copy.copy(cuda_buf)
 
 
