@@ -11,7 +11,8 @@
 // Extents and strides are int64 from the input, sometimes narrowed to
 // small values so that real tensors are common.
 //
-// Properties: never reads outside the given arrays; for what it accepts
+// Properties: never reads outside the given arrays; a CAI stream that is
+// no handle (0 or negative) is refused; for what it accepts
 // with at most 4096 elements, walking every element gives exactly the
 // reported span, `contiguous` holds exactly when the elements tile the span
 // without gaps or overlaps, and c_contiguous exactly when element offsets
@@ -128,7 +129,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (std::size_t i = 0; i < ns; ++i) s.push_back(value(in));
         c.strides = std::move(s);
       }
-      check(cuarrow::read_cuda_array_interface(c));
+      const tensor_info t = cuarrow::read_cuda_array_interface(c);
+      if (c.stream && *c.stream <= 0) cuarrow_fuzz::property_failed("stream 0 or a negative stream accepted");
+      check(t);
     }
   } catch (const cuarrow::error&) {
   }

@@ -237,11 +237,15 @@ std::byte* buffer::mutable_host_data() const {
   return const_cast<std::byte*>(p);
 }
 
+std::string buffer::location() const {
+  std::string where = to_string(type_);
+  if (device_id_ >= 0) where += ":" + std::to_string(device_id_);
+  return where;
+}
+
 std::string buffer::describe() const {
-  std::string device = to_string(type_);
-  if (device_id_ >= 0) device += ":" + std::to_string(device_id_);
   return std::string("cuarrow.buffer(address=") + detail::hex_address(address_) + ", size=" + std::to_string(size_) +
-         ", device=" + device + (mutable_ ? ", mutable)" : ", read-only)");
+         ", device=" + location() + (mutable_ ? ", mutable)" : ", read-only)");
 }
 
 buffer allocate_device(const context& ctx, std::int64_t size, stream_view s,

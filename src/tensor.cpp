@@ -195,6 +195,11 @@ tensor_info read_cuda_array_interface(const cuda_array_interface& cai) {
            "or import the data and a validity bitmap as an Arrow array)");
   }
   if (cai.stream && *cai.stream == 0) refuse(what, "stream 0 is invalid (ambiguous); see the CAI v3 spec");
+  if (cai.stream && *cai.stream < 0) {
+    refuse(what, "stream " + std::to_string(*cai.stream) +
+                     " is not a stream handle (1: legacy default, 2: per-thread "
+                     "default, or a CUstream)");
+  }
   tensor_info t;
   t.read_only = cai.read_only;
   t.data = cai.data;

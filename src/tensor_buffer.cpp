@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -10,28 +11,78 @@
 
 #include "cuarrow/error.hpp"
 #include "cuarrow/tensor.hpp"
+#include "runtime/runtime.hpp"
 
 namespace cuarrow {
+namespace {
 
-buffer wrap_tensor(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner) {
+// Who describes the tensor, for messages.
+struct tensor_source {
+  const char* noun;       // "a DLPack tensor": what cannot be viewed
+  const char* on_device;  // "the DLPack tensor is on": followed by " device N"
+};
+constexpr tensor_source dlpack_source{"a DLPack tensor", "the DLPack tensor is on"};
+constexpr tensor_source cai_source{"a __cuda_array_interface__", "__cuda_array_interface__: the data is memory of"};
+
+// The one view of a checked, located tensor's span (wrap_tensor).
+buffer view_of(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner, const tensor_source& src) {
   using namespace dlpack;
   const std::int32_t type = t.device_type;
   if (type != kDLCUDA && type != kDLCUDAHost && type != kDLCUDAManaged) {
-    throw memory_kind_error("cannot create device buffer view from a DLPack tensor on device type " +
+    throw memory_kind_error(std::string("cannot create device buffer view from ") + src.noun + " on device type " +
                             std::to_string(type) + " (only CUDA, CUDA host and CUDA managed memory)");
   }
   if (type == kDLCUDA && t.device_id != ctx.device_number()) {
-    throw device_mismatch("the DLPack tensor is on device " + std::to_string(t.device_id) +
+    throw device_mismatch(std::string(src.on_device) + " device " + std::to_string(t.device_id) +
                           ", the context is for device " + std::to_string(ctx.device_number()) + "; use Context(" +
                           std::to_string(t.device_id) + ")");
   }
   if (!t.contiguous) throw invalid_argument("array data is non-contiguous");
   if (t.span_length == 0) return allocate_device(ctx, 0);
-  // span_offset <= 0: the lowest byte the elements cover (read_dlpack keeps
+  // span_offset <= 0: the lowest byte the elements cover (the readers keep
   // data + span_offset inside the address space).
   std::uintptr_t address = t.data - static_cast<std::uintptr_t>(-t.span_offset);
   if (type == kDLCUDAHost) address = ctx.get_device_address(reinterpret_cast<const void*>(address));
   return wrap_device(ctx, address, t.span_length, std::move(owner), !t.read_only);
+}
+
+}  // namespace
+
+buffer wrap_tensor(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner) {
+  return view_of(ctx, t, std::move(owner), dlpack_source);
+}
+
+std::optional<dlpack::DLDevice> locate_cuda_array_interface(const tensor_info& t) {
+  if (t.span_length == 0) return std::nullopt;
+  const detail::pointer_attributes a = detail::query_pointer(t.data);
+  if (!a.known) {
+    throw cuda_error(CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "cuPointerGetAttributes",
+                     "__cuda_array_interface__: address " + detail::hex_address(t.data) +
+                         " is not memory the CUDA driver knows (ordinary host memory, or no memory): the device "
+                         "cannot reach it; copy the data to the device, or pin it, first");
+  }
+  if (a.managed) return dlpack::DLDevice{dlpack::kDLCUDAManaged, a.device >= 0 ? a.device : 0};
+  if (a.memory_type == CU_MEMORYTYPE_HOST) return dlpack::DLDevice{dlpack::kDLCUDAHost, 0};
+  return dlpack::DLDevice{dlpack::kDLCUDA, a.device};
+}
+
+buffer wrap_cuda_array_interface(const cuda_array_interface& cai, std::shared_ptr<const void> owner,
+                                 const std::optional<context>& ctx, stream_view consumer) {
+  tensor_info t = read_cuda_array_interface(cai);
+  const std::optional<dlpack::DLDevice> where = locate_cuda_array_interface(t);
+  const context chosen =
+      ctx ? *ctx : context::get(where && where->device_type != dlpack::kDLCUDAHost ? where->device_id : 0);
+  if (!where) return allocate_device(chosen, 0);  // empty: no memory to view, no work to wait for
+  t.device_type = where->device_type;
+  t.device_id = where->device_id;
+  buffer view = view_of(chosen, t, std::move(owner), cai_source);
+  if (cai.stream) {
+    // The producer's work on its stream must be done before the data is
+    // read: order the consumer's stream after it (stream 1 on the legacy
+    // default consumer is the same stream: nothing to do).
+    consumer.wait_for(stream_view(reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(*cai.stream))), chosen);
+  }
+  return view;
 }
 
 namespace {

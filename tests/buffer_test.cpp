@@ -50,6 +50,8 @@ TEST(Buffer, DescribeShowsAddressSizeDevice) {
   EXPECT_NE(s.find("size=16"), std::string::npos) << s;
   EXPECT_NE(s.find("device=cuda:0"), std::string::npos) << s;
   EXPECT_NE(s.find("address=0x"), std::string::npos) << s;
+  EXPECT_EQ(b.location(), "cuda:0");
+  EXPECT_EQ(cuarrow::allocate_host(8).location(), "cpu");
 }
 
 TEST(Buffer, SlicesKeepTheParentAlive) {

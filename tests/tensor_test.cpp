@@ -12,6 +12,7 @@
 #include "cuarrow/context.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/tensor.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -268,6 +269,185 @@ TEST(Tensor, WrapRefusesWhatTheDeviceCannotUse) {
     ADD_FAILURE() << "a tensor with gaps accepted";
   } catch (const invalid_argument& e) {
     EXPECT_STREQ(e.what(), "array data is non-contiguous");
+  }
+}
+
+// ---- __cuda_array_interface__ views ----------------------------------------------
+
+// A CAI of `shape` over `b`'s memory, `offset` bytes in (int32 elements).
+cuda_array_interface cai_over(const buffer& b, std::vector<std::int64_t> shape,
+                              std::optional<std::vector<std::int64_t>> strides = std::nullopt,
+                              std::int64_t offset = 0) {
+  cuda_array_interface c;
+  c.version = 3;
+  c.data = b.address() + static_cast<std::uintptr_t>(offset);
+  c.typestr = "<i4";
+  c.shape = std::move(shape);
+  c.strides = std::move(strides);
+  return c;
+}
+
+TEST(Tensor, LocateAsksTheDriverWhereTheMemoryIs) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 256);
+  std::optional<dlpack::DLDevice> where = locate_cuda_array_interface(read_cuda_array_interface(cai_over(mem, {8})));
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->device_type, dlpack::kDLCUDA);
+  EXPECT_EQ(where->device_id, 0);
+  // Negative strides: the data pointer is the last element's, still this memory.
+  where = locate_cuda_array_interface(read_cuda_array_interface(cai_over(mem, {8}, {{-4}}, 28)));
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->device_type, dlpack::kDLCUDA);
+
+  const buffer pinned = allocate_pinned(ctx, 256);
+  where = locate_cuda_array_interface(read_cuda_array_interface(cai_over(pinned, {8})));
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->device_type, dlpack::kDLCUDAHost);
+  EXPECT_EQ(where->device_id, 0);
+
+  // An empty tensor covers no memory (its pointer may even be null).
+  cuda_array_interface empty = cai_over(mem, {0, 4});
+  empty.data = 0;
+  EXPECT_FALSE(locate_cuda_array_interface(read_cuda_array_interface(empty)).has_value());
+
+  // Ordinary host memory: the driver does not know it, the device cannot reach it.
+  std::vector<std::int32_t> host(8);
+  cuda_array_interface h = cai_over(mem, {8});
+  h.data = reinterpret_cast<std::uintptr_t>(host.data());
+  try {
+    (void)locate_cuda_array_interface(read_cuda_array_interface(h));
+    ADD_FAILURE() << "pageable host memory located";
+  } catch (const cuda_error& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_NE(std::string(e.what()).find("is not memory the CUDA driver knows (ordinary host memory"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)wrap_cuda_array_interface(h, nullptr, ctx), cuda_error);
+}
+
+TEST(Tensor, LocateNamesTheDeviceOfTheMemory) {
+  CUARROW_REQUIRE_DEVICES(2);
+  const buffer on1 = allocate_device(context::get(1), 64);
+  const std::optional<dlpack::DLDevice> where =
+      locate_cuda_array_interface(read_cuda_array_interface(cai_over(on1, {16})));
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->device_type, dlpack::kDLCUDA);
+  EXPECT_EQ(where->device_id, 1);
+}
+
+TEST(Tensor, WrapCudaArrayInterfaceViewsTheExactSpan) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 4096);
+  auto owner = std::make_shared<int>(1);
+  std::weak_ptr<int> alive = owner;
+  // Fortran order, 3x4 int32: 48 bytes without gaps, from 16 bytes in.
+  buffer view = wrap_cuda_array_interface(cai_over(mem, {3, 4}, {{4, 12}}, 16), std::move(owner), ctx);
+  EXPECT_EQ(view.address(), mem.address() + 16);
+  EXPECT_EQ(view.size(), 48);
+  EXPECT_EQ(view.type(), device_type::cuda);
+  EXPECT_EQ(view.device_id(), 0);
+  EXPECT_TRUE(view.is_mutable());
+  EXPECT_FALSE(alive.expired());
+  view = buffer();
+  EXPECT_TRUE(alive.expired()) << "the view released the producer's owner";
+
+  // Negative strides, read-only: the view starts at the lowest element.
+  cuda_array_interface rev = cai_over(mem, {4}, {{-4}}, 12);
+  rev.read_only = true;
+  view = wrap_cuda_array_interface(rev, nullptr, ctx);
+  EXPECT_EQ(view.address(), mem.address());
+  EXPECT_EQ(view.size(), 16);
+  EXPECT_FALSE(view.is_mutable());
+
+  // A dimension of extent 1 steps nowhere: its stride does not matter.
+  EXPECT_EQ(wrap_cuda_array_interface(cai_over(mem, {1, 5}, {{999, 4}}), nullptr, ctx).size(), 20);
+
+  // Zero-size: an empty buffer of the context, the owner not kept.
+  owner = std::make_shared<int>(2);
+  alive = owner;
+  view = wrap_cuda_array_interface(cai_over(mem, {0, 5}, {{20, 4}}), std::move(owner), ctx);
+  EXPECT_EQ(view.size(), 0);
+  EXPECT_EQ(view.type(), device_type::cuda);
+  EXPECT_TRUE(alive.expired());
+
+  // Gaps (every other element) and overlaps (stride 0) are refused.
+  for (const std::vector<std::int64_t>& strides : {std::vector<std::int64_t>{8}, std::vector<std::int64_t>{0}}) {
+    try {
+      (void)wrap_cuda_array_interface(cai_over(mem, {12}, strides), nullptr, ctx);
+      ADD_FAILURE() << "a tensor with gaps or overlaps accepted";
+    } catch (const invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "array data is non-contiguous");
+    }
+  }
+  // The reader's refusals come first.
+  cuda_array_interface masked = cai_over(mem, {4});
+  masked.has_mask = true;
+  EXPECT_THROW((void)wrap_cuda_array_interface(masked, nullptr, ctx), invalid_argument);
+
+  // Pinned memory is viewed at its device address.
+  const buffer pinned = allocate_pinned(ctx, 64);
+  view = wrap_cuda_array_interface(cai_over(pinned, {16}), nullptr);
+  EXPECT_EQ(view.address(), ctx.get_device_address(reinterpret_cast<const void*>(pinned.address())));
+  EXPECT_EQ(view.type(), device_type::cuda_host);
+}
+
+TEST(Tensor, WrapCudaArrayInterfaceChoosesOrChecksTheDevice) {
+  CUARROW_REQUIRE_DEVICES(2);
+  const buffer on1 = allocate_device(context::get(1), 64);
+  // No context given: the memory's device.
+  const buffer view = wrap_cuda_array_interface(cai_over(on1, {16}), nullptr);
+  EXPECT_EQ(view.device_id(), 1);
+  EXPECT_EQ(view.address(), on1.address());
+  try {
+    (void)wrap_cuda_array_interface(cai_over(on1, {16}), nullptr, context::get(0));
+    ADD_FAILURE() << "another device's memory accepted";
+  } catch (const device_mismatch& e) {
+    EXPECT_STREQ(e.what(),
+                 "__cuda_array_interface__: the data is memory of device 1, the context is for device 0; use "
+                 "Context(1)");
+  }
+  // An empty tensor is on whichever device was asked for.
+  EXPECT_EQ(wrap_cuda_array_interface(cai_over(on1, {0}), nullptr, context::get(1)).device_id(), 1);
+  EXPECT_EQ(wrap_cuda_array_interface(cai_over(on1, {0}), nullptr).device_id(), 0);
+}
+
+TEST(Tensor, WrapCudaArrayInterfaceWaitsForTheProducersStream) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 1 << 16);
+  fill(mem, 0, mem.size(), 0);
+  const stream producer(ctx);  // non-blocking: the legacy default stream does not wait for it by itself
+  std::vector<std::uint8_t> got(static_cast<std::size_t>(mem.size()));
+  {
+    const cuarrow_test::scoped_op_delay slow(20000);
+    fill_async(mem, 0, mem.size(), 0xab, producer);
+    cuda_array_interface c = cai_over(mem, {mem.size() / 4});
+    c.stream = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(producer.handle()));
+    const buffer view = wrap_cuda_array_interface(c, nullptr, ctx);
+    copy_to_host(got.data(), view, 0, view.size());  // on the legacy default stream, the consumer
+  }
+  EXPECT_EQ(got, std::vector<std::uint8_t>(got.size(), 0xab)) << "the copy ran before the producer's fill";
+
+  // Another consumer stream waits too.
+  const stream consumer(ctx);
+  {
+    const cuarrow_test::scoped_op_delay slow(20000);
+    fill_async(mem, 0, mem.size(), 0xcd, producer);
+    cuda_array_interface c = cai_over(mem, {mem.size() / 4});
+    c.stream = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(producer.handle()));
+    const buffer view = wrap_cuda_array_interface(c, nullptr, ctx, consumer);
+    copy_to_host(got.data(), view, 0, view.size(), consumer);
+  }
+  EXPECT_EQ(got, std::vector<std::uint8_t>(got.size(), 0xcd));
+
+  // Stream 1 (the legacy default stream) is the consumer's own: accepted;
+  // 0 and negative numbers are no streams.
+  cuda_array_interface c = cai_over(mem, {4});
+  c.stream = 1;
+  EXPECT_EQ(wrap_cuda_array_interface(c, nullptr, ctx).size(), 16);
+  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-1}}) {
+    c.stream = bad;
+    EXPECT_THROW((void)wrap_cuda_array_interface(c, nullptr, ctx), invalid_argument) << bad;
   }
 }
 

@@ -109,6 +109,10 @@ class CUARROW_EXPORT buffer {
   /// "cuarrow.buffer(address=0x7f.., size=16, device=cuda:0, mutable)".
   /// Never reads the memory.
   std::string describe() const;
+  /// Where the memory is, as describe() and messages name it: the memory
+  /// type, and the device when there is one ("cuda:0", "cuda_host:0",
+  /// "cpu").
+  std::string location() const;
 
   // Construction is through the factories below.
   struct fields {

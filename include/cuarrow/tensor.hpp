@@ -145,9 +145,22 @@ struct cuda_array_interface {
 /// fixed-size little-endian or byte-order-free element (<, | or =; i, u, f,
 /// c, b, m, M), shape and strides as for DLPack (strides in bytes, as many
 /// as the dimensions), a non-null data pointer unless the tensor is empty,
-/// stream not 0 (the v3 spec calls it ambiguous).  A mask is refused:
-/// cuarrow has no way to carry it and would return masked elements as valid.
+/// stream a handle (not 0, which the v3 spec calls ambiguous, nor
+/// negative).  A mask is refused: cuarrow has no way to carry it and would
+/// return masked elements as valid.  The device is not judged (a CAI does
+/// not say it): see locate_cuda_array_interface.
 CUARROW_EXPORT tensor_info read_cuda_array_interface(const cuda_array_interface& cai);
+
+/// Where a checked tensor's memory is, asked of the driver (one query of the
+/// data pointer), as a DLPack device: a __cuda_array_interface__ does not
+/// say, and the device must be known before a context is chosen.  Device
+/// memory gives kDLCUDA and its device, managed memory kDLCUDAManaged and
+/// the device the driver names (0 if none), pinned or registered host memory
+/// kDLCUDAHost and 0.  An empty tensor covers no memory: nullopt (any device
+/// will do).  Throws cuda_error (CUDA_ERROR_INVALID_VALUE) when the driver
+/// does not know the address (ordinary pageable host memory, or no memory
+/// at all): the device cannot reach it.
+CUARROW_EXPORT std::optional<dlpack::DLDevice> locate_cuda_array_interface(const tensor_info& t);
 
 /// A view, as a buffer of `ctx`, of the bytes a checked DLPack tensor covers
 /// (from data + span_offset, span_length bytes), with `owner` kept alive as
@@ -160,6 +173,22 @@ CUARROW_EXPORT tensor_info read_cuda_array_interface(const cuda_array_interface&
 /// elements leave gaps or overlap ("array data is non-contiguous"),
 /// cuda_error from the address query.
 CUARROW_EXPORT buffer wrap_tensor(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner);
+
+/// A view of the bytes a __cuda_array_interface__ covers: read
+/// (read_cuda_array_interface), located (locate_cuda_array_interface) and
+/// viewed as wrap_tensor does, as a buffer of `ctx`, or when none is given of
+/// the device the memory is on (device 0 for pinned memory or an empty
+/// tensor).  When the CAI names a stream (v3), `consumer` is made to wait
+/// for the work queued on it so far, without blocking the host (the spec
+/// asks the consumer to synchronize at the point of consumption); cuarrow's
+/// synchronous operations run on the legacy default stream, the default.
+/// Throws as read_cuda_array_interface, locate_cuda_array_interface and
+/// wrap_tensor (device_mismatch: "__cuda_array_interface__: the data is
+/// memory of device 1, the context is for device 0; use Context(1)"), and
+/// cuda_error from the stream wait.
+CUARROW_EXPORT buffer wrap_cuda_array_interface(const cuda_array_interface& cai, std::shared_ptr<const void> owner,
+                                                const std::optional<context>& ctx = std::nullopt,
+                                                stream_view consumer = stream_view());
 
 /// DLPack managed tensors over part of a buffer, for export (__dlpack__): a
 /// compact row-major tensor of `shape` (1 to max_tensor_ndim dimensions)

@@ -22,7 +22,7 @@ from cuarrow._arrays import (
 from cuarrow._device import CPU as _CPU
 from cuarrow._device import CUDA as _CUDA
 from cuarrow._device import CUDA_MANAGED as _CUDA_MANAGED
-from cuarrow._memory import Context, _as_context
+from cuarrow._memory import Context, CudaBuffer, _as_context
 from cuarrow._protocols import _DLPACK_NUMPY
 
 
@@ -232,10 +232,9 @@ def _arrow_type_of_typestr(typestr: str) -> pa.DataType:
     raise TypeError(f"tensors of dtype {dtype} have no Arrow equivalent (integers, floats, datetime64, timedelta64)")
 
 
-def _from_tensor(obj: Any, context: Any) -> DeviceArray:
+def _from_tensor(obj: Any, context: Any, stream: Any) -> DeviceArray:
     """A zero-copy DeviceArray over a 1-D (primitive) or 2-D (fixed-size
     list) C-contiguous tensor exposing __cuda_array_interface__ or DLPack."""
-    dl_device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
     # The core's tensor reader checks shape, strides, dtype and span (and
     # refuses a CAI mask, whose masked elements would come back valid).
     cai = getattr(obj, "__cuda_array_interface__", None)
@@ -259,13 +258,17 @@ def _from_tensor(obj: Any, context: Any) -> DeviceArray:
         raise ValueError(
             "the tensor is not C-contiguous; Arrow arrays are (copy it first, e.g. cupy.ascontiguousarray)"
         )
-    if context is not None:
-        ctx = _as_context(context)
-    elif dl_device is not None and int(dl_device[0]) in (_CUDA, _CUDA_MANAGED):
-        ctx = Context(int(dl_device[1]))
+    ctx = None if context is None else _as_context(context)
+    if cai is not None:
+        # The core locates the memory: the context is its device's unless one was given.
+        buf = CudaBuffer._wrap(_lib.from_cai(cai, None if ctx is None else ctx._ctx, obj, stream))
+        ctx = buf.context
     else:
-        ctx = Context(0)
-    buf = ctx.buffer_from_object(obj)
+        if ctx is None:
+            dl_device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
+            on_cuda = dl_device is not None and int(dl_device[0]) in (_CUDA, _CUDA_MANAGED)
+            ctx = Context(int(dl_device[1]) if dl_device is not None and on_cuda else 0)
+        buf = ctx.buffer_from_object(obj)
     where = (buf.raw_device_type if buf.size else _CUDA, ctx.device_number)
     n = shape[0]
     if len(shape) == 1:
@@ -295,11 +298,12 @@ def from_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceO
       1-D C-contiguous tensor becomes a primitive DeviceArray without nulls
       (datetime64 / timedelta64 give timestamps / durations), a 2-D one a
       fixed-size list array (one list per row).  `context` chooses the
-      device for tensors that do not say (default: DLPack's device, else 0).
+      device (default: the device of a CAI's memory, DLPack's device, else
+      0); memory of another device than `context`'s is refused.
 
-    The producer's sync event is waited for on `stream` (default: the legacy
-    default stream, where cuarrow works); the result is valid in that
-    stream's order.  The imported structure is validated (structure and
+    The producer's sync event (a CAI's ``stream``) is waited for on `stream`
+    (default: the legacy default stream, where cuarrow works); the result is
+    valid in that stream's order.  The imported structure is validated (structure and
     sizes, reading the last offsets from the device in one batch); a
     malformed one raises ``pyarrow.ArrowInvalid``.  Imported buffers are
     read-only.  Data in CPU memory is refused: use :func:`to_device`.
@@ -330,7 +334,7 @@ def from_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceO
         field = _field_of(schema_capsule)
         return DeviceChunkedArray._make([DeviceArray._wrap(a, field.type) for a in items], field.type, where)
     if hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__"):
-        return _from_tensor(obj, context)
+        return _from_tensor(obj, context, stream)
     if hasattr(obj, "__arrow_c_array__") or hasattr(obj, "__arrow_c_stream__"):
         raise _refuse_cpu(obj)
     raise TypeError(

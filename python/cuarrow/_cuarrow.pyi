@@ -148,11 +148,6 @@ def check_stream(stream: object | None) -> None:
     Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any work).
     """
 
-def stream_synchronize(context: Context, stream: object) -> None:
-    """
-    Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.
-    """
-
 def stream_wait_for_default(context: Context, stream: object) -> None:
     """
     Make a stream wait for the work queued so far on the legacy default stream of a context.
@@ -276,7 +271,12 @@ def dlpack_info(capsule: object) -> dict:
 
 def read_cai(desc: object) -> dict:
     """
-    The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); a mask is refused.
+    The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); a mask is refused; device None (a CAI does not say).
+    """
+
+def from_cai(desc: object, context: Context | None, owner: object | None, stream: object | None = None) -> Buffer:
+    """
+    A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive (cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; `stream` waits for the CAI's stream.
     """
 
 def from_dlpack(capsule: object, context: Context) -> Buffer:

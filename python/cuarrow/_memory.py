@@ -313,20 +313,9 @@ class Context:
         raise pa.ArrowTypeError(f"cannot create device buffer view from `{type(obj)}` object")
 
     def _from_cuda_array_interface(self, obj: Any) -> CudaBuffer:
-        # The core's tensor reader checks every field (a mask is refused).
-        info = _lib.read_cai(obj.__cuda_array_interface__)
-        stream = info["stream"]
-        if stream is not None:
-            # The producer's work on its stream must be done before the data is used.
-            _lib.stream_synchronize(self._ctx, int(stream))
-        if info["span_length"] == 0:
-            return self.new_buffer(0)
-        if not info["contiguous"]:
-            raise ValueError("array data is non-contiguous")
-        device_address = self.get_device_address(info["data"] + info["span_offset"])
-        return CudaBuffer._wrap(
-            _lib.wrap_device(self._ctx, device_address, info["span_length"], obj, not info["read_only"])
-        )
+        # The core reads the fields (a mask is refused), locates the memory,
+        # views its span and orders cuarrow's work after the CAI's stream.
+        return CudaBuffer._wrap(_lib.from_cai(obj.__cuda_array_interface__, self._ctx, obj))
 
     def _from_dlpack(self, obj: Any) -> CudaBuffer:
         return CudaBuffer._wrap(_lib.from_dlpack(_protocols.dlpack_capsule(obj), self._ctx))

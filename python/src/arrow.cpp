@@ -166,10 +166,7 @@ ca::validation_level level_of(int v) {
 }
 
 ca::placement placement_from(int type, int id) {
-  ca::placement p;
-  p.type = static_cast<cuarrow::device_type>(type);
-  p.device_id = p.type == cuarrow::device_type::cpu ? -1 : id;
-  return p;
+  return ca::placement::of(static_cast<cuarrow::device_type>(type), id);
 }
 
 // ---- the paired array and batch bindings ------------------------------------------
@@ -295,14 +292,13 @@ ca::stream_items items_of(int mode) {
 }
 
 // Handles of a stream's items read to its end, arrays under the stream's
-// field, each with its declared placement (a host stream declares none).
+// field, each with its placement.
 nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
   nb::list items;
-  auto where = [&](std::size_t i) { return all.placements.empty() ? ca::placement{} : all.placements[i]; };
   for (std::size_t i = 0; i < all.arrays.size(); ++i)
-    items.append(nb::cast(ArrayData{root, std::move(all.arrays[i]), where(i)}));
+    items.append(nb::cast(ArrayData{root, std::move(all.arrays[i]), all.placements[i]}));
   for (std::size_t i = 0; i < all.batches.size(); ++i)
-    items.append(nb::cast(BatchData{std::move(all.batches[i]), where(i)}));
+    items.append(nb::cast(BatchData{std::move(all.batches[i]), all.placements[i]}));
   return items;
 }
 

@@ -69,10 +69,8 @@ int buffer_getbuffer(PyObject* self, Py_buffer* view, int flags) noexcept {
   }
   const Buffer* b = nb::inst_ptr<Buffer>(self);
   if (!b->host_view || !b->buf.is_host_accessible()) {
-    const std::string where = cuarrow::to_string(b->buf.type()) +
-                              (b->buf.device_id() >= 0 ? ":" + std::to_string(b->buf.device_id()) : std::string());
     const std::string message =
-        "buffer protocol for device buffer not supported: this buffer is in " + where +
+        "buffer protocol for device buffer not supported: this buffer is in " + b->buf.location() +
         " memory, which host code cannot read; use copy_to_host() (or to_pybytes()) to get a host copy";
     PyErr_SetString(PyExc_BufferError, message.c_str());
     return -1;

@@ -257,10 +257,6 @@ void bind_context(nb::module_& m) {
       "Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any "
       "work).");
   m.def(
-      "stream_synchronize", [](const cuarrow::context& ctx, cuarrow::stream_view stream) { stream.synchronize(ctx); },
-      nb::arg("context"), nb::arg("stream"), release_gil(),
-      "Block until the work queued on a stream handle (of `context`'s device, for the default streams) is done.");
-  m.def(
       "stream_wait_for_default",
       [](const cuarrow::context& ctx, cuarrow::stream_view stream) {
         // Order `stream` after everything queued so far on the context's

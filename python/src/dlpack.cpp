@@ -10,12 +10,16 @@
 // Import: the core reads the tensor and makes the view (cuarrow::wrap_tensor);
 // the capsule is renamed "used_*" (the protocol's way of taking ownership)
 // only after every check passed; the tensor's deleter then runs when the last
-// cuarrow::buffer handle of the view goes away.
+// cuarrow::buffer handle of the view goes away.  A __cuda_array_interface__
+// dict is only converted here: the core reads it, locates its memory, views
+// it and waits for its stream (cuarrow::wrap_cuda_array_interface).
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -174,8 +178,9 @@ std::vector<std::int64_t> cai_ints(nb::handle v, const char* what) {
   return out;
 }
 
-// Reads a __cuda_array_interface__ dictionary through the core's reader.
-nb::dict read_cai(nb::handle desc) {
+// The fields of a __cuda_array_interface__ dictionary, converted; the core
+// checks them (read_cuda_array_interface).
+cuarrow::cuda_array_interface cai_of(nb::handle desc) {
   if (!PyDict_Check(desc.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__ must be a dict");
   nb::dict d = nb::borrow<nb::dict>(desc);
   cuarrow::cuda_array_interface c;
@@ -205,9 +210,23 @@ nb::dict read_cai(nb::handle desc) {
   if (d.contains("strides") && !d["strides"].is_none()) c.strides = cai_ints(d["strides"], "strides");
   c.has_mask = d.contains("mask") && !d["mask"].is_none();
   if (d.contains("stream") && !d["stream"].is_none()) c.stream = cai_int(d["stream"], "stream");
-  nb::dict out = info_dict(cuarrow::read_cuda_array_interface(c));
-  out["stream"] = c.stream ? nb::object(nb::int_(*c.stream)) : nb::object(nb::none());
+  return c;
+}
+
+// The checked description of a CAI dictionary (no device: a CAI does not
+// say; from_cai locates the memory).
+nb::dict read_cai(nb::handle desc) {
+  nb::dict out = info_dict(cuarrow::read_cuda_array_interface(cai_of(desc)));
+  out["device"] = nb::none();
   return out;
+}
+
+// A view of the memory a CAI dictionary describes (cuarrow::wrap_cuda_array_interface).
+Buffer import_cai(nb::handle desc, std::optional<cuarrow::context> ctx, nb::handle owner, cuarrow::stream_view stream) {
+  const cuarrow::cuda_array_interface c = cai_of(desc);
+  auto keep = python_owner(owner);
+  nb::gil_scoped_release r;
+  return Buffer{cuarrow::wrap_cuda_array_interface(c, std::move(keep), ctx, stream), false};
 }
 
 }  // namespace
@@ -221,7 +240,12 @@ void bind_dlpack(nb::module_& m) {
         "in bytes, device, data (byte_offset applied), span and contiguity.");
   m.def("read_cai", &read_cai, nb::arg("desc"),
         "The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); "
-        "a mask is refused.");
+        "a mask is refused; device None (a CAI does not say).");
+  m.def("from_cai", &import_cai, nb::arg("desc"), nb::arg("context").none(), nb::arg("owner").none(),
+        nb::arg("stream").none() = nb::none(),
+        "A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive "
+        "(cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; "
+        "`stream` waits for the CAI's stream.");
   m.def("from_dlpack", &import_dlpack, nb::arg("capsule"), nb::arg("context"),
         "A view of the contiguous bytes of a DLPack tensor in CUDA memory; takes ownership of the capsule.");
 }

@@ -129,6 +129,34 @@ def test_cuda_array_interface_wrong_device(ctx, ctx1):
     assert ctx1.buffer_from_object(CAIProducer(owner.__cuda_array_interface__, keep=owner)).size == 4
 
 
+@pytest.mark.multi_device
+def test_from_device_views_a_cuda_array_interface_on_its_device(ctx, ctx1):
+    # A CAI does not say its device: the core asks the driver where the memory is.
+    d = cuda.to_device(pa.array([1, 2, 3], pa.int32()), ctx1)
+    v = cuda.from_device(CAIProducer(dict(d.__cuda_array_interface__), keep=d))
+    assert v.context == ctx1 and v.to_host().equals(pa.array([1, 2, 3], pa.int32()))
+    with pytest.raises(ValueError, match=r"memory of device 1, the context is for device 0; use Context\(1\)"):
+        cuda.from_device(CAIProducer(dict(d.__cuda_array_interface__), keep=d), ctx)
+
+
+def test_cuda_array_interface_of_pinned_memory(ctx):
+    host = cuda.new_host_buffer(16)
+    desc = {"shape": (4,), "typestr": "<i4", "data": (host.address, False), "version": 3}
+    view = ctx.buffer_from_object(CAIProducer(desc, keep=host))
+    assert view.size == 16 and view.device_type == pa.DeviceAllocationType.CUDA_HOST
+
+
+def test_cuda_array_interface_stream_orders_from_device(ctx):
+    d = cuda.to_device(pa.array(np.arange(4, dtype=np.int32)), ctx)
+    s = cuda.Stream(ctx)
+    desc = dict(d.__cuda_array_interface__, stream=s.handle)
+    v = cuda.from_device(CAIProducer(desc, keep=d), stream=s)
+    assert v.to_host().equals(pa.array(np.arange(4, dtype=np.int32)))
+    desc["stream"] = -1
+    with pytest.raises(ValueError, match="not a stream handle"):
+        cuda.from_device(CAIProducer(desc, keep=d))
+
+
 # ---- DLPack -------------------------------------------------------------------
 
 

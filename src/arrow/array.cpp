@@ -59,7 +59,7 @@ void collect_placement(const array_data& a, const std::string& path, std::option
   for (std::size_t i = 0; i < a.buffers.size(); ++i) {
     const buffer& b = a.buffers[i];
     if (b.size() == 0) continue;
-    placement p{b.type(), b.type() == device_type::cpu ? -1 : b.device_id()};
+    const placement p = placement::of(b.type(), b.device_id());
     if (!found) {
       found = p;
       found_at = path + " buffer " + std::to_string(i);

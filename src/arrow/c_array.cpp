@@ -399,7 +399,7 @@ void export_device_array(const array_data& array, stream_view s, ArrowDeviceArra
   static_cast<array_private*>(root->private_data)->sync = std::move(sync);
   tmp.array = *root.get();
   root->release = nullptr;
-  tmp.device_id = where.type == device_type::cpu ? -1 : where.device_id;
+  tmp.device_id = placement::of(where.type, where.device_id).device_id;
   tmp.device_type = to_arrow_device_type(where.type);
   *out = tmp;
   if (out_schema != nullptr) {

@@ -308,6 +308,8 @@ stream_contents array_stream_reader::read_all() {
   } else {
     while (std::optional<array_data> a = next_array()) out.arrays.push_back(std::move(*a));
   }
+  // A host stream's items are host memory: no device.
+  out.placements.assign(out.batches.size() + out.arrays.size(), placement{});
   return out;
 }
 
@@ -335,7 +337,7 @@ struct device_array_stream_reader::state {
                                        to_string(got) + " array");
     }
     // (The import checks device_id before anything is read.)
-    if (where != nullptr) *where = placement{got, got == device_type::cpu ? -1 : static_cast<int>(a->device_id)};
+    if (where != nullptr) *where = placement::of(got, static_cast<int>(a->device_id));
     return true;
   }
 };

@@ -106,6 +106,13 @@ TEST(ArrowArray, PlacementIsSharedByTheWholeTree) {
   EXPECT_EQ(placement_of(empty).type, cuarrow::device_type::cpu);
 }
 
+TEST(ArrowArray, APlacementOfHostMemoryHasNoDevice) {
+  EXPECT_EQ(placement::of(cuarrow::device_type::cpu, 3), (placement{cuarrow::device_type::cpu, -1}));
+  EXPECT_EQ(placement::of(cuarrow::device_type::cpu, -1), placement{});
+  EXPECT_EQ(placement::of(cuarrow::device_type::cuda, 1), (placement{cuarrow::device_type::cuda, 1}));
+  EXPECT_EQ(placement::of(cuarrow::device_type::cuda_host, 0), (placement{cuarrow::device_type::cuda_host, 0}));
+}
+
 TEST(ArrowArray, RecordBatchAsStruct) {
   record_batch b;
   b.schema.fields = {field("x", int32()), field("y", utf8())};

@@ -61,6 +61,12 @@ struct CUARROW_EXPORT array_data {
 struct placement {
   device_type type = device_type::cpu;
   int device_id = -1;
+  /// Memory of `type` on device `device_id`; host (cpu) memory belongs to
+  /// no device, so its id is -1 whatever is given (the C Device Data
+  /// Interface's convention), and equal placements compare equal.
+  static constexpr placement of(device_type type, int device_id) noexcept {
+    return {type, type == device_type::cpu ? -1 : device_id};
+  }
   friend bool operator==(const placement&, const placement&) = default;
 };
 

@@ -290,9 +290,10 @@ enum class stream_items : std::uint8_t {
 };
 
 /// A stream's items read to its end (read_all): its batches when the
-/// reader reads batches, its arrays otherwise, and for a device stream the
-/// placement each item's device array declared (what labels an item without
-/// buffers), in the items' order.
+/// reader reads batches, its arrays otherwise, and the placement of each
+/// item, in the items' order: for a device stream what the item's device
+/// array declared (what labels an item without buffers), for a host stream
+/// cpu (-1).
 struct stream_contents {
   std::vector<record_batch> batches;
   std::vector<array_data> arrays;
@@ -335,8 +336,8 @@ class CUARROW_EXPORT array_stream_reader {
   /// The next array, nullopt at the end (invalid_argument when reading
   /// batches).
   std::optional<array_data> next_array();
-  /// Every item left, batches or arrays as the reader reads them (no
-  /// placements: a host stream declares none).
+  /// Every item left, batches or arrays as the reader reads them, each
+  /// placed in cpu memory.
   stream_contents read_all();
 
  private:
