@@ -946,16 +946,22 @@ def main(argv: list[str] | None = None) -> int:
         cases = read_cases(s, pread, notes)
         cold = cold_cases(s, pread, notes) if drop is not None else []
         log("moving the table to the device for the write cases ...")
-        device_table = cuda.to_device(s.table, ctx)
-        later: list[Callable[[], list[Case]]] = [
-            lambda: write_cases(s, device_table, notes),
-            lambda: stream_cases(s, device_table, notes),
+        dev = {"table": cuda.to_device(s.table, ctx)}
+
+        def release_table() -> list[Case]:
+            dev.clear()  # written: its device memory goes to the messages (the emulation has 1 GiB by default)
+            return []
+
+        later: list[tuple[str, Callable[[], list[Case]]]] = [
+            ("writes", lambda: write_cases(s, dev["table"], notes)),
+            ("device stream", lambda: stream_cases(s, dev["table"], notes)),
+            ("", release_table),
         ]
         for name in ("serialize_record_batch", "read_record_batch"):
             if ipc_api(ipc, name, notes) is None:
                 break
         else:
-            later.append(lambda: message_cases(s, notes))
+            later.append(("read_record_batch", lambda: message_cases(s, notes)))
 
         def run(case: Case, before_each: Callable[[], None] | None = None) -> None:
             timing = fast if case.group == G_MSG else big if case.nbytes >= 256 * MiB else small
@@ -981,15 +987,17 @@ def main(argv: list[str] | None = None) -> int:
             run(case)
         for case in cold:
             run(case, drop)
-        for make in later:
+        for what, make in later:
             try:
                 made = make()
             except Exception as e:  # noqa: BLE001 - setting a group up failed: say so, run the rest
-                notes.append(f"FAILED to set up cases: {type(e).__name__}: {e}")
-                log(notes[-1])
+                msg = f"{type(e).__name__}: {e}"
+                log(f"{what}: FAILED to set up the cases: {msg}")
+                errors.append({"group": what, "size_label": "", "name": "(setting up the cases)", "error": msg})
                 continue
             for case in made:
                 run(case)
+            made = []  # the cases' buffers go before the next group's are made
     finally:
         if pread is not None:
             pread.close()

@@ -150,6 +150,18 @@ def main() -> int:
     keep = Path(args[args.index("--keep") + 1]) if "--keep" in args else None
     out = keep or Path(tempfile.mkdtemp(prefix="cuarrow-ipc-bench-selftest-"))
     scratch = Path(tempfile.mkdtemp(prefix="cuarrow-ipc-bench-scratch-"))
+    try:
+        problems = run(out, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for p in problems:
+        print("selftest PROBLEM:", p)
+    n = len(json.loads((out / "results.json").read_text())["results"])
+    print(f"selftest {'FAILED' if problems else 'passed'}: {n} cases, output in {out}")
+    return 1 if problems else 0
+
+
+def run(out: Path, scratch: Path) -> list:
     installed = install_stand_ins(scratch)
     if installed:
         print(f"selftest: cuarrow.ipc lacks {', '.join(installed)}: using pyarrow stand-ins", flush=True)
@@ -186,12 +198,7 @@ def main() -> int:
     finally:
         ipc.read_feather = good
 
-    shutil.rmtree(scratch, ignore_errors=True)
-    for p in problems:
-        print("selftest PROBLEM:", p)
-    n = len(json.loads((out / "results.json").read_text())["results"])
-    print(f"selftest {'FAILED' if problems else 'passed'}: {n} cases, output in {out}")
-    return 1 if problems else 0
+    return problems
 
 
 def _host_of(table):
