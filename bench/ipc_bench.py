@@ -3,7 +3,7 @@
 
 One command, one run, every figure side by side (issue 14)::
 
-    python3 bench/ipc_bench.py                  # a ~2.2 GiB, 17-column table (about 1½ minutes on an H200)
+    python3 bench/ipc_bench.py                  # a ~2.2 GiB, 17-column table (estimated 1-2 minutes on an H200)
     python3 bench/ipc_bench.py --quick          # a 64 MiB table (under 30 s)
     python3 bench/ipc_bench.py --out DIR --dir /local/disk --cold
 
@@ -780,6 +780,9 @@ def render_summary(meta: dict[str, Any], verdicts: list[dict[str, Any]], results
         + f" in {meta['options']['dir']}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v),
     ]
+    paths = sorted({r["read_path"] for r in results if r.get("read_path")})
+    if paths:
+        out.append(f"- cuarrow's read path (`open_file(path).read_path`): {', '.join(paths)}")
     if meta.get("emulated"):
         out.append("- **EMULATION: the figures are host memcpy, meaningless as performance figures**")
     out += [
