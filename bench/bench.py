@@ -246,16 +246,21 @@ def sample_summary(samples: list[float]) -> dict[str, Any]:
     }
 
 
-def measure(case: Case, timing: Timing) -> dict[str, Any]:
+def measure(case: Case, timing: Timing, before_each: Callable[[], None] | None = None) -> dict[str, Any]:
     """Warm up, then time calls one by one until the time budget and the
     minimum sample count are both reached (or max_reps).  The result of each
-    call is dropped after its timer stops: freeing is not timed."""
+    call is dropped after its timer stops: freeing is not timed.
+    `before_each`, untimed, runs before every call (ipc_bench.py's cold
+    reads drop the page cache there)."""
     case.reset()
     warmups = 1 if case.nbytes >= 256 * MiB else 2
+    prepare = before_each or (lambda: None)
+    prepare()
     result = case.fn()
     verified = case.verify(result)
     del result
     for _ in range(warmups - 1):
+        prepare()
         result = case.fn()
         del result
     samples: list[float] = []
@@ -265,6 +270,7 @@ def measure(case: Case, timing: Timing) -> dict[str, Any]:
     try:
         start = clock()
         while True:
+            prepare()
             t0 = clock()
             result = case.fn()
             t1 = clock()
@@ -1433,10 +1439,17 @@ def report_from(src: Path, out_dir: Path, no_plot: bool) -> int:
     return 0
 
 
-def load_peers(emulated: bool, notes: list[str]) -> dict[str, Any]:
-    """The peers that can run here; a printed note for each one that cannot."""
+def load_peers(
+    emulated: bool,
+    notes: list[str],
+    names: tuple[str, ...] = PEERS,
+    without_raw: str = "no '× link' ratios",
+) -> dict[str, Any]:
+    """The peers among `names` that can run here; a printed note for each one
+    that cannot (and, without CuPy, one saying raw cudaMemcpy is skipped,
+    ending with `without_raw`: what the run lacks then)."""
     mods: dict[str, Any] = {}
-    for name in PEERS:
+    for name in names:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -1471,7 +1484,7 @@ def load_peers(emulated: bool, notes: list[str]) -> dict[str, Any]:
     if "cupy" not in mods:
         notes.append(
             "skipped: raw cudaMemcpy (it is called through cupy.cuda.runtime, and CuPy is not usable "
-            "here): no '× link' ratios"
+            f"here): {without_raw}"
         )
     return mods
 

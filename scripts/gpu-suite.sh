@@ -11,8 +11,11 @@
 #       and runs the Python suite and the page's doctest.  Prints a summary
 #       and writes it to $OUT/summary.md (or build/gpu-out/summary.md).
 #   scripts/gpu-suite.sh run --bench
-#       the same, then the transfer benchmark (bench/bench.py) with the
-#       package built there; its results go to $OUT/bench.
+#       the same, then the transfer benchmark (bench/bench.py) and the IPC /
+#       Feather benchmark (bench/ipc_bench.py, its files in /tmp) with the
+#       package built there; their results go to $OUT/bench and
+#       $OUT/ipc-bench (CUARROW_BENCH_ARGS and CUARROW_IPC_BENCH_ARGS add
+#       options to each).
 #   scripts/gpu-suite.sh sanitize [gpu-sanitize.py options]
 #       builds the Python package there, then runs compute-sanitizer
 #       (memcheck with leak checking, racecheck, synccheck, initcheck) over
@@ -205,6 +208,7 @@ if [ -f pyproject.toml ]; then
   step python-demo python3 -m cuarrow.demo
   if [ "${2:-}" = --bench ]; then
     step benchmark python3 bench/bench.py --out "$out/bench" ${CUARROW_BENCH_ARGS:-}
+    step ipc-benchmark python3 bench/ipc_bench.py --out "$out/ipc-bench" ${CUARROW_IPC_BENCH_ARGS:-}
   fi
 fi
 
