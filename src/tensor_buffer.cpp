@@ -67,7 +67,7 @@ std::optional<dlpack::DLDevice> locate_cuda_array_interface(const tensor_info& t
 }
 
 buffer wrap_cuda_array_interface(const cuda_array_interface& cai, std::shared_ptr<const void> owner,
-                                 const std::optional<context>& ctx, stream_view consumer) {
+                                 const std::optional<context>& ctx, std::optional<stream_view> consumer) {
   tensor_info t = read_cuda_array_interface(cai);
   const std::optional<dlpack::DLDevice> where = locate_cuda_array_interface(t);
   const context chosen =
@@ -79,8 +79,14 @@ buffer wrap_cuda_array_interface(const cuda_array_interface& cai, std::shared_pt
   if (cai.stream) {
     // The producer's work on its stream must be done before the data is
     // read: order the consumer's stream after it (stream 1 on the legacy
-    // default consumer is the same stream: nothing to do).
-    consumer.wait_for(stream_view(reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(*cai.stream))), chosen);
+    // default consumer is the same stream: nothing to do), or, with no
+    // consumer stream, wait on the host.
+    const stream_view producer(reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(*cai.stream)));
+    if (consumer) {
+      consumer->wait_for(producer, chosen);
+    } else {
+      producer.synchronize(chosen);
+    }
   }
   return view;
 }

@@ -423,13 +423,25 @@ TEST(Tensor, WrapCudaArrayInterfaceWaitsForTheProducersStream) {
     fill_async(mem, 0, mem.size(), 0xab, producer);
     cuda_array_interface c = cai_over(mem, {mem.size() / 4});
     c.stream = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(producer.handle()));
-    const buffer view = wrap_cuda_array_interface(c, nullptr, ctx);
+    const buffer view = wrap_cuda_array_interface(c, nullptr, ctx, stream_view());
     copy_to_host(got.data(), view, 0, view.size());  // on the legacy default stream, the consumer
   }
   EXPECT_EQ(got, std::vector<std::uint8_t>(got.size(), 0xab)) << "the copy ran before the producer's fill";
 
-  // Another consumer stream waits too.
+  // Without a consumer stream the host waits: the view is then safe on any
+  // stream, even a non-blocking one that nothing orders after the producer.
   const stream consumer(ctx);
+  {
+    const cuarrow_test::scoped_op_delay slow(20000);
+    fill_async(mem, 0, mem.size(), 0x5e, producer);
+    cuda_array_interface c = cai_over(mem, {mem.size() / 4});
+    c.stream = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(producer.handle()));
+    const buffer view = wrap_cuda_array_interface(c, nullptr, ctx);
+    copy_to_host(got.data(), view, 0, view.size(), consumer);
+  }
+  EXPECT_EQ(got, std::vector<std::uint8_t>(got.size(), 0x5e)) << "the copy ran before the producer's fill";
+
+  // A consumer stream given waits without blocking the host.
   {
     const cuarrow_test::scoped_op_delay slow(20000);
     fill_async(mem, 0, mem.size(), 0xcd, producer);

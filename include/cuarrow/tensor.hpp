@@ -178,17 +178,19 @@ CUARROW_EXPORT buffer wrap_tensor(const context& ctx, const tensor_info& t, std:
 /// (read_cuda_array_interface), located (locate_cuda_array_interface) and
 /// viewed as wrap_tensor does, as a buffer of `ctx`, or when none is given of
 /// the device the memory is on (device 0 for pinned memory or an empty
-/// tensor).  When the CAI names a stream (v3), `consumer` is made to wait
-/// for the work queued on it so far, without blocking the host (the spec
-/// asks the consumer to synchronize at the point of consumption); cuarrow's
-/// synchronous operations run on the legacy default stream, the default.
+/// tensor).  When the CAI names a stream (v3), the producer's work queued
+/// on it so far must be done before the data is read (the spec asks the
+/// consumer to synchronize at the point of consumption): with a `consumer`
+/// stream, that stream is made to wait for it without blocking the host;
+/// without one, the host waits for it, so that the view is safe to use on
+/// any stream (a buffer has no stream of its own to order).
 /// Throws as read_cuda_array_interface, locate_cuda_array_interface and
 /// wrap_tensor (device_mismatch: "__cuda_array_interface__: the data is
 /// memory of device 1, the context is for device 0; use Context(1)"), and
 /// cuda_error from the stream wait.
 CUARROW_EXPORT buffer wrap_cuda_array_interface(const cuda_array_interface& cai, std::shared_ptr<const void> owner,
                                                 const std::optional<context>& ctx = std::nullopt,
-                                                stream_view consumer = stream_view());
+                                                std::optional<stream_view> consumer = std::nullopt);
 
 /// DLPack managed tensors over part of a buffer, for export (__dlpack__): a
 /// compact row-major tensor of `shape` (1 to max_tensor_ndim dimensions)

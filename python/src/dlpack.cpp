@@ -222,7 +222,8 @@ nb::dict read_cai(nb::handle desc) {
 }
 
 // A view of the memory a CAI dictionary describes (cuarrow::wrap_cuda_array_interface).
-Buffer import_cai(nb::handle desc, std::optional<cuarrow::context> ctx, nb::handle owner, cuarrow::stream_view stream) {
+Buffer import_cai(nb::handle desc, std::optional<cuarrow::context> ctx, nb::handle owner,
+                  std::optional<cuarrow::stream_view> stream) {
   const cuarrow::cuda_array_interface c = cai_of(desc);
   auto keep = python_owner(owner);
   nb::gil_scoped_release r;
@@ -245,7 +246,7 @@ void bind_dlpack(nb::module_& m) {
         nb::arg("stream").none() = nb::none(),
         "A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive "
         "(cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; "
-        "`stream` waits for the CAI's stream.");
+        "`stream` waits for the CAI's stream (None: the host waits for it).");
   m.def("from_dlpack", &import_dlpack, nb::arg("capsule"), nb::arg("context"),
         "A view of the contiguous bytes of a DLPack tensor in CUDA memory; takes ownership of the capsule.");
 }
