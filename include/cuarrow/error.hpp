@@ -9,6 +9,7 @@
 //   │   ├─ device_mismatch      memory, stream or event of the wrong device
 //   │   └─ read_only            a write into an immutable buffer
 //   ├─ host_access_error        host code asked for a host pointer to device memory
+//   ├─ io_error                 a file could not be created, written or closed; carries path and errno
 //   └─ memory_kind_error        memory of a kind the operation cannot use (host memory for a device view)
 //
 // Messages follow one recipe, e.g.
@@ -104,6 +105,20 @@ class CUARROW_EXPORT host_access_error : public error {
 class CUARROW_EXPORT memory_kind_error : public error {
  public:
   using error::error;
+};
+
+/// A file could not be created, written or closed (the IPC file writers).
+/// path() names the file, error_code() is the errno value (ENOSPC: the
+/// disk is full; EACCES: no permission; ENOENT: no such directory).
+class CUARROW_EXPORT io_error : public error {
+ public:
+  io_error(std::string path, int error_code, const std::string& message);
+  const std::string& path() const noexcept { return path_; }
+  int error_code() const noexcept { return error_code_; }
+
+ private:
+  std::string path_;
+  int error_code_;
 };
 
 /// Where failures that cannot be thrown (in destructors, release callbacks)
