@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "copy_sinks.hpp"
 #include "cuarrow/error.hpp"
 #include "runtime/runtime.hpp"
 #include "staging.hpp"
@@ -523,6 +524,104 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
 }
 
 }  // namespace
+
+namespace detail {
+
+void write_to_file(const output_file& file, std::span<const file_piece> pieces, stream_view s) {
+  collect_deferred_releases();
+  struct item {
+    endpoint src;
+    const file_piece* piece;
+    const context* ctx;  // issuing context; null for host memory
+  };
+  std::vector<item> host, device;
+  std::vector<const context*> contexts;  // of the device items, in the order they first appear
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const file_piece& p = pieces[i];
+    try {
+      if (p.file_offset < 0) throw out_of_range("negative file offset " + std::to_string(p.file_offset));
+      const endpoint src = checked_side(p.src, p.src_offset, p.size, "source", false);
+      if (p.size == 0) continue;
+      if (src.on_device() || src.type == device_type::cuda_managed) {
+        const endpoint to_file{};  // host memory without a context
+        const context* ctx = issuing_context(to_file, src, s);
+        device.push_back({src, &p, ctx});
+        if (std::find_if(contexts.begin(), contexts.end(),
+                         [&](const context* c) { return c->state().get() == ctx->state().get(); }) == contexts.end()) {
+          contexts.push_back(ctx);
+        }
+      } else {
+        host.push_back({src, &p, src.ctx});
+      }
+    } catch (const invalid_argument&) {
+      rethrow_for_piece(i);
+    }
+  }
+  // Host memory is read by the host: earlier work on the stream may still
+  // write it (a copy into pinned memory).
+  if (!host.empty()) {
+    synchronize_in(host.front().ctx != nullptr ? host.front().ctx : (contexts.empty() ? nullptr : contexts.front()), s);
+    for (const item& it : host) {
+      file.write_at(reinterpret_cast<const void*>(it.src.address), static_cast<std::size_t>(it.piece->size),
+                    static_cast<std::uint64_t>(it.piece->file_offset));
+    }
+  }
+  CUstream h = s.handle();
+  for (const context* ctx : contexts) {
+    std::vector<const item*> group;
+    for (const item& it : device) {
+      if (it.ctx->state().get() == ctx->state().get()) group.push_back(&it);
+    }
+    // By device address: neighbours inside one allocation share a DMA
+    // (the source bytes between them are read and dropped).
+    std::sort(group.begin(), group.end(), [](const item* a, const item* b) { return a->src.address < b->src.address; });
+    std::vector<staged_piece> staged;
+    staged.reserve(group.size());
+    std::int64_t bytes = 0;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      const item* it = group[i];
+      staged_piece sp;
+      sp.device = static_cast<CUdeviceptr>(it->src.address);
+      sp.size = static_cast<std::size_t>(it->piece->size);
+      sp.file_offset = static_cast<std::uint64_t>(it->piece->file_offset);
+      if (i > 0) {
+        const item* q = group[i - 1];
+        const std::uintptr_t end = q->src.address + static_cast<std::uintptr_t>(q->piece->size);
+        const void* a = allocation_of(it->piece->src);
+        sp.merge_with_previous = a != nullptr && a == allocation_of(q->piece->src) && it->src.address >= end &&
+                                 it->src.address - end <= kMergeGap;
+      }
+      bytes += it->piece->size;
+      staged.push_back(sp);
+    }
+    scoped_context guard(*ctx);
+    std::vector<const void*> ordered;
+    for (const item* it : group) {
+      const buffer& b = it->piece->src;
+      if (std::find(ordered.begin(), ordered.end(), owner_of(b)) != ordered.end()) continue;
+      ordered.push_back(owner_of(b));
+      order_after_allocation(&b, s);
+    }
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      staged_device_to_host(ctx->handle(), staged, h, &file);
+    } catch (...) {
+      // DMAs of the failed job may still be queued: the sources outlive them.
+      std::vector<buffer> keep;
+      for (const item* it : group) keep.push_back(it->piece->src);
+      settle_after_failure(std::move(keep), h);
+      throw;
+    }
+    context_state& stats = *ctx->state();
+    stats.d2h_bytes.fetch_add(bytes);
+    stats.staged_bytes.fetch_add(bytes);
+    stats.copies.fetch_add(static_cast<std::int64_t>(group.size()));
+    stats.d2h_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
+  }
+}
+
+}  // namespace detail
 
 void copy_async(const buffer& dst, std::int64_t dst_offset, const buffer& src, std::int64_t src_offset,
                 std::int64_t size, stream_view s) {

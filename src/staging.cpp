@@ -196,6 +196,8 @@ struct segment {
   bool new_run = true;
   const piece_source* source = nullptr;  // instead of src: a file or a callback
   std::size_t source_offset = 0;         // where in its piece the segment starts
+  std::uint64_t file_offset = 0;         // to a file sink
+  bool gap = false;                      // a merged neighbour's gap (zeros to the device, dropped to the host)
 };
 
 struct chunk_range {
@@ -236,7 +238,7 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
   std::size_t cap = 0;
   bool joins = false;  // the next segment extends the current DMA
   auto add = [&](const unsigned char* src, unsigned char* dst, CUdeviceptr device, std::size_t n,
-                 const piece_source* source) {
+                 const piece_source* source, std::uint64_t file_offset, bool gap) {
     std::size_t source_offset = 0;
     while (n > 0) {
       if (p.chunks.empty() || used == cap) {
@@ -246,7 +248,7 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
         joins = false;
       }
       const std::size_t take = std::min(n, cap - used);
-      p.segments.push_back(segment{used, src, dst, device, take, !joins, source, source_offset});
+      p.segments.push_back(segment{used, src, dst, device, take, !joins, source, source_offset, file_offset, gap});
       p.chunks.back().end = p.segments.size();
       used += take;
       joins = true;
@@ -254,6 +256,7 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
       if (src != nullptr) src += take;
       if (dst != nullptr) dst += take;
       device += take;
+      file_offset += take;
       n -= take;
     }
   };
@@ -276,11 +279,12 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
       }
     }
     if (merges && !fresh) {
-      add(nullptr, nullptr, previous_end, static_cast<std::size_t>(piece.device - previous_end), nullptr);  // the gap
+      add(nullptr, nullptr, previous_end, static_cast<std::size_t>(piece.device - previous_end), nullptr, 0,
+          true);  // the gap
     } else {
       joins = false;
     }
-    add(piece.host_src, piece.host_dst, piece.device, piece.size, piece.source);
+    add(piece.host_src, piece.host_dst, piece.device, piece.size, piece.source, piece.file_offset, false);
     have_previous = true;
     previous_end = piece.device + piece.size;
   }
@@ -420,6 +424,45 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   return true;
 }
 
+// A drained chunk into a file sink: one write per run of segments that
+// lie one after another both in the slot and in the file (the gaps of
+// merged neighbours are dropped).
+void write_chunk(const output_file& file, const plan& p, const chunk_range& c, const unsigned char* slot) {
+  std::size_t g = c.first;
+  while (g < c.end) {
+    const segment& head = p.segments[g];
+    if (head.gap) {
+      ++g;
+      continue;
+    }
+    std::size_t n = head.size;
+    std::size_t k = g + 1;
+    while (k < c.end && !p.segments[k].gap && p.segments[k].slot_offset == head.slot_offset + n &&
+           p.segments[k].file_offset == head.file_offset + n) {
+      n += p.segments[k++].size;
+    }
+    file.write_at(slot + head.slot_offset, n, head.file_offset);
+    g = k;
+  }
+}
+
+// Device -> file without pinned staging memory: through one pageable
+// chunk at a time (the driver stages each DMA itself).
+void bounce_to_file(const output_file& file, std::span<const staged_piece> pieces, CUstream s) {
+  const std::size_t chunk = static_cast<std::size_t>(current_transfer_options().staging_chunk_bytes);
+  std::vector<unsigned char> bounce;
+  for (const staged_piece& piece : pieces) {
+    for (std::size_t done = 0; done < piece.size;) {
+      const std::size_t n = std::min(chunk, piece.size - done);
+      if (bounce.size() < n) bounce.resize(n);
+      copy_device_to_host_async(bounce.data(), piece.device + done, n, s);
+      synchronize_stream(s);
+      file.write_at(bounce.data(), n, piece.file_offset + done);
+      done += n;
+    }
+  }
+}
+
 }  // namespace
 
 std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total, int threads) {
@@ -503,7 +546,7 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
   return true;
 }
 
-void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s) {
+void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, const output_file* file) {
   const bool streaming = streaming_stores_to_host();
   const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
     // Double-buffered: the DMA of a worker's next chunk runs while it
@@ -512,6 +555,10 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
       ws.event[k]->synchronize();
       const auto* slot = static_cast<const unsigned char*>(ws.slot[k]);
       const chunk_range& c = pl.chunks[i];
+      if (file != nullptr) {
+        write_chunk(*file, pl, c, slot);
+        return;
+      }
       for (std::size_t g = c.first; g < c.end; ++g) {
         const segment& seg = pl.segments[g];
         if (seg.dst != nullptr) copy_bytes(seg.dst, slot + seg.slot_offset, seg.size, streaming);
@@ -536,7 +583,9 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
     }
     if (pending_slot >= 0 && !j.failed.load()) drain(pending_slot, pending);
   });
-  if (!done) {
+  if (!done && file != nullptr) {
+    bounce_to_file(*file, pieces, s);
+  } else if (!done) {
     for (const staged_piece& piece : pieces) {
       if (piece.size > 0) copy_device_to_host_async(piece.host_dst, piece.device, piece.size, s);
     }

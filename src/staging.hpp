@@ -10,9 +10,11 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 
+#include "copy_sinks.hpp"
 #include "cuarrow/copy.hpp"
 
 namespace cuarrow::detail {
@@ -39,6 +41,7 @@ bool is_page_locked(const void* p);
 struct staged_piece {
   const unsigned char* host_src = nullptr;  // host to device
   unsigned char* host_dst = nullptr;        // device to host
+  std::uint64_t file_offset = 0;            // device to a file (instead of host_dst)
   CUdeviceptr device = 0;
   std::size_t size = 0;
   bool merge_with_previous = false;
@@ -64,8 +67,12 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
                              const std::function<unsigned char*(std::size_t)>& block_for, CUstream s);
 
 /// Device -> pageable host for every piece, after the work queued on `s`.
-/// Returns once every destination holds its data.
-void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s);
+/// Returns once every destination holds its data.  With `file`, each
+/// piece goes to the file at its file_offset instead (host_dst unused): a
+/// worker writes its chunk from the pinned slot the DMA filled; without
+/// pinned memory, through a bounce buffer of one chunk.
+void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s,
+                           const output_file* file = nullptr);
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s);
 
 /// The chunk size a staged job of `total` bytes on `threads` threads uses:

@@ -25,8 +25,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +43,8 @@
 
 #include <cuarrow/arrow/arrow.hpp>
 #include <cuarrow/ipc/file.hpp>
+#include <cuarrow/ipc/codec.hpp>
+#include <cuarrow/ipc/file_writer.hpp>
 #include <cuarrow/ipc/stream.hpp>
 
 #include "arrow/arrow_test_util.hpp"
@@ -612,6 +617,49 @@ TEST_F(FaultSweep, IpcFileByPath) {
   });
   std::remove(path.c_str());
   ::rmdir(dir);
+}
+
+// A device batch written to an IPC file through the staging pipeline
+// (uncompressed, then compressed through the pinned result pool) and read
+// back; a failure removes the partial file.
+TEST_F(FaultSweep, IpcFileWriter) {
+  const ca::record_batch b = nested_batch();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("cuarrow_fault_sweep_" + std::to_string(::getpid()) + ".arrow"))
+          .string();
+  sweep("IPC file_writer of a nested device batch", [&b, &path] {
+    cuarrow::context c0 = cuarrow::context::get(0);
+    cuarrow::stream s(c0);
+    const ca::record_batch d = ca::to_device(b, c0, s);
+    try {
+      {
+        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::file, {}, s);
+        w.write(d);
+        w.write(d);
+        w.close();
+      }
+      std::ifstream in(path, std::ios::binary);
+      const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      cuarrow::buffer h = cuarrow::allocate_host(static_cast<std::int64_t>(bytes.size()));
+      std::memcpy(h.mutable_host_data(), bytes.data(), bytes.size());
+      const std::vector<ca::record_batch> back = cuarrow::ipc::file_reader(h).read_all();
+      SWEEP_EXPECT(back.size() == 2 && ca::equals(b, back[0]) && ca::equals(b, back[1]));
+      const std::vector<cuarrow::ipc::compression_codec> codecs = cuarrow::ipc::available_codecs();
+      if (!codecs.empty()) {
+        cuarrow::ipc::write_options o;
+        o.compression = codecs.front();
+        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::stream, o, s);
+        w.write(d);
+        w.close();
+        SWEEP_EXPECT(w.bytes_written() > 0 &&
+                     std::filesystem::file_size(path) == static_cast<std::uintmax_t>(w.bytes_written()));
+      }
+    } catch (const cuarrow::error&) {
+      SWEEP_EXPECT(!std::filesystem::exists(path));  // a failed writer leaves no partial file
+      throw;
+    }
+    std::filesystem::remove(path);
+  });
 }
 
 TEST_F(FaultSweep, CDeviceInterface) {

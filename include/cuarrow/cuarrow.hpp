@@ -16,6 +16,7 @@
 
 #include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/file.hpp"
+#include "cuarrow/ipc/file_writer.hpp"
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/ipc/metadata.hpp"
 #include "cuarrow/ipc/record_batch.hpp"

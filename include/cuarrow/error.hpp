@@ -10,7 +10,7 @@
 //   │   └─ read_only            a write into an immutable buffer
 //   ├─ host_access_error        host code asked for a host pointer to device memory
 //   ├─ memory_kind_error        memory of a kind the operation cannot use (host memory for a device view)
-//   └─ io_error                 a file could not be opened, read or written; carries errno
+//   └─ io_error                 a file could not be opened, read, created or written; carries path and errno
 //
 // Messages follow one recipe, e.g.
 //   cuMemAlloc(1048576 bytes) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory
@@ -107,17 +107,21 @@ class CUARROW_EXPORT memory_kind_error : public error {
   using error::error;
 };
 
-/// A file could not be opened, read or written.  errno_value() is the
-/// system's errno (0 when the failure has none, e.g. a file that ends before
-/// the bytes its metadata promises); the message names the path, the
-/// offset where it applies, and the system's reason.
+/// A file could not be opened, read, created or written (the IPC format's
+/// readers and writers of paths).  path() names the file, error_code() is
+/// the errno value (ENOENT: no such file or directory; EISDIR: a directory;
+/// ENOSPC: the disk is full; EACCES: no permission; 0 when the failure has
+/// none, e.g. a file that ends before the bytes its metadata promises); the
+/// message also says the offset where one applies and the system's reason.
 class CUARROW_EXPORT io_error : public error {
  public:
-  io_error(int errno_value, const std::string& message) : error(message), errno_value_(errno_value) {}
-  int errno_value() const noexcept { return errno_value_; }
+  io_error(std::string path, int error_code, const std::string& message);
+  const std::string& path() const noexcept { return path_; }
+  int error_code() const noexcept { return error_code_; }
 
  private:
-  int errno_value_;
+  std::string path_;
+  int error_code_;
 };
 
 /// Where failures that cannot be thrown (in destructors, release callbacks)

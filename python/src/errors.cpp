@@ -75,8 +75,8 @@ void translate(const std::exception_ptr& p, void*) {
   } catch (const cuarrow::io_error& e) {
     // OSError(errno, message) is the errno's subclass (FileNotFoundError,
     // IsADirectoryError, PermissionError ...), as open() raises it.
-    if (e.errno_value() != 0) {
-      nb::object exc = nb::handle(PyExc_OSError)(e.errno_value(), nb::str(e.what()));
+    if (e.error_code() != 0) {
+      nb::object exc = nb::handle(PyExc_OSError)(e.error_code(), nb::str(e.what()), nb::str(e.path().c_str()));
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     } else {
       PyErr_SetString(PyExc_OSError, e.what());

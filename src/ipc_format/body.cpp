@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -954,6 +956,96 @@ buffer write_body(const body_layout& layout, const context& ctx, stream_view s) 
 
 buffer write_body(const arrow::record_batch& batch, const context& ctx, stream_view s) {
   return write_body(layout_body(batch, s), ctx, s);
+}
+
+}  // namespace cuarrow::ipc
+
+namespace cuarrow::ipc {
+
+body_layout compress_body(const body_layout& layout, compression_codec codec, const compress_options& options,
+                          int threads, stream_view s) {
+  (void)max_framed_size(codec, 0);  // the codec is checked before anything is copied
+  // The bytes to compress: host memory where it is; device (and managed)
+  // memory copied into one host block, pinned where the pool has room.
+  std::int64_t to_copy = 0;
+  const context* ctx = nullptr;
+  for (const body_piece& p : layout.pieces) {
+    if (p.source.type() == device_type::cpu || p.source.type() == device_type::cuda_host) continue;
+    to_copy += p.size;
+    if (ctx == nullptr && p.source.get_context()) ctx = &*p.source.get_context();
+  }
+  buffer block;
+  if (to_copy > 0) {
+    std::optional<buffer> pinned = ctx != nullptr ? try_allocate_pinned_pooled(*ctx, to_copy) : std::nullopt;
+    block = pinned ? *pinned : allocate_host(to_copy);
+  }
+  std::vector<copy_piece> copies;
+  std::vector<compress_job> jobs;
+  jobs.reserve(layout.pieces.size());
+  std::vector<std::int64_t> out_at;
+  std::int64_t copied = 0, most = 0;
+  for (const body_piece& p : layout.pieces) {
+    out_at.push_back(most);
+    most += max_framed_size(codec, p.size);
+    compress_job j;
+    if (p.source.type() == device_type::cpu || p.source.type() == device_type::cuda_host) {
+      j.in = std::span<const std::byte>(p.source.host_data() + p.source_offset, static_cast<std::size_t>(p.size));
+    } else {
+      copies.push_back({block, copied, p.source, p.source_offset, p.size});
+      j.in = std::span<const std::byte>(block.host_data() + copied, static_cast<std::size_t>(p.size));
+      copied += p.size;
+    }
+    jobs.push_back(j);
+  }
+  // One batched copy, synchronized: host memory is also read only after the
+  // work queued on `s` (a copy into pinned memory) is done.
+  if (!copies.empty()) {
+    copy_batch(copies, s);
+  } else {
+    for (const body_piece& p : layout.pieces) {
+      if (p.source.get_context()) {
+        s.synchronize(*p.source.get_context());
+        break;
+      }
+    }
+  }
+  const buffer framed = allocate_host(most);
+  for (std::size_t k = 0; k < jobs.size(); ++k) {
+    jobs[k].out = std::span<std::byte>(framed.mutable_host_data() + out_at[k],
+                                       static_cast<std::size_t>(max_framed_size(codec, layout.pieces[k].size)));
+  }
+  compress_all(codec, jobs, options, threads);
+
+  // The new ranges: each non-empty buffer is one piece of the layout, in
+  // order (layout_body); each framed buffer padded to 8 bytes, as Arrow
+  // C++ lays a compressed body out.
+  body_layout out;
+  out.header = layout.header;
+  out.header.compression = codec;
+  std::size_t k = 0;
+  std::int64_t at = 0;
+  for (body_range& r : out.header.buffers) {
+    if (r.length == 0) {
+      r = {at, 0};
+      continue;
+    }
+    if (k >= layout.pieces.size() || layout.pieces[k].body_offset != r.offset || layout.pieces[k].size != r.length) {
+      throw invalid_argument(
+          "compress_body: the layout's pieces do not match its buffers (lay the body out with "
+          "layout_body)");
+    }
+    r = {at, jobs[k].written};
+    out.pieces.push_back({framed, out_at[k], jobs[k].written, at});
+    at += pad8(jobs[k].written);
+    ++k;
+  }
+  if (k != layout.pieces.size()) {
+    throw invalid_argument(
+        "compress_body: the layout has more pieces than non-empty buffers (lay the body out "
+        "with layout_body)");
+  }
+  out.body_length = at;
+  return out;
 }
 
 }  // namespace cuarrow::ipc

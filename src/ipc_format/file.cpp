@@ -63,17 +63,17 @@ class open_file {
     } while (fd_ < 0 && errno == EINTR);
     if (fd_ < 0) {
       const int e = errno;
-      throw io_error(e, "cannot open \"" + path_ + "\" for reading: " + std::strerror(e));
+      throw io_error(path_, e, "cannot open \"" + path_ + "\" for reading: " + std::strerror(e));
     }
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
       const int e = errno;
       ::close(fd_);
-      throw io_error(e, "cannot stat \"" + path_ + "\": " + std::strerror(e));
+      throw io_error(path_, e, "cannot stat \"" + path_ + "\": " + std::strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
       ::close(fd_);
-      throw io_error(S_ISDIR(st.st_mode) ? EISDIR : EINVAL,
+      throw io_error(path_, S_ISDIR(st.st_mode) ? EISDIR : EINVAL,
                      "\"" + path_ + "\" is " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
                          ": an Arrow IPC file or stream is read from a regular file");
     }

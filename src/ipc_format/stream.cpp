@@ -11,6 +11,7 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "ipc_format/writer.hpp"
 #include "message_io.hpp"
 
 namespace cuarrow::ipc {
@@ -274,32 +275,22 @@ const arrow::array_data& array_at(const arrow::record_batch& batch, const std::v
 
 // Messages laid end to end in one device allocation: the metadata from
 // host bytes, the bodies from the batches' buffers, each piece at its place.
-class assembler {
+class assembler final : public internal::message_sink {
  public:
-  // Appends one encapsulated message: metadata bytes, then the body pieces.
-  file_block append(const message_metadata& m, const body_layout* body) {
-    const std::vector<std::byte> meta = write_encapsulated_metadata(m);
-    file_block b;
-    b.offset = length_;
-    b.metadata_length = static_cast<std::int32_t>(meta.size());
-    b.body_length = body != nullptr ? body->body_length : 0;
-    add_host(meta);
-    if (body != nullptr) {
-      for (const body_piece& p : body->pieces) {
-        if (p.size > 0)
-          pieces_.push_back(copy_piece{buffer{}, length_ + p.body_offset, p.source, p.source_offset, p.size});
-      }
-      length_ += body->body_length;
-    }
-    return b;
-  }
-
   // Appends host bytes (a copy: the piece's source keeps it alive).
-  void add_host(const std::vector<std::byte>& bytes) {
+  void add_host(const std::vector<std::byte>& bytes) override {
     if (bytes.empty()) return;
     buffer h = host_buffer_of(bytes);
     pieces_.push_back(copy_piece{buffer{}, length_, h, 0, h.size()});
     length_ += h.size();
+  }
+
+  void add_body(const body_layout& body) override {
+    for (const body_piece& p : body.pieces) {
+      if (p.size > 0)
+        pieces_.push_back(copy_piece{buffer{}, length_ + p.body_offset, p.source, p.source_offset, p.size});
+    }
+    length_ += body.body_length;
   }
 
   // One allocation on `ctx`, the padding zeroed by one memset, every piece
@@ -315,104 +306,139 @@ class assembler {
 
  private:
   std::vector<copy_piece> pieces_;
-  std::int64_t length_ = 0;
 };
 
 }  // namespace
 
-struct stream_writer::state {
-  state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer)
-      : schema(std::move(sch)), ctx(std::move(c)), f(fmt), s(sv), footer_metadata(std::move(footer)) {}
+namespace internal {
 
-  arrow::schema schema;
-  schema_message message_schema;
-  context ctx;
-  format f;
-  stream_view s;
-  arrow::key_value_metadata footer_metadata;
-  bool finished = false;
-  assembler out;
-  std::vector<file_block> dictionary_blocks, batch_blocks;
-  std::map<std::int64_t, std::shared_ptr<const arrow::array_data>> sent;  // dictionary id -> last sent
+file_block message_sink::append(const message_metadata& m, const body_layout* body) {
+  const std::vector<std::byte> meta = write_encapsulated_metadata(m);
+  file_block b;
+  b.offset = length_;
+  b.metadata_length = static_cast<std::int32_t>(meta.size());
+  b.body_length = body != nullptr ? body->body_length : 0;
+  add_host(meta);
+  if (body != nullptr) add_body(*body);
+  return b;
+}
 
-  void send_dictionaries(const arrow::record_batch& batch) {
-    for (const dictionary_field& d : message_schema.dictionaries) {
-      const arrow::array_data& a = array_at(batch, d.path);
-      if (!a.dictionary) throw invalid_argument("dictionary column without a dictionary");
-      auto it = sent.find(d.id);
-      if (it != sent.end() && it->second == a.dictionary) continue;
-      if (it != sent.end() && f == format::file) {
-        throw invalid_argument(
-            "dictionary replacement in an IPC file: the file format allows one dictionary per "
-            "field (write a stream, or unify the dictionaries first)");
-      }
-      arrow::record_batch one;
-      one.schema.fields = {arrow::field("dictionary", a.dictionary->type)};
-      one.num_rows = a.dictionary->length;
-      one.columns = {*a.dictionary};
-      const body_layout layout = layout_body(one, s);
-      message_metadata m;
-      dictionary_batch_header h;
-      h.id = d.id;
-      h.data = layout.header;
-      m.header = h;
-      m.body_length = layout.body_length;
-      dictionary_blocks.push_back(out.append(m, &layout));
-      sent[d.id] = a.dictionary;
-    }
+message_writer::message_writer(arrow::schema schema, stream_writer::format f, stream_view s,
+                               arrow::key_value_metadata footer, write_options options, message_sink& sink)
+    : schema_(std::move(schema)),
+      format_(f),
+      s_(s),
+      footer_metadata_(std::move(footer)),
+      options_(std::move(options)),
+      sink_(sink) {
+  if (options_.compression) (void)max_framed_size(*options_.compression, 0);  // throws when the build lacks it
+  message_schema_.schema = schema_;
+  std::vector<int> path;
+  for (std::size_t i = 0; i < schema_.fields.size(); ++i) {
+    path = {static_cast<int>(i)};
+    number_dictionaries(schema_.fields[i].type, path, message_schema_.dictionaries);
   }
+  if (format_ == stream_writer::format::file) {
+    std::vector<std::byte> magic(static_cast<std::size_t>(file_header_size), std::byte{0});
+    std::memcpy(magic.data(), file_magic.data(), file_magic.size());
+    sink_.add_host(magic);
+  }
+  message_metadata m;
+  m.header = message_schema_;
+  sink_.append(m, nullptr);
+}
+
+body_layout message_writer::layout(const arrow::record_batch& batch) const {
+  body_layout l = layout_body(batch, s_);
+  if (!options_.compression) return l;
+  return compress_body(l, *options_.compression, options_.compress, options_.compress_threads, s_);
+}
+
+void message_writer::send_dictionaries(const arrow::record_batch& batch) {
+  for (const dictionary_field& d : message_schema_.dictionaries) {
+    const arrow::array_data& a = array_at(batch, d.path);
+    if (!a.dictionary) throw invalid_argument("dictionary column without a dictionary");
+    auto it = sent_.find(d.id);
+    if (it != sent_.end() && it->second == a.dictionary) continue;
+    if (it != sent_.end() && format_ == stream_writer::format::file) {
+      throw invalid_argument(
+          "dictionary replacement in an IPC file: the file format allows one dictionary per "
+          "field (write a stream, or unify the dictionaries first)");
+    }
+    arrow::record_batch one;
+    one.schema.fields = {arrow::field("dictionary", a.dictionary->type)};
+    one.num_rows = a.dictionary->length;
+    one.columns = {*a.dictionary};
+    const body_layout l = layout(one);
+    message_metadata m;
+    dictionary_batch_header h;
+    h.id = d.id;
+    h.data = l.header;
+    m.header = h;
+    m.body_length = l.body_length;
+    dictionary_blocks_.push_back(sink_.append(m, &l));
+    sent_[d.id] = a.dictionary;
+  }
+}
+
+void message_writer::write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata,
+                           const char* who) {
+  if (!(batch.schema == schema_)) {
+    throw invalid_argument(std::string(who) + ": the batch's schema differs from the writer's");
+  }
+  send_dictionaries(batch);
+  const body_layout l = layout(batch);
+  message_metadata m;
+  m.header = l.header;
+  m.body_length = l.body_length;
+  m.custom_metadata = custom_metadata;
+  batch_blocks_.push_back(sink_.append(m, &l));
+}
+
+void message_writer::finish() {
+  sink_.add_host(end_of_stream_marker());
+  if (format_ == stream_writer::format::file) {
+    file_footer footer;
+    footer.schema = message_schema_;
+    footer.dictionaries = dictionary_blocks_;
+    footer.record_batches = batch_blocks_;
+    footer.custom_metadata = footer_metadata_;
+    sink_.add_host(write_file_trailer(footer));
+  }
+}
+
+}  // namespace internal
+
+struct stream_writer::state {
+  state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer,
+        write_options options)
+      : ctx(std::move(c)), s(sv), writer(std::move(sch), fmt, sv, std::move(footer), std::move(options), out) {}
+
+  context ctx;
+  stream_view s;
+  bool finished = false;
+  assembler out;  // before the writer, which writes into it from its constructor
+  internal::message_writer writer;
 };
 
 stream_writer::stream_writer(arrow::schema schema, context ctx, format f, stream_view s,
-                             arrow::key_value_metadata footer_metadata)
-    : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata))) {
-  state& st = *state_;
-  st.message_schema.schema = st.schema;
-  std::vector<int> path;
-  for (std::size_t i = 0; i < st.schema.fields.size(); ++i) {
-    path = {static_cast<int>(i)};
-    number_dictionaries(st.schema.fields[i].type, path, st.message_schema.dictionaries);
-  }
-  if (f == format::file) {
-    std::vector<std::byte> magic(static_cast<std::size_t>(file_header_size), std::byte{0});
-    std::memcpy(magic.data(), file_magic.data(), file_magic.size());
-    st.out.add_host(magic);
-  }
-  message_metadata m;
-  m.header = st.message_schema;
-  st.out.append(m, nullptr);
-}
+                             arrow::key_value_metadata footer_metadata, write_options options)
+    : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata),
+                                     std::move(options))) {}
 
 stream_writer::~stream_writer() = default;
 
 void stream_writer::write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata) {
   state& st = *state_;
   if (st.finished) throw invalid_argument("stream_writer: already finished");
-  if (!(batch.schema == st.schema)) {
-    throw invalid_argument("stream_writer: the batch's schema differs from the writer's");
-  }
-  st.send_dictionaries(batch);
-  const body_layout layout = layout_body(batch, st.s);
-  message_metadata m;
-  m.header = layout.header;
-  m.body_length = layout.body_length;
-  m.custom_metadata = custom_metadata;
-  st.batch_blocks.push_back(st.out.append(m, &layout));
+  st.writer.write(batch, custom_metadata, "stream_writer");
 }
 
 buffer stream_writer::finish() {
   state& st = *state_;
   if (st.finished) throw invalid_argument("stream_writer: already finished");
   st.finished = true;
-  st.out.add_host(end_of_stream_marker());
-  if (st.f == format::file) {
-    file_footer footer;
-    footer.schema = st.message_schema;
-    footer.dictionaries = st.dictionary_blocks;
-    footer.record_batches = st.batch_blocks;
-    footer.custom_metadata = st.footer_metadata;
-    st.out.add_host(write_file_trailer(footer));
-  }
+  st.writer.finish();
   return st.out.finish(st.ctx, st.s);
 }
 

@@ -15,6 +15,9 @@ out_of_memory::out_of_memory(int code, std::string name, std::string operation, 
                              std::int64_t bytes)
     : cuda_error(code, std::move(name), std::move(operation), message), bytes_(bytes) {}
 
+io_error::io_error(std::string path, int error_code, const std::string& message)
+    : error(message), path_(std::move(path)), error_code_(error_code) {}
+
 namespace {
 std::mutex& handler_mutex() {
   static std::mutex m;

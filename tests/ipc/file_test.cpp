@@ -308,7 +308,7 @@ TEST_F(IpcFile, MissingFilesAndDirectoriesAreTypedErrors) {
     FAIL() << "a missing file is not a malformed one";
   } catch (const cuarrow::io_error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
-    EXPECT_EQ(e.errno_value(), ENOENT);
+    EXPECT_EQ(e.error_code(), ENOENT);
   }
   EXPECT_THROW(ipc::device_stream_reader(missing, ctx()), cuarrow::io_error);
   try {
@@ -318,7 +318,7 @@ TEST_F(IpcFile, MissingFilesAndDirectoriesAreTypedErrors) {
     FAIL() << "a directory is not a malformed file";
   } catch (const cuarrow::io_error& e) {
     EXPECT_NE(std::string(e.what()).find("directory"), std::string::npos) << e.what();
-    EXPECT_EQ(e.errno_value(), EISDIR);
+    EXPECT_EQ(e.error_code(), EISDIR);
   }
   EXPECT_THROW(ipc::device_stream_reader(dir_.string(), ctx()), cuarrow::io_error);
   ipc::file_read_options o;

@@ -40,6 +40,7 @@
 #include "cuarrow/arrow/validate.hpp"
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/export.hpp"
+#include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/stream.hpp"
 
@@ -189,6 +190,20 @@ struct body_layout {
 /// batched copy per level of nesting; the buffers computed from, one copy
 /// each), which is synchronized.
 CUARROW_EXPORT body_layout layout_body(const arrow::record_batch& batch, stream_view s = {});
+
+/// The layout with every non-empty buffer compressed as Arrow C++'s writer
+/// compresses it (IpcWriteOptions(compression=...)): the buffer's bytes
+/// framed by compress() (an int64 uncompressed length, or -1 and the bytes
+/// when compressing does not save options.min_space_savings), each framed
+/// buffer padded to 8 bytes; empty buffers stay empty.  The header gets the
+/// new ranges and `compression` = codec; the pieces are host memory holding
+/// the framed bytes.  Device buffers are copied to the host first (pinned
+/// memory from the result pool where it has room; one batched copy on `s`,
+/// which is synchronized); host buffers are compressed where they are.
+/// Compression runs on up to `threads` host threads (compress_all).
+/// Throws as compress_all and copy_batch do.
+CUARROW_EXPORT body_layout compress_body(const body_layout& layout, compression_codec codec,
+                                         const compress_options& options = {}, int threads = 0, stream_view s = {});
 
 /// One device allocation on `ctx` of layout.body_length bytes, filled with
 /// ONE batched copy (copy_batch_async) of every piece, the padding between

@@ -26,6 +26,7 @@
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/context.hpp"
 #include "cuarrow/export.hpp"
+#include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
 #include "cuarrow/stream.hpp"
@@ -120,6 +121,21 @@ class CUARROW_EXPORT file_reader {
   dictionary_memo memo_;
 };
 
+/// How a writer encodes record batch and dictionary bodies (pyarrow's
+/// IpcWriteOptions).
+struct write_options {
+  /// Compress every body buffer with this codec (BodyCompression, method
+  /// BUFFER: IpcWriteOptions(compression="lz4" / "zstd")); unset:
+  /// uncompressed, the bytes pyarrow writes by default.
+  std::optional<compression_codec> compression;
+  /// The codec's level and min_space_savings (codec.hpp); the defaults are
+  /// Arrow C++'s.
+  compress_options compress;
+  /// Host threads that compress a batch's buffers (0: as many as the
+  /// machine has, at most 16).
+  int compress_threads = 0;
+};
+
 /// Writes record batches as an IPC stream or file into one device
 /// allocation.  Dictionary-encoded columns send their dictionaries before
 /// the first batch that uses them; in a stream, a batch with another
@@ -128,16 +144,20 @@ class CUARROW_EXPORT stream_writer {
  public:
   enum class format { stream, file };
   /// Nothing is written until finish().  `footer_metadata`: a file's
-  /// footer custom metadata (pyarrow's new_file(metadata=...)).  Throws
-  /// invalid_argument for a schema IPC cannot carry.
+  /// footer custom metadata (pyarrow's new_file(metadata=...)).  With
+  /// options.compression, each batch's buffers are copied to the host and
+  /// compressed there when it is written (the writer then keeps the
+  /// compressed bytes, not the batch).  Throws invalid_argument for a
+  /// schema IPC cannot carry, cuarrow::error when this build lacks the
+  /// codec.
   stream_writer(arrow::schema schema, context ctx, format f = format::stream, stream_view s = {},
-                arrow::key_value_metadata footer_metadata = {});
+                arrow::key_value_metadata footer_metadata = {}, write_options options = {});
   ~stream_writer();
   stream_writer(const stream_writer&) = delete;
   stream_writer& operator=(const stream_writer&) = delete;
 
   /// Adds a batch (its schema must equal the writer's; invalid_argument).
-  /// Its buffers are kept until finish().
+  /// Its buffers are kept until finish() (uncompressed).
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
   /// The stream or file: one device allocation filled by one batched copy
   /// on the writer's stream, which is synchronized.  The writer is then

@@ -1,0 +1,74 @@
+// Internal: what the IPC writers share.  stream_writer (stream.cpp) lays a
+// stream or file out in one device allocation; file_writer (file_writer.cpp)
+// writes it into a file as it goes.  The messages, their order and their
+// bytes are the same: message_writer makes them, a message_sink says where
+// they go.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "cuarrow/arrow/array.hpp"
+#include "cuarrow/ipc/format.hpp"
+#include "cuarrow/ipc/record_batch.hpp"
+#include "cuarrow/ipc/stream.hpp"
+
+namespace cuarrow::ipc::internal {
+
+/// Where a writer's bytes go, one after another.
+class message_sink {
+ public:
+  virtual ~message_sink() = default;
+  /// Host bytes at the end.
+  virtual void add_host(const std::vector<std::byte>& bytes) = 0;
+  /// A message body at the end: each piece at its body offset, zeros
+  /// between them (the padding); body.body_length bytes in all.
+  virtual void add_body(const body_layout& body) = 0;
+
+  /// One encapsulated message at the end (metadata, then the body if any);
+  /// where it lies, for a file's footer.
+  file_block append(const message_metadata& m, const body_layout* body);
+  /// Bytes so far.
+  std::int64_t length() const noexcept { return length_; }
+
+ protected:
+  std::int64_t length_ = 0;
+};
+
+/// The messages of a stream or file: the magic (file), the schema, then per
+/// batch the dictionaries it needs and the batch, then the end-of-stream
+/// marker and the footer (file).  Bodies are laid out by layout_body and,
+/// with a codec, compressed by compress_body.
+class message_writer {
+ public:
+  /// Writes the magic and the schema message.  Throws invalid_argument for
+  /// a schema IPC cannot carry, cuarrow::error when this build lacks the
+  /// codec asked for.
+  message_writer(arrow::schema schema, stream_writer::format f, stream_view s, arrow::key_value_metadata footer,
+                 write_options options, message_sink& sink);
+
+  const arrow::schema& schema() const noexcept { return schema_; }
+  /// `who` names the writer in messages ("stream_writer", "file_writer").
+  void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata, const char* who);
+  /// The end-of-stream marker and, for a file, the footer.
+  void finish();
+
+ private:
+  body_layout layout(const arrow::record_batch& batch) const;
+  void send_dictionaries(const arrow::record_batch& batch);
+
+  arrow::schema schema_;
+  schema_message message_schema_;
+  stream_writer::format format_;
+  stream_view s_;
+  arrow::key_value_metadata footer_metadata_;
+  write_options options_;
+  message_sink& sink_;
+  std::vector<file_block> dictionary_blocks_, batch_blocks_;
+  std::map<std::int64_t, std::shared_ptr<const arrow::array_data>> sent_;  // dictionary id -> last sent
+};
+
+}  // namespace cuarrow::ipc::internal
