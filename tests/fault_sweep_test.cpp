@@ -42,8 +42,8 @@
 #include <gtest/gtest.h>
 
 #include <cuarrow/arrow/arrow.hpp>
-#include <cuarrow/ipc/file.hpp>
 #include <cuarrow/ipc/codec.hpp>
+#include <cuarrow/ipc/file.hpp>
 #include <cuarrow/ipc/file_writer.hpp>
 #include <cuarrow/ipc/stream.hpp>
 
@@ -633,7 +633,7 @@ TEST_F(FaultSweep, IpcFileWriter) {
     const ca::record_batch d = ca::to_device(b, c0, s);
     try {
       {
-        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::file, {}, s);
+        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::file, s);
         w.write(d);
         w.write(d);
         w.close();
@@ -648,7 +648,7 @@ TEST_F(FaultSweep, IpcFileWriter) {
       if (!codecs.empty()) {
         cuarrow::ipc::write_options o;
         o.compression = codecs.front();
-        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::stream, o, s);
+        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::stream, s, {}, o);
         w.write(d);
         w.close();
         SWEEP_EXPECT(w.bytes_written() > 0 &&

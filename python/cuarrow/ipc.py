@@ -49,6 +49,7 @@ __all__ = [
     "read_record_batch",
     "read_schema",
     "serialize_record_batch",
+    "write_feather",
 ]
 
 # Message.fbs MessageHeader codes, by pyarrow's names (pyarrow.ipc.Message.type).
@@ -603,28 +604,49 @@ def _progress(progress: Any, total: int | None, what: str) -> Callable[[int | No
 class _Writer:
     _file = False
 
-    def __init__(self, sink: Any, schema: Any, *, options: Any = None, metadata: Any = None) -> None:
-        if not isinstance(sink, Context):
-            raise TypeError(
-                f"cuarrow.ipc writers write into device memory of a cuarrow.cuda.Context, got {_type_name(sink)} "
-                "(the result is close()'s or getvalue()'s CudaBuffer)"
-            )
+    def __init__(
+        self, sink: Any, schema: Any, *, options: Any = None, metadata: Any = None, compression_level: Any = None
+    ) -> None:
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, not {_type_name(schema)}")
-        if options is not None and getattr(options, "compression", None) is not None:
-            raise NotImplementedError("cuarrow.ipc writes uncompressed IPC only")
-        self._ctx = sink
+        codec = _codec_of(options)
         self._schema = schema
-        self._writer = _lib.IpcWriter(schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata))
         self._result: CudaBuffer | None = None
+        self._closed = False
+        if _is_path(sink):
+            # Batches go to the file as they are written (device bodies through
+            # pinned staging memory); pyarrow batches are moved to device 0 first.
+            self._ctx: Context | None = None
+            self._path: str | None = os.fspath(sink)
+            self._writer: Any = _lib.IpcPathWriter(
+                self._path, schema.__arrow_c_schema__(), self._file, _pairs(metadata), None, codec, compression_level
+            )
+            return
+        if not isinstance(sink, Context):
+            raise TypeError(
+                "cuarrow.ipc writers write into device memory of a cuarrow.cuda.Context (close() gives the "
+                f"CudaBuffer) or to a path (str or os.PathLike), got {_type_name(sink)}"
+            )
+        if codec is not None:
+            raise NotImplementedError(
+                "cuarrow.ipc writes compressed IPC to a path only (a stream in device memory is uncompressed)"
+            )
+        self._ctx = sink
+        self._path = None
+        self._writer = _lib.IpcWriter(schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata))
 
     @property
     def schema(self) -> pa.Schema:
         return self._schema
 
     def _check_open(self) -> None:
-        if self._result is not None:
+        if self._closed:
             raise pa.ArrowInvalid("the IPC writer is closed")
+
+    @property
+    def bytes_written(self) -> int | None:
+        """Bytes written to the path so far (None for a writer into device memory)."""
+        return int(self._writer.bytes_written) if self._path is not None else None
 
     def write_batch(self, batch: Any, custom_metadata: Any = None) -> None:
         """Add a record batch (device, or pyarrow moved to the writer's
@@ -661,19 +683,33 @@ class _Writer:
         else:
             self.write_table(table_or_batch)
 
-    def close(self) -> CudaBuffer:
-        """Finish the stream or file; returns it (also ``getvalue()``)."""
+    def close(self) -> CudaBuffer | None:
+        """Finish the stream or file: in device memory, returns it (also
+        ``getvalue()``); at a path, writes its end and closes the file
+        (returns None, as pyarrow's writers do)."""
+        if self._path is not None:
+            if not self._closed:
+                self._writer.close()
+                self._closed = True
+            return None
         if self._result is None:
             self._result = CudaBuffer._wrap(self._writer.finish())
+            self._closed = True
         return self._result
 
     def getvalue(self) -> CudaBuffer:
-        return self.close()
+        if self._path is not None:
+            raise TypeError(f"getvalue(): this writer writes to {self._path!r}, not to device memory")
+        out = self.close()
+        assert out is not None
+        return out
 
     def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        # On an exception a writer of a path is dropped unclosed, which
+        # removes its file (an IPC stream without its end is not one).
         if exc[0] is None:
             self.close()
 
@@ -688,12 +724,71 @@ class RecordBatchFileWriter(_Writer):
     _file = True
 
 
+def _codec_of(options: Any) -> str | None:
+    """The codec pyarrow.ipc.IpcWriteOptions(compression=...) asks for, or None."""
+    if options is None:
+        return None
+    if not isinstance(options, pa.ipc.IpcWriteOptions):
+        raise TypeError(f"options must be a pyarrow.ipc.IpcWriteOptions, not {_type_name(options)}")
+    codec = options.compression
+    return None if codec is None or codec == "uncompressed" else str(codec)
+
+
 def new_stream(sink: Any, schema: Any, *, options: Any = None) -> RecordBatchStreamWriter:
-    """A writer of an IPC stream into device memory of `sink` (a Context)."""
+    """A writer of an IPC stream into device memory of `sink` (a Context),
+    or to the file at path `sink` (`options`: pyarrow.ipc.IpcWriteOptions,
+    whose compression "lz4" / "zstd" is written to paths)."""
     return RecordBatchStreamWriter(sink, schema, options=options)
 
 
 def new_file(sink: Any, schema: Any, *, options: Any = None, metadata: Any = None) -> RecordBatchFileWriter:
-    """A writer of an IPC file into device memory of `sink` (a Context);
-    `metadata` goes into the footer."""
+    """A writer of an IPC file (Feather v2) into device memory of `sink` (a
+    Context) or to the file at path `sink`; `metadata` goes into the
+    footer; `options` as new_stream's."""
     return RecordBatchFileWriter(sink, schema, options=options, metadata=metadata)
+
+
+def write_feather(
+    table: Any,
+    dest: Any,
+    compression: str | None = None,
+    compression_level: int | None = None,
+    chunksize: int | None = None,
+    version: int = 2,
+    *,
+    progress: Any = None,
+) -> None:
+    """Writes a DeviceTable (or DeviceRecordBatch; a pyarrow Table is moved
+    to device 0 first) to the Feather v2 file (Arrow IPC file) at path
+    `dest`, straight from device memory: pyarrow.feather.write_feather's
+    shape.  `compression`: "lz4" (what pyarrow writes by default, so also
+    None), "zstd" or "uncompressed"; `compression_level` the codec's level;
+    `chunksize` the most rows a record batch holds (default: the table's
+    own batches); `progress` as read_feather's."""
+    if version != 2:
+        raise ValueError("cuarrow writes Feather version 2 (the Arrow IPC file format) only")
+    if not _is_path(dest):
+        raise TypeError(f"write_feather writes to a path (str or os.PathLike), got {_type_name(dest)}")
+    if isinstance(table, pa.Table):
+        table = to_device(table)
+    if isinstance(table, DeviceRecordBatch):
+        table = DeviceTable.from_batches([table])
+    if not isinstance(table, DeviceTable):
+        raise TypeError(f"write_feather: expected a DeviceTable or DeviceRecordBatch, got {_type_name(table)}")
+    codec = "lz4" if compression is None else compression
+    if codec not in ("lz4", "zstd", "uncompressed"):
+        raise ValueError(f'compression must be "lz4", "zstd", "uncompressed" or None, not {compression!r}')
+    options = pa.ipc.IpcWriteOptions(compression=None if codec == "uncompressed" else codec)
+    batches = []
+    for b in table.to_batches():
+        if chunksize is None or chunksize <= 0 or len(b) <= chunksize:
+            batches.append(b)
+        else:
+            batches.extend(b.slice(start, chunksize) for start in range(0, len(b), chunksize))
+    report = _progress(progress, len(batches), os.fspath(dest))
+    writer = RecordBatchFileWriter(dest, table.schema, options=options, compression_level=compression_level)
+    for i, b in enumerate(batches):
+        writer.write_batch(b)
+        report(i + 1, writer.bytes_written or 0)
+    writer.close()
+    report(None, writer.bytes_written or 0)

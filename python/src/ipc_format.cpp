@@ -27,6 +27,7 @@
 
 #include <cuarrow/arrow/arrow.hpp>
 #include <cuarrow/ipc/file.hpp>
+#include <cuarrow/ipc/file_writer.hpp>
 #include <cuarrow/ipc/metadata.hpp>
 #include <cuarrow/ipc/record_batch.hpp>
 #include <cuarrow/ipc/stream.hpp>
@@ -208,6 +209,31 @@ ci::file_read_options path_options_of(int validation, const std::optional<std::v
 }
 
 ca::placement placement_of(const cuarrow::context& ctx) { return {cuarrow::device_type::cuda, ctx.device_number()}; }
+
+// A writer of a path (file_writer is neither copyable nor movable).
+struct PathWriter {
+  std::unique_ptr<ci::file_writer> w;
+  std::mutex mu;
+};
+
+// write_options from the facade's plain values: codec "lz4" / "zstd" or
+// None, level and min_space_savings or None.
+ci::write_options write_options_of(const std::optional<std::string>& codec, std::optional<int> level,
+                                   std::optional<double> min_space_savings) {
+  ci::write_options o;
+  if (codec) {
+    if (*codec == "lz4" || *codec == "lz4_frame") {
+      o.compression = ci::compression_codec::lz4_frame;
+    } else if (*codec == "zstd") {
+      o.compression = ci::compression_codec::zstd;
+    } else {
+      throw cuarrow::invalid_argument("compression must be \"lz4\", \"zstd\" or None, not \"" + *codec + "\"");
+    }
+  }
+  o.compress.level = level;
+  o.compress.min_space_savings = min_space_savings;
+  return o;
+}
 
 // A writer (stream_writer is neither copyable nor movable).
 struct Writer {
@@ -452,6 +478,47 @@ void bind_ipc_format(nb::module_& m) {
       .def_prop_ro("position", [](PathStreamReader& self) { return self.r.position(); })
       .def_prop_ro("bytes_read", [](PathStreamReader& self) { return self.r.bytes_read(); })
       .def_prop_ro("read_path", [](PathStreamReader& self) { return ci::to_string(self.r.last_read_path()); });
+
+  nb::class_<PathWriter>(m, "IpcPathWriter",
+                         "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.")
+      .def(
+          "__init__",
+          [](PathWriter* self, std::string path, nb::handle schema_cap, bool file, nb::handle footer_metadata,
+             cuarrow::stream_view s, std::optional<std::string> codec, std::optional<int> level,
+             std::optional<double> min_space_savings) {
+            ca::schema sc = schema_of(schema_cap);
+            ca::key_value_metadata md = metadata_of(footer_metadata);
+            ci::write_options o = write_options_of(codec, level, min_space_savings);
+            nb::gil_scoped_release r;
+            new (self) PathWriter{std::make_unique<ci::file_writer>(
+                                      std::move(path), std::move(sc),
+                                      file ? ci::file_writer::format::file : ci::file_writer::format::stream, s,
+                                      std::move(md), std::move(o)),
+                                  {}};
+          },
+          nb::arg("path"), nb::arg("schema_capsule"), nb::arg("file") = true, nb::arg("footer_metadata") = nb::none(),
+          nb::arg("stream") = nb::none(), nb::arg("compression") = nb::none(), nb::arg("level") = nb::none(),
+          nb::arg("min_space_savings") = nb::none())
+      .def(
+          "write",
+          [](PathWriter& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
+            ca::record_batch b = batch_of(schema_cap, array_cap, {});
+            ca::key_value_metadata md = metadata_of(custom_metadata);
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.w->write(b, md);
+          },
+          nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
+          "Write a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
+      .def(
+          "close",
+          [](PathWriter& self) {
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.w->close();
+          },
+          "Write the end (a file's footer) and close the file.")
+      .def_prop_ro("bytes_written", [](PathWriter& self) { return self.w->bytes_written(); });
 
   nb::class_<Writer>(m, "IpcWriter", "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).")
       .def(

@@ -184,3 +184,76 @@ def test_a_file_shrunk_while_open_is_an_oserror(ctx, tmp_path):
         f.truncate(os.path.getsize(path) // 3)
     with pytest.raises(OSError, match="ends at offset"):
         r.read_all()
+
+
+# ---- writing to a path -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t", all_types(), ids=type_id)
+def test_every_type_written_to_a_path_reads_in_pyarrow(ctx, tmp_path, t):
+    table = _table(t).unify_dictionaries()
+    d = cuda.to_device(table, ctx)
+    ipc.write_feather(d, tmp_path / "t.arrow", compression="uncompressed")
+    assert pa.ipc.open_file(tmp_path / "t.arrow").read_all().equals(table)
+    with ipc.new_stream(tmp_path / "t.arrows", table.schema) as w:
+        w.write_table(d)
+    assert pa.ipc.open_stream(tmp_path / "t.arrows").read_all().equals(table)
+
+
+def test_uncompressed_files_are_pyarrows_bytes(ctx, tmp_path):
+    table = _wide()
+    with pa.ipc.new_file(tmp_path / "pa.arrow", table.schema, metadata={"k": "v"}) as w:
+        w.write_table(table)
+    with ipc.new_file(tmp_path / "cu.arrow", table.schema, metadata={"k": "v"}) as w:
+        w.write_table(cuda.to_device(table, ctx))
+        assert w.bytes_written > 0
+    assert (tmp_path / "cu.arrow").read_bytes() == (tmp_path / "pa.arrow").read_bytes()
+
+
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"])
+def test_write_feather_compressed_reads_back_in_both(ctx, tmp_path, compression):
+    table = _wide()
+    path = tmp_path / "w.feather"
+    ipc.write_feather(cuda.to_device(table, ctx), path, compression=compression, chunksize=1000)
+    got = feather.read_table(path)
+    assert got.equals(table)
+    assert max(len(b) for b in got.to_batches()) <= 1000
+    with pa.ipc.open_file(path) as r:
+        assert r.num_record_batches == 5
+    assert ipc.read_feather(path).to_host().equals(table)
+    if compression == "zstd":
+        ipc.write_feather(cuda.to_device(table, ctx), tmp_path / "l.feather", compression="zstd", compression_level=9)
+        assert feather.read_table(tmp_path / "l.feather").equals(table)
+    with pytest.raises(ValueError, match="compression"):
+        ipc.write_feather(cuda.to_device(table, ctx), path, compression="snappy")
+
+
+def test_a_failed_write_leaves_no_file_and_bad_paths_are_oserrors(ctx, tmp_path):
+    table = _wide(rows=100)
+    with pytest.raises(FileNotFoundError):
+        ipc.new_file(tmp_path / "no" / "such" / "dir.arrow", table.schema)
+    with pytest.raises(IsADirectoryError):
+        ipc.write_feather(cuda.to_device(table, ctx), tmp_path)
+    path = tmp_path / "partial.arrow"
+    with pytest.raises(pa.ArrowInvalid, match="different schema"):
+        with ipc.new_file(path, table.schema) as w:
+            w.write_table(cuda.to_device(table, ctx))
+            w.write_batch(cuda.to_device(pa.record_batch({"other": [1]}), ctx))
+    del w
+    import gc
+
+    gc.collect()
+    assert not path.exists(), "an unclosed writer removes its file"
+    with ipc.new_stream(path, table.schema) as w:
+        pass
+    assert pa.ipc.open_stream(path).read_all().num_rows == 0
+    with pytest.raises(TypeError, match="getvalue"):
+        w.getvalue()
+
+
+def test_write_progress(ctx, tmp_path):
+    calls = []
+    ipc.write_feather(
+        cuda.to_device(_wide(), ctx), tmp_path / "w.arrow", progress=lambda *a: calls.append(a), compression="lz4"
+    )
+    assert [c[:2] for c in calls] == [(1, 4), (2, 4), (3, 4), (4, 4)]

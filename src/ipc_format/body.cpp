@@ -385,9 +385,9 @@ struct layout_pass {
   // Arrow's GetTruncatedBuffer (union type codes and dense union offsets):
   // the same test, but the cut is min(64-byte padded length, buffer size)
   // bytes from the offset, which for a slice near the buffer's end runs past
-  // it (Arrow reads its allocation's zeroed padding there).  The same length
-  // is declared here and the bytes past the buffer are written as zeros, so
-  // the bytes equal Arrow's and nothing outside the buffer is read.
+  // it (Arrow copies whatever its allocation holds there).  The same length
+  // is declared here and the bytes past the buffer are zeros, so nothing
+  // outside the buffer is read.
   void truncated(const buffer& b, std::int64_t off, std::int64_t len, std::int64_t width) {
     if (b.size() == 0) return add_empty();
     const std::int64_t padded = pad64(len * width);
@@ -395,9 +395,15 @@ struct layout_pass {
     const std::int64_t start = off * width;
     const std::int64_t declared = std::min(padded, b.size());
     const std::int64_t present = std::clamp<std::int64_t>(b.size() - start, 0, declared);
-    out.header.buffers.push_back({out.body_length, declared});
-    if (present > 0) out.pieces.push_back({b, start, present, out.body_length});
-    out.body_length += pad8(declared);
+    if (present == declared) return add(b, start, declared);
+    // Rare (a slice within 64 bytes of the buffer's end): the bytes there
+    // and the zeros after them, one piece as every buffer is.
+    stream_view sv = s;
+    add_computed(declared, [b, start, present, declared, sv] {
+      std::vector<std::uint8_t> v = present > 0 ? host_bytes_of(b, start, present, sv) : std::vector<std::uint8_t>();
+      v.resize(static_cast<std::size_t>(declared), 0);
+      return host_buffer_of(v);
+    });
   }
 
   // Arrow's GetZeroBasedValueOffsets.  Returns the first and last offsets of
@@ -411,12 +417,12 @@ struct layout_pass {
       // the first offset, which an empty array need not keep in range).
       // An empty array may come without offsets (the C data interface
       // allows it); Arrow's arrays always hold the one offset 0, so that is
-      // declared and written (zeros: the padding's memset).
+      // what is written.
       if (b.size() >= width) {
         add(b, 0, b.size());
       } else {
-        out.header.buffers.push_back({out.body_length, width});
-        out.body_length += pad8(width);
+        add_computed(width,
+                     [width] { return host_buffer_of(std::vector<std::uint8_t>(static_cast<std::size_t>(width))); });
       }
       return std::pair<std::int64_t, std::int64_t>{0, 0};
     }

@@ -80,8 +80,8 @@ struct file_writer::state {
   }
 };
 
-file_writer::file_writer(std::string path, arrow::schema schema, format f, write_options options, stream_view s,
-                         arrow::key_value_metadata footer_metadata)
+file_writer::file_writer(std::string path, arrow::schema schema, format f, stream_view s,
+                         arrow::key_value_metadata footer_metadata, write_options options)
     : state_(std::make_unique<state>(std::move(path), std::move(schema), f, std::move(options), s,
                                      std::move(footer_metadata))) {}
 

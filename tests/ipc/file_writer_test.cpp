@@ -140,7 +140,7 @@ TEST(IpcFileWriter, PyarrowFilesFromDeviceMemoryAreWrittenByteForByte) {
     ipc::file_reader r(on_device(golden));
     ASSERT_GT(r.num_record_batches(), 0);
     const fs::path out = dir / name;
-    ipc::file_writer w(out.string(), r.schema().schema, fmt::file, {}, {}, r.footer().custom_metadata);
+    ipc::file_writer w(out.string(), r.schema().schema, fmt::file, {}, r.footer().custom_metadata);
     for (int i = 0; i < r.num_record_batches(); ++i) {
       const ipc::batch_with_metadata b = r.read_batch_with_custom_metadata(i);
       w.write(b.batch, b.custom_metadata);
@@ -270,7 +270,7 @@ TEST(IpcFileWriterCompressed, EverySampleRoundTrips) {
       wo.compression = c;
       for (fmt f : {fmt::stream, fmt::file}) {
         const fs::path out = dir / "sample";
-        ipc::file_writer w(out.string(), b.schema, f, wo);
+        ipc::file_writer w(out.string(), b.schema, f, {}, {}, wo);
         w.write(b);
         w.write(b);
         w.close();
@@ -308,7 +308,7 @@ TEST(IpcFileWriterCompressed, DictionaryBatchesAreCompressedToo) {
     ipc::write_options wo;
     wo.compression = c;
     const fs::path out = dir / "dictionaries.arrows";
-    ipc::file_writer w(out.string(), r.schema().schema, fmt::stream, wo);
+    ipc::file_writer w(out.string(), r.schema().schema, fmt::stream, {}, {}, wo);
     const std::vector<record_batch> batches = r.read_all();
     for (const record_batch& b : batches) w.write(b);
     w.close();
@@ -394,7 +394,7 @@ TEST(IpcFileWriterCompressed, PyarrowCompressedStreamsHaveTheSameLayout) {
     ipc::write_options wo;
     wo.compression = g.codec;
     const fs::path out = dir / g.name;
-    ipc::file_writer w(out.string(), r.schema().schema, fmt::stream, wo);
+    ipc::file_writer w(out.string(), r.schema().schema, fmt::stream, {}, {}, wo);
     for (const record_batch& b : batches) w.write(to_device(b, cuarrow::context::get(0)));
     w.close();
     const bytes got = read_file(out);

@@ -31,11 +31,11 @@ class CUARROW_EXPORT file_writer {
   /// Creates `path` (or truncates the file there) and writes the start of
   /// the stream or file (magic, schema).  `footer_metadata`: a file's footer
   /// custom metadata (new_file(metadata=...)).  Device memory is read on
-  /// `s`.  Throws io_error (the file cannot be created or written: the path
-  /// and the reason), invalid_argument (a schema IPC cannot carry),
-  /// cuarrow::error (this build lacks the codec).
-  file_writer(std::string path, arrow::schema schema, format f = format::file, write_options options = {},
-              stream_view s = {}, arrow::key_value_metadata footer_metadata = {});
+  /// `s`.  The arguments are stream_writer's, in its order.  Throws io_error (the file cannot be created or written:
+  /// the path and the reason), invalid_argument (a schema IPC cannot carry), cuarrow::error (this build lacks the
+  /// codec).
+  file_writer(std::string path, arrow::schema schema, format f = format::file, stream_view s = {},
+              arrow::key_value_metadata footer_metadata = {}, write_options options = {});
   /// A writer not closed (close() not called, or a failure) removes its
   /// file: an IPC stream or file without its end is not one.
   ~file_writer();
