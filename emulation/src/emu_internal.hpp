@@ -424,6 +424,7 @@ CUresult emu_cuIpcCloseMemHandle_v4010(CUdeviceptr dptr);
 CUresult emu_cuMemPoolCreate_v11020(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
 CUresult emu_cuMemPoolDestroy_v11020(CUmemoryPool pool);
 CUresult emu_cuMemPoolSetAccess_v11020(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count);
+CUresult emu_cuMemPoolGetAccess_v11020(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location);
 CUresult emu_cuMemPoolExportToShareableHandle_v11020(void* handle_out, CUmemoryPool pool,
                                                      CUmemAllocationHandleType handleType, unsigned long long flags);
 CUresult emu_cuMemPoolImportFromShareableHandle_v11020(CUmemoryPool* pool_out, void* handle,

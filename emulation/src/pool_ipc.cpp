@@ -178,6 +178,19 @@ CUresult emu_cuMemPoolSetAccess_v11020(CUmemoryPool pool, const CUmemAccessDesc*
   return CUDA_SUCCESS;
 }
 
+CUresult emu_cuMemPoolGetAccess_v11020(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location) {
+  if (CUresult r = check_init()) return r;
+  if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_at(location->id)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lk(g->mu);
+  Pool* p = pool_from_handle_locked(memPool);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  const bool rw =
+      location->id == p->device || std::find(p->access.begin(), p->access.end(), location->id) != p->access.end();
+  *flags = rw ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
+
 CUresult emu_cuMemPoolExportToShareableHandle_v11020(void* handle_out, CUmemoryPool pool,
                                                      CUmemAllocationHandleType handleType, unsigned long long flags) {
   if (CUresult r = check_init()) return r;

@@ -229,7 +229,12 @@ TEST_F(Emu, ShareablePoolExportsADescriptorThatImportsItsPointers) {
   desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   desc.location.id = 1;
   desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAccess_flags flags{};
+  CU_EXPECT(A.cuMemPoolGetAccess(&flags, imported, &desc.location));
+  EXPECT_EQ(CU_MEM_ACCESS_FLAGS_PROT_NONE, flags);
   CU_EXPECT(A.cuMemPoolSetAccess(imported, &desc, 1));
+  CU_EXPECT(A.cuMemPoolGetAccess(&flags, imported, &desc.location));
+  EXPECT_EQ(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, flags);
   desc.location.id = 9;
   EXPECT_EQ(CUDA_ERROR_INVALID_DEVICE, A.cuMemPoolSetAccess(imported, &desc, 1));
   desc.location.id = 0;
