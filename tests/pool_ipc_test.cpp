@@ -124,21 +124,22 @@ struct socket_pair {
 // ---------------------------------------------------------------------------
 // Child processes (the importing side)
 
-// pool_open <socket> <seed> <opens>: receives the pool's descriptor and a
-// handle, imports the pool, opens the handle `opens` times (one import),
+// pool_open <socket> <seed> <opens> <device>: receives the pool's descriptor
+// and a handle, imports the pool into a context of `device`, opens the handle `opens` times (one import),
 // checks the bytes are pattern(size, seed), re-exports a slice, writes
 // pattern(size, seed + 1); everything imported is released at the end.
 CUARROW_CHILD_MODE(pool_open) {
-  CHILD_CHECK(argc == 3);
+  CHILD_CHECK(argc == 4);
   const int sock = std::atoi(argv[0]);
   const unsigned seed = static_cast<unsigned>(std::atoi(argv[1]));
   const int opens = std::atoi(argv[2]);
+  const int device = std::atoi(argv[3]);
   received msg = receive_pool(sock);
   CHILD_CHECK(msg.fd >= 0);
   auto handle = cuarrow::ipc_memory_handle::deserialize(msg.handle);
   CHILD_CHECK(handle.kind() == cuarrow::ipc_handle_kind::pool);
   CHILD_CHECK(handle.pool_id() == msg.pool_id);
-  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::context ctx = cuarrow::context::get(device);
   const std::int64_t allocated = ctx.bytes_allocated();
   const std::size_t mappings = emu().ipc_mapping_count ? emu().ipc_mapping_count() : 0;
   const std::size_t pools = emu().pool_count ? emu().pool_count() : 0;
@@ -159,7 +160,7 @@ CUARROW_CHILD_MODE(pool_open) {
     if (emu().ipc_mapping_count) CHILD_CHECK(emu().ipc_mapping_count() == mappings + 1);
     if (emu().pool_count) CHILD_CHECK(emu().pool_count() == pools + 1);
     CHILD_CHECK(b.type() == cuarrow::device_type::cuda);
-    CHILD_CHECK(b.device_id() == 0);
+    CHILD_CHECK(b.device_id() == device);  // the importing context's, whatever the pool's device
     CHILD_CHECK(b.get_context() && *b.get_context() == ctx);
     CHILD_CHECK(b.size() == handle.size());
     CHILD_CHECK(b.is_mutable());
@@ -377,7 +378,7 @@ namespace {
 // `opens` times, and checks the child's writes landed in the slice only.
 // `drop_buffer`: the exporter lets its buffer go before the child runs (the
 // handle keeps the memory).
-void exchange_slice(int opens, bool drop_buffer) {
+void exchange_slice(int opens, bool drop_buffer, int child_device = 0) {
   cuarrow::context ctx = cuarrow::context::get(0);
   auto pool = std::make_shared<cuarrow::ipc_pool_resource>(ctx);
   cuarrow::buffer pad = pool_buffer(ctx, pool, pattern(1000, 1));
@@ -399,7 +400,8 @@ void exchange_slice(int opens, bool drop_buffer) {
     cuarrow::shareable_pool shared = cuarrow::export_pool(*pool);
     ASSERT_TRUE(send_fd(sp.parent, shared.fd(), pool_message(shared.pool_id(), h->serialize())));
   }  // sent: our descriptor may go
-  child_result r = run_self("pool_open", {std::to_string(sp.child), "40", std::to_string(opens)});
+  child_result r =
+      run_self("pool_open", {std::to_string(sp.child), "40", std::to_string(opens), std::to_string(child_device)});
   EXPECT_TRUE(r.ok()) << r.output;
   EXPECT_TRUE(contains(r.output, "CHILD OK")) << r.output;
   if (!drop_buffer) {
@@ -426,6 +428,12 @@ TEST(PoolIpc, SliceOpensInAnotherProcessThroughScmRights) {
 TEST(PoolIpc, OpeningTwiceInOneProcessImportsOnce) {
   REQUIRE_SHAREABLE_POOLS();
   exchange_slice(3, false);
+}
+
+TEST(PoolIpc, PoolOfDevice0OpensOnDevice1OfAnotherProcess) {
+  REQUIRE_SHAREABLE_POOLS();
+  CUARROW_REQUIRE_DEVICES(2);
+  exchange_slice(1, false, 1);
 }
 
 TEST(PoolIpc, ExporterMayDropItsBufferWhileTheHandleLives) {
