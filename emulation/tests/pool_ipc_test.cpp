@@ -141,6 +141,21 @@ TEST_F(Emu, PoolCreationChecksItsProperties) {
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
             A.cuMemPoolExportToShareableHandle(&fd, def, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, A.cuMemPoolDestroy(def));
+  // A synchronisation trims a created pool to its release threshold.
+  CUmemoryPool trimmed = nullptr;
+  CUmemPoolProps plain = pool_props(0, CU_MEM_HANDLE_TYPE_NONE);
+  CU_ASSERT(A.cuMemPoolCreate(&trimmed, &plain));
+  for (cuuint64_t threshold : {cuuint64_t{0}, cuuint64_t{1} << 30}) {
+    CU_ASSERT(A.cuMemPoolSetAttribute(trimmed, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+    CUdeviceptr q = 0;
+    CU_ASSERT(A.cuMemAllocFromPoolAsync(&q, 1 << 20, trimmed, nullptr));
+    CU_ASSERT(A.cuMemFreeAsync(q, nullptr));
+    CU_ASSERT(A.cuStreamSynchronize(nullptr));
+    cuuint64_t reserved = 7;
+    CU_ASSERT(A.cuMemPoolGetAttribute(trimmed, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+    EXPECT_EQ(threshold == 0 ? 0u : cuuint64_t{1} << 20, reserved) << "threshold " << threshold;
+  }
+  CU_ASSERT(A.cuMemPoolDestroy(trimmed));
   // maxSize bounds what the pool may reserve.
   CUmemPoolProps small = pool_props(0, CU_MEM_HANDLE_TYPE_NONE);
   small.maxSize = 4096;
