@@ -203,22 +203,29 @@ CUARROW_CHILD_MODE(pool_open_refused) {
     std::string m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::open_ipc(pool, other); });
     std::printf("OTHER POOL: %s\n", m.c_str());
     CHILD_CHECK(contains(m, "is memory of pool"));
-    // Without the pool's id, the driver itself refuses another pool's data.
-    try {
-      (void)cuarrow::open_ipc(anonymous, other);
-      CHILD_CHECK(false);
-    } catch (const cuarrow::cuda_error& e) {
-      std::printf("OTHER POOL, NO ID: %s\n", e.what());
-      CHILD_CHECK(e.code() == CUDA_ERROR_INVALID_VALUE);
+    // Without the pool's id, the driver itself refuses another pool's data
+    // (the emulation checks it; what the real driver does with the opaque
+    // export data of another pool or damaged data is not documented, so
+    // those two are asked of the emulation only).
+    if (emu().available()) {
+      try {
+        (void)cuarrow::open_ipc(anonymous, other);
+        CHILD_CHECK(false);
+      } catch (const cuarrow::cuda_error& e) {
+        std::printf("OTHER POOL, NO ID: %s\n", e.what());
+        CHILD_CHECK(e.code() == CUDA_ERROR_INVALID_VALUE);
+      }
     }
     auto damaged = cuarrow::ipc_memory_handle::deserialize(from_hex(argv[2]));
-    try {
-      (void)cuarrow::open_ipc(pool, damaged);
-      CHILD_CHECK(false);
-    } catch (const cuarrow::cuda_error& e) {
-      std::printf("DAMAGED: %s\n", e.what());
-      CHILD_CHECK(e.code() == CUDA_ERROR_INVALID_VALUE);
-      CHILD_CHECK(contains(e.what(), "cuMemPoolImportPointer"));
+    if (emu().available()) {
+      try {
+        (void)cuarrow::open_ipc(pool, damaged);
+        CHILD_CHECK(false);
+      } catch (const cuarrow::cuda_error& e) {
+        std::printf("DAMAGED: %s\n", e.what());
+        CHILD_CHECK(e.code() == CUDA_ERROR_INVALID_VALUE);
+        CHILD_CHECK(contains(e.what(), "cuMemPoolImportPointer"));
+      }
     }
     auto past = cuarrow::ipc_memory_handle::deserialize(from_hex(argv[3]));
     m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::open_ipc(pool, past); });
