@@ -332,6 +332,15 @@ int main(int argc, char** argv) {
       write(root / "ipc_handle", "cuarrow_" + std::to_string(k++),
             std::string(1, '\0') + std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
       ++count;
+      // The same range as a pool handle (wire format version 2).
+      if (size > 0) {
+        f.kind = cuarrow::ipc_handle_kind::pool;
+        f.pool_id = 0xfeedfacecafebeefull;
+        const auto pooled = cuarrow::detail::ipc_handle_factory::make(f).serialize();
+        write(root / "ipc_handle", "cuarrow_pool_" + std::to_string(k),
+              std::string(1, '\0') + std::string(reinterpret_cast<const char*>(pooled.data()), pooled.size()));
+        ++count;
+      }
     }
     std::string py(1, '\0');
     le(py, 4096, 8);

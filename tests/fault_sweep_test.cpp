@@ -81,15 +81,16 @@ bool one_of(const std::string& n, std::initializer_list<const char*> names) {
 // Entry points that give something back, or that a release needs (the
 // context push): a failure leaves that object alive.
 bool is_release(const std::string& n) {
-  return one_of(
-      n, {"cuCtxPushCurrent", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost", "cuMemHostUnregister", "cuEventDestroy",
-          "cuStreamDestroy", "cuIpcCloseMemHandle", "cuDevicePrimaryCtxRelease", "cuCtxPopCurrent"});
+  return one_of(n, {"cuCtxPushCurrent", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost", "cuMemHostUnregister",
+                    "cuEventDestroy", "cuStreamDestroy", "cuIpcCloseMemHandle", "cuDevicePrimaryCtxRelease",
+                    "cuCtxPopCurrent", "cuMemPoolDestroy"});
 }
 
 CUresult fault_code(const std::string& n, std::uint64_t k) {
   const bool odd = (k % 2) == 1;
   if (one_of(n, {"cuMemAlloc", "cuMemAllocAsync", "cuMemHostAlloc", "cuMemHostRegister", "cuIpcOpenMemHandle",
-                 "cuStreamCreate", "cuEventCreate", "cuDevicePrimaryCtxRetain"})) {
+                 "cuStreamCreate", "cuEventCreate", "cuDevicePrimaryCtxRetain", "cuMemPoolCreate",
+                 "cuMemAllocFromPoolAsync", "cuMemPoolImportFromShareableHandle", "cuMemPoolImportPointer"})) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (one_of(n, {"cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize", "cuStreamQuery", "cuEventQuery",
@@ -109,7 +110,7 @@ CUresult fault_code(const std::string& n, std::uint64_t k) {
 struct counts {
   std::vector<size_t> device;  // per device
   std::vector<int> retains;    // per device
-  size_t host = 0, registered = 0, streams = 0, events = 0, ipc = 0, pushes = 0, async_faults = 0;
+  size_t host = 0, registered = 0, streams = 0, events = 0, ipc = 0, pools = 0, pushes = 0, async_faults = 0;
 
   bool operator==(const counts&) const = default;
   std::string describe() const {
@@ -119,7 +120,7 @@ struct counts {
     o << "] primary retains [";
     for (int v : retains) o << v << " ";
     o << "] pinned " << host << " registered " << registered << " streams " << streams << " events " << events
-      << " ipc " << ipc << " pushed contexts " << pushes << " async faults " << async_faults;
+      << " ipc " << ipc << " pools " << pools << " pushed contexts " << pushes << " async faults " << async_faults;
     return o.str();
   }
 };
@@ -149,6 +150,7 @@ counts snapshot() {
   c.streams = e.stream_count();
   c.events = e.event_count();
   c.ipc = e.ipc_mapping_count();
+  c.pools = e.pool_count ? e.pool_count() : 0;
   c.pushes = faults().pushes();
   c.async_faults = e.async_fault_count();
   return c;
@@ -157,7 +159,13 @@ counts snapshot() {
 // After a refused release: is the difference only objects of that kind?
 bool only_released_kind_differs(const std::string& n, const counts& base, const counts& now) {
   counts b = base;
-  if (one_of(n, {"cuMemFree", "cuMemFreeAsync"})) b.device = now.device;
+  if (one_of(n, {"cuMemFree", "cuMemFreeAsync"})) {
+    // Device memory, or an imported pool pointer; either keeps its pool.
+    b.device = now.device;
+    b.ipc = now.ipc;
+    b.pools = now.pools;
+  }
+  if (n == "cuMemPoolDestroy") b.pools = now.pools;
   if (n == "cuMemFreeHost") b.host = now.host;
   if (n == "cuMemHostUnregister") b.registered = now.registered;
   if (n == "cuEventDestroy") b.events = now.events;
@@ -174,6 +182,7 @@ bool only_released_kind_differs(const std::string& n, const counts& base, const 
     b.events = now.events;
     b.streams = now.streams;
     b.ipc = now.ipc;
+    b.pools = now.pools;
   }
   return b == now;
 }
@@ -848,6 +857,36 @@ TEST_F(FaultSweep, IpcExportAndOpen) {
       std::vector<std::uint8_t> back1(expected.size());
       cuarrow::copy_to_host(back1.data(), on1, 0, on1.size());
       SWEEP_EXPECT(back1 == expected);
+    }
+  });
+}
+
+// Pool IPC: a shareable pool is created, its memory exported and the pool
+// imported and opened again (the emulation allows importing in the exporting
+// process, so one process covers create, export, import and open).
+TEST_F(FaultSweep, PoolIpcCreateExportImportOpen) {
+  cuarrow::context c0 = cuarrow::context::get(0);
+  if (!c0.properties().memory_pools_supported) GTEST_SKIP() << "no memory pools";
+  const std::vector<std::uint8_t> expected = pattern(10000, 78);
+  sweep("pool IPC create/export/import/open", [&expected] {
+    cuarrow::context c = cuarrow::context::get(0);
+    auto pool = std::make_shared<cuarrow::ipc_pool_resource>(c);
+    cuarrow::buffer d = cuarrow::allocate_device(c, static_cast<std::int64_t>(expected.size()), {}, pool);
+    cuarrow::copy_from_host(d, 0, expected.data(), d.size());
+    cuarrow::ipc_memory_handle h = cuarrow::export_ipc(d.slice(100));
+    SWEEP_EXPECT(h.kind() == cuarrow::ipc_handle_kind::pool);
+    cuarrow::shareable_pool shared = cuarrow::export_pool(*pool);
+    cuarrow::imported_pool imported = cuarrow::import_pool(c, shared.fd(), shared.pool_id());
+    cuarrow::buffer opened = cuarrow::open_ipc(imported, h);
+    std::vector<std::uint8_t> back(expected.size() - 100);
+    cuarrow::copy_to_host(back.data(), opened, 0, opened.size());
+    SWEEP_EXPECT(std::equal(back.begin(), back.end(), expected.begin() + 100));
+    if (cuarrow::device_count() >= 2) {
+      cuarrow::imported_pool on1 = cuarrow::import_pool(cuarrow::context::get(1), shared.fd());
+      cuarrow::buffer o1 = cuarrow::open_ipc(on1, h);
+      std::vector<std::uint8_t> back1(back.size());
+      cuarrow::copy_to_host(back1.data(), o1, 0, o1.size());
+      SWEEP_EXPECT(back1 == back);
     }
   });
 }

@@ -233,7 +233,7 @@ TEST(Ipc, ReadsPyarrowFormat) {
 
 TEST(Ipc, MalformedInputsAreInvalidArguments) {
   const std::vector<std::byte> good = sample_handle(256, 1000, 0).serialize();
-  expect_malformed({}, "expected a cuarrow IPC handle (112 bytes");
+  expect_malformed({}, "expected a cuarrow IPC handle (112 or 120 bytes");
   expect_malformed(as_bytes("abc"), "or a pyarrow.cuda one (72 bytes, or 8 for an empty buffer)");
   expect_malformed(std::vector<std::byte>(50, std::byte{0x5a}), "expected a cuarrow IPC handle");
   expect_malformed(std::vector<std::byte>(good.begin(), good.begin() + 8), "cut short before its version");
@@ -248,10 +248,15 @@ TEST(Ipc, MalformedInputsAreInvalidArguments) {
   bad_magic[3] = std::byte{'X'};
   expect_malformed(bad_magic, "expected a cuarrow IPC handle");  // 112 bytes, not a pyarrow length either
 
+  std::vector<std::byte> v3 = good;
+  put_le<std::uint16_t>(v3, 8, 3);
+  reseal(v3);
+  expect_malformed(v3, "unsupported cuarrow IPC handle version 3 (this cuarrow reads versions 1 and 2)");
+  // Version 2 (pool handles) is 120 bytes: the version decides the length.
   std::vector<std::byte> v2 = good;
   put_le<std::uint16_t>(v2, 8, 2);
   reseal(v2);
-  expect_malformed(v2, "unsupported cuarrow IPC handle version 2 (this cuarrow reads version 1)");
+  expect_malformed(v2, "a cuarrow IPC handle of version 2 is 120 bytes long (it was cut short)");
   // A later version may be longer: the version is what is reported.
   std::vector<std::byte> v7_short(good.begin(), good.begin() + 20);
   put_le<std::uint16_t>(v7_short, 8, 7);
@@ -317,6 +322,7 @@ TEST(Ipc, ExportRefusesPoolMemorySayingWhatToDo) {
   for (const cuarrow::buffer& b : {pooled, pooled.slice(256, 100)}) {
     std::string m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_ipc(b); });
     EXPECT_TRUE(contains(m, "stream-ordered pool")) << m;
+    EXPECT_TRUE(contains(m, "ipc_pool_resource")) << m;
     EXPECT_TRUE(contains(m, "plain_device_resource")) << m;
     EXPECT_TRUE(contains(m, "Context.new_buffer")) << m;
   }

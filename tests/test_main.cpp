@@ -27,6 +27,7 @@ const emulation_api& emu() {
     a.event_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_event_count"));
     a.async_fault_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_async_fault_count"));
     a.ipc_mapping_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_ipc_mapping_count"));
+    a.pool_count = reinterpret_cast<size_t (*)()>(sym("cuarrow_emu_pool_count"));
     a.set_op_delay_us = reinterpret_cast<void (*)(unsigned)>(sym("cuarrow_emu_set_op_delay_us"));
     return a;
   }();

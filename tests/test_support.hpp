@@ -27,7 +27,8 @@ struct emulation_api {
   size_t (*stream_count)() = nullptr;
   size_t (*event_count)() = nullptr;
   size_t (*async_fault_count)() = nullptr;
-  size_t (*ipc_mapping_count)() = nullptr;  // IPC handles opened and not closed, this process
+  size_t (*ipc_mapping_count)() = nullptr;  // IPC handles opened (pool pointers imported) and not closed, this process
+  size_t (*pool_count)() = nullptr;         // pools created or imported and not yet released
   void (*set_op_delay_us)(unsigned) = nullptr;
   bool available() const { return primary_ctx_retain_count != nullptr; }
 };

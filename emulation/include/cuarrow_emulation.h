@@ -48,9 +48,15 @@ size_t cuarrow_emu_host_allocation_count(void);
 size_t cuarrow_emu_host_registration_count(void);
 
 /* Live IPC mappings in this process: handles opened with cuIpcOpenMemHandle
- * and not yet closed (a handle opened twice by one context counts once).
+ * and not yet closed (a handle opened twice by one context counts once), and
+ * pointers imported with cuMemPoolImportPointer and not yet freed (likewise).
  * Added for tests that check cuarrow closes what it opens. */
 size_t cuarrow_emu_ipc_mapping_count(void);
+
+/* Memory pools made with cuMemPoolCreate or imported with
+ * cuMemPoolImportFromShareableHandle and not yet released (a destroyed pool
+ * is released when its last allocation or imported pointer is freed). */
+size_t cuarrow_emu_pool_count(void);
 
 /* Live streams and events (created, not destroyed), all devices. */
 size_t cuarrow_emu_stream_count(void);

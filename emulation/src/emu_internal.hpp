@@ -78,10 +78,12 @@ struct Context;
 struct Stream;
 struct Pool;
 
-enum class AllocKind { Device, Pool, IpcImport, HostAlloc, HostRegister };
+// PoolImport: a pointer of another process's pool, imported with
+// cuMemPoolImportPointer into an imported pool.
+enum class AllocKind { Device, Pool, IpcImport, PoolImport, HostAlloc, HostRegister };
 
 inline bool is_device_kind(AllocKind k) {
-  return k == AllocKind::Device || k == AllocKind::Pool || k == AllocKind::IpcImport;
+  return k == AllocKind::Device || k == AllocKind::Pool || k == AllocKind::IpcImport || k == AllocKind::PoolImport;
 }
 
 // One live range of the unified address space that the driver knows about.
@@ -94,10 +96,11 @@ struct Allocation {
   int device = 0;
   char* host_view = nullptr;  // where the bytes really live (shadow, host memory, ipc map)
 
-  // Device / Pool: the block in the device's memory.
+  // Device / Pool: the block in the device's memory (PoolImport: the
+  // exporter's block in the imported pool's memfd).
   size_t offset = 0;
   size_t block = 0;
-  Pool* pool = nullptr;
+  Pool* pool = nullptr;      // Pool: the pool allocated from; PoolImport: the imported pool
   bool ready = true;         // false until the stream reaches a cuMemAllocAsync
   bool free_queued = false;  // a cuMemFreeAsync is pending
 
@@ -109,15 +112,35 @@ struct Allocation {
   void* reserve_base = nullptr;
   size_t reserve_len = 0;
   int ipc_pid = 0;
-  uint64_t ipc_remote_id = 0;
-  int ipc_refs = 0;
+  uint64_t ipc_remote_id = 0;  // IpcImport, PoolImport: the exporter's buffer id
+  int ipc_refs = 0;            // IpcImport, PoolImport: opens not yet closed / freed
 };
 
-// The default memory pool of a device (cuMemAllocAsync).  Freed blocks stay
-// cached in the pool (reserved) until a synchronisation trims the pool to its
-// release threshold, as the real driver does.
+// A memory pool: the default pool of a device (cuMemAllocAsync), a pool made
+// with cuMemPoolCreate (cuMemAllocFromPoolAsync), or a pool imported from
+// another process.  Freed blocks stay cached in the pool (reserved) until a
+// synchronisation trims the pool to its release threshold, as the real driver
+// does.
+//
+// A pool created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR keeps its
+// bytes in a memfd of its own (named "cuarrow-emu-pool-<token>-dev<N>", as
+// large as the device, sparse) at the same offsets as the device allocator
+// hands out, so that the descriptor is the shareable handle: another process
+// maps it and finds every allocation at its offset.  Imported pools map that
+// memfd and allocate nothing.
 struct Pool {
+  enum class Kind { Default, Created, Imported };
+  Kind kind = Kind::Default;
   int device = 0;
+  bool ipc = false;        // created with the POSIX file descriptor handle type
+  int memfd = -1;          // ipc pools: the bytes
+  char* shadow = nullptr;  // ipc and imported pools: read/write map of the memfd
+  size_t shadow_len = 0;
+  uint64_t token = 0;                    // ipc and imported pools: the pool's identity (memfd name, export data)
+  size_t max_size = 0;                   // created pools: CUmemPoolProps::maxSize (0: the device)
+  size_t live = 0;                       // allocations (created) or imported pointers (imported) not yet freed
+  bool destroyed = false;                // cuMemPoolDestroy called; released when `live` reaches 0
+  std::vector<int> access;               // devices given access with cuMemPoolSetAccess (besides its own)
   std::multimap<size_t, size_t> cached;  // block size -> offset
   uint64_t release_threshold = 0;
   uint64_t reserved = 0, reserved_high = 0;
@@ -216,7 +239,8 @@ struct Driver {
   std::unordered_map<uint64_t, Allocation*> allocs_by_id;
   std::unordered_map<CUstream, std::shared_ptr<Stream>> streams;  // user streams
   std::unordered_map<CUevent, std::shared_ptr<Event>> events;
-  std::vector<std::shared_ptr<Stream>> zombies;  // stopped, not yet joined
+  std::map<CUmemoryPool, std::unique_ptr<Pool>> pools;  // created and imported pools
+  std::vector<std::shared_ptr<Stream>> zombies;         // stopped, not yet joined
   uint64_t next_id = 1;
 
   std::mutex prog_mu;
@@ -257,6 +281,18 @@ std::unique_ptr<Allocation> remove_alloc_locked(Allocation* a);
 void release_block_locked(Allocation& a);
 // Returns cached pool blocks to the device until reserved <= keep.
 void trim_pool_locked(Pool& pool, uint64_t keep);
+// The pool behind a handle (a device's default pool, a created or an imported
+// one), or null.  Caller holds g->mu.
+Pool* pool_from_handle_locked(CUmemoryPool h);
+// Releases a destroyed pool once nothing of it is live (its cached blocks go
+// back to the device, its memfd and mapping are closed).  Caller holds mem_mu
+// exclusively and g->mu.
+void release_pool_if_done_locked(Pool* pool);
+// Removes and unmaps an imported pointer (PoolImport) whose last reference
+// went.  Caller holds mem_mu exclusively and g->mu.
+void free_pool_import_locked(Allocation* a);
+// Gives the bytes [offset, offset+len) of a memfd back to the system.
+void punch_hole(int fd, size_t offset, size_t len);
 // Frees everything an Allocation maps (host memory, ipc mappings).
 void unmap_allocation(Allocation& a);
 
@@ -362,6 +398,7 @@ CUresult emu_cuDeviceGetDefaultMemPool_v11020(CUmemoryPool* pool_out, CUdevice d
 CUresult emu_cuMemPoolSetAttribute_v11020(CUmemoryPool pool, CUmemPool_attribute attr, void* value);
 CUresult emu_cuMemPoolGetAttribute_v11020(CUmemoryPool pool, CUmemPool_attribute attr, void* value);
 CUresult emu_cuMemPoolTrimTo_v11020(CUmemoryPool pool, size_t minBytesToKeep);
+CUresult emu_cuMemAllocFromPoolAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult emu_cuMemHostAlloc_v2020(void** pp, size_t bytesize, unsigned int Flags);
 CUresult emu_cuMemFreeHost_v2000(void* p);
 CUresult emu_cuMemHostGetDevicePointer_v3020(CUdeviceptr* pdptr, void* p, unsigned int Flags);
@@ -382,5 +419,17 @@ CUresult emu_cuMemsetD8Async_v3020(CUdeviceptr dstDevice, unsigned char uc, size
 CUresult emu_cuIpcGetMemHandle_v4010(CUipcMemHandle* pHandle, CUdeviceptr dptr);
 CUresult emu_cuIpcOpenMemHandle_v11000(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags);
 CUresult emu_cuIpcCloseMemHandle_v4010(CUdeviceptr dptr);
+
+// memory pools that can be shared between processes (pool_ipc.cpp)
+CUresult emu_cuMemPoolCreate_v11020(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
+CUresult emu_cuMemPoolDestroy_v11020(CUmemoryPool pool);
+CUresult emu_cuMemPoolSetAccess_v11020(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count);
+CUresult emu_cuMemPoolGetAccess_v11020(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location);
+CUresult emu_cuMemPoolExportToShareableHandle_v11020(void* handle_out, CUmemoryPool pool,
+                                                     CUmemAllocationHandleType handleType, unsigned long long flags);
+CUresult emu_cuMemPoolImportFromShareableHandle_v11020(CUmemoryPool* pool_out, void* handle,
+                                                       CUmemAllocationHandleType handleType, unsigned long long flags);
+CUresult emu_cuMemPoolExportPointer_v11020(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr);
+CUresult emu_cuMemPoolImportPointer_v11020(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* shareData);
 
 }  // namespace cuemu

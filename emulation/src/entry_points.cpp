@@ -227,6 +227,9 @@ CUresult ptsz_cuLaunchHostFunc(CUstream s, CUhostFn fn, void* u) { return emu_cu
 CUresult ptsz_cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) {
   return emu_cuMemAllocAsync_v11020(p, n, ptsz(s));
 }
+CUresult ptsz_cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
+  return emu_cuMemAllocFromPoolAsync_v11020(p, n, pool, ptsz(s));
+}
 CUresult ptsz_cuMemFreeAsync(CUdeviceptr p, CUstream s) { return emu_cuMemFreeAsync_v11020(p, ptsz(s)); }
 CUresult ptsz_cuMemcpyAsync(CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s) {
   return emu_cuMemcpyAsync_v4000(d, src, n, ptsz(s));
@@ -292,6 +295,8 @@ const EntryPoint kEntryPoints[] = {
      CUEMU_FN(PFN_cuLaunchHostFunc_v10000_ptsz, ptsz_cuLaunchHostFunc, ep_cuLaunchHostFunc)},
     {"cuMemAllocAsync", 11020, true,
      CUEMU_FN(PFN_cuMemAllocAsync_v11020_ptsz, ptsz_cuMemAllocAsync, ep_cuMemAllocAsync)},
+    {"cuMemAllocFromPoolAsync", 11020, true,
+     CUEMU_FN(PFN_cuMemAllocFromPoolAsync_v11020_ptsz, ptsz_cuMemAllocFromPoolAsync, ep_cuMemAllocFromPoolAsync)},
     {"cuMemFreeAsync", 11020, true, CUEMU_FN(PFN_cuMemFreeAsync_v11020_ptsz, ptsz_cuMemFreeAsync, ep_cuMemFreeAsync)},
     {"cuMemcpyAsync", 7000, true, CUEMU_FN(PFN_cuMemcpyAsync_v7000_ptsz, ptsz_cuMemcpyAsync, ep_cuMemcpyAsync)},
     {"cuMemcpyHtoDAsync", 7000, true,

@@ -172,18 +172,16 @@ Allocation* alloc_at_locked(uintptr_t p) {
   return it == g->allocs.end() ? nullptr : it->second.get();
 }
 
-Pool* pool_from_handle(CUmemoryPool h) {
-  for (auto& d : g->devices)
-    if (reinterpret_cast<CUmemoryPool>(&d->pool) == h) return &d->pool;
-  return nullptr;
-}
-
 // Frees a Device/Pool allocation now (caller already synchronised).
 CUresult free_device_now(uint64_t id) {
   std::unique_lock mem(g->mem_mu);
   std::lock_guard lk(g->mu);
   Allocation* a = alloc_by_id_locked(id);
   if (!a || a->free_queued) return CUDA_ERROR_INVALID_VALUE;  // freed meanwhile
+  if (a->kind == AllocKind::PoolImport) {
+    free_pool_import_locked(a);
+    return CUDA_SUCCESS;
+  }
   auto owned = remove_alloc_locked(a);
   release_block_locked(*owned);
   return CUDA_SUCCESS;
@@ -248,7 +246,11 @@ CUresult write_attribute(void* data, int attr, uintptr_t ptr, const Allocation* 
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: put<CUdeviceptr>(data, a ? CUdeviceptr{a->base} : 0); break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: put<size_t>(data, a ? a->size : 0); break;
     case CU_POINTER_ATTRIBUTE_MAPPED: put<bool>(data, a != nullptr); break;
-    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: put<unsigned>(data, 0u); break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+      put<unsigned>(data, a && a->kind == AllocKind::Pool && a->pool->ipc
+                              ? unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+                              : 0u);
+      break;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: put<unsigned>(data, 0u); break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
       put<unsigned>(data, a ? unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE} : 0u);
@@ -298,7 +300,8 @@ CUresult emu_cuMemFree_v3020(CUdeviceptr dptr) {
   {
     std::lock_guard lk(g->mu);
     Allocation* a = alloc_at_locked(dptr);
-    if (!a || (a->kind != AllocKind::Device && a->kind != AllocKind::Pool) || a->free_queued)
+    if (!a || (a->kind != AllocKind::Device && a->kind != AllocKind::Pool && a->kind != AllocKind::PoolImport) ||
+        a->free_queued)
       return CUDA_ERROR_INVALID_VALUE;
     owner = a->ctx;
     id = a->id;
@@ -321,23 +324,29 @@ CUresult emu_cuMemGetAddressRange_v3020(CUdeviceptr* pbase, size_t* psize, CUdev
 // ---------------------------------------------------------------------------
 // Stream-ordered allocation
 
-CUresult emu_cuMemAllocAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  if (CUresult r = check_init()) return r;
-  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  if (g->cfg.no_pools) return CUDA_ERROR_NOT_SUPPORTED;
-  Context* c = nullptr;
-  if (CUresult r = current_context(&c)) return r;
+namespace {
+
+// cuMemAllocAsync and cuMemAllocFromPoolAsync: a block of `p` (reused from
+// its cache or taken from the device), usable once `s` reaches the
+// allocation.
+// `pool` null: the default pool of the stream's device.
+CUresult alloc_from_pool(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(hStream, &s)) return r;
   if (bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-  Device& d = *g->devices[static_cast<size_t>(s->ctx->device)];
-  if (bytesize > d.mem_size) return CUDA_ERROR_OUT_OF_MEMORY;
   size_t block = round_up(bytesize, kAllocAlignment);
   uint64_t id = 0;
   CUdeviceptr base = 0;
   {
     std::lock_guard lk(g->mu);
-    Pool& p = d.pool;
+    Pool* found = pool ? pool_from_handle_locked(pool) : &g->devices[static_cast<size_t>(s->ctx->device)]->pool;
+    if (!found) return CUDA_ERROR_INVALID_VALUE;
+    Pool& p = *found;
+    // An imported pool cannot allocate; a destroyed one is gone (its handle
+    // only stays valid until its last allocation is freed).
+    if (p.kind == Pool::Kind::Imported || p.destroyed) return CUDA_ERROR_INVALID_VALUE;
+    Device& d = *g->devices[static_cast<size_t>(p.device)];
+    if (bytesize > d.mem_size) return CUDA_ERROR_OUT_OF_MEMORY;
     size_t off = 0, blk = block;
     // Reuse a block whose free has already executed (never one still
     // pending in some stream), without wasting more than half of it.
@@ -347,6 +356,7 @@ CUresult emu_cuMemAllocAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUstream
       off = it->second;
       p.cached.erase(it);
     } else {
+      if (p.max_size != 0 && p.reserved + blk > p.max_size) return CUDA_ERROR_OUT_OF_MEMORY;
       auto o = device_block_locked(d, block);
       if (!o) return CUDA_ERROR_OUT_OF_MEMORY;
       off = *o;
@@ -355,7 +365,9 @@ CUresult emu_cuMemAllocAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUstream
     }
     p.used += blk;
     p.used_high = std::max(p.used_high, p.used);
+    ++p.live;
     Allocation* a = new_device_alloc_locked(d, s->ctx, AllocKind::Pool, bytesize, off, blk);
+    if (p.shadow) a->host_view = p.shadow + off;  // a shareable pool's bytes live in its own memfd
     a->pool = &p;
     a->ready = false;  // usable once the stream reaches the allocation
     id = a->id;
@@ -375,6 +387,27 @@ CUresult emu_cuMemAllocAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUstream
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
+CUresult emu_cuMemAllocAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  if (CUresult r = check_init()) return r;
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  if (g->cfg.no_pools) return CUDA_ERROR_NOT_SUPPORTED;
+  Context* c = nullptr;
+  if (CUresult r = current_context(&c)) return r;
+  return alloc_from_pool(dptr, bytesize, nullptr, hStream);
+}
+
+CUresult emu_cuMemAllocFromPoolAsync_v11020(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  if (CUresult r = check_init()) return r;
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  if (g->cfg.no_pools) return CUDA_ERROR_NOT_SUPPORTED;
+  Context* c = nullptr;
+  if (CUresult r = current_context(&c)) return r;
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  return alloc_from_pool(dptr, bytesize, pool, hStream);
+}
+
 CUresult emu_cuMemFreeAsync_v11020(CUdeviceptr dptr, CUstream hStream) {
   if (CUresult r = check_init()) return r;
   if (g->cfg.no_pools) return CUDA_ERROR_NOT_SUPPORTED;
@@ -386,8 +419,14 @@ CUresult emu_cuMemFreeAsync_v11020(CUdeviceptr dptr, CUstream hStream) {
   {
     std::lock_guard lk(g->mu);
     Allocation* a = alloc_at_locked(dptr);
-    if (!a || (a->kind != AllocKind::Device && a->kind != AllocKind::Pool) || a->free_queued)
+    if (!a || (a->kind != AllocKind::Device && a->kind != AllocKind::Pool && a->kind != AllocKind::PoolImport) ||
+        a->free_queued)
       return CUDA_ERROR_INVALID_VALUE;
+    // An imported pointer opened more than once is freed once per import.
+    if (a->kind == AllocKind::PoolImport && a->ipc_refs > 1) {
+      --a->ipc_refs;
+      return CUDA_SUCCESS;
+    }
     a->free_queued = true;
     id = a->id;
   }
@@ -400,6 +439,7 @@ CUresult emu_cuMemFreeAsync_v11020(CUdeviceptr dptr, CUstream hStream) {
     std::lock_guard lk(g->mu);
     Allocation* a = alloc_by_id_locked(id);
     if (!a) return;  // its context was destroyed meanwhile
+    if (a->kind == AllocKind::PoolImport) return free_pool_import_locked(a);
     auto owned = remove_alloc_locked(a);
     release_block_locked(*owned);
   };
@@ -425,7 +465,7 @@ CUresult emu_cuMemPoolSetAttribute_v11020(CUmemoryPool pool, CUmemPool_attribute
   if (CUresult r = check_init()) return r;
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lk(g->mu);
-  Pool* p = pool_from_handle(pool);
+  Pool* p = pool_from_handle_locked(pool);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   auto u64 = [&] {
     cuuint64_t v;
@@ -460,7 +500,7 @@ CUresult emu_cuMemPoolGetAttribute_v11020(CUmemoryPool pool, CUmemPool_attribute
   if (CUresult r = check_init()) return r;
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lk(g->mu);
-  Pool* p = pool_from_handle(pool);
+  Pool* p = pool_from_handle_locked(pool);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES: put<int>(value, p->reuse_follow_event_dependencies); break;
@@ -481,7 +521,7 @@ CUresult emu_cuMemPoolGetAttribute_v11020(CUmemoryPool pool, CUmemPool_attribute
 CUresult emu_cuMemPoolTrimTo_v11020(CUmemoryPool pool, size_t minBytesToKeep) {
   if (CUresult r = check_init()) return r;
   std::lock_guard lk(g->mu);
-  Pool* p = pool_from_handle(pool);
+  Pool* p = pool_from_handle_locked(pool);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   trim_pool_locked(*p, minBytesToKeep);
   return CUDA_SUCCESS;

@@ -126,6 +126,14 @@ void unmap_device(Device& d) {
   d.memfd = -1;
 }
 
+// A created or imported pool's memfd and mapping (ipc pools).
+void unmap_pool(Pool& p) {
+  if (p.shadow) munmap(p.shadow, p.shadow_len);
+  if (p.memfd >= 0) close(p.memfd);
+  p.shadow = nullptr;
+  p.memfd = -1;
+}
+
 // Device addresses are a PROT_NONE reservation, so host code that dereferences
 // a device pointer faults as it would with a real GPU.  The bytes live in a
 // memfd (shareable with other processes for IPC) mapped read/write elsewhere.
@@ -150,18 +158,6 @@ CUresult map_device(Device& d) {
   return CUDA_SUCCESS;
 }
 
-void punch_hole(Device& d, size_t offset, size_t len) {
-  // Give freed memory back to the system so large tests do not accumulate
-  // resident pages; only whole pages inside the block.
-  size_t ps = page_size();
-  size_t start = round_up(offset, ps);
-  size_t end = (offset + len) / ps * ps;
-  if (end > start) {
-    (void)fallocate(d.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
-                    static_cast<off_t>(end - start));
-  }
-}
-
 void on_fork_child() {
   // Stream workers do not exist in the child and locks may be held: the
   // inherited driver is unusable, as CUDA is after fork.  Calls answer
@@ -181,6 +177,8 @@ void teardown() {
   g->allocs.clear();
   g->allocs_by_id.clear();
   g->events.clear();
+  for (auto& [h, p] : g->pools) unmap_pool(*p);
+  g->pools.clear();
   for (auto& d : g->devices) {
     d->ctx.legacy.reset();
     d->ctx.per_thread.clear();
@@ -341,26 +339,67 @@ std::unique_ptr<Allocation> remove_alloc_locked(Allocation* a) {
   return owned;
 }
 
+void punch_hole(int fd, size_t offset, size_t len) {
+  // Give freed memory back to the system so large tests do not accumulate
+  // resident pages; only whole pages inside the block.
+  size_t ps = page_size();
+  size_t start = round_up(offset, ps);
+  size_t end = (offset + len) / ps * ps;
+  if (fd >= 0 && end > start) {
+    (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
+                    static_cast<off_t>(end - start));
+  }
+}
+
 void release_block_locked(Allocation& a) {
   Device& d = *g->devices[static_cast<size_t>(a.device)];
   if (a.kind == AllocKind::Pool) {
-    a.pool->used -= a.block;
-    a.pool->cached.emplace(a.block, a.offset);  // stays reserved until trimmed
+    Pool* p = a.pool;
+    p->used -= a.block;
+    p->cached.emplace(a.block, a.offset);  // stays reserved until trimmed
+    --p->live;
+    release_pool_if_done_locked(p);
   } else if (a.kind == AllocKind::Device) {
     d.allocator.release(a.offset, a.block);
-    punch_hole(d, a.offset, a.block);
+    punch_hole(d.memfd, a.offset, a.block);
   }
 }
 
 void trim_pool_locked(Pool& pool, uint64_t keep) {
+  if (pool.kind == Pool::Kind::Imported) return;  // owns no blocks of this process
   Device& d = *g->devices[static_cast<size_t>(pool.device)];
   while (pool.reserved > keep && !pool.cached.empty()) {
     auto it = std::prev(pool.cached.end());  // largest first
     d.allocator.release(it->second, it->first);
-    punch_hole(d, it->second, it->first);
+    punch_hole(pool.memfd >= 0 ? pool.memfd : d.memfd, it->second, it->first);
     pool.reserved -= it->first;
     pool.cached.erase(it);
   }
+}
+
+Pool* pool_from_handle_locked(CUmemoryPool h) {
+  if (!h) return nullptr;
+  for (auto& d : g->devices)
+    if (reinterpret_cast<CUmemoryPool>(&d->pool) == h) return &d->pool;
+  auto it = g->pools.find(h);
+  if (it == g->pools.end() || it->second->destroyed) return nullptr;
+  return it->second.get();
+}
+
+void release_pool_if_done_locked(Pool* p) {
+  if (p->kind == Pool::Kind::Default || !p->destroyed || p->live > 0) return;
+  trim_pool_locked(*p, 0);
+  unmap_pool(*p);
+  g->pools.erase(reinterpret_cast<CUmemoryPool>(p));
+}
+
+void free_pool_import_locked(Allocation* a) {
+  if (--a->ipc_refs > 0) return;
+  auto owned = remove_alloc_locked(a);
+  unmap_allocation(*owned);  // the address reservation; the pool's mapping stays
+  Pool* p = owned->pool;
+  --p->live;
+  release_pool_if_done_locked(p);
 }
 
 void unmap_allocation(Allocation& a) {
@@ -510,6 +549,9 @@ CUresult emu_cuDeviceGetAttribute_v2000(int* pi, CUdevice_attribute attrib, CUde
     case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = c.no_pools ? 0 : 1; break;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+      v = c.no_pools ? 0 : int{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+      break;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = dev + 1; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
@@ -585,6 +627,11 @@ static void destroy_context(Context& c) {
   for (auto& [base, a] : g->allocs)
     if (a->ctx == &c) owned.push_back(a.get());
   for (Allocation* a : owned) {
+    if (a->kind == AllocKind::PoolImport) {
+      a->ipc_refs = 1;  // every import of it goes with the context
+      free_pool_import_locked(a);
+      continue;
+    }
     auto up = remove_alloc_locked(a);
     release_block_locked(*up);
     unmap_allocation(*up);
@@ -760,7 +807,14 @@ size_t cuarrow_emu_host_registration_count(void) {
 }
 
 size_t cuarrow_emu_ipc_mapping_count(void) {
-  return count_allocs([](const Allocation& a) { return a.kind == AllocKind::IpcImport; });
+  return count_allocs(
+      [](const Allocation& a) { return a.kind == AllocKind::IpcImport || a.kind == AllocKind::PoolImport; });
+}
+
+size_t cuarrow_emu_pool_count(void) {
+  if (!ready()) return 0;
+  std::lock_guard lk(g->mu);
+  return g->pools.size();
 }
 
 size_t cuarrow_emu_stream_count(void) {

@@ -254,6 +254,11 @@ CUresult finish_sync(Context& ctx) {
     std::lock_guard lk(g->mu);
     Pool& p = g->devices[static_cast<size_t>(ctx.device)]->pool;
     trim_pool_locked(p, p.release_threshold);
+    // Pools made with cuMemPoolCreate on this device too (imported pools own
+    // no blocks here).
+    for (auto& [h, created] : g->pools)
+      if (created->kind == Pool::Kind::Created && created->device == ctx.device)
+        trim_pool_locked(*created, created->release_threshold);
   }
   // A device fault is reported once, by the next synchronising call, and
   // does not poison the context for later work (the real driver's error is

@@ -72,7 +72,8 @@ Api* do_load() {
             sym(a->host_allocation_count, "cuarrow_emu_host_allocation_count") &&
             sym(a->host_registration_count, "cuarrow_emu_host_registration_count") &&
             sym(a->ipc_mapping_count, "cuarrow_emu_ipc_mapping_count") &&
-            sym(a->stream_count, "cuarrow_emu_stream_count") && sym(a->event_count, "cuarrow_emu_event_count") &&
+            sym(a->pool_count, "cuarrow_emu_pool_count") && sym(a->stream_count, "cuarrow_emu_stream_count") &&
+            sym(a->event_count, "cuarrow_emu_event_count") &&
             sym(a->async_fault_count, "cuarrow_emu_async_fault_count") &&
             sym(a->set_op_delay_us, "cuarrow_emu_set_op_delay_us");
   return ok ? a : nullptr;

@@ -40,6 +40,7 @@ struct Api {
   decltype(&cuarrow_emu_host_allocation_count) host_allocation_count = nullptr;
   decltype(&cuarrow_emu_host_registration_count) host_registration_count = nullptr;
   decltype(&cuarrow_emu_ipc_mapping_count) ipc_mapping_count = nullptr;
+  decltype(&cuarrow_emu_pool_count) pool_count = nullptr;
   decltype(&cuarrow_emu_stream_count) stream_count = nullptr;
   decltype(&cuarrow_emu_event_count) event_count = nullptr;
   decltype(&cuarrow_emu_async_fault_count) async_fault_count = nullptr;

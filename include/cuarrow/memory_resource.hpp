@@ -64,6 +64,58 @@ class CUARROW_EXPORT async_pool_resource final : public device_memory_resource {
   CUmemoryPool pool_ = nullptr;
 };
 
+/// A stream-ordered pool of its own on `ctx`'s device, created with POSIX
+/// file-descriptor shareable handles (cuMemPoolCreate with
+/// CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), so that its memory can be
+/// shared with other processes: export_pool (cuarrow/ipc.hpp) gives the
+/// pool's descriptor to send once, export_ipc then a handle per buffer.
+/// Allocation and free are stream-ordered as with async_pool_resource
+/// (cuMemAllocFromPoolAsync / cuMemFreeAsync), and the release threshold is
+/// raised the same way.
+///
+/// A class of its own rather than an option of async_pool_resource: that one
+/// borrows the device's default pool (shared with every library of the
+/// process, never destroyed, not IPC-capable), this one creates a pool, owns
+/// it and destroys it with the last buffer allocated from it.  Whether it
+/// should become cuarrow's default resource depends on what it costs on real
+/// hardware (bench/pool_ipc_probe, docs/ipc.md "Pool memory").
+class CUARROW_EXPORT ipc_pool_resource final : public device_memory_resource {
+ public:
+  /// Throws cuda_error (CUDA_ERROR_NOT_SUPPORTED) where the driver or device
+  /// has no pools or no POSIX file-descriptor pools, cuda_error when the pool
+  /// cannot be created.  No stream work.
+  explicit ipc_pool_resource(const context& ctx);
+  /// cuMemPoolDestroy: the driver releases the pool once the frees queued on
+  /// streams have run (buffers hold their resource, so none is left).
+  ~ipc_pool_resource() override;
+  ipc_pool_resource(const ipc_pool_resource&) = delete;
+  ipc_pool_resource& operator=(const ipc_pool_resource&) = delete;
+
+  /// cuMemAllocFromPoolAsync on `s`: returns at once; the memory is valid in
+  /// the order of `s`.  Throws out_of_memory, cuda_error.
+  std::uintptr_t allocate(std::int64_t bytes, stream_view s) override;
+  /// cuMemFreeAsync on `s`; when `s` was destroyed since, cuMemFree.
+  void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
+  std::string name() const override { return "cuda_ipc_pool"; }
+  /// Return cached memory to the driver, keeping at most `keep_bytes`.
+  /// Throws cuda_error.
+  void trim(std::int64_t keep_bytes = 0);
+
+  /// The driver's pool.
+  CUmemoryPool native_handle() const noexcept { return pool_; }
+  /// The device the pool's memory is on.
+  int device_id() const noexcept { return device_; }
+  /// A random id of this pool (never 0), written into the handles of its
+  /// memory and given with its descriptor, so that an importer can tell a
+  /// handle of another pool.
+  std::uint64_t pool_id() const noexcept { return id_; }
+
+ private:
+  CUmemoryPool pool_ = nullptr;
+  int device_ = 0;
+  std::uint64_t id_ = 0;
+};
+
 /// cuMemAlloc / cuMemFree: synchronous, unpooled.
 class CUARROW_EXPORT plain_device_resource final : public device_memory_resource {
  public:

@@ -228,13 +228,14 @@ def test_malformed_handles_say_what_is_wrong(ctx):
     damaged = bytearray(good)
     damaged[50] ^= 1
     cases = [
-        (b"", r"expected a cuarrow IPC handle \(112 bytes, starting with \"CUARIPC\"\) or a pyarrow"),
+        (b"", r"expected a cuarrow IPC handle \(112 or 120 bytes, starting with \"CUARIPC\"\) or a pyarrow"),
         (b"abc", r"expected a cuarrow IPC handle"),
         (bytes(good[:9]), r"a cuarrow IPC handle is cut short before its version"),
         (bytes(good[:100]), r"a cuarrow IPC handle of version 1 is 112 bytes long \(it was cut short\)"),
         (bytes(good) + b"\0", r"extra bytes follow it"),
         (b"XUARIPC\0" + bytes(good[8:]), r"expected a cuarrow IPC handle"),
-        (edited(8, "<H", 2), r"unsupported cuarrow IPC handle version 2 \(this cuarrow reads version 1\)"),
+        (edited(8, "<H", 3), r"unsupported cuarrow IPC handle version 3 \(this cuarrow reads versions 1 and 2\)"),
+        (edited(8, "<H", 2), r"a cuarrow IPC handle of version 2 is 120 bytes long \(it was cut short\)"),
         (bytes(damaged), r"the checksum does not match: the handle was damaged on its way"),
         (edited(24, "<q", -1), r"negative size -1"),
         (edited(16, "<q", -8), r"negative offset -8"),

@@ -1,44 +1,48 @@
 #include "cuarrow/memory_resource.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <random>
 
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
+#include "runtime.hpp"
 
 namespace cuarrow {
+namespace {
 
-async_pool_resource::async_pool_resource(const context& ctx) {
+// A pool returns all freed memory to the driver at every synchronization
+// (release threshold 0), which makes the next allocation map fresh pages.
+// Keep up to 1/16 of the device cached, unless someone already raised the
+// threshold.  Best effort: a pool works without it.
+void raise_release_threshold(CUmemoryPool pool, const context& ctx) {
   const detail::driver_table& d = detail::driver();
-  if (d.cuMemAllocAsync == nullptr || d.cuDeviceGetDefaultMemPool == nullptr || d.cuMemFreeAsync == nullptr) {
-    detail::throw_cuda_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAllocAsync (this driver has no memory pools)");
-  }
-  CUdevice dev = 0;
-  detail::check(d.cuDeviceGet(&dev, ctx.device_number()), "cuDeviceGet");
-  detail::check(d.cuDeviceGetDefaultMemPool(&pool_, dev), "cuDeviceGetDefaultMemPool");
-  // The default pool returns all freed memory to the driver at every
-  // synchronization (release threshold 0), which makes the next allocation
-  // map fresh pages.  Keep up to 1/16 of the device cached, unless someone
-  // already raised the threshold.
-  if (d.cuMemPoolGetAttribute != nullptr && d.cuMemPoolSetAttribute != nullptr) {
-    cuuint64_t threshold = 0;
-    if (d.cuMemPoolGetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) == CUDA_SUCCESS) {
-      cuuint64_t wanted = static_cast<cuuint64_t>(ctx.properties().total_memory / 16);
-      if (threshold < wanted) {
-        d.cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &wanted);
-      }
-    }
+  if (d.cuMemPoolGetAttribute == nullptr || d.cuMemPoolSetAttribute == nullptr) return;
+  cuuint64_t threshold = 0;
+  if (d.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) == CUDA_SUCCESS) {
+    cuuint64_t wanted = static_cast<cuuint64_t>(ctx.properties().total_memory / 16);
+    if (threshold < wanted) d.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &wanted);
   }
 }
 
-std::uintptr_t async_pool_resource::allocate(std::int64_t bytes, stream_view s) {
+// Stream-ordered allocation and free from a pool (null: the current
+// device's default pool), shared by both pool resources.
+std::uintptr_t pool_allocate(CUmemoryPool pool, std::int64_t bytes, stream_view s) {
+  const detail::driver_table& d = detail::driver();
   CUdeviceptr p = 0;
-  detail::check_alloc(detail::driver().cuMemAllocAsync(&p, static_cast<size_t>(bytes), s.handle()), "cuMemAllocAsync",
-                      bytes);
+  if (pool == nullptr) {
+    detail::check_alloc(d.cuMemAllocAsync(&p, static_cast<size_t>(bytes), s.handle()), "cuMemAllocAsync", bytes);
+  } else {
+    detail::check_alloc(d.cuMemAllocFromPoolAsync(&p, static_cast<size_t>(bytes), pool, s.handle()),
+                        "cuMemAllocFromPoolAsync", bytes);
+  }
   return static_cast<std::uintptr_t>(p);
 }
 
-void async_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept {
+void pool_deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept {
   const detail::driver_table& d = detail::driver();
   CUresult r = d.cuMemFreeAsync(static_cast<CUdeviceptr>(address), s.handle());
   if (r == CUDA_ERROR_INVALID_HANDLE && !s.is_default()) {
@@ -51,11 +55,120 @@ void async_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes,
   }
 }
 
-void async_pool_resource::trim(std::int64_t keep_bytes) {
+void pool_trim(CUmemoryPool pool, std::int64_t keep_bytes) {
   const detail::driver_table& d = detail::driver();
   if (d.cuMemPoolTrimTo == nullptr) return;
-  detail::check(d.cuMemPoolTrimTo(pool_, static_cast<size_t>(keep_bytes)), "cuMemPoolTrimTo");
+  detail::check(d.cuMemPoolTrimTo(pool, static_cast<size_t>(keep_bytes)), "cuMemPoolTrimTo");
 }
+
+// The ids of this process's ipc_pool_resource pools, for export_ipc (which
+// sees a buffer's pool handle only).
+struct ipc_pool_registry {
+  std::mutex mutex;
+  std::map<CUmemoryPool, std::uint64_t> ids;
+};
+
+ipc_pool_registry& ipc_pools() {
+  static auto* r = new ipc_pool_registry;  // never destroyed: pools may outlive main()
+  return *r;
+}
+
+std::uint64_t random_pool_id() {
+  std::random_device rd;
+  std::uint64_t id = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  id ^= static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return id == 0 ? 1 : id;
+}
+
+}  // namespace
+
+async_pool_resource::async_pool_resource(const context& ctx) {
+  const detail::driver_table& d = detail::driver();
+  if (d.cuMemAllocAsync == nullptr || d.cuDeviceGetDefaultMemPool == nullptr || d.cuMemFreeAsync == nullptr) {
+    detail::throw_cuda_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAllocAsync (this driver has no memory pools)");
+  }
+  CUdevice dev = 0;
+  detail::check(d.cuDeviceGet(&dev, ctx.device_number()), "cuDeviceGet");
+  detail::check(d.cuDeviceGetDefaultMemPool(&pool_, dev), "cuDeviceGetDefaultMemPool");
+  raise_release_threshold(pool_, ctx);
+}
+
+std::uintptr_t async_pool_resource::allocate(std::int64_t bytes, stream_view s) {
+  return pool_allocate(nullptr, bytes, s);
+}
+
+void async_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept {
+  pool_deallocate(address, bytes, s);
+}
+
+void async_pool_resource::trim(std::int64_t keep_bytes) { pool_trim(pool_, keep_bytes); }
+
+ipc_pool_resource::ipc_pool_resource(const context& ctx) : device_(ctx.device_number()) {
+  const detail::driver_table& d = detail::driver();
+  if (d.cuMemPoolCreate == nullptr || d.cuMemPoolDestroy == nullptr || d.cuMemAllocFromPoolAsync == nullptr ||
+      d.cuMemFreeAsync == nullptr || d.cuMemPoolExportToShareableHandle == nullptr ||
+      d.cuMemPoolExportPointer == nullptr) {
+    detail::throw_cuda_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemPoolCreate (this driver has no shareable memory pools)");
+  }
+  CUdevice dev = 0;
+  detail::check(d.cuDeviceGet(&dev, device_), "cuDeviceGet");
+  int handle_types = 0;
+  detail::check(d.cuDeviceGetAttribute(&handle_types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, dev),
+                "cuDeviceGetAttribute(MEMPOOL_SUPPORTED_HANDLE_TYPES)");
+  if ((handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    detail::throw_cuda_error(CUDA_ERROR_NOT_SUPPORTED,
+                             ("cuMemPoolCreate (device " + std::to_string(device_) +
+                              " has no memory pools with POSIX file-descriptor handles; use plain_device_resource "
+                              "and legacy IPC)")
+                                 .c_str());
+  }
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = dev;
+  detail::check(d.cuMemPoolCreate(&pool_, &props), "cuMemPoolCreate");
+  raise_release_threshold(pool_, ctx);
+  id_ = random_pool_id();
+  try {
+    ipc_pool_registry& r = ipc_pools();
+    std::lock_guard lock(r.mutex);
+    r.ids[pool_] = id_;
+  } catch (...) {
+    d.cuMemPoolDestroy(pool_);
+    throw;
+  }
+}
+
+ipc_pool_resource::~ipc_pool_resource() {
+  {
+    ipc_pool_registry& r = ipc_pools();
+    std::lock_guard lock(r.mutex);
+    r.ids.erase(pool_);
+  }
+  if (detail::shutting_down()) return;  // the driver releases everything at exit
+  CUresult r = detail::driver().cuMemPoolDestroy(pool_);
+  if (r != CUDA_SUCCESS) detail::warn_result(r, "cuMemPoolDestroy");
+}
+
+std::uintptr_t ipc_pool_resource::allocate(std::int64_t bytes, stream_view s) { return pool_allocate(pool_, bytes, s); }
+
+void ipc_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept {
+  pool_deallocate(address, bytes, s);
+}
+
+void ipc_pool_resource::trim(std::int64_t keep_bytes) { pool_trim(pool_, keep_bytes); }
+
+namespace detail {
+
+std::uint64_t ipc_pool_id(CUmemoryPool pool) noexcept {
+  ipc_pool_registry& r = ipc_pools();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ids.find(pool);
+  return it == r.ids.end() ? 0 : it->second;
+}
+
+}  // namespace detail
 
 const std::shared_ptr<device_memory_resource>& plain_device_resource::shared() {
   static const auto* one = new std::shared_ptr<device_memory_resource>(std::make_shared<plain_device_resource>());

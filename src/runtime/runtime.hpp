@@ -122,4 +122,25 @@ CUresult ipc_open_mem_handle(CUdeviceptr* mapped, const CUipcMemHandle& handle) 
 /// Unmap what ipc_open_mem_handle mapped.
 CUresult ipc_close_mem_handle(CUdeviceptr mapped) noexcept;
 
+// Pool IPC (shareable pools, ipc_pool_resource).  Each answers
+// CUDA_ERROR_NOT_SUPPORTED when the driver lacks the entry point.
+
+/// The id of an ipc_pool_resource's pool of this process; 0 for any other pool.
+std::uint64_t ipc_pool_id(CUmemoryPool pool) noexcept;
+/// The export data of the pool allocation starting at `base`.
+CUresult pool_export_pointer(CUmemPoolPtrExportData* out, CUdeviceptr base) noexcept;
+/// A new POSIX file descriptor of `pool` (the caller's to close).
+CUresult pool_export_fd(int* fd, CUmemoryPool pool) noexcept;
+/// Import a pool from a descriptor another process exported (the descriptor
+/// stays the caller's).
+CUresult pool_import(CUmemoryPool* out, int fd) noexcept;
+/// Give `device` read/write access to `pool` unless it has it already.
+CUresult pool_grant_access(CUmemoryPool pool, int device) noexcept;
+/// Import a pointer of an imported pool into the current context.
+CUresult pool_import_pointer(CUdeviceptr* out, CUmemoryPool pool, const CUmemPoolPtrExportData& data) noexcept;
+/// Free an imported pointer (cuMemFree: waits for the context's work).
+CUresult pool_free_imported(CUdeviceptr p) noexcept;
+/// Destroy a created or imported pool (released once nothing of it is live).
+CUresult pool_destroy(CUmemoryPool pool) noexcept;
+
 }  // namespace cuarrow::detail
