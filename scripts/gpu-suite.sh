@@ -15,7 +15,8 @@
 #       Feather benchmark (bench/ipc_bench.py, its files in /tmp) with the
 #       package built there; their results go to $OUT/bench and
 #       $OUT/ipc-bench (CUARROW_BENCH_ARGS and CUARROW_IPC_BENCH_ARGS add
-#       options to each).
+#       options to each); then the pool IPC probe (bench/pool_ipc_probe.cpp,
+#       built by prepare): $OUT/pool_ipc_probe.json.
 #   scripts/gpu-suite.sh sanitize [gpu-sanitize.py options]
 #       builds the Python package there, then runs compute-sanitizer
 #       (memcheck with leak checking, racecheck, synccheck, initcheck) over
@@ -44,7 +45,8 @@ if [ "$mode" = prepare ]; then
   CUARROW_SKIP_PYTHON=1 scripts/install-deps.sh
   cuda_tests=OFF
   command -v nvcc >/dev/null && cuda_tests=ON
-  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_BUILD_CUDA_TESTS=$cuda_tests >/dev/null
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_BUILD_CUDA_TESTS=$cuda_tests \
+    -DCUARROW_BUILD_PROBES=ON >/dev/null
   cmake --build build/gpu -j "$(nproc)"
   # Only what runs there travels, without debug sections: the device tool
   # carries at most 64 MiB with the checkout.
@@ -209,6 +211,8 @@ if [ -f pyproject.toml ]; then
   if [ "${2:-}" = --bench ]; then
     step benchmark python3 bench/bench.py --out "$out/bench" ${CUARROW_BENCH_ARGS:-}
     step ipc-benchmark python3 bench/ipc_bench.py --out "$out/ipc-bench" ${CUARROW_IPC_BENCH_ARGS:-}
+    # What an IPC-capable pool costs against the default pool (issue 15).
+    [ -x $bin/cuarrow_pool_ipc_probe ] && step pool-ipc-probe $bin/cuarrow_pool_ipc_probe --out "$out/pool_ipc_probe.json"
   fi
 fi
 

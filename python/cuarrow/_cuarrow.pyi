@@ -276,7 +276,7 @@ def read_cai(desc: object) -> dict:
 
 def from_cai(desc: object, context: Context | None, owner: object | None, stream: object | None = None) -> Buffer:
     """
-    A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive (cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; `stream` waits for the CAI's stream.
+    A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive (cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; `stream` waits for the CAI's stream (None: the host waits for it).
     """
 
 def from_dlpack(capsule: object, context: Context) -> Buffer:
@@ -665,6 +665,24 @@ class IpcPathStreamReader:
 
     @property
     def read_path(self) -> str: ...
+
+class IpcPathWriter:
+    """
+    Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.
+    """
+
+    def __init__(self, path: str, schema_capsule: object, file: bool = True, footer_metadata: object | None = None, stream: object | None = None, compression: str | None = None, level: int | None = None, min_space_savings: float | None = None) -> None: ...
+
+    def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
+        """
+        Write a batch given as ("arrow_schema", "arrow_device_array") capsules.
+        """
+
+    def close(self) -> None:
+        """Write the end (a file's footer) and close the file."""
+
+    @property
+    def bytes_written(self) -> int: ...
 
 class IpcWriter:
     """

@@ -8,6 +8,7 @@
 #include <utility>
 #include <variant>
 
+#include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/metadata.hpp"
@@ -354,12 +355,28 @@ body_layout message_writer::layout(const arrow::record_batch& batch) const {
   return compress_body(l, *options_.compression, options_.compress, options_.compress_threads, s_);
 }
 
+namespace {
+
+// Whether two dictionaries hold the same values (their types and values,
+// whatever their memory), compared on host copies.
+bool same_values(const arrow::array_data& a, const arrow::array_data& b, stream_view s) {
+  if (a.length != b.length || !(a.type == b.type)) return false;
+  const std::vector<arrow::array_data> both = arrow::to_host(std::vector<arrow::array_data>{a, b}, s);
+  return arrow::equals(both[0], both[1]);
+}
+
+}  // namespace
+
 void message_writer::send_dictionaries(const arrow::record_batch& batch) {
   for (const dictionary_field& d : message_schema_.dictionaries) {
     const arrow::array_data& a = array_at(batch, d.path);
     if (!a.dictionary) throw invalid_argument("dictionary column without a dictionary");
     auto it = sent_.find(d.id);
     if (it != sent_.end() && it->second == a.dictionary) continue;
+    // Another object may hold the same values (each chunk of a table moved
+    // to the device gets its own copy of a shared dictionary): compared by
+    // content, as Arrow's writer compares them, on host copies.
+    if (it != sent_.end() && same_values(*it->second, *a.dictionary, s_)) continue;
     if (it != sent_.end() && format_ == stream_writer::format::file) {
       throw invalid_argument(
           "dictionary replacement in an IPC file: the file format allows one dictionary per "

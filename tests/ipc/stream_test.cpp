@@ -127,6 +127,35 @@ TEST(IpcStream, EmptyArraysWithoutOffsetsAreWrittenAsPyarrowWritesThem) {
   EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
 }
 
+// A dictionary held by another object with the same values (each chunk of
+// a table moved to the device gets its own copy) is not a replacement: a
+// file takes it and writes pyarrow's bytes; other values are refused.
+TEST(IpcStream, EqualDictionariesInOtherObjectsAreNotReplacements) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<std::byte> golden = load("file_dictionaries.arrow");
+  ipc::file_reader r(on_host(golden));
+  ASSERT_EQ(r.num_record_batches(), 2);
+  ipc::stream_writer w(r.schema().schema, ctx, ipc::stream_writer::format::file, {}, r.footer().custom_metadata);
+  w.write(r.read_batch(0));
+  record_batch second = r.read_batch(1);
+  for (std::size_t c : {std::size_t{0}, std::size_t{1}}) {
+    ASSERT_TRUE(second.columns.at(c).dictionary);
+    second.columns[c].dictionary =
+        std::make_shared<const array_data>(cuarrow::arrow::to_device(*second.columns[c].dictionary, ctx));
+  }
+  w.write(second);
+  EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+
+  // Other values: a replacement, which a file refuses.
+  ipc::stream_reader s(on_host(load("dictionaries.arrows")));
+  std::optional<record_batch> b0 = s.read_next();
+  std::optional<record_batch> b1 = s.read_next();
+  ASSERT_TRUE(b0 && b1);
+  ipc::stream_writer f(s.schema().schema, ctx, ipc::stream_writer::format::file);
+  f.write(*b0);
+  EXPECT_THROW(f.write(*b1), cuarrow::invalid_argument);
+}
+
 // A stream in device memory reads as device arrays whose buffers lie inside
 // the source (zero-copy), equal to the same stream read from host memory.
 TEST(IpcStream, DeviceStreamsReadAsSlicesOfTheSource) {
