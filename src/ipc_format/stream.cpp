@@ -304,8 +304,8 @@ class assembler {
 
   // One allocation on `ctx`, the padding zeroed by one memset, every piece
   // by one batched copy on `s`, which is synchronized.
-  buffer finish(const context& ctx, stream_view s) {
-    buffer out = allocate_device(ctx, length_, s);
+  buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
+    buffer out = allocate_device(ctx, length_, s, std::move(resource));
     fill_async(out, 0, length_, 0, s);
     for (copy_piece& p : pieces_) p.dst = out;
     copy_batch(pieces_, s);
@@ -321,8 +321,14 @@ class assembler {
 }  // namespace
 
 struct stream_writer::state {
-  state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer)
-      : schema(std::move(sch)), ctx(std::move(c)), f(fmt), s(sv), footer_metadata(std::move(footer)) {}
+  state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer,
+        std::shared_ptr<device_memory_resource> r)
+      : schema(std::move(sch)),
+        ctx(std::move(c)),
+        f(fmt),
+        s(sv),
+        footer_metadata(std::move(footer)),
+        resource(std::move(r)) {}
 
   arrow::schema schema;
   schema_message message_schema;
@@ -330,6 +336,7 @@ struct stream_writer::state {
   format f;
   stream_view s;
   arrow::key_value_metadata footer_metadata;
+  std::shared_ptr<device_memory_resource> resource;  // null: the context's
   bool finished = false;
   assembler out;
   std::vector<file_block> dictionary_blocks, batch_blocks;
@@ -364,8 +371,10 @@ struct stream_writer::state {
 };
 
 stream_writer::stream_writer(arrow::schema schema, context ctx, format f, stream_view s,
-                             arrow::key_value_metadata footer_metadata)
-    : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata))) {
+                             arrow::key_value_metadata footer_metadata,
+                             std::shared_ptr<device_memory_resource> resource)
+    : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata),
+                                     std::move(resource))) {
   state& st = *state_;
   st.message_schema.schema = st.schema;
   std::vector<int> path;
@@ -413,7 +422,7 @@ buffer stream_writer::finish() {
     footer.custom_metadata = st.footer_metadata;
     st.out.add_host(write_file_trailer(footer));
   }
-  return st.out.finish(st.ctx, st.s);
+  return st.out.finish(st.ctx, st.s, st.resource);
 }
 
 buffer serialize_record_batch(const arrow::record_batch& batch, const context& ctx, stream_view s) {

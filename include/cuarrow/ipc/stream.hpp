@@ -128,10 +128,13 @@ class CUARROW_EXPORT stream_writer {
  public:
   enum class format { stream, file };
   /// Nothing is written until finish().  `footer_metadata`: a file's
-  /// footer custom metadata (pyarrow's new_file(metadata=...)).  Throws
-  /// invalid_argument for a schema IPC cannot carry.
+  /// footer custom metadata (pyarrow's new_file(metadata=...)).
+  /// `resource`: where finish() allocates the output (null: the context's
+  /// resource; a plain_device_resource gives memory CUDA IPC can export).
+  /// Throws invalid_argument for a schema IPC cannot carry.
   stream_writer(arrow::schema schema, context ctx, format f = format::stream, stream_view s = {},
-                arrow::key_value_metadata footer_metadata = {});
+                arrow::key_value_metadata footer_metadata = {},
+                std::shared_ptr<device_memory_resource> resource = nullptr);
   ~stream_writer();
   stream_writer(const stream_writer&) = delete;
   stream_writer& operator=(const stream_writer&) = delete;
