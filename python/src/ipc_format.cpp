@@ -526,8 +526,9 @@ void bind_ipc_format(nb::module_& m) {
                    [](const ci::shared_object& o) {
                      return Buffer{o.data(), false};
                    })
-      .def("release", &ci::shared_object::release, nb::call_guard<nb::gil_scoped_release>(),
-           "Drop this process's hold on the shared memory.");
+      // With the GIL held: it orders release against descriptor() and data
+      // of the same object on other threads (shared_object has no lock).
+      .def("release", &ci::shared_object::release, "Drop this process's hold on the shared memory.");
 
   m.def(
       "ipc_share",
