@@ -350,6 +350,30 @@ int main(int argc, char** argv) {
     count += 2;
   }
 
+  // Shared object descriptors (ipc/share.hpp): each kind around a handle,
+  // the checksum left for the target to fill in (first byte 2).
+  {
+    cuarrow::ipc_memory_handle::fields f;
+    f.offset = 0;
+    f.size = 1 << 20;
+    f.device_id = 0;
+    f.exporter = 0x1234567890abcdefull;
+    for (std::size_t b = 0; b < f.driver_handle.size(); ++b) f.driver_handle[b] = static_cast<std::byte>(b * 5);
+    const auto handle = cuarrow::detail::ipc_handle_factory::make(f).serialize();
+    for (int kind = 1; kind <= 5; ++kind) {
+      std::string d(1, '\2');
+      d += std::string("CUARSHR\0", 8);
+      le(d, 1, 2);     // version
+      le(d, kind, 1);  // kind
+      le(d, 0, 1);     // reserved
+      le(d, handle.size(), 4);
+      d += std::string(reinterpret_cast<const char*>(handle.data()), handle.size());
+      d += std::string(8, '\0');  // checksum: the target computes it
+      write(root / "share_descriptor", "kind_" + std::to_string(kind), d);
+      ++count;
+    }
+  }
+
   // IPC record batch bodies: an empty batch of every schema (host and
   // device body, cheap and full validation), and a batch of int32 and utf8
   // laid out by layout_body.

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message ipc_body ipc_stream"
+targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message ipc_body ipc_stream share_descriptor"
 seconds=""
 while [ $# -gt 0 ]; do
   case "$1" in

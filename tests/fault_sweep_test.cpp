@@ -45,6 +45,7 @@
 #include <cuarrow/ipc/codec.hpp>
 #include <cuarrow/ipc/file.hpp>
 #include <cuarrow/ipc/file_writer.hpp>
+#include <cuarrow/ipc/share.hpp>
 #include <cuarrow/ipc/stream.hpp>
 
 #include "arrow/arrow_test_util.hpp"
@@ -889,6 +890,63 @@ TEST_F(FaultSweep, PoolIpcCreateExportImportOpen) {
       SWEEP_EXPECT(back1 == back);
     }
   });
+// Sharing a whole table (ipc/share.hpp): a child shares nested_batch() and
+// stays alive while the sweep opens the descriptor here (one IPC open, the
+// stream's metadata reads, the mapping's close), and shares one here
+// (stream writer into cuMemAlloc memory, export, release).
+CUARROW_CHILD_MODE(fault_sweep_share_exporter) {
+  // args: <file to write the descriptor to>
+  if (argc < 1) return 2;
+  const cuarrow::context c0 = cuarrow::context::get(0);
+  const ca::record_batch d = ca::to_device(nested_batch(), c0);
+  cuarrow::ipc::shared_object shared = cuarrow::ipc::share(d.schema, std::span(&d, 1), c0);
+  const std::vector<std::byte> desc = shared.descriptor();
+  const std::string tmp = std::string(argv[0]) + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return 3;
+  std::fwrite(desc.data(), 1, desc.size(), f);
+  std::fclose(f);
+  std::rename(tmp.c_str(), argv[0]);
+  for (int i = 0; i < 6000; ++i) {
+    if (access(argv[0], F_OK) != 0 || getppid() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 0;
+}
+
+TEST_F(FaultSweep, ShareAndOpenShared) {
+  char dir[] = "/tmp/cuarrow_fault_share_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/descriptor";
+  child_result exporter;
+  std::thread child([&] { exporter = run_self("fault_sweep_share_exporter", {file}); });
+  std::vector<std::byte> desc(cuarrow::ipc::shared_object::descriptor_size);
+  bool got = false;
+  for (int i = 0; i < 600 && !got; ++i) {
+    if (FILE* f = std::fopen(file.c_str(), "rb")) {
+      got = std::fread(desc.data(), 1, desc.size(), f) == desc.size();
+      std::fclose(f);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (got) {
+    const ca::record_batch expected = nested_batch();
+    sweep("share / open_shared", [&desc, &expected] {
+      const cuarrow::context c0 = cuarrow::context::get(0);
+      const cuarrow::ipc::opened_shared o = cuarrow::ipc::open_shared(c0, desc);
+      SWEEP_EXPECT(o.batches.size() == 1 && ca::equals(expected, ca::to_host(o.batches[0])));
+      const ca::record_batch d = ca::to_device(expected, c0);
+      cuarrow::ipc::shared_object mine = cuarrow::ipc::share(d.schema, std::span(&d, 1), c0);
+      SWEEP_EXPECT(cuarrow::ipc::read_shared_descriptor(mine.descriptor()).handle.size() == mine.data().size());
+      mine.release();
+    });
+  }
+  std::remove(file.c_str());  // the child's signal to go
+  child.join();
+  ::rmdir(dir);
+  ASSERT_TRUE(got) << "the sharing child wrote no descriptor: " << exporter.output;
+  EXPECT_TRUE(exporter.ok()) << exporter.output;
 }
 
 }  // namespace

@@ -20,4 +20,5 @@
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/ipc/metadata.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
+#include "cuarrow/ipc/share.hpp"
 #include "cuarrow/ipc/stream.hpp"

@@ -27,7 +27,7 @@ from cuarrow import _device, _protocols
 from cuarrow._args import _index
 from cuarrow._device import CPU as _CPU
 from cuarrow._device import CUDA as _CUDA
-from cuarrow._memory import Context, CudaBuffer, Device
+from cuarrow._memory import _SHARE_DOC, Context, CudaBuffer, Device, _share
 from cuarrow._protocols import _storage
 
 # Values shown by repr (copied to the host; nothing else is).
@@ -286,6 +286,11 @@ class _DeviceData:
         """The Context the data's memory is in (data without memory: its device's primary context)."""
         raw = self._raw_context()
         return Context._wrap(raw if raw is not None else _lib.Context.get(0))
+
+    def share(self, stream: Any = None) -> Any:
+        return _share(self, stream)
+
+    share.__doc__ = _SHARE_DOC
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise TypeError(

@@ -702,4 +702,42 @@ def ipc_serialize_record_batch(schema_capsule: object, device_array_capsule: obj
     One record batch as an encapsulated IPC message in device memory of `context`.
     """
 
+class SharedObject:
+    """
+    The exporter's side of a shared object (cuarrow::ipc::shared_object): owns the shared device memory until released.
+    """
+
+    def descriptor(self) -> bytes:
+        """The descriptor another process opens (136 bytes)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def released(self) -> bool: ...
+
+    @property
+    def data(self) -> Buffer: ...
+
+    def release(self) -> None:
+        """Drop this process's hold on the shared memory."""
+
+def ipc_share(schema_capsule: object, batches: Sequence[tuple[object, object]], context: Context, kind: str, stream: object | None = None) -> SharedObject:
+    """
+    Share record batches given as ("arrow_schema", "arrow_device_array") capsules, packed into one cuMemAlloc allocation of `context`'s device.
+    """
+
+def ipc_share_buffer(buffer: Buffer, stream: object | None = None) -> SharedObject:
+    """Share device memory: itself, or a cuMemAlloc copy."""
+
+def ipc_read_shared_descriptor(descriptor: bytes) -> tuple:
+    """
+    (kind, exporter's device, bytes) of a descriptor, checked; opens nothing.
+    """
+
+def ipc_open_shared(context: Context, descriptor: bytes, validation: int = 1) -> tuple:
+    """
+    Open a descriptor another process made: (kind, schema capsule or None, [batch capsules], the opened memory as a Buffer).
+    """
+
 __version__: str

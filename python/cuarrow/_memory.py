@@ -3,7 +3,7 @@ HostBuffer (pinned host memory), and the options of transfers between them."""
 
 from __future__ import annotations
 
-from typing import Any, SupportsIndex
+from typing import Any, Callable, SupportsIndex
 
 import pyarrow as pa
 
@@ -68,6 +68,29 @@ class Device:
     def __repr__(self) -> str:
         kind = _device.name(self._code, str(self._code))
         return f"<cuarrow.cuda.Device: {kind}:{self._id}>"
+
+
+# share() of CudaBuffer and the typed device objects is implemented by
+# cuarrow._share, a layer above this one, which installs it here when it is
+# imported (importing cuarrow.cuda imports it).
+_share_impl: Callable[[Any, Any], Any] | None = None
+
+
+def _share(obj: Any, stream: Any) -> Any:
+    if _share_impl is None:
+        raise RuntimeError("share() needs cuarrow.cuda: import it first (from cuarrow import cuda)")
+    return _share_impl(obj, stream)
+
+
+_SHARE_DOC = """Share this object with another process on this machine, without
+        a copy there: returns a ``cuarrow.cuda.SharedDeviceObject`` whose
+        ``descriptor`` (136 bytes; the object itself pickles as it) the other
+        process opens with ``cuarrow.cuda.open_shared``.  The data is packed
+        into one ``cuMemAlloc`` allocation (one device-to-device copy on
+        `stream`, synchronized; a CudaBuffer that CUDA IPC can export is
+        shared as it is) that lives until the SharedDeviceObject is released
+        or collected: keep it while the other process uses the data.
+        docs/sharing.md."""
 
 
 def _host_nbytes(obj: Any, what: str) -> tuple[int, bool]:
@@ -400,6 +423,11 @@ class CudaBuffer(_lib.Buffer):
         if not pointer and size == 0:
             return ctx.new_buffer(0)
         return ctx.foreign_buffer(pointer, size, base=owner)
+
+    def share(self, stream: Any = None) -> Any:
+        return _share(self, stream)
+
+    share.__doc__ = _SHARE_DOC
 
     def to_numba(self) -> Any:
         """A Numba MemoryPointer viewing this buffer (it keeps the buffer alive),

@@ -22,6 +22,16 @@ cuarrow (an import hook waits for it; cuarrow never imports distributed):
   exposing ``__cuda_array_interface__``; the receiver reads the stream
   zero-copy over whatever device frame the comm delivers (a CudaBuffer, an
   ``rmm.DeviceBuffer``, a CuPy array ...), which the result keeps alive.
+
+Another process on this machine (docs/sharing.md): ``obj.share()`` packs
+the object into ONE ``cuMemAlloc`` allocation (an Arrow IPC stream
+assembled on the device; a CudaBuffer CUDA IPC can export goes as it is)
+and returns a :class:`SharedDeviceObject`, which owns that memory; its
+``descriptor`` (136 bytes) opens in another process with
+:func:`open_shared`: one CUDA IPC handle, the stream read zero-copy.
+:func:`enable_sharing_with_multiprocessing` makes ``multiprocessing``
+(queues, pipes, ``ProcessPoolExecutor``) send device objects that way
+instead of as host copies.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import copyreg
 import importlib.abc
 import importlib.machinery
+import multiprocessing.reduction
 import sys
 import threading
 from typing import Any
@@ -36,7 +47,7 @@ from typing import Any
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
-from cuarrow import ipc
+from cuarrow import _memory, ipc
 from cuarrow._arrays import DeviceArray, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
 from cuarrow._memory import Context, CudaBuffer
 
@@ -85,7 +96,7 @@ def _pack(obj: Any) -> tuple[str, int, CudaBuffer]:
     w = ipc.new_stream(obj.context, schema)
     for b in batches:
         w.write_batch(b)
-    return _KINDS[type(obj)], obj.device_id, w.close()
+    return _KINDS[type(obj)], obj.device_id, w.getvalue()
 
 
 def _unpack(kind: str, buf: CudaBuffer) -> Any:
@@ -94,7 +105,11 @@ def _unpack(kind: str, buf: CudaBuffer) -> Any:
         return buf
     if kind not in _KINDS.values():
         raise ValueError(f"not a cuarrow device object: kind {kind!r}")
-    table = ipc.open_stream(buf).read_all()
+    return _from_table(kind, ipc.open_stream(buf).read_all())
+
+
+def _from_table(kind: str, table: DeviceTable) -> Any:
+    """The object of `kind` that travelled as `table` (see _as_batches)."""
     if kind == "table":
         return table
     if kind == "record_batch":
@@ -119,6 +134,170 @@ def _reduce(obj: Any) -> Any:
 
 for _cls in (*_KINDS, CudaBuffer):
     copyreg.pickle(_cls, _reduce)
+
+
+# ---- another process on this machine: one CUDA IPC handle ---------------------------------
+
+
+class SharedDeviceObject:
+    """A device object shared with other processes on this machine, made by
+    ``share()`` of a DeviceArray, DeviceChunkedArray, DeviceRecordBatch,
+    DeviceTable or CudaBuffer.
+
+    It owns the shared device memory (one ``cuMemAlloc`` allocation) until
+    :meth:`release` (or a ``with`` block's end, or garbage collection): keep
+    it while other processes use the data.  :attr:`descriptor` is what
+    another process opens with :func:`open_shared`; the descriptor keeps
+    nothing alive.  Pickling sends the descriptor, and unpickling opens it
+    (in another process: a process cannot open what it shared itself).
+    """
+
+    __slots__ = ("_shared", "__weakref__")
+
+    _shared: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("SharedDeviceObject is made by share() of a device object (e.g. DeviceTable.share())")
+
+    @classmethod
+    def _wrap(cls, raw: Any) -> SharedDeviceObject:
+        obj = object.__new__(cls)
+        obj._shared = raw
+        return obj
+
+    @property
+    def descriptor(self) -> bytes:
+        """The bytes another process opens with ``cuarrow.cuda.open_shared``
+        (136 bytes: the kind, one CUDA IPC handle, a checksum).  Raises
+        ``pyarrow.ArrowInvalid`` once released."""
+        return self._shared.descriptor()
+
+    @property
+    def kind(self) -> str:
+        """The kind of object shared: "table", "record_batch", "array", "chunked_array" or "buffer"."""
+        return self._shared.kind
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the shared device memory (0 once released)."""
+        return self._shared.data.size
+
+    @property
+    def released(self) -> bool:
+        return self._shared.released
+
+    def release(self) -> None:
+        """Let the shared memory go (idempotent).  Processes that opened it
+        before should be done with it (docs/sharing.md says what they see
+        otherwise); opening the descriptor afterwards raises."""
+        self._shared.release()
+
+    def __enter__(self) -> SharedDeviceObject:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __reduce__(self) -> Any:
+        return open_shared, (self.descriptor,)
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else f"nbytes={self.nbytes}"
+        return f"<cuarrow.cuda.SharedDeviceObject kind={self.kind} {state}>"
+
+
+def _share_object(obj: Any, stream: Any = None) -> SharedDeviceObject:
+    """share() of every device class (installed into cuarrow._memory)."""
+    if isinstance(obj, CudaBuffer):
+        return SharedDeviceObject._wrap(_lib.ipc_share_buffer(obj, stream))
+    schema, batches = _as_batches(obj)
+    # A capsule is consumed where it is read: a fresh one for each use.
+    capsules = [b.__arrow_c_device_array__(schema.__arrow_c_schema__()) for b in batches]
+    raw = _lib.ipc_share(schema.__arrow_c_schema__(), capsules, obj.context._ctx, _KINDS[type(obj)], stream)
+    return SharedDeviceObject._wrap(raw)
+
+
+_memory._share_impl = _share_object
+
+
+def open_shared(descriptor: Any, context: Context | None = None) -> Any:
+    """Opens what another process on this machine shared (``obj.share()``):
+    the same kind of object (DeviceTable, DeviceRecordBatch, DeviceArray,
+    DeviceChunkedArray or CudaBuffer), zero-copy over the exporter's memory
+    (one CUDA IPC mapping, closed when the last object using it is gone).
+
+    `descriptor`: the SharedDeviceObject's ``descriptor`` bytes (any
+    bytes-like object).  `context`: where to map it; by default the
+    exporter's device number when this process has it, else device 0.
+    A damaged or forged descriptor raises ``pyarrow.ArrowInvalid`` saying
+    what is wrong, so does a descriptor this process made; memory the
+    exporter released, or an exporter that exited, raises
+    ``cuarrow.cuda.CudaError`` (or ``ArrowInvalid`` when the driver still
+    maps the released memory: its stream was blanked on release)."""
+    try:
+        with memoryview(descriptor) as view:
+            data = view.tobytes()
+    except TypeError:
+        raise TypeError(
+            "open_shared needs the descriptor as bytes (SharedDeviceObject.descriptor), "
+            f"not {type(descriptor).__name__}"
+        ) from None
+    kind, device_id, _ = _lib.ipc_read_shared_descriptor(data)
+    ctx = _context_for(device_id) if context is None else context
+    if not isinstance(ctx, Context):
+        raise TypeError(f"context must be a cuarrow.cuda.Context, not {type(ctx).__name__}")
+    kind, schema_capsule, capsules, raw = _lib.ipc_open_shared(ctx._ctx, data)
+    if kind == "buffer":
+        return CudaBuffer._wrap(raw)
+    schema = ipc._schema_from(schema_capsule)
+    return _from_table(kind, DeviceTable.from_batches([ipc._batch_from(schema, c) for c in capsules], schema))
+
+
+# ---- multiprocessing: descriptors instead of host copies (opt-in) ---------------------------
+#
+# The exporter's side of every object sent must outlive the receiver's use
+# of it, and a process cannot tell when another one is done.  The rule:
+# what was sent stays shared until release_shared_objects() or this
+# process's exit (each send is a share of its own).
+
+_sent: list[SharedDeviceObject] = []
+_sent_lock = threading.Lock()
+
+
+def _reduce_for_multiprocessing(obj: Any) -> Any:
+    shared = _share_object(obj)
+    with _sent_lock:
+        _sent.append(shared)
+    return open_shared, (shared.descriptor,)
+
+
+def enable_sharing_with_multiprocessing() -> None:
+    """Opt-in: device objects sent through ``multiprocessing`` (queues,
+    pipes, ``Pool``, ``concurrent.futures.ProcessPoolExecutor``; any start
+    method) travel as descriptors of CUDA IPC shares, opened zero-copy by
+    the receiving process on this machine, instead of host copies.
+
+    Applies to what this process sends; a worker that sends device objects
+    back calls it too (e.g. ``ProcessPoolExecutor(initializer=
+    cuarrow.cuda.enable_sharing_with_multiprocessing)``).  Every object sent
+    stays shared (one packed copy in this process's device memory) until
+    :func:`release_shared_objects` or this process's exit: call it once the
+    receivers are done with what they got.  Plain ``pickle`` is unchanged
+    (a host copy that can go anywhere).  Idempotent.  docs/sharing.md."""
+    for cls in (*_KINDS, CudaBuffer):
+        multiprocessing.reduction.ForkingPickler.register(cls, _reduce_for_multiprocessing)
+
+
+def release_shared_objects() -> int:
+    """Releases what multiprocessing sent as shares
+    (:func:`enable_sharing_with_multiprocessing`) so far; returns how many.
+    Receivers must be done with those objects."""
+    with _sent_lock:
+        sent = list(_sent)
+        _sent.clear()
+    for s in sent:
+        s.release()
+    return len(sent)
 
 
 # ---- Dask ------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   _arrays      typed device data (DeviceArray ... DeviceTable)
 #   _convert     to_device, from_device
 #   ipc          the Arrow IPC format over device memory (public: cuarrow.ipc, also cuda.ipc)
-#   _share       sending device objects elsewhere: pickling (a host copy), Dask's serialization
+#   _share       sending device objects elsewhere: pickling (a host copy), Dask's serialization,
+#                share() / open_shared (another process, zero-copy), the multiprocessing opt-in
 
 # _share registers pickling and (when distributed is imported) Dask's
 # serializers; ipc is cuarrow.cuda.ipc, the Arrow IPC format over device memory.
@@ -79,6 +80,12 @@ from cuarrow._memory import (
     set_transfer_options,
     transfer_options,
     trim_pinned_pool,
+)
+from cuarrow._share import (
+    SharedDeviceObject,
+    enable_sharing_with_multiprocessing,
+    open_shared,
+    release_shared_objects,
 )
 from cuarrow._streams import Event, Stream
 from cuarrow.ipc import read_message, read_record_batch, serialize_record_batch
@@ -115,6 +122,10 @@ __all__ = [
     "DeviceRecordBatch",
     "DeviceTable",
     "DeviceBitmap",
+    "SharedDeviceObject",
+    "open_shared",
+    "enable_sharing_with_multiprocessing",
+    "release_shared_objects",
 ]
 
 # Public objects say they are cuarrow.cuda's (reprs, help(), pickles by

@@ -7,10 +7,13 @@
 // every DeviceRecordBatch holds, and hands batches to the writer through
 // __arrow_c_device_array__); message bodies cross as Buffers (CudaBuffer
 // on the Python side).  What is read stays where it was: batches are
-// zero-copy slices of the message body.  Errors are the C++ layer's:
+// zero-copy slices of the message body.  Shared objects (share.hpp) cross
+// as SharedObject (the exporter's side) and descriptor bytes; kinds as
+// their names ("table" ...).  Errors are the C++ layer's:
 // cuarrow::ipc::invalid_message is a cuarrow::invalid_argument, which
 // errors.cpp turns into pyarrow.ArrowInvalid.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -30,6 +33,7 @@
 #include <cuarrow/ipc/file_writer.hpp>
 #include <cuarrow/ipc/metadata.hpp>
 #include <cuarrow/ipc/record_batch.hpp>
+#include <cuarrow/ipc/share.hpp>
 #include <cuarrow/ipc/stream.hpp>
 
 #include "common.hpp"
@@ -233,13 +237,23 @@ ci::write_options write_options_of(const std::optional<std::string>& codec, std:
   o.compress.level = level;
   o.compress.min_space_savings = min_space_savings;
   return o;
-}
+  ci::shared_kind kind_of(const std::string& name) {
+    for (int k = 1; k <= 5; ++k) {
+      const auto kind = static_cast<ci::shared_kind>(k);
+      if (name == ci::to_string(kind)) return kind;
+    }
+    throw cuarrow::invalid_argument("not a kind of shared object: \"" + name + "\"");
+  }
 
-// A writer (stream_writer is neither copyable nor movable).
-struct Writer {
-  std::unique_ptr<ci::stream_writer> w;
-  std::mutex mu;
-};
+  std::span<const std::byte> span_of(const nb::bytes& b) {
+    return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
+  }
+
+  // A writer (stream_writer is neither copyable nor movable).
+  struct Writer {
+    std::unique_ptr<ci::stream_writer> w;
+    std::mutex mu;
+  };
 
 }  // namespace
 
@@ -563,6 +577,73 @@ void bind_ipc_format(nb::module_& m) {
       },
       nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("context"), nb::arg("stream") = nb::none(),
       "One record batch as an encapsulated IPC message in device memory of `context`.");
+
+  // ---- whole objects shared with another process (cuarrow/ipc/share.hpp) ----
+  nb::class_<ci::shared_object>(m, "SharedObject",
+                                "The exporter's side of a shared object (cuarrow::ipc::shared_object): owns the shared "
+                                "device memory until released.")
+      .def(
+          "descriptor", [](const ci::shared_object& o) { return bytes_of(o.descriptor()); },
+          "The descriptor another process opens (136 bytes).")
+      .def_prop_ro("kind", [](const ci::shared_object& o) { return std::string(ci::to_string(o.kind())); })
+      .def_prop_ro("released", &ci::shared_object::released)
+      .def_prop_ro("data",
+                   [](const ci::shared_object& o) {
+                     return Buffer{o.data(), false};
+                   })
+      // With the GIL held: it orders release against descriptor() and data
+      // of the same object on other threads (shared_object has no lock).
+      .def("release", &ci::shared_object::release, "Drop this process's hold on the shared memory.");
+
+  m.def(
+      "ipc_share",
+      [](nb::handle schema_cap, const std::vector<std::pair<nb::object, nb::object>>& batches,
+         const cuarrow::context& ctx, const std::string& kind, cuarrow::stream_view s) {
+        const ca::schema sc = schema_of(schema_cap);
+        std::vector<ca::record_batch> bs;
+        bs.reserve(batches.size());
+        for (const auto& [sch, arr] : batches) bs.push_back(batch_of(sch, arr, s));
+        const ci::shared_kind k = kind_of(kind);
+        nb::gil_scoped_release r;
+        return ci::share(sc, bs, ctx, s, k);
+      },
+      nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("context"), nb::arg("kind"),
+      nb::arg("stream") = nb::none(),
+      "Share record batches given as (\"arrow_schema\", \"arrow_device_array\") capsules, packed into one "
+      "cuMemAlloc allocation of `context`'s device.");
+  m.def(
+      "ipc_share_buffer",
+      [](const Buffer& b, cuarrow::stream_view s) {
+        nb::gil_scoped_release r;
+        return ci::share(b.buf, s);
+      },
+      nb::arg("buffer"), nb::arg("stream") = nb::none(), "Share device memory: itself, or a cuMemAlloc copy.");
+  m.def(
+      "ipc_read_shared_descriptor",
+      [](nb::bytes descriptor) {
+        ci::shared_descriptor d = ci::read_shared_descriptor(span_of(descriptor));
+        return nb::make_tuple(std::string(ci::to_string(d.kind)), d.handle.device_id(), d.handle.size());
+      },
+      nb::arg("descriptor"), "(kind, exporter's device, bytes) of a descriptor, checked; opens nothing.");
+  m.def(
+      "ipc_open_shared",
+      [](const cuarrow::context& ctx, nb::bytes descriptor, int validation) {
+        ci::opened_shared o;
+        {
+          nb::gil_scoped_release r;
+          o = ci::open_shared(ctx, span_of(descriptor), options_of(validation));
+        }
+        nb::list batches;
+        nb::object schema = nb::none();
+        if (o.kind != ci::shared_kind::buffer) {
+          schema = schema_capsule(o.schema);
+          for (const ca::record_batch& b : o.batches) batches.append(batch_capsule(b, placement_of(o.data)));
+        }
+        return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, Buffer{o.data, false});
+      },
+      nb::arg("context"), nb::arg("descriptor"), nb::arg("validation") = 1,
+      "Open a descriptor another process made: (kind, schema capsule or None, [batch capsules], the opened "
+      "memory as a Buffer).");
 }
 
 }  // namespace cuarrow_py

@@ -85,6 +85,190 @@ def test_a_pickle_reads_in_a_fresh_process(ctx, tmp_path):
     assert out.stdout.strip() == f"DeviceTable {host.column(0).to_pylist()[:3]}"
 
 
+# ---- another process on this machine: share() / open_shared ------------------------------------
+
+
+def _open_in_child(items):
+    # runs in a spawned process: each item is a descriptor, or a pickled
+    # SharedDeviceObject; returns what it opened, as host data, and whether
+    # anything was copied to this process's devices (zero-copy: nothing).
+    import pickle
+
+    from cuarrow import cuda
+
+    out = []
+    for item in items:
+        if isinstance(item, tuple):
+            obj = pickle.loads(item[1])
+        else:
+            obj = cuda.open_shared(item)
+        host = obj.copy_to_host().to_pybytes() if isinstance(obj, cuda.CudaBuffer) else obj.to_host()
+        out.append((type(obj).__name__, host, obj.context.transfer_stats()["host_to_device_bytes"]))
+    return out
+
+
+def _try_open_in_child(descriptor):
+    # runs in a spawned process: what opening `descriptor` raises
+    from cuarrow import cuda
+
+    try:
+        cuda.open_shared(descriptor)
+    except Exception as e:  # noqa: BLE001 (the test looks at which)
+        return type(e).__name__, str(e)
+    return None
+
+
+def _spawn_pool():
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    return cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+
+
+def test_every_kind_opens_in_a_spawned_process_zero_copy(ctx):
+    expected, shares = [], []
+    for t in [pa.int64(), pa.string(), pa.dictionary(pa.int8(), pa.utf8()), pa.list_(pa.struct([("a", pa.int32())]))]:
+        for kind, host in _objects(t).items():
+            shares.append(cuda.to_device(host, ctx).share())
+            expected.append((kind, host))
+    data = np.arange(1000, dtype=np.int32)
+    pooled = ctx.buffer_from_data(data)  # stream-ordered pool memory: shared as a cuMemAlloc copy
+    plain = ctx.new_buffer(data.nbytes)  # cuMemAlloc: shared as it is
+    plain.copy_from_host(data)
+    for buf in (pooled, plain.slice(40, 400)):
+        shares.append(buf.share())
+        expected.append(("buffer", buf.copy_to_host().to_pybytes()))
+    assert shares[-1].nbytes == 400 and shares[-2].nbytes == data.nbytes
+    items = [s.descriptor for s in shares]
+    items[0] = ("pickle", pickle.dumps(shares[0]))  # a SharedDeviceObject pickles as its descriptor
+    with _spawn_pool() as ex:
+        got = ex.submit(_open_in_child, items).result(timeout=120)
+    names = {"array": "DeviceArray", "chunked_array": "DeviceChunkedArray", "record_batch": "DeviceRecordBatch"}
+    names.update({"table": "DeviceTable", "buffer": "CudaBuffer"})
+    assert len(got) == len(expected)
+    for (kind, host), (name, back, copied), s in zip(expected, got, shares):
+        assert s.kind == kind
+        assert name == names[kind], kind
+        assert copied == 0, f"{kind}: nothing is copied to the opening process's device"
+        assert back == host if kind == "buffer" else back.equals(host), kind
+
+
+def test_shared_object_lifetime_and_context_manager(ctx):
+    t = cuda.to_device(pa.table({"x": [1, 2, 3]}), ctx)
+    before = ctx.bytes_allocated
+    with t.share() as s:
+        assert isinstance(s, cuda.SharedDeviceObject) and not s.released
+        assert ctx.bytes_allocated > before, "the packed copy lives in this process's device memory"
+        assert "kind=table" in repr(s) and len(s.descriptor) == 136
+    assert s.released and s.nbytes == 0 and "released" in repr(s)
+    assert ctx.bytes_allocated == before
+    with pytest.raises(pa.ArrowInvalid, match="released"):
+        s.descriptor  # noqa: B018
+    s.release()  # idempotent
+    with pytest.raises(TypeError, match="share"):
+        cuda.SharedDeviceObject()
+
+
+def test_damaged_descriptors_raise_clear_errors(ctx):
+    s = cuda.to_device(pa.array([1, 2]), ctx).share()
+    good = s.descriptor
+    with pytest.raises(pa.ArrowInvalid, match="descriptor of 4 bytes: a descriptor is 136 bytes"):
+        cuda.open_shared(b"abcd")
+    flipped = bytearray(good)
+    flipped[50] ^= 0xFF
+    with pytest.raises(pa.ArrowInvalid, match="checksum does not match"):
+        cuda.open_shared(flipped)
+    with pytest.raises(pa.ArrowInvalid, match="wrong magic"):
+        cuda.open_shared(b"X" + good[1:])
+    with pytest.raises(pa.ArrowInvalid, match="other processes"):
+        cuda.open_shared(good)  # this process made it
+    with pytest.raises(TypeError, match="descriptor as bytes"):
+        cuda.open_shared(12)
+    with pytest.raises(TypeError, match="Context"):
+        cuda.open_shared(good, context=0)
+
+
+def test_opening_after_the_exporter_released_raises(ctx):
+    s = cuda.to_device(pa.table({"x": np.arange(100)}), ctx).share()
+    d = s.descriptor
+    s.release()
+    with _spawn_pool() as ex:
+        err = ex.submit(_try_open_in_child, d).result(timeout=120)
+    assert err is not None, "a released share must not open"
+    name, message = err
+    # The real driver refuses the freed allocation; the emulation still
+    # maps it, where release() blanked the stream.
+    assert (name == "CudaError" and "cuIpcOpenMemHandle" in message) or (
+        name == "ArrowInvalid" and "did the exporter release it?" in message
+    ), err
+
+
+def _child_report(obj):
+    # runs in a pool worker: what arrived, and whether it was copied here
+    from cuarrow import cuda
+
+    stats = obj.context.transfer_stats()
+    back = obj.slice(1) if isinstance(obj, cuda.DeviceTable) else obj
+    return type(obj).__name__, obj.to_host(), stats["host_to_device_bytes"], back
+
+
+@pytest.fixture
+def sharing_with_multiprocessing():
+    from multiprocessing.reduction import ForkingPickler
+
+    saved = dict(ForkingPickler._extra_reducers)
+    cuda.enable_sharing_with_multiprocessing()
+    yield
+    ForkingPickler._extra_reducers.clear()
+    ForkingPickler._extra_reducers.update(saved)
+    cuda.release_shared_objects()
+
+
+def test_process_pool_sends_host_copies_unless_sharing_is_enabled(ctx):
+    host = pa.table({"x": np.arange(10_000, dtype=np.int64)})
+    with _spawn_pool() as ex:
+        name, back, copied, _ = ex.submit(_child_report, cuda.to_device(host, ctx)).result(timeout=120)
+    assert name == "DeviceTable" and back.equals(host)
+    assert copied >= 80_000, "without the opt-in the table travels as a host copy"
+
+
+def test_reducer_hands_device_tables_over_without_a_copy(ctx, sharing_with_multiprocessing):
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    host = pa.table({"x": np.arange(10_000, dtype=np.int64), "s": pa.array([str(i) for i in range(10_000)])})
+    d = cuda.to_device(host, ctx)
+    before = ctx.transfer_stats()["host_to_device_bytes"]
+    with cf.ProcessPoolExecutor(
+        1, mp_context=mp.get_context("spawn"), initializer=cuda.enable_sharing_with_multiprocessing
+    ) as ex:
+        name, back, copied, sliced = ex.submit(_child_report, d).result(timeout=120)
+        assert name == "DeviceTable" and back.equals(host)
+        assert copied == 0, "the worker opened the table where it is: nothing copied to its device"
+        # and back: the worker shared its slice the same way (it enabled sharing too)
+        assert isinstance(sliced, cuda.DeviceTable) and sliced.to_host().equals(host.slice(1))
+        # Sharing copies only the stream's metadata from the host (a few
+        # hundred bytes); a host copy of the table would be >= 80 kB.
+        assert ctx.transfer_stats()["host_to_device_bytes"] - before < 4096, "no host copy either way"
+        del sliced
+    assert cuda.release_shared_objects() == 1, "the table sent is held until released"
+    assert cuda.release_shared_objects() == 0
+
+
+def test_reducer_sends_every_kind_through_a_queue(ctx, sharing_with_multiprocessing):
+    import multiprocessing as mp
+
+    objs = [cuda.to_device(h, ctx) for h in _objects(pa.string()).values()] + [ctx.new_buffer(8)]
+    q = mp.get_context("spawn").SimpleQueue()
+    for o in objs:
+        q.put(o)  # pickled by ForkingPickler in this process
+    # A queue read in this process opens its own shares: refused, which
+    # shows the objects travelled as descriptors.
+    with pytest.raises(pa.ArrowInvalid, match="other processes"):
+        q.get()
+    assert cuda.release_shared_objects() == len(objs)
+
+
 # ---- Dask ------------------------------------------------------------------------------
 
 distributed = pytest.importorskip("distributed", reason="distributed is in python/requirements-test.txt")

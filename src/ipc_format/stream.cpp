@@ -296,8 +296,8 @@ class assembler final : public internal::message_sink {
 
   // One allocation on `ctx`, the padding zeroed by one memset, every piece
   // by one batched copy on `s`, which is synchronized.
-  buffer finish(const context& ctx, stream_view s) {
-    buffer out = allocate_device(ctx, length_, s);
+  buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
+    buffer out = allocate_device(ctx, length_, s, std::move(resource));
     fill_async(out, 0, length_, 0, s);
     for (copy_piece& p : pieces_) p.dst = out;
     copy_batch(pieces_, s);
@@ -428,20 +428,25 @@ void message_writer::finish() {
 
 struct stream_writer::state {
   state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer,
-        write_options options)
-      : ctx(std::move(c)), s(sv), writer(std::move(sch), fmt, sv, std::move(footer), std::move(options), out) {}
+        write_options options, std::shared_ptr<device_memory_resource> r)
+      : ctx(std::move(c)),
+        s(sv),
+        resource(std::move(r)),
+        writer(std::move(sch), fmt, sv, std::move(footer), std::move(options), out) {}
 
   context ctx;
   stream_view s;
+  std::shared_ptr<device_memory_resource> resource;  // null: the context's
   bool finished = false;
   assembler out;  // before the writer, which writes into it from its constructor
   internal::message_writer writer;
 };
 
 stream_writer::stream_writer(arrow::schema schema, context ctx, format f, stream_view s,
-                             arrow::key_value_metadata footer_metadata, write_options options)
+                             arrow::key_value_metadata footer_metadata, write_options options,
+                             std::shared_ptr<device_memory_resource> resource)
     : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata),
-                                     std::move(options))) {}
+                                     std::move(options), std::move(resource))) {}
 
 stream_writer::~stream_writer() = default;
 
@@ -456,7 +461,7 @@ buffer stream_writer::finish() {
   if (st.finished) throw invalid_argument("stream_writer: already finished");
   st.finished = true;
   st.writer.finish();
-  return st.out.finish(st.ctx, st.s);
+  return st.out.finish(st.ctx, st.s, st.resource);
 }
 
 buffer serialize_record_batch(const arrow::record_batch& batch, const context& ctx, stream_view s) {

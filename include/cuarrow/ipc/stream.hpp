@@ -147,11 +147,14 @@ class CUARROW_EXPORT stream_writer {
   /// footer custom metadata (pyarrow's new_file(metadata=...)).  With
   /// options.compression, each batch's buffers are copied to the host and
   /// compressed there when it is written (the writer then keeps the
-  /// compressed bytes, not the batch).  Throws invalid_argument for a
-  /// schema IPC cannot carry, cuarrow::error when this build lacks the
-  /// codec.
+  /// compressed bytes, not the batch).  `resource`: where finish()
+  /// allocates the output (null: the context's resource; a
+  /// plain_device_resource gives memory CUDA IPC can export).  Throws
+  /// invalid_argument for a schema IPC cannot carry, cuarrow::error when
+  /// this build lacks the codec.
   stream_writer(arrow::schema schema, context ctx, format f = format::stream, stream_view s = {},
-                arrow::key_value_metadata footer_metadata = {}, write_options options = {});
+                arrow::key_value_metadata footer_metadata = {}, write_options options = {},
+                std::shared_ptr<device_memory_resource> resource = nullptr);
   ~stream_writer();
   stream_writer(const stream_writer&) = delete;
   stream_writer& operator=(const stream_writer&) = delete;

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Sharing a DeviceTable with another process (docs/sharing.md): the cost of
+``share()`` in the exporter and of ``cuda.open_shared`` in an importer whose
+CUDA context already exists (issue 15's target: a 1 GiB table of 100
+columns opens in <= 2 ms).
+
+    python3 bench/share_bench.py                 # 1 GiB, 100 int64 columns
+    python3 bench/share_bench.py --quick         # 64 MiB (the emulation too)
+    python3 bench/share_bench.py --out DIR       # also DIR/share_bench.json
+
+The exporter times ``share()`` (one device-to-device copy, synchronized).
+A spawned importer creates its context and warms up (one open and close),
+then opens the descriptor --repeat times; each open maps the allocation
+afresh (the previous table is dropped first, which closes the mapping), and
+the time is the ``open_shared`` call alone.  The first and last columns of
+the last open are checked against the exporter's on the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def _importer(descriptor: bytes, repeat: int, conn) -> None:
+    from cuarrow import cuda
+
+    ctx = cuda.Context(0)
+    ctx.new_buffer(1)  # the context exists before anything is timed
+    t = cuda.open_shared(descriptor, ctx)  # warm-up: code paths, first mapping
+    times = []
+    for _ in range(repeat):
+        t = None  # the previous table goes, and its mapping is closed
+        gc.collect()
+        start = time.perf_counter()
+        t = cuda.open_shared(descriptor, ctx)
+        times.append(time.perf_counter() - start)
+    last = t
+    first = last.column(0).to_host()
+    end = last.column(last.num_columns - 1).to_host()
+    conn.send((times, first, end, last.num_rows, last.num_columns))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="64 MiB instead of 1 GiB")
+    p.add_argument("--columns", type=int, default=100)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--out", type=Path)
+    a = p.parse_args()
+
+    import numpy as np
+    import pyarrow as pa
+
+    from cuarrow import cuda
+
+    total = (64 if a.quick else 1024) << 20
+    rows = total // (8 * a.columns)
+    ctx = cuda.Context(0)
+    host = pa.table({f"c{i}": np.arange(i, i + rows, dtype=np.int64) for i in range(a.columns)})
+    table = cuda.to_device(host, ctx)
+    share_times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        shared = table.share()
+        share_times.append(time.perf_counter() - start)
+        if len(share_times) < 3:
+            shared.release()
+    median = statistics.median(share_times) * 1e3
+    print(f"share(): {shared.nbytes / 2**20:.0f} MiB, median {median:.2f} ms", file=sys.stderr)
+
+    ctx_mp = mp.get_context("spawn")
+    parent, child = ctx_mp.Pipe()
+    proc = ctx_mp.Process(target=_importer, args=(shared.descriptor, a.repeat, child))
+    proc.start()
+    times, first, end, n_rows, n_cols = parent.recv()
+    proc.join()
+    shared.release()
+    ok = first.equals(host.column(0)) and end.equals(host.column(a.columns - 1))
+    ok = ok and n_rows == rows and n_cols == a.columns
+    ms = [t * 1e3 for t in times]
+    result = {
+        "bytes": rows * 8 * a.columns,
+        "columns": a.columns,
+        "share_ms_median": statistics.median(share_times) * 1e3,
+        "open_ms_median": statistics.median(ms),
+        "open_ms_min": min(ms),
+        "open_ms_max": max(ms),
+        "correct": ok,
+        "emulated": cuda.is_emulated(),
+    }
+    print(json.dumps(result, indent=2))
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "share_bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

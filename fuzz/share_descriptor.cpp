@@ -1,0 +1,63 @@
+// libFuzzer target: ipc::read_shared_descriptor, the descriptor of a shared
+// object that another process sends (include/cuarrow/ipc/share.hpp).  The
+// first input byte picks a mode: bit 0 rewrites the checksum of the IPC
+// handle inside (bytes 16-127, its checksum at 120), bit 1 the descriptor's
+// own (bytes 128-135), so that the fields behind each check are reached; the
+// rest of the input is the descriptor.  Properties: never reads past the
+// bytes; what it accepts has a known kind and a handle with a sane range
+// whose serialization is the descriptor's handle bytes.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "cuarrow/error.hpp"
+#include "cuarrow/ipc/share.hpp"
+#include "fuzz_input.hpp"
+
+namespace {
+
+std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+void put_checksum(std::uint8_t* at, const std::uint8_t* from, std::size_t n) {
+  const std::uint64_t h = fnv1a(from, n);
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(h >> (8 * i));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::uint8_t mode = data[0];
+  std::vector<std::uint8_t> bytes(data + 1, data + size);
+  if (bytes.size() == cuarrow::ipc::shared_object::descriptor_size) {
+    if ((mode & 1) != 0) put_checksum(bytes.data() + 16 + 104, bytes.data() + 16, 104);
+    if ((mode & 2) != 0) put_checksum(bytes.data() + 128, bytes.data(), 128);
+  }
+  try {
+    const cuarrow::ipc::shared_descriptor d = cuarrow::ipc::read_shared_descriptor(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
+    const auto kind = static_cast<int>(d.kind);
+    if (kind < 1 || kind > 5) cuarrow_fuzz::property_failed("an accepted descriptor has an unknown kind");
+    const cuarrow::ipc_memory_handle& h = d.handle;
+    if (h.size() < 0 || h.offset() < 0 || h.offset() > INT64_MAX - h.size()) {
+      cuarrow_fuzz::property_failed("an accepted descriptor's handle has a bad range");
+    }
+    (void)cuarrow::ipc::to_string(d.kind);
+    const std::vector<std::byte> again = h.serialize();
+    if (again.size() != cuarrow::ipc_memory_handle::serialized_size ||
+        std::memcmp(again.data(), bytes.data() + 16, again.size()) != 0) {
+      cuarrow_fuzz::property_failed("an accepted descriptor's handle does not serialize to its bytes");
+    }
+  } catch (const cuarrow::error&) {
+  }
+  return 0;
+}
