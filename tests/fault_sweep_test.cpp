@@ -890,6 +890,8 @@ TEST_F(FaultSweep, PoolIpcCreateExportImportOpen) {
       SWEEP_EXPECT(back1 == back);
     }
   });
+}
+
 // Sharing a whole table (ipc/share.hpp): a child shares nested_batch() and
 // stays alive while the sweep opens the descriptor here (one IPC open, the
 // stream's metadata reads, the mapping's close), and shares one here

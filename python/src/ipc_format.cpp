@@ -237,23 +237,25 @@ ci::write_options write_options_of(const std::optional<std::string>& codec, std:
   o.compress.level = level;
   o.compress.min_space_savings = min_space_savings;
   return o;
-  ci::shared_kind kind_of(const std::string& name) {
-    for (int k = 1; k <= 5; ++k) {
-      const auto kind = static_cast<ci::shared_kind>(k);
-      if (name == ci::to_string(kind)) return kind;
-    }
-    throw cuarrow::invalid_argument("not a kind of shared object: \"" + name + "\"");
-  }
+}
 
-  std::span<const std::byte> span_of(const nb::bytes& b) {
-    return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
+ci::shared_kind kind_of(const std::string& name) {
+  for (int k = 1; k <= 5; ++k) {
+    const auto kind = static_cast<ci::shared_kind>(k);
+    if (name == ci::to_string(kind)) return kind;
   }
+  throw cuarrow::invalid_argument("not a kind of shared object: \"" + name + "\"");
+}
 
-  // A writer (stream_writer is neither copyable nor movable).
-  struct Writer {
-    std::unique_ptr<ci::stream_writer> w;
-    std::mutex mu;
-  };
+std::span<const std::byte> span_of(const nb::bytes& b) {
+  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
+}
+
+// A writer (stream_writer is neither copyable nor movable).
+struct Writer {
+  std::unique_ptr<ci::stream_writer> w;
+  std::mutex mu;
+};
 
 }  // namespace
 
