@@ -19,13 +19,15 @@ void read_file_exactly(int fd, const std::string& path, std::int64_t offset, std
     if (n < 0) {
       if (errno == EINTR) continue;
       const int e = errno;
-      throw io_error(path, e, "reading " + std::to_string(out.size() - done) + " bytes of \"" + path + "\" at offset " +
-                            std::to_string(at) + ": " + std::strerror(e));
+      throw io_error(path, e,
+                     "reading " + std::to_string(out.size() - done) + " bytes of \"" + path + "\" at offset " +
+                         std::to_string(at) + ": " + std::strerror(e));
     }
     if (n == 0) {
-      throw io_error(path, 0, "reading \"" + path + "\": the file ends at offset " + std::to_string(at) + ", " +
-                            std::to_string(out.size() - done) +
-                            " bytes short of what was asked (was it truncated while read?)");
+      throw io_error(path, 0,
+                     "reading \"" + path + "\": the file ends at offset " + std::to_string(at) + ", " +
+                         std::to_string(out.size() - done) +
+                         " bytes short of what was asked (was it truncated while read?)");
     }
     done += static_cast<std::size_t>(n);
     if (bytes_read != nullptr) bytes_read->fetch_add(n);
