@@ -502,8 +502,21 @@ ipc_memory_handle export_ipc(const buffer& b) {
                            detail::hex_address(start) + ", " + std::to_string(range) +
                            " bytes), so no handle can describe it");
   }
-  // Stream-ordered pool memory: only a shareable pool's can be exported.
-  if (a.known && a.pool != nullptr) return export_pool_memory(b, std::move(f), base, a.pool);
+  // Stream-ordered pool memory: only a shareable pool's can be exported,
+  // at the start of its allocation, which the pool's resource recorded (the
+  // address range above is the pool's whole range on a real driver).
+  if (a.known && a.pool != nullptr) {
+    if (auto alloc = detail::ipc_pool_allocation(a.pool, static_cast<CUdeviceptr>(b.address()))) {
+      const std::uintptr_t alloc_start = static_cast<std::uintptr_t>(alloc->first);
+      if (static_cast<std::uint64_t>(b.size()) > alloc->second - (b.address() - alloc_start)) {
+        throw invalid_argument("export_ipc: this buffer (" + b.describe() + ") runs past the pool allocation it " +
+                               "starts in (" + detail::hex_address(alloc_start) + ", " + std::to_string(alloc->second) +
+                               " bytes), so no handle can describe it");
+      }
+      base = alloc->first;
+    }
+    return export_pool_memory(b, std::move(f), base, a.pool);
+  }
 
   CUipcMemHandle h{};
   CUresult r = detail::ipc_get_mem_handle(&h, base);

@@ -61,11 +61,19 @@ void pool_trim(CUmemoryPool pool, std::int64_t keep_bytes) {
   detail::check(d.cuMemPoolTrimTo(pool, static_cast<size_t>(keep_bytes)), "cuMemPoolTrimTo");
 }
 
-// The ids of this process's ipc_pool_resource pools, for export_ipc (which
-// sees a buffer's pool handle only).
+// This process's ipc_pool_resource pools, for export_ipc (which sees a
+// buffer's pool handle only): each pool's id, and its live allocations
+// (start -> size).  cuMemPoolExportPointer needs an allocation's start,
+// which the driver does not tell for pool memory: cuMemGetAddressRange
+// answers with the pool's whole mapped range there (the emulation gives the
+// allocation, the H200's driver the pool's range).
 struct ipc_pool_registry {
+  struct pool_entry {
+    std::uint64_t id = 0;
+    std::map<CUdeviceptr, std::size_t> live;
+  };
   std::mutex mutex;
-  std::map<CUmemoryPool, std::uint64_t> ids;
+  std::map<CUmemoryPool, pool_entry> pools;
 };
 
 ipc_pool_registry& ipc_pools() {
@@ -133,7 +141,7 @@ ipc_pool_resource::ipc_pool_resource(const context& ctx) : device_(ctx.device_nu
   try {
     ipc_pool_registry& r = ipc_pools();
     std::lock_guard lock(r.mutex);
-    r.ids[pool_] = id_;
+    r.pools[pool_].id = id_;
   } catch (...) {
     d.cuMemPoolDestroy(pool_);
     throw;
@@ -144,16 +152,33 @@ ipc_pool_resource::~ipc_pool_resource() {
   {
     ipc_pool_registry& r = ipc_pools();
     std::lock_guard lock(r.mutex);
-    r.ids.erase(pool_);
+    r.pools.erase(pool_);
   }
   if (detail::shutting_down()) return;  // the driver releases everything at exit
   CUresult r = detail::driver().cuMemPoolDestroy(pool_);
   if (r != CUDA_SUCCESS) detail::warn_result(r, "cuMemPoolDestroy");
 }
 
-std::uintptr_t ipc_pool_resource::allocate(std::int64_t bytes, stream_view s) { return pool_allocate(pool_, bytes, s); }
+std::uintptr_t ipc_pool_resource::allocate(std::int64_t bytes, stream_view s) {
+  const std::uintptr_t p = pool_allocate(pool_, bytes, s);
+  try {
+    ipc_pool_registry& r = ipc_pools();
+    std::lock_guard lock(r.mutex);
+    r.pools[pool_].live[static_cast<CUdeviceptr>(p)] = static_cast<std::size_t>(bytes);
+  } catch (...) {
+    pool_deallocate(p, bytes, s);
+    throw;
+  }
+  return p;
+}
 
 void ipc_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept {
+  {
+    ipc_pool_registry& r = ipc_pools();
+    std::lock_guard lock(r.mutex);
+    auto it = r.pools.find(pool_);
+    if (it != r.pools.end()) it->second.live.erase(static_cast<CUdeviceptr>(address));
+  }
   pool_deallocate(address, bytes, s);
 }
 
@@ -164,8 +189,20 @@ namespace detail {
 std::uint64_t ipc_pool_id(CUmemoryPool pool) noexcept {
   ipc_pool_registry& r = ipc_pools();
   std::lock_guard lock(r.mutex);
-  auto it = r.ids.find(pool);
-  return it == r.ids.end() ? 0 : it->second;
+  auto it = r.pools.find(pool);
+  return it == r.pools.end() ? 0 : it->second.id;
+}
+
+std::optional<std::pair<CUdeviceptr, std::size_t>> ipc_pool_allocation(CUmemoryPool pool, CUdeviceptr address) {
+  ipc_pool_registry& r = ipc_pools();
+  std::lock_guard lock(r.mutex);
+  auto it = r.pools.find(pool);
+  if (it == r.pools.end() || it->second.live.empty()) return std::nullopt;
+  auto a = it->second.live.upper_bound(address);
+  if (a == it->second.live.begin()) return std::nullopt;
+  --a;
+  if (address - a->first >= a->second) return std::nullopt;
+  return *a;
 }
 
 }  // namespace detail

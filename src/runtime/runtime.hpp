@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include "context_state.hpp"   // contexts' state, stream registry, order_after
 #include "cuarrow/stream.hpp"  // stream_view
@@ -127,6 +129,9 @@ CUresult ipc_close_mem_handle(CUdeviceptr mapped) noexcept;
 
 /// The id of an ipc_pool_resource's pool of this process; 0 for any other pool.
 std::uint64_t ipc_pool_id(CUmemoryPool pool) noexcept;
+/// The live allocation of an ipc_pool_resource's pool that holds `address`
+/// (start, size), or nullopt (another pool, or no such allocation).
+std::optional<std::pair<CUdeviceptr, std::size_t>> ipc_pool_allocation(CUmemoryPool pool, CUdeviceptr address);
 /// The export data of the pool allocation starting at `base`.
 CUresult pool_export_pointer(CUmemPoolPtrExportData* out, CUdeviceptr base) noexcept;
 /// A new POSIX file descriptor of `pool` (the caller's to close).

@@ -285,6 +285,39 @@ TEST(Gpu, IpcExportOfPoolMemoryIsATypedError) {
   EXPECT_NO_THROW((void)cuarrow::export_ipc(plain));
 }
 
+// cuMemPoolExportPointer wants an allocation's start; what the driver's
+// cuMemGetAddressRange answers for pool memory (the allocation, or the
+// pool's range) decides whether it can be asked.  export_ipc takes the start
+// from the ipc_pool_resource's own record, so slices of later allocations
+// export too.
+TEST(Gpu, PoolAllocationsExportFromTheirStart) {
+  REQUIRE_GPU();
+  cuarrow::context ctx = cuarrow::context::get(0);
+  std::shared_ptr<cuarrow::ipc_pool_resource> pool;
+  try {
+    pool = std::make_shared<cuarrow::ipc_pool_resource>(ctx);
+  } catch (const cuarrow::cuda_error& e) {
+    GTEST_SKIP() << "no shareable pools here: " << e.what();
+  }
+  cuarrow::buffer first = cuarrow::allocate_device(ctx, 1 << 20, {}, pool);
+  cuarrow::buffer second = cuarrow::allocate_device(ctx, 3 << 20, {}, pool);
+  ctx.synchronize();
+  raw_driver raw;
+  auto range = raw.get<PFN_cuMemGetAddressRange_v3020>("cuMemGetAddressRange_v2");
+  ASSERT_TRUE(range);
+  cuarrow::scoped_context guard(ctx);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_EQ(range(&base, &size, static_cast<CUdeviceptr>(second.address() + 100)), CUDA_SUCCESS);
+  std::printf(
+      "[figure] pool memory: cuMemGetAddressRange of an address in a 3 MiB allocation answers %s (offset %lld, "
+      "%zu bytes)\n",
+      base == static_cast<CUdeviceptr>(second.address()) && size == (3u << 20) ? "the allocation" : "another range",
+      static_cast<long long>(static_cast<CUdeviceptr>(second.address()) - base), size);
+  EXPECT_NO_THROW((void)cuarrow::export_ipc(second.slice(100, 1000)));
+  EXPECT_NO_THROW((void)cuarrow::export_ipc(first));
+}
+
 TEST(Gpu, IpcOpenInTheExportingProcessIsAClearError) {
   REQUIRE_GPU();
   cuarrow::context ctx = cuarrow::context::get(0);
