@@ -619,6 +619,14 @@ class IpcPathFileReader:
 
     def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None) -> None: ...
 
+    def footer_schema_capsule(self) -> object: ...
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    @property
+    def read_path(self) -> str: ...
+
     def schema_capsule(self) -> object: ...
 
     @property
@@ -634,14 +642,6 @@ class IpcPathFileReader:
 
     @property
     def footer_metadata(self) -> list: ...
-
-    def footer_schema_capsule(self) -> object: ...
-
-    @property
-    def bytes_read(self) -> int: ...
-
-    @property
-    def read_path(self) -> str: ...
 
 class IpcPathStreamReader:
     """

@@ -345,6 +345,46 @@ def serialize_record_batch(batch: Any, ctx: Any) -> CudaBuffer:
 class _Reader:
     _schema: pa.Schema
 
+    def _open(
+        self,
+        source: Any,
+        columns: Any,
+        context: Any,
+        what: str,
+        path_reader: Any,
+        memory_reader: Any,
+        names: Callable[[str, Context], pa.Schema],
+    ) -> None:
+        """A reader of a path (into device memory of `context`; `columns`
+        mapped to field positions through `names`) or of device memory."""
+        if _is_path(source):
+            path = os.fspath(source)
+            ctx = _context_of(context)
+            indices = None if columns is None else _column_indices(names(path, ctx), columns, path)
+            self._source: CudaBuffer | None = None
+            self._reader: Any = path_reader(path, ctx._ctx, 1, indices)
+        else:
+            if columns is not None:
+                raise NotImplementedError(
+                    f"cuarrow.ipc.{what} of device memory reads every column (columns / included_fields select "
+                    "columns of files read by path)"
+                )
+            self._source = _source_buffer(source, what)
+            self._reader = memory_reader(self._source)
+        self._schema = _schema_from(self._reader.schema_capsule())
+
+    @property
+    def read_path(self) -> str | None:
+        """How a file read by path moved its bytes ("staging": pread into
+        pinned staging memory, then DMA; "gds": GPUDirect Storage; "none"
+        before the first batch); None for one in device memory."""
+        return getattr(self._reader, "read_path", None)
+
+    @property
+    def bytes_read(self) -> int | None:
+        """Bytes read from the file so far (None for one in device memory)."""
+        return getattr(self._reader, "bytes_read", None)
+
     @property
     def schema(self) -> pa.Schema:
         return self._schema
@@ -363,36 +403,11 @@ class RecordBatchStreamReader(_Reader):
     """Reads an IPC stream in device memory (:func:`open_stream`)."""
 
     def __init__(self, source: Any, *, columns: Any = None, context: Any = None) -> None:
-        if _is_path(source):
-            path = os.fspath(source)
-            ctx = _context_of(context)
-            indices = None
-            if columns is not None:
-                whole = _lib.IpcPathStreamReader(path, ctx._ctx)
-                indices = _column_indices(_schema_from(whole.schema_capsule()), columns, path)
-            self._source: CudaBuffer | None = None
-            self._reader: Any = _lib.IpcPathStreamReader(path, ctx._ctx, 1, indices)
-        else:
-            if columns is not None:
-                raise NotImplementedError(
-                    "cuarrow.ipc readers of device memory read every column (columns / included_fields select "
-                    "columns of files read by path)"
-                )
-            self._source = _source_buffer(source, "open_stream")
-            self._reader = _lib.IpcStreamReader(self._source)
-        self._schema = _schema_from(self._reader.schema_capsule())
+        def names(path: str, ctx: Context) -> pa.Schema:
+            # A stream starts with its schema: nothing else is read.
+            return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
 
-    @property
-    def read_path(self) -> str | None:
-        """How a stream read by path moved its bytes ("staging": pread into
-        pinned staging memory, then DMA; "gds": GPUDirect Storage; "none"
-        before the first batch); None for a stream in device memory."""
-        return getattr(self._reader, "read_path", None)
-
-    @property
-    def bytes_read(self) -> int | None:
-        """Bytes read from the file so far (None for a stream in device memory)."""
-        return getattr(self._reader, "bytes_read", None)
+        self._open(source, columns, context, "open_stream", _lib.IpcPathStreamReader, _lib.IpcStreamReader, names)
 
     def read_next_batch(self) -> DeviceRecordBatch:
         """The next batch; StopIteration at the end of the stream."""
@@ -432,37 +447,11 @@ class RecordBatchFileReader(_Reader):
     """Reads an IPC file (Feather v2, uncompressed) in device memory (:func:`open_file`)."""
 
     def __init__(self, source: Any, *, columns: Any = None, context: Any = None) -> None:
-        if _is_path(source):
-            path = os.fspath(source)
-            ctx = _context_of(context)
-            indices = None
-            if columns is not None:
-                # The footer alone (no column, so no dictionary, is read) names the fields.
-                footer = _lib.IpcPathFileReader(path, ctx._ctx, 1, [])
-                indices = _column_indices(_schema_from(footer.footer_schema_capsule()), columns, path)
-            self._source: CudaBuffer | None = None
-            self._reader: Any = _lib.IpcPathFileReader(path, ctx._ctx, 1, indices)
-        else:
-            if columns is not None:
-                raise NotImplementedError(
-                    "cuarrow.ipc readers of device memory read every column (columns / included_fields select "
-                    "columns of files read by path)"
-                )
-            self._source = _source_buffer(source, "open_file")
-            self._reader = _lib.IpcFileReader(self._source)
-        self._schema = _schema_from(self._reader.schema_capsule())
+        def names(path: str, ctx: Context) -> pa.Schema:
+            # The footer alone (no column, so no dictionary, is read) names the fields.
+            return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, 1, []).footer_schema_capsule())
 
-    @property
-    def read_path(self) -> str | None:
-        """How a file read by path moved its bytes ("staging": pread into
-        pinned staging memory, then DMA; "gds": GPUDirect Storage; "none"
-        before the first batch); None for a file in device memory."""
-        return getattr(self._reader, "read_path", None)
-
-    @property
-    def bytes_read(self) -> int | None:
-        """Bytes read from the file so far (None for a file in device memory)."""
-        return getattr(self._reader, "bytes_read", None)
+        self._open(source, columns, context, "open_file", _lib.IpcPathFileReader, _lib.IpcFileReader, names)
 
     @property
     def num_record_batches(self) -> int:

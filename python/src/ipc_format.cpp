@@ -214,6 +214,37 @@ ci::file_read_options path_options_of(int validation, const std::optional<std::v
 
 ca::placement placement_of(const cuarrow::context& ctx) { return {cuarrow::device_type::cuda, ctx.device_number()}; }
 
+// What both file readers (in memory, by path) offer: the schema, the
+// footer's custom metadata, and any batch by index.
+template <class Reader>
+void file_reader_methods(nb::class_<Reader>& c) {
+  c.def("schema_capsule", [](const Reader& self) { return schema_capsule(self.r.schema().schema); })
+      .def_prop_ro("num_record_batches", [](const Reader& self) { return self.r.num_record_batches(); })
+      .def(
+          "read_batch",
+          [](const Reader& self, int i) {
+            ca::record_batch b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch(i);
+            }
+            return batch_capsule(b, self.where);
+          },
+          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
+      .def(
+          "read_batch_with_metadata",
+          [](const Reader& self, int i) {
+            ci::batch_with_metadata b;
+            {
+              nb::gil_scoped_release g;
+              b = self.r.read_batch_with_custom_metadata(i);
+            }
+            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
+          },
+          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
+      .def_prop_ro("footer_metadata", [](const Reader& self) { return pairs_of(self.r.footer().custom_metadata); });
+}
+
 // A writer of a path (file_writer is neither copyable nor movable).
 struct PathWriter {
   std::unique_ptr<ci::file_writer> w;
@@ -388,81 +419,35 @@ void bind_ipc_format(nb::module_& m) {
           "(capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
       .def_prop_ro("position", [](const StreamReader& self) { return self.r.position(); });
 
-  nb::class_<FileReader>(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).")
-      .def(
-          "__init__",
-          [](FileReader* self, const Buffer& source, int validation) {
-            nb::gil_scoped_release r;
-            new (self) FileReader{ci::file_reader(source.buf, options_of(validation)), placement_of(source.buf)};
-          },
-          nb::arg("source"), nb::arg("validation") = 1)
-      .def("schema_capsule", [](const FileReader& self) { return schema_capsule(self.r.schema().schema); })
-      .def_prop_ro("num_record_batches", [](const FileReader& self) { return self.r.num_record_batches(); })
-      .def(
-          "read_batch",
-          [](const FileReader& self, int i) {
-            ca::record_batch b;
-            {
-              nb::gil_scoped_release g;
-              b = self.r.read_batch(i);
-            }
-            return batch_capsule(b, self.where);
-          },
-          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
-      .def(
-          "read_batch_with_metadata",
-          [](const FileReader& self, int i) {
-            ci::batch_with_metadata b;
-            {
-              nb::gil_scoped_release g;
-              b = self.r.read_batch_with_custom_metadata(i);
-            }
-            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
-          },
-          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
-      .def_prop_ro("footer_metadata", [](const FileReader& self) { return pairs_of(self.r.footer().custom_metadata); });
+  auto file_reader =
+      nb::class_<FileReader>(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).")
+          .def(
+              "__init__",
+              [](FileReader* self, const Buffer& source, int validation) {
+                nb::gil_scoped_release r;
+                new (self) FileReader{ci::file_reader(source.buf, options_of(validation)), placement_of(source.buf)};
+              },
+              nb::arg("source"), nb::arg("validation") = 1);
+  file_reader_methods(file_reader);
 
-  nb::class_<PathFileReader>(m, "IpcPathFileReader",
-                             "An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).")
-      .def(
-          "__init__",
-          [](PathFileReader* self, std::string path, const cuarrow::context& ctx, int validation,
-             std::optional<std::vector<int>> columns) {
-            nb::gil_scoped_release r;
-            new (self) PathFileReader{
-                ci::device_file_reader(std::move(path), ctx, path_options_of(validation, columns)), placement_of(ctx)};
-          },
-          nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
-      .def("schema_capsule", [](const PathFileReader& self) { return schema_capsule(self.r.schema().schema); })
-      .def_prop_ro("num_record_batches", [](const PathFileReader& self) { return self.r.num_record_batches(); })
-      .def(
-          "read_batch",
-          [](const PathFileReader& self, int i) {
-            ca::record_batch b;
-            {
-              nb::gil_scoped_release g;
-              b = self.r.read_batch(i);
-            }
-            return batch_capsule(b, self.where);
-          },
-          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
-      .def(
-          "read_batch_with_metadata",
-          [](const PathFileReader& self, int i) {
-            ci::batch_with_metadata b;
-            {
-              nb::gil_scoped_release g;
-              b = self.r.read_batch_with_custom_metadata(i);
-            }
-            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
-          },
-          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
-      .def_prop_ro("footer_metadata",
-                   [](const PathFileReader& self) { return pairs_of(self.r.footer().custom_metadata); })
-      .def("footer_schema_capsule",
-           [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
-      .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
-      .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
+  auto path_file_reader =
+      nb::class_<PathFileReader>(m, "IpcPathFileReader",
+                                 "An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).")
+          .def(
+              "__init__",
+              [](PathFileReader* self, std::string path, const cuarrow::context& ctx, int validation,
+                 std::optional<std::vector<int>> columns) {
+                nb::gil_scoped_release r;
+                new (self)
+                    PathFileReader{ci::device_file_reader(std::move(path), ctx, path_options_of(validation, columns)),
+                                   placement_of(ctx)};
+              },
+              nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
+          .def("footer_schema_capsule",
+               [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
+          .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
+          .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
+  file_reader_methods(path_file_reader);
 
   nb::class_<PathStreamReader>(m, "IpcPathStreamReader",
                                "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).")
