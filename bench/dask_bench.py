@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict["met"] = None
         why_not = "the emulation." if emulated else f"the target is for tcp, not {a.protocol}."
         verdict["note"] = "Not judged: " + why_not
+    if not correct:
+        verdict["met"] = False  # a fast wrong answer meets nothing
+        verdict["note"] = "Missed: B received wrong data."
     res["verdict"] = verdict
     res["correct"] = correct
 
