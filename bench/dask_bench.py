@@ -60,6 +60,7 @@ import bench  # noqa: E402 - found through the line above
 from bench import GiB, MiB, fmt_size, log, parse_size  # noqa: E402
 
 TARGET_RATIO = 1.3  # issue 15: table time / array time over TCP, at most
+WAIT_S = 120  # any one step longer than this: something is stuck (a lost worker), fail
 
 
 # ---- run on the workers ----------------------------------------------------------------------
@@ -159,12 +160,12 @@ def move_once(client: Any, distributed: Any, kind: str, make: Any, a: str, b: st
     """Makes a fresh object on A with `make()` (a future), moves it to B,
     returns the timings and the futures (released by the caller)."""
     src = make()
-    distributed.wait([src])
+    distributed.wait([src], timeout=WAIT_S)
     if src.status != "finished":
-        src.result()  # raises the worker's error
+        src.result(timeout=WAIT_S)  # raises the worker's error
     start = time.perf_counter()
     rows = client.submit(_rows, src, workers=[b], allow_other_workers=False, pure=False)
-    n = rows.result()
+    n = rows.result(timeout=WAIT_S)
     task_s = time.perf_counter() - start
     durations = client.run(_incoming, src.key, workers=[b])[b]
     return {
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             host,
             workers=[a_addr],
             pure=False,
-        ).result()
+        ).result(timeout=WAIT_S)
         took = time.time() - t_begin
         log(f"host table on A: {shape[0]} rows, {shape[1]} columns, {fmt_size(shape[2])}  [{took:.1f} s]")
         res["table"] = {"rows": shape[0], "columns": shape[1], "nbytes": shape[2], "types": ", ".join(shape[3])}
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                 src, rows = m.pop("futures")
                 if kind == "array":
                     n = nbytes // 8
-                    got = client.submit(_array_check, src, workers=[b_addr], pure=False).result()
+                    got = client.submit(_array_check, src, workers=[b_addr], pure=False).result(timeout=WAIT_S)
                     want = (n, move, n - 1 + move, n * (n - 1) // 2 + n * move)
                     if got != want:
                         log(f"  WRONG array on B: {got}, expected {want}")
@@ -314,13 +315,13 @@ def main(argv: list[str] | None = None) -> int:
                 del src, rows
                 wait_released(client, keys)
         # B fetches the host table from A for this (untimed)
-        same = client.submit(_table_equals, last_table, host, workers=[b_addr], pure=False).result()
+        same = client.submit(_table_equals, last_table, host, workers=[b_addr], pure=False).result(timeout=WAIT_S)
         log(f"last table on B equals the host table: {same}")
         correct = correct and bool(same)
         empty = []
         for _ in range(5):
             start = time.perf_counter()
-            client.submit(_nothing, workers=[b_addr], pure=False).result()
+            client.submit(_nothing, workers=[b_addr], pure=False).result(timeout=WAIT_S)
             empty.append(time.perf_counter() - start)
         res["empty_task"] = summary(empty)
         comm_compression = dask.config.get("distributed.comm.compression")

@@ -230,13 +230,14 @@ if [ -f pyproject.toml ]; then
     step ipc-benchmark python3 bench/ipc_bench.py --out "$out/ipc-bench" ${CUARROW_IPC_BENCH_ARGS:-}
     # What an IPC-capable pool costs against the default pool (issue 15).
     [ -x $bin/cuarrow_pool_ipc_probe ] && step pool-ipc-probe $bin/cuarrow_pool_ipc_probe --out "$out/pool_ipc_probe.json"
-    # Issue 15: Dask between two worker processes, and share() / open_shared.
+    # Issue 15: Dask between two worker processes, and share() / open_shared
+    # (about half a minute and a few seconds; the timeouts only stop a hang).
     if python3 -c "import distributed" 2>/dev/null; then
-      step dask-benchmark python3 bench/dask_bench.py --out "$out/dask-bench" ${CUARROW_DASK_BENCH_ARGS:-}
+      step dask-benchmark timeout 240 python3 bench/dask_bench.py --out "$out/dask-bench" ${CUARROW_DASK_BENCH_ARGS:-}
     else
       results+=("| dask-benchmark | NOT RUN: no distributed (carry build/wheels: scripts/fetch-gpu-wheels.sh) | | |")
     fi
-    step share-benchmark python3 bench/share_bench.py --repeat 10 --out "$out/share-bench" ${CUARROW_SHARE_BENCH_ARGS:-}
+    step share-benchmark timeout 120 python3 bench/share_bench.py --repeat 10 --out "$out/share-bench" ${CUARROW_SHARE_BENCH_ARGS:-}
   fi
 fi
 
