@@ -19,7 +19,11 @@
 #
 # UCX (`distributed-ucxx-cu13`, `ucxx-cu13`) is not fetched: its wheels take
 # about 51 MiB (libucx-cu13 alone 40 MiB) and pin another Dask; see
-# docs/sharing.md, "Dask on the GPU machine".
+# docs/sharing.md, "Dask", "On the GPU machine".
+#
+# pip evaluates environment markers with this Python, so a Python older
+# than 3.12 here also fetches importlib-metadata and its needs (60 KiB);
+# install-wheels.py evaluates them there and leaves those out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=build/wheels
