@@ -10,13 +10,25 @@
 #       walkthrough, then builds the Python package there (for its Python)
 #       and runs the Python suite and the page's doctest.  Prints a summary
 #       and writes it to $OUT/summary.md (or build/gpu-out/summary.md).
+#       The machine has no Dask and no registry: when build/wheels is there
+#       (made here by scripts/fetch-gpu-wheels.sh, ~5 MiB; carry it too:
+#       ["build/gpu/bin", "build/gpu/lib", "build/wheels"]), the wheels the
+#       machine lacks go into /tmp/cuarrow-deps (scripts/install-wheels.py),
+#       on PYTHONPATH after cuarrow's site, so that the Dask tests of
+#       python/tests/test_share.py run there (without it they are skipped).
 #   scripts/gpu-suite.sh run --bench
 #       the same, then the transfer benchmark (bench/bench.py) and the IPC /
 #       Feather benchmark (bench/ipc_bench.py, its files in /tmp) with the
 #       package built there; their results go to $OUT/bench and
 #       $OUT/ipc-bench (CUARROW_BENCH_ARGS and CUARROW_IPC_BENCH_ARGS add
 #       options to each); then the pool IPC probe (bench/pool_ipc_probe.cpp,
-#       built by prepare): $OUT/pool_ipc_probe.json.
+#       built by prepare): $OUT/pool_ipc_probe.json; then, with Dask
+#       installed from build/wheels, the Dask benchmark (bench/dask_bench.py:
+#       a 1 GiB DeviceTable against a 1 GiB NumPy array between two workers
+#       over TCP) to $OUT/dask-bench, and the sharing benchmark
+#       (bench/share_bench.py: share() / open_shared of 1 GiB in 100
+#       columns) to $OUT/share-bench (CUARROW_DASK_BENCH_ARGS and
+#       CUARROW_SHARE_BENCH_ARGS add options).
 #   scripts/gpu-suite.sh sanitize [gpu-sanitize.py options]
 #       builds the Python package there, then runs compute-sanitizer
 #       (memcheck with leak checking, racecheck, synccheck, initcheck) over
@@ -205,6 +217,11 @@ fi
 
 if [ -f pyproject.toml ]; then
   step python-build install_python /tmp/cuarrow-site
+  if [ -d build/wheels ]; then
+    # Behind cuarrow's site on the path (use_python puts each in front).
+    step dask-wheels python3 scripts/install-wheels.py build/wheels /tmp/cuarrow-deps
+    use_python /tmp/cuarrow-deps
+  fi
   use_python /tmp/cuarrow-site
   step python-suite python3 -m pytest -q -rs python/tests -p no:cacheprovider
   step python-demo python3 -m cuarrow.demo
@@ -213,6 +230,14 @@ if [ -f pyproject.toml ]; then
     step ipc-benchmark python3 bench/ipc_bench.py --out "$out/ipc-bench" ${CUARROW_IPC_BENCH_ARGS:-}
     # What an IPC-capable pool costs against the default pool (issue 15).
     [ -x $bin/cuarrow_pool_ipc_probe ] && step pool-ipc-probe $bin/cuarrow_pool_ipc_probe --out "$out/pool_ipc_probe.json"
+    # Issue 15: Dask between two worker processes, and share() / open_shared
+    # (about half a minute and a few seconds; the timeouts only stop a hang).
+    if python3 -c "import distributed" 2>/dev/null; then
+      step dask-benchmark timeout 240 python3 bench/dask_bench.py --out "$out/dask-bench" ${CUARROW_DASK_BENCH_ARGS:-}
+    else
+      results+=("| dask-benchmark | NOT RUN: no distributed (carry build/wheels: scripts/fetch-gpu-wheels.sh) | | |")
+    fi
+    step share-benchmark timeout 120 python3 bench/share_bench.py --repeat 10 --out "$out/share-bench" ${CUARROW_SHARE_BENCH_ARGS:-}
   fi
 fi
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Wheels of Dask (`dask`, `distributed`) and everything they need, for the
+# GPU machine: Python 3.12, manylinux x86_64, no network there (see
+# ../shared/gpu.md).  Run here, where pip reaches the registry:
+#
+#   scripts/fetch-gpu-wheels.sh          # into build/wheels (ignored by .gitignore)
+#
+# then carry build/wheels with the checkout (the device tool's `carry`);
+# scripts/gpu-suite.sh run installs them there (scripts/install-wheels.py:
+# only the ones the machine lacks or holds at a version Dask cannot use)
+# so that python/tests/test_share.py's Dask tests and bench/dask_bench.py
+# run on the GPU.
+#
+# The versions are those installed here (python/requirements-test.txt), so
+# the GPU runs the Dask that CI runs.  Every dependency is fetched, also
+# those the machine already has (click, cloudpickle, jinja2, ...: their
+# versions there are not known here, and they weigh little); numpy, pandas
+# and pyarrow are not dependencies of these two and never travel.
+#
+# UCX (`distributed-ucxx-cu13`, `ucxx-cu13`) is not fetched: its wheels take
+# about 51 MiB (libucx-cu13 alone 40 MiB) and pin another Dask; see
+# docs/sharing.md, "Dask", "On the GPU machine".
+#
+# pip evaluates environment markers with this Python, so a Python older
+# than 3.12 here also fetches importlib-metadata and its needs (60 KiB);
+# install-wheels.py evaluates them there and leaves those out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=build/wheels
+
+dask_v=$(python3 -c "import dask; print(dask.__version__)")
+distributed_v=$(python3 -c "import distributed; print(distributed.__version__)")
+
+rm -rf "$dest"
+mkdir -p "$dest"
+# pip matches each manylinux tag exactly: name the ones the wheels of these
+# packages carry (all below the machine's glibc 2.39).
+python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --implementation cp \
+  --python-version 3.12 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 \
+  -d "$dest" "dask==$dask_v" "distributed==$distributed_v"
+
+for heavy in numpy pandas pyarrow; do
+  if ls "$dest/$heavy"-*.whl >/dev/null 2>&1; then
+    echo "fetch-gpu-wheels: $heavy was fetched as a dependency; the GPU machine has its own" >&2
+    exit 1
+  fi
+done
+ls -1 "$dest"
+echo "fetch-gpu-wheels: $(ls "$dest"/*.whl | wc -l) wheels, $(du -sh "$dest" | cut -f1) in $dest" \
+  "(dask $dask_v, distributed $distributed_v); carry it: [\"build/wheels\", ...]"
