@@ -447,6 +447,19 @@ void bind_ipc_format(nb::module_& m) {
           },
           nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
       .def(
+          "read_batches",
+          [](const PathFileReader& self, const std::vector<int>& indices) {
+            std::vector<ca::record_batch> batches;
+            {
+              nb::gil_scoped_release g;
+              batches = self.r.read_batches(indices);
+            }
+            nb::list out;
+            for (const ca::record_batch& b : batches) out.append(batch_capsule(b, self.where));
+            return out;
+          },
+          nb::arg("indices"), "The batches `indices` names, read through one staging job, as capsules.")
+      .def(
           "read_batch_with_metadata",
           [](const PathFileReader& self, int i) {
             ci::batch_with_metadata b;
