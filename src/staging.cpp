@@ -406,9 +406,12 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const std::size_t total = total_bytes(pieces);
   if (total == 0) return true;
   int max_workers = std::max(1, to_device ? o.staging_threads_to_device : o.staging_threads);
-  if (threads > 0) max_workers = std::min(max_workers, threads);
+  // An explicit count (file reads: pread scales past the memcpy-bound
+  // default) may exceed the configured one: the pool then grows its
+  // threads, and the pipeline its slots, two per worker, kept for later jobs.
+  if (threads > 0) max_workers = std::min(threads, 256);
   const std::size_t chunk = chunk_bytes_for(o, total, max_workers);
-  const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device});
+  const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device, max_workers});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
   if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes),

@@ -52,8 +52,10 @@ struct staged_piece {
 /// `ctx`, which must be current) as ONE pipelined job: the pieces are packed
 /// into the pipeline's chunks, so many small buffers move as fast as one
 /// large one.  Returns once every source byte has been read and the staged
-/// DMAs are done (the sources may then be reused).  `threads` > 0: at most
-/// that many of the pipeline's workers.
+/// DMAs are done (the sources may then be reused).  `threads` > 0: that
+/// many of the pipeline's workers at most, even above transfer_options::
+/// staging_threads_to_device (the pipeline then pins two more slots for each
+/// extra worker and keeps them).
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 

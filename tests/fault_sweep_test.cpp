@@ -619,6 +619,9 @@ TEST_F(FaultSweep, IpcFileByPath) {
     cuarrow::ipc::device_file_reader r(path, c0);
     SWEEP_EXPECT(ca::equals(b2, ca::to_host(r.read_batch(1))));
     SWEEP_EXPECT(ca::equals(b1, ca::to_host(r.read_batch(0))));
+    // Both batches through one staging job.
+    const std::vector<ca::record_batch> all = r.read_all();
+    SWEEP_EXPECT(all.size() == 2 && ca::equals(b1, ca::to_host(all[0])) && ca::equals(b2, ca::to_host(all[1])));
     cuarrow::ipc::file_read_options o;
     o.columns = std::vector<int>{1};
     cuarrow::ipc::device_file_reader p(path, c0, o);

@@ -635,6 +635,11 @@ class IpcPathFileReader:
     def read_batch(self, i: int) -> object:
         """Batch i as an "arrow_device_array" capsule."""
 
+    def read_batches(self, indices: Sequence[int]) -> list:
+        """
+        The batches `indices` names, read through one staging job, as capsules.
+        """
+
     def read_batch_with_metadata(self, i: int) -> tuple:
         """
         (capsule, [(key, value)]) of batch i and its message's custom metadata.

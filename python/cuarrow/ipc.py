@@ -484,8 +484,19 @@ class RecordBatchFileReader(_Reader):
         for i in range(self.num_record_batches):
             yield self.get_batch(i)
 
+    def _read_batches(self, indices: list[int]) -> list[DeviceRecordBatch]:
+        """The batches `indices` names; from a path, through one staging job
+        (every body read at once by the pipeline's threads)."""
+        n = self.num_record_batches
+        for i in indices:
+            if not isinstance(i, int) or not 0 <= i < n:
+                raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
+        if hasattr(self._reader, "read_batches"):
+            return [_batch_from(self._schema, c) for c in self._reader.read_batches(indices)]
+        return [self.get_batch(i) for i in indices]
+
     def read_all(self) -> DeviceTable:
-        return DeviceTable.from_batches(list(self), self._schema)
+        return DeviceTable.from_batches(self._read_batches(list(range(self.num_record_batches))), self._schema)
 
 
 def _included_fields(options: Any) -> list[int] | None:
@@ -532,16 +543,20 @@ def read_feather(source: Any, columns: Any = None, *, context: Any = None, progr
     are read from the file).  `progress`: None or False (default) for none,
     True for a progress bar on stderr (tqdm when installed), or a callable
     ``progress(batches_done, batches_total, bytes_read)`` called after each
-    batch.  An IPC stream: ``open_stream(path).read_all()``."""
+    group of batches.  Every batch is read through one staging job (the
+    pipeline's threads read many batches at once); with `progress`, through
+    about 16 jobs, one per report.  An IPC stream:
+    ``open_stream(path).read_all()``."""
     if not _is_path(source):
         raise TypeError(f"read_feather reads a path (str or os.PathLike), got {_type_name(source)}")
     reader = RecordBatchFileReader(source, columns=columns, context=context)
     n = reader.num_record_batches
     report = _progress(progress, n, os.fspath(source))
-    batches = []
-    for i in range(n):
-        batches.append(reader.get_batch(i))
-        report(i + 1, reader.bytes_read or 0)
+    group = n if progress is None or progress is False else max(1, -(-n // 16))
+    batches: list[DeviceRecordBatch] = []
+    for start in range(0, n, max(group, 1)):
+        batches.extend(reader._read_batches(list(range(start, min(n, start + group)))))
+        report(len(batches), reader.bytes_read or 0)
     report(None, reader.bytes_read or 0)
     return DeviceTable.from_batches(batches, reader.schema)
 

@@ -445,6 +445,19 @@ void bind_ipc_format(nb::module_& m) {
               nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
           .def("footer_schema_capsule",
                [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
+          .def(
+              "read_batches",
+              [](const PathFileReader& self, const std::vector<int>& indices) {
+                std::vector<ca::record_batch> batches;
+                {
+                  nb::gil_scoped_release g;
+                  batches = self.r.read_batches(indices);
+                }
+                nb::list out;
+                for (const ca::record_batch& b : batches) out.append(batch_capsule(b, self.where));
+                return out;
+              },
+              nb::arg("indices"), "The batches `indices` names, read through one staging job, as capsules.")
           .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
           .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
   file_reader_methods(path_file_reader);

@@ -141,6 +141,21 @@ def test_progress_callback_and_bar(ctx, tmp_path, capsys):
         ipc.read_feather(path, progress="yes")
 
 
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"])
+def test_many_batches_in_one_job_equal_the_batch_reads(ctx, tmp_path, compression):
+    table = _wide(rows=12000, chunks=12)
+    path = _write_file(tmp_path / "many.arrow", table, compression)
+    r = ipc.RecordBatchFileReader(path)
+    order = [11, 0, 5, 5, 3]
+    got = r._read_batches(order)
+    assert [b.to_host().equals(r.get_batch(i).to_host()) for b, i in zip(got, order)] == [True] * len(order)
+    assert r.read_all().to_host().equals(table)
+    assert ipc.read_feather(path).to_host().equals(table)
+    assert ipc.read_feather(path, columns=[3, 1]).to_host().equals(table.select([3, 1]))
+    with pytest.raises(IndexError):
+        r._read_batches([0, 12])
+
+
 @pytest.mark.multi_device
 def test_into_another_context(ctx1, tmp_path):
     table = _table(pa.int64())

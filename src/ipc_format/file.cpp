@@ -17,6 +17,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 #include <variant>
 
@@ -32,6 +33,14 @@ namespace {
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 std::int64_t pad8(std::int64_t n) { return (n + 7) / 8 * 8; }
+
+// A stream's read_all reads the bodies of the record batches between two
+// dictionary batches in staging jobs of about this many bytes: a stream is
+// walked message by message, and the metadata of a job is read before it
+// (the pinned state of a job does not grow with its size; this bounds the
+// metadata held and lets a long stream's first jobs run before its end is
+// read).
+constexpr std::int64_t kStreamJobBytes = std::int64_t{256} << 20;
 
 // Buffers of one body closer than this in the file are read as one range
 // (the padding between them with them): fewer reads and DMAs.
@@ -95,26 +104,45 @@ class open_file {
   std::int64_t size_ = 0;
 };
 
-// One compressed buffer decompressed into the pipeline's slots.  A buffer
-// that fits in a slot is decompressed there in one call; a larger one is
-// asked for in parts (one per chunk), decompressed once into host scratch
-// memory and copied out part by part.
+// One compressed buffer, read from the file and decompressed by the
+// pipeline's workers straight into their slots: the calling thread reads
+// only its 8-byte length prefix.  A buffer that fits in a slot is read into
+// the worker's scratch memory and decompressed into the slot in one call; a
+// larger one is asked for in parts (one per chunk), read and decompressed
+// once into host scratch memory and copied out part by part.
 struct decoded_buffer {
   compression_codec codec{};
-  std::span<const std::byte> framed;
-  std::size_t size = 0;
+  int fd = -1;
+  const std::string* path = nullptr;
+  std::atomic<std::int64_t>* bytes_read = nullptr;
+  std::int64_t file_offset = 0;  // the framed bytes in the file
+  std::size_t framed_size = 0;
+  std::size_t size = 0;  // decompressed
   std::string where;
   std::once_flag once;
   std::vector<std::byte> scratch;
   std::atomic<std::size_t> left{0};
 
+  void read_framed(std::vector<std::byte>& into) const {
+    into.resize(framed_size);
+    read_file_exactly(fd, *path, file_offset, {reinterpret_cast<unsigned char*>(into.data()), framed_size}, bytes_read);
+  }
+
   void produce(std::size_t offset, std::span<unsigned char> out) {
     const std::span<std::byte> dst(reinterpret_cast<std::byte*>(out.data()), out.size());
     if (offset == 0 && out.size() == size) {
+      // Each worker keeps its framed scratch between buffers (at most a
+      // chunk's worth, as the planner keeps such a buffer in one slot;
+      // framing can add a little).
+      thread_local std::vector<std::byte> framed;
+      read_framed(framed);
       decompress(codec, framed, dst, where);
+      if (framed.capacity() > (std::size_t{64} << 20)) std::vector<std::byte>().swap(framed);
       return;
     }
     std::call_once(once, [&] {
+      std::vector<std::byte> framed;
+      read_framed(framed);
       scratch.resize(size);
       decompress(codec, framed, scratch, where);
     });
@@ -123,12 +151,23 @@ struct decoded_buffer {
   }
 };
 
+// One message body to read: its header (rewritten by read_bodies to
+// describe the device allocation) and where the body lies in the file.
+struct body_request {
+  record_batch_header* header = nullptr;
+  std::int64_t body_start = 0;
+  std::int64_t body_length = 0;
+  const std::string* where = nullptr;
+};
+
 // What both readers share: the open file, the context, the options, the
 // projection and the counters.
 struct file_source {
   file_source(std::string path, context c, file_read_options o)
       : file(std::move(path)), ctx(std::move(c)), options(std::move(o)) {
-    if (options.io_threads < 0) throw invalid_argument("file_read_options: io_threads must be >= 0");
+    if (options.io_threads < 0 || options.io_threads > 256) {
+      throw invalid_argument("file_read_options: io_threads must be between 0 (the default) and 256");
+    }
     if (options.max_decompressed_buffer_bytes < 0) {
       throw invalid_argument("file_read_options: max_decompressed_buffer_bytes must be >= 0");
     }
@@ -245,110 +284,149 @@ struct file_source {
     return out;
   }
 
-  // Reads the buffers `h` names of the body at file offset `body_start`
-  // (`body_length` bytes) into ONE device allocation, and rewrites `h` to
-  // describe that allocation (uncompressed, packed, 8-byte aligned).
-  buffer read_body(record_batch_header& h, std::int64_t body_start, std::int64_t body_length, stream_view s,
-                   const std::string& where) {
-    check_body_ranges(h, body_length);
-    // Runs of the file: neighbouring buffers (in header order) read as one.
-    struct run {
-      std::int64_t file_start = 0, file_end = 0;  // in the body
-      std::int64_t at = 0;                        // where it lands: the device body, or `framed` when compressed
-    };
-    std::vector<run> runs;
-    std::vector<std::int64_t> run_of(h.buffers.size(), -1);
-    std::int64_t length = 0;
-    for (std::size_t i = 0; i < h.buffers.size(); ++i) {
-      const body_range r = h.buffers[i];
-      if (r.length == 0) continue;
-      if (runs.empty() || r.offset < runs.back().file_end || r.offset - runs.back().file_end > kJoinGap) {
-        runs.push_back(run{r.offset, r.offset, pad8(length)});
-      }
-      runs.back().file_end = r.offset + r.length;
-      run_of[i] = static_cast<std::int64_t>(runs.size() - 1);
-      length = runs.back().at + (runs.back().file_end - runs.back().file_start);
-    }
-    auto placed = [&](std::size_t i) {  // where buffer i lies in its run's destination
-      const run& u = runs[static_cast<std::size_t>(run_of[i])];
-      return u.at + (h.buffers[i].offset - u.file_start);
-    };
+  // The host threads a body read uses: io_threads, else at least the
+  // pipeline's count and up to one per core (16 at most): pread from the
+  // page cache and decompression scale further than the memcpy the
+  // pipeline's default count is tuned for.
+  int threads() const {
+    if (options.io_threads > 0) return options.io_threads;
+    const int hardware = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+    return std::max(hardware, cuarrow::detail::current_transfer_options().staging_threads_to_device);
+  }
 
-    std::deque<piece_source> sources;  // stable addresses for the pieces
-    std::vector<std::unique_ptr<decoded_buffer>> decoded;
-    std::vector<std::byte> framed;  // compressed bodies: the framed buffers, on the host
+  // The decompressed size of the compressed buffer of `length` bytes at
+  // file offset `at`, from its 8-byte prefix (read on the calling thread).
+  std::int64_t compressed_buffer_size(std::int64_t at, std::int64_t length, const std::string& where) {
+    std::vector<std::byte> prefix = read(at, std::min<std::int64_t>(length, frame_prefix_bytes));
+    if (length <= frame_prefix_bytes) {
+      return decompressed_size(prefix, options.max_decompressed_buffer_bytes, where);  // checks the short ones
+    }
+    std::int64_t declared = 0;
+    for (int k = 7; k >= 0; --k)
+      declared = declared << 8 | static_cast<std::int64_t>(prefix[static_cast<std::size_t>(k)]);
+    if (declared == -1) {  // stored uncompressed: its size is the rest of the buffer
+      // decompressed_size checks the limit over the whole buffer; with the
+      // prefix alone, the same check is made on the length the rest gives.
+      const std::int64_t size = length - frame_prefix_bytes;
+      if (size > options.max_decompressed_buffer_bytes) {
+        throw invalid_message(where, "uncompressed length " + num(size) + " is above the limit of " +
+                                         num(options.max_decompressed_buffer_bytes));
+      }
+      return size;
+    }
+    return decompressed_size(prefix, options.max_decompressed_buffer_bytes, where);
+  }
+
+  // Reads the buffers each request's header names (of the body at file
+  // offset body_start, body_length bytes) into ONE device allocation per
+  // request, all through ONE staging job, and rewrites each header to
+  // describe its allocation (uncompressed, packed, 8-byte aligned).  Every
+  // body is checked and planned before anything is allocated; a failure
+  // releases every allocation and leaves the headers as they were.
+  std::vector<buffer> read_bodies(std::span<const body_request> requests, stream_view s) {
     struct target {
       std::int64_t at = 0;
       std::int64_t size = 0;
       const piece_source* source = nullptr;
     };
-    std::vector<target> targets;
-    std::vector<body_range> out(h.buffers.size());
-    if (!h.compression) {
-      for (const run& u : runs) {
-        piece_source& src = sources.emplace_back();
-        src.fd = file.fd();
-        src.path = file.path();
-        src.file_offset = body_start + u.file_start;
-        src.bytes_read = &bytes_read;
-        targets.push_back(target{u.at, u.file_end - u.file_start, &src});
-      }
-      for (std::size_t i = 0; i < h.buffers.size(); ++i) {
-        out[i] = run_of[i] < 0 ? body_range{} : body_range{placed(i), h.buffers[i].length};
-      }
-    } else {
-      framed.resize(static_cast<std::size_t>(length));
-      for (const run& u : runs) {
-        read_file_exactly(file.fd(), file.path(), body_start + u.file_start,
-                          {reinterpret_cast<unsigned char*>(framed.data() + u.at),
-                           static_cast<std::size_t>(u.file_end - u.file_start)},
-                          &bytes_read);
-      }
-      length = 0;
-      for (std::size_t i = 0; i < h.buffers.size(); ++i) {
-        if (run_of[i] < 0) continue;
-        const std::string name = where + " buffers[" + std::to_string(i) + "]";
-        const std::span<const std::byte> bytes(framed.data() + placed(i),
-                                               static_cast<std::size_t>(h.buffers[i].length));
-        const std::int64_t size = decompressed_size(bytes, options.max_decompressed_buffer_bytes, name);
-        out[i] = body_range{pad8(length), size};
-        if (size == 0) continue;
-        auto d = std::make_unique<decoded_buffer>();
-        d->codec = *h.compression;
-        d->framed = bytes;
-        d->size = static_cast<std::size_t>(size);
-        d->left = d->size;
-        d->where = name;
-        piece_source& src = sources.emplace_back();
-        src.what = piece_source::kind::produce;
-        decoded_buffer* dp = d.get();
-        src.produce = [dp](std::size_t offset, std::span<unsigned char> o) { dp->produce(offset, o); };
-        decoded.push_back(std::move(d));
-        targets.push_back(target{out[i].offset, size, &src});
-        length = out[i].offset + size;
+    struct planned {
+      std::int64_t length = 0;
+      std::vector<body_range> out;
+      std::vector<target> targets;
+    };
+    std::deque<piece_source> sources;    // stable addresses for the pieces
+    std::deque<decoded_buffer> decoded;  // likewise
+    std::vector<planned> plans(requests.size());
+    for (std::size_t q = 0; q < requests.size(); ++q) {
+      const body_request& rq = requests[q];
+      const record_batch_header& h = *rq.header;
+      check_body_ranges(h, rq.body_length);
+      planned& pl = plans[q];
+      pl.out.resize(h.buffers.size());
+      if (!h.compression) {
+        // Runs of the file: neighbouring buffers (in header order) read as one.
+        std::int64_t file_start = 0, file_end = 0, at = 0;
+        const piece_source* current = nullptr;
+        for (std::size_t i = 0; i < h.buffers.size(); ++i) {
+          const body_range r = h.buffers[i];
+          if (r.length == 0) continue;
+          if (current == nullptr || r.offset < file_end || r.offset - file_end > kJoinGap) {
+            at = pad8(pl.length);
+            file_start = r.offset;
+            piece_source& src = sources.emplace_back();
+            src.fd = file.fd();
+            src.path = file.path();
+            src.file_offset = rq.body_start + r.offset;
+            src.bytes_read = &bytes_read;
+            current = &src;
+            pl.targets.push_back(target{at, 0, &src});
+          }
+          file_end = r.offset + r.length;
+          pl.targets.back().size = file_end - file_start;
+          pl.out[i] = body_range{at + (r.offset - file_start), r.length};
+          pl.length = at + (file_end - file_start);
+        }
+      } else {
+        for (std::size_t i = 0; i < h.buffers.size(); ++i) {
+          const body_range r = h.buffers[i];
+          if (r.length == 0) continue;
+          const std::string name = *rq.where + " buffers[" + std::to_string(i) + "]";
+          const std::int64_t size = compressed_buffer_size(rq.body_start + r.offset, r.length, name);
+          pl.out[i] = body_range{pad8(pl.length), size};
+          if (size == 0) continue;
+          decoded_buffer& d = decoded.emplace_back();
+          d.codec = *h.compression;
+          d.fd = file.fd();
+          d.path = &file.path();
+          d.bytes_read = &bytes_read;
+          d.file_offset = rq.body_start + r.offset;
+          d.framed_size = static_cast<std::size_t>(r.length);
+          d.size = static_cast<std::size_t>(size);
+          d.left = d.size;
+          d.where = name;
+          piece_source& src = sources.emplace_back();
+          src.what = piece_source::kind::produce;
+          decoded_buffer* dp = &d;
+          src.produce = [dp](std::size_t offset, std::span<unsigned char> o) { dp->produce(offset, o); };
+          pl.targets.push_back(target{pl.out[i].offset, size, &src});
+          pl.length = pl.out[i].offset + size;
+        }
       }
     }
 
     const stream_view sv = stream_for(s);
-    buffer body = allocate_device(ctx, length, sv);
-    if (!targets.empty()) {
-      std::vector<staged_piece> pieces;
-      pieces.reserve(targets.size());
-      for (const target& t : targets) {
+    std::vector<buffer> bodies;
+    bodies.reserve(requests.size());
+    std::vector<staged_piece> pieces;
+    for (const planned& pl : plans) {
+      const buffer& body = bodies.emplace_back(allocate_device(ctx, pl.length, sv));
+      bool first = true;  // never merged with the previous body's piece: another allocation
+      for (const target& t : pl.targets) {
         staged_piece p;
         p.device = static_cast<CUdeviceptr>(body.address() + static_cast<std::uintptr_t>(t.at));
         p.size = static_cast<std::size_t>(t.size);
-        p.merge_with_previous = !pieces.empty();  // the padding between them travels in the same DMA
+        p.merge_with_previous = !first;  // the padding between them travels in the same DMA
         p.source = t.source;
         pieces.push_back(p);
+        first = false;
       }
+    }
+    if (!pieces.empty()) {
       scoped_context guard(ctx.handle());
-      cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), options.io_threads);
+      cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads());
     }
     last_path.store(read_path::staging);
-    h.buffers = std::move(out);
-    h.compression.reset();
-    return body;
+    for (std::size_t q = 0; q < requests.size(); ++q) {
+      requests[q].header->buffers = std::move(plans[q].out);
+      requests[q].header->compression.reset();
+    }
+    return bodies;
+  }
+
+  buffer read_body(record_batch_header& h, std::int64_t body_start, std::int64_t body_length, stream_view s,
+                   const std::string& where) {
+    const body_request rq{&h, body_start, body_length, &where};
+    return std::move(read_bodies({&rq, 1}, s).front());
   }
 
   read_options read_options_for(metadata_version v, stream_view s) const {
@@ -437,8 +515,45 @@ batch_with_metadata device_file_reader::read_batch_with_custom_metadata(int i, s
 }
 
 std::vector<arrow::record_batch> device_file_reader::read_all(stream_view s) const {
+  std::vector<int> all(static_cast<std::size_t>(num_record_batches()));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return read_batches(all, s);
+}
+
+std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<const int> indices, stream_view s) const {
+  state& st = *state_;
+  for (const int i : indices) {
+    if (i < 0 || i >= num_record_batches()) {
+      throw out_of_range("record batch " + std::to_string(i) + " of a file of " + std::to_string(num_record_batches()));
+    }
+  }
+  // Every batch's metadata first (small preads), then every body through
+  // ONE staging job, then the batches built over their allocations.
+  std::vector<detail::framed_metadata> metas;
+  std::vector<record_batch_header> headers;
+  std::vector<std::string> names;
+  metas.reserve(indices.size());
+  headers.reserve(indices.size());
+  names.reserve(indices.size());
+  std::vector<detail::body_request> requests;
+  requests.reserve(indices.size());
+  for (const int i : indices) {
+    const file_block& b = st.footer.record_batches[static_cast<std::size_t>(i)];
+    names.push_back("file record batch block " + std::to_string(i));
+    detail::framed_metadata& m = metas.emplace_back(st.block(b, names.back(), message_kind::record_batch));
+    headers.push_back(st.projected(std::get<record_batch_header>(m.metadata.header), m.metadata.version));
+  }
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
+    requests.push_back({&headers[k], b.offset + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
+  }
+  std::vector<buffer> bodies = st.read_bodies(requests, s);
   std::vector<arrow::record_batch> out;
-  for (int i = 0; i < num_record_batches(); ++i) out.push_back(read_batch(i, s));
+  out.reserve(indices.size());
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    out.push_back(read_record_batch(headers[k], st.schema, bodies[k], st.memo,
+                                    st.read_options_for(metas[k].metadata.version, s)));
+  }
   return out;
 }
 
@@ -522,8 +637,69 @@ std::optional<batch_with_metadata> device_stream_reader::read_next_with_custom_m
 }
 
 std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
+  state& st = *state_;
   std::vector<arrow::record_batch> out;
-  while (std::optional<arrow::record_batch> b = read_next(s)) out.push_back(std::move(*b));
+  while (!st.done) {
+    // The record batches ahead, up to the next dictionary batch that is
+    // applied (the batches before it are built with the dictionaries as
+    // they were), the end of the stream, or kStreamJobBytes of bodies: their
+    // metadata read first, their bodies through ONE staging job.  The
+    // position moves past them only once they are read.
+    std::vector<detail::framed_metadata> metas;
+    std::vector<std::int64_t> starts;
+    std::int64_t at = st.position;
+    std::int64_t bytes = 0;
+    bool ended = false;
+    while (bytes < kStreamJobBytes) {
+      std::optional<detail::framed_metadata> m = st.metadata_at(at);
+      if (!m) {
+        ended = true;
+        break;
+      }
+      const message_kind k = m->metadata.kind();
+      if (k == message_kind::dictionary_batch &&
+          st.skips(st.memo, std::get<dictionary_batch_header>(m->metadata.header).id)) {
+        at += m->metadata_size + m->metadata.body_length;  // not needed by the chosen columns
+        continue;
+      }
+      if (k != message_kind::record_batch) break;  // a dictionary, or a message read_next refuses
+      starts.push_back(at + m->metadata_size);
+      at += m->metadata_size + m->metadata.body_length;
+      bytes += m->metadata.body_length;
+      metas.push_back(std::move(*m));
+    }
+    if (metas.empty()) {
+      if (ended) {
+        st.done = true;
+        break;
+      }
+      // One message at a time: a dictionary applied, then the batch after it.
+      std::optional<arrow::record_batch> b = read_next(s);
+      if (!b) break;
+      out.push_back(std::move(*b));
+      continue;
+    }
+    std::vector<record_batch_header> headers;
+    std::vector<std::string> names;
+    headers.reserve(metas.size());
+    names.reserve(metas.size());
+    std::vector<detail::body_request> requests;
+    for (std::size_t k = 0; k < metas.size(); ++k) {
+      headers.push_back(
+          st.projected(std::get<record_batch_header>(metas[k].metadata.header), metas[k].metadata.version));
+      names.push_back(detail::message_at(starts[k] - metas[k].metadata_size));
+    }
+    for (std::size_t k = 0; k < metas.size(); ++k) {
+      requests.push_back({&headers[k], starts[k], metas[k].metadata.body_length, &names[k]});
+    }
+    std::vector<buffer> bodies = st.read_bodies(requests, s);
+    for (std::size_t k = 0; k < metas.size(); ++k) {
+      out.push_back(read_record_batch(headers[k], st.schema, bodies[k], st.memo,
+                                      st.read_options_for(metas[k].metadata.version, s)));
+    }
+    st.position = at;
+    if (ended) st.done = true;
+  }
   return out;
 }
 

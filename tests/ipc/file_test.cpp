@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -434,6 +435,189 @@ TEST_F(IpcFile, ReadPathAndCounters) {
   const ipc::file_block b = r.footer().record_batches[0];
   EXPECT_LE(r.bytes_read() - before, b.metadata_length + b.body_length) << "metadata and body, nothing more";
   EXPECT_GT(r.bytes_read() - before, b.metadata_length);
+}
+
+// ---- many batches in one staging job ------------------------------------------------
+
+// `count` batches of one schema (a dictionary-encoded column when asked:
+// streams only, each batch with its own dictionary, sent as a replacement).
+std::vector<record_batch> many_batches(int count, bool with_dictionary, std::uint64_t seed) {
+  random_arrays gen(seed);
+  schema s;
+  s.fields = {field("i", int64()), field("s", utf8()), field("l", list(field("item", int32()))), field("f", float64())};
+  if (with_dictionary) s.fields.emplace_back("d", dictionary(int32(), utf8()));
+  std::vector<record_batch> out;
+  for (int k = 0; k < count; ++k) {
+    record_batch b;
+    b.schema = s;
+    b.num_rows = k == 2 ? 0 : gen.uniform(1, 3000);  // one empty batch among them
+    for (const field& f : s.fields) b.columns.push_back(gen.array(f.type, b.num_rows));
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<std::byte> written(const std::vector<record_batch>& batches, ipc::stream_writer::format f,
+                               std::optional<ipc::compression_codec> codec) {
+  ipc::write_options o;
+  o.compression = codec;
+  ipc::stream_writer w(batches.front().schema, ctx(), f, {}, {}, o);
+  for (const record_batch& b : batches) w.write(to_device(b, ctx()));
+  const cuarrow::buffer out = w.finish();
+  std::vector<std::byte> bytes(static_cast<std::size_t>(out.size()));
+  cuarrow::copy_to_host(bytes.data(), out, 0, out.size());
+  return bytes;
+}
+
+// Small chunks and more io_threads than staging_threads_to_device: a job
+// of many batches spans many chunks, and the pipeline grows its slots.
+class IpcFileManyBatches : public IpcFile {
+ protected:
+  void SetUp() override {
+    IpcFile::SetUp();
+    saved_ = cuarrow::get_transfer_options();
+    cuarrow::transfer_options small = saved_;
+    small.staging_chunk_bytes = 64 << 10;
+    small.staging_threads_to_device = 2;
+    cuarrow::set_transfer_options(small);
+  }
+  void TearDown() override {
+    cuarrow::set_transfer_options(saved_);
+    IpcFile::TearDown();
+  }
+  cuarrow::transfer_options saved_;
+};
+
+const std::optional<ipc::compression_codec> kCodecs[] = {std::nullopt, ipc::compression_codec::lz4_frame,
+                                                         ipc::compression_codec::zstd};
+
+TEST_F(IpcFileManyBatches, ReadAllEqualsThePerBatchReads) {
+  const std::vector<record_batch> batches = many_batches(12, false, 5);
+  for (const auto& codec : kCodecs) {
+    const std::string path = write("many.arrow", written(batches, ipc::stream_writer::format::file, codec));
+    for (const bool project : {false, true}) {
+      for (const int threads : {0, 1, 5}) {
+        SCOPED_TRACE(std::string(codec ? ipc::to_string(*codec) : "uncompressed") + (project ? " projected" : "") +
+                     " io_threads " + std::to_string(threads));
+        ipc::file_read_options o;
+        o.io_threads = threads;
+        if (project) o.columns = std::vector<int>{3, 1};
+        ipc::device_file_reader r(path, ctx(), o);
+        const std::vector<record_batch> all = r.read_all();
+        ASSERT_EQ(all.size(), batches.size());
+        for (std::size_t i = 0; i < all.size(); ++i) {
+          SCOPED_TRACE(i);
+          expect_on_device(all[i]);
+          const record_batch one = r.read_batch(static_cast<int>(i));
+          EXPECT_TRUE(same_values(to_host(one), all[i]));
+          if (!project) {
+            EXPECT_TRUE(same_values(batches[i], all[i]));
+          } else {
+            ASSERT_EQ(all[i].columns.size(), 2U);
+            EXPECT_TRUE(same_values(batches[i].columns[3], all[i].columns[0]));
+            EXPECT_TRUE(same_values(batches[i].columns[1], all[i].columns[1]));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(IpcFileManyBatches, ReadBatchesInAnyOrderWithDuplicates) {
+  const std::vector<record_batch> batches = many_batches(8, false, 6);
+  for (const auto& codec : kCodecs) {
+    SCOPED_TRACE(codec ? ipc::to_string(*codec) : "uncompressed");
+    const std::string path = write("some.arrow", written(batches, ipc::stream_writer::format::file, codec));
+    ipc::device_file_reader r(path, ctx());
+    const std::vector<int> want = {5, 0, 5, 7, 2, 3, 3, 1};
+    const std::vector<record_batch> got = r.read_batches(want);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      SCOPED_TRACE(want[k]);
+      EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(want[k])], got[k]));
+    }
+    EXPECT_NE(got[0].columns[0].buffers[1].address(), got[2].columns[0].buffers[1].address())
+        << "a duplicate is its own allocation";
+    EXPECT_TRUE(r.read_batches({}).empty());
+    const std::int64_t read_before = r.bytes_read();
+    const std::int64_t allocated_before = ctx().bytes_allocated();
+    EXPECT_THROW(r.read_batches(std::vector<int>{1, 8}), cuarrow::out_of_range);
+    EXPECT_THROW(r.read_batches(std::vector<int>{-1}), cuarrow::out_of_range);
+    EXPECT_EQ(r.bytes_read(), read_before) << "indices are checked before anything is read";
+    EXPECT_EQ(ctx().bytes_allocated(), allocated_before);
+  }
+}
+
+TEST_F(IpcFileManyBatches, StreamReadAllEqualsReadNext) {
+  for (const bool dictionaries : {false, true}) {
+    const std::vector<record_batch> batches = many_batches(10, dictionaries, 7);
+    for (const auto& codec : kCodecs) {
+      SCOPED_TRACE(std::string(codec ? ipc::to_string(*codec) : "uncompressed") +
+                   (dictionaries ? " with dictionaries" : ""));
+      const std::vector<std::byte> bytes = written(batches, ipc::stream_writer::format::stream, codec);
+      const std::string path = write("many.arrows", bytes);
+      ipc::device_stream_reader one(path, ctx());
+      ipc::device_stream_reader all(path, ctx());
+      const std::vector<record_batch> got = all.read_all();
+      ASSERT_EQ(got.size(), batches.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_TRUE(same_values(batches[i], got[i]));
+        EXPECT_TRUE(same_values(to_host(one.read_next().value()), got[i]));
+      }
+      EXPECT_FALSE(one.read_next().has_value());
+      EXPECT_EQ(all.position(), one.position()) << "both at the end-of-stream marker";
+      EXPECT_TRUE(all.read_all().empty()) << "at the end";
+    }
+  }
+  // The golden streams (dictionaries, deltas, empty batches) as the
+  // in-memory reader reads them all.
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> bytes = load(name);
+    ipc::stream_reader mem(on_host(bytes));
+    ipc::device_stream_reader r(write(name, bytes), ctx());
+    expect_same(mem.read_all(), r.read_all());
+    EXPECT_EQ(r.position(), mem.position());
+  }
+}
+
+// A file cut in the middle of a multi-batch job: io_error, every
+// allocation of the job released, and the reader reads everything once
+// the file is whole again (uncompressed: the workers' pread fails;
+// compressed: a worker's read of a framed buffer, or the calling thread's
+// read of a length prefix, fails).
+TEST_F(IpcFileManyBatches, AFileCutInTheMiddleOfAJobReleasesEverything) {
+  const std::vector<record_batch> batches = many_batches(12, false, 8);
+  for (const auto& codec : kCodecs) {
+    SCOPED_TRACE(codec ? ipc::to_string(*codec) : "uncompressed");
+    const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, codec);
+    const std::string path = write("cut.arrow", good);
+    ipc::device_file_reader r(path, ctx(), [] {
+      ipc::file_read_options o;
+      o.io_threads = 4;
+      return o;
+    }());
+    const ipc::file_block b = r.footer().record_batches[7];
+    const std::int64_t allocated_before = ctx().bytes_allocated();
+    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(b.offset + b.metadata_length + b.body_length / 2)), 0);
+    // Batch 7's metadata still reads; its body and those after it do not.
+    std::string what;
+    try {
+      (void)r.read_batches(std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+      ADD_FAILURE() << "read a batch past the end of the file";
+    } catch (const cuarrow::io_error& e) {
+      what = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "an I/O error, not: " << e.what();
+    }
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation of the job released";
+    write("cut.arrow", good);
+    const std::vector<record_batch> all = r.read_all();
+    ASSERT_EQ(all.size(), batches.size());
+    for (std::size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(same_values(batches[i], all[i])) << i;
+  }
 }
 
 }  // namespace

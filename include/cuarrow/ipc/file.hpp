@@ -10,10 +10,15 @@
 // batch gets its own).  The batch is then built by read_record_batch over
 // that device body: its arrays are slices of the allocation.
 //
-// Compressed bodies (LZ4_FRAME, ZSTD): the framed buffers are read into host
-// memory, then decompressed by the pipeline's threads buffer by buffer
-// straight into the pinned slots; the device body holds the decompressed
-// bytes.
+// read_all and read_batches read the metadata of every batch first, then
+// every body through ONE staging job, so that the pipeline's threads read
+// many batches at once and its fill and drain are paid once.
+//
+// Compressed bodies (LZ4_FRAME, ZSTD): only each buffer's 8-byte length
+// prefix is read on the calling thread (it sizes the device body); the
+// pipeline's threads read the framed buffers and decompress them buffer by
+// buffer straight into the pinned slots; the device body holds the
+// decompressed bytes.
 //
 // Files are untrusted as the in-memory readers take them: the footer's
 // blocks are checked against the file size before anything is read, each
@@ -31,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,9 +62,10 @@ struct file_read_options {
   /// invalid_argument.
   std::optional<std::vector<int>> columns;
   /// Host threads of the staging pipeline that read the file (and
-  /// decompress); 0: the pipeline's own count (transfer_options::
-  /// staging_threads_to_device).  Capped by that count: the pipeline has
-  /// two pinned slots for each of its threads.
+  /// decompress); 0: one per core, 16 at most, and never fewer than
+  /// transfer_options::staging_threads_to_device.  May exceed that count:
+  /// the pipeline then pins two more slots (of staging_chunk_bytes) for
+  /// each extra thread, and keeps them for later jobs.  At most 256.
   int io_threads = 0;
   /// A compressed buffer that says it decompresses to more than this is
   /// refused (invalid_message) before anything is allocated.
@@ -98,7 +105,15 @@ class CUARROW_EXPORT device_file_reader {
   /// on `s` (default: options.read.stream), which is synchronized.
   arrow::record_batch read_batch(int i, stream_view s = {}) const;
   batch_with_metadata read_batch_with_custom_metadata(int i, stream_view s = {}) const;
+  /// Every record batch, as read_batches over 0 .. num_record_batches() - 1.
   std::vector<arrow::record_batch> read_all(stream_view s = {}) const;
+  /// The record batches `indices` names (any order, duplicates allowed:
+  /// each its own allocation), all read through ONE staging job: their
+  /// metadata first, then every body, so that the pipeline's threads read
+  /// (and decompress) many batches at once.  out_of_range for an index
+  /// outside the file, before anything is read; a failure releases every
+  /// allocation of the call.
+  std::vector<arrow::record_batch> read_batches(std::span<const int> indices, stream_view s = {}) const;
   /// The dictionaries read (by the constructor).
   const dictionary_memo& dictionaries() const noexcept;
 
@@ -132,6 +147,10 @@ class CUARROW_EXPORT device_stream_reader {
   /// appended), or nullopt at the end of the stream.
   std::optional<arrow::record_batch> read_next(stream_view s = {});
   std::optional<batch_with_metadata> read_next_with_custom_metadata(stream_view s = {});
+  /// The rest of the stream.  The record batches between two dictionary
+  /// batches are read through staging jobs of many batches (about 256 MiB
+  /// of bodies each); a failure releases the allocations of its job and
+  /// leaves position() before that job's batches.
   std::vector<arrow::record_batch> read_all(stream_view s = {});
   const dictionary_memo& dictionaries() const noexcept;
   /// Bytes of the file consumed so far (the next message's offset).
