@@ -558,6 +558,13 @@ TEST_F(FaultSweep, BatchCopies) {
     std::vector<std::uint8_t> out3(2 * 5000);
     cuarrow::copy_to_host(out3.data(), spread, 0, 2 * 5000, s);
     SWEEP_EXPECT(out3[2 * 4999] == srcs[0][4999 % 1000]);
+    // The same on the legacy default stream (the batch on a stream of its
+    // own between two events).
+    std::vector<cuarrow::copy_piece> legacy(many.begin(), many.begin() + 100);
+    for (cuarrow::copy_piece& p : legacy) p.dst_offset += 1;
+    cuarrow::copy_batch(legacy, cuarrow::stream_view());
+    cuarrow::copy_to_host(out3.data(), spread, 0, 2 * 5000, cuarrow::stream_view());
+    SWEEP_EXPECT(out3[2 * 99 + 1] == srcs[0][99]);
   });
 }
 

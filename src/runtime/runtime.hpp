@@ -47,9 +47,11 @@ struct device_copy {
 /// copy may read another's destination), all in stream order after the work
 /// queued on `s` before.  With cuMemcpyBatchAsync (CUDA 13.0 drivers) a few
 /// thousand copies cost one driver call, where one cuMemcpyDtoDAsync each
-/// costs about a microsecond; without it (older drivers, the legacy default
-/// stream, which it refuses, or a driver that answers NOT_SUPPORTED) one
-/// cuMemcpyDtoDAsync each.  Throws cuda_error naming the call that failed;
+/// costs about a microsecond; without it (older drivers, or a driver that
+/// answers NOT_SUPPORTED) one cuMemcpyDtoDAsync each.  On the legacy
+/// default stream, which the batched call refuses, 16 or more copies run on
+/// a stream created for them, ordered after and before the legacy stream's
+/// work by two events; fewer go one by one.  Throws cuda_error naming the call that failed;
 /// some of the copies may be queued by then.
 void copy_device_to_device_many_async(std::span<const device_copy> copies, int device, CUstream s);
 /// Between devices, each side with its context.

@@ -75,17 +75,10 @@ constexpr std::size_t kMaxBatchCopies = 4096;
 void copy_each(std::span<const device_copy> copies, CUstream s) {
   for (const device_copy& c : copies) copy_device_to_device_async(c.dst, c.src, c.bytes, s);
 }
-}  // namespace
 
-void copy_device_to_device_many_async(std::span<const device_copy> copies, int device, CUstream s) {
+// The copies on `s`, not the legacy default stream, in batches.
+void batch_on(std::span<const device_copy> copies, int device, CUstream s) {
   const driver_table& d = driver();
-  // The batched call refuses the legacy default stream (a null handle here:
-  // the table is loaded with CU_GET_PROC_ADDRESS_LEGACY_STREAM).
-  const bool legacy = s == nullptr || s == CU_STREAM_LEGACY;
-  if (copies.size() < 2 || d.cuMemcpyBatchAsync == nullptr || legacy) {
-    copy_each(copies, s);
-    return;
-  }
   // One set of attributes for every copy: the sources are read in stream
   // order (the copy engine's sources may be written by earlier work on the
   // stream); the location hints matter only for managed memory, which the
@@ -122,6 +115,64 @@ void copy_device_to_device_many_async(std::span<const device_copy> copies, int d
     }
     check(r, "cuMemcpyBatchAsync");
   }
+}
+
+// A stream of the current context for one batch issued on behalf of the
+// legacy default stream, destroyed at scope exit (the driver releases it
+// once its work is done).  If the batch may have been queued on it and
+// ordering it back into the legacy stream failed, the destructor waits for
+// it first, so that the caller's buffers outlive its copies.
+class side_stream {
+ public:
+  side_stream() { check(driver().cuStreamCreate(&handle_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }
+  ~side_stream() {
+    if (!joined_) (void)driver().cuStreamSynchronize(handle_);  // the failure is being thrown
+    warn_result(driver().cuStreamDestroy(handle_), "cuStreamDestroy");
+  }
+  side_stream(const side_stream&) = delete;
+  side_stream& operator=(const side_stream&) = delete;
+  CUstream handle() const noexcept { return handle_; }
+  void joined() noexcept { joined_ = true; }
+
+ private:
+  CUstream handle_ = nullptr;
+  bool joined_ = false;
+};
+
+// Below this many copies the legacy default stream's copies go one by one:
+// the side stream costs about ten driver calls.
+constexpr std::size_t kMinSideStreamCopies = 16;
+}  // namespace
+
+void copy_device_to_device_many_async(std::span<const device_copy> copies, int device, CUstream s) {
+  const driver_table& d = driver();
+  if (copies.size() < 2 || d.cuMemcpyBatchAsync == nullptr) {
+    copy_each(copies, s);
+    return;
+  }
+  // The batched call refuses the legacy default stream (a null handle here:
+  // the table is loaded with CU_GET_PROC_ADDRESS_LEGACY_STREAM).  There the
+  // batch runs on a stream of its own between two events: it starts after
+  // the work queued on the legacy stream so far (an event recorded there
+  // also waits for the blocking streams, as a copy queued there would), and
+  // the legacy stream's later work waits for it, as for a copy queued there.
+  const bool legacy = s == nullptr || s == CU_STREAM_LEGACY;
+  if (!legacy) {
+    batch_on(copies, device, s);
+    return;
+  }
+  if (copies.size() < kMinSideStreamCopies) {
+    copy_each(copies, s);
+    return;
+  }
+  runtime_event before, after;
+  side_stream side;  // destroyed first: on a failure it waits for what it may have queued
+  before.record(s);
+  stream_wait_event(side.handle(), before.handle());
+  batch_on(copies, device, side.handle());
+  after.record(side.handle());
+  stream_wait_event(s, after.handle());
+  side.joined();
 }
 
 void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
