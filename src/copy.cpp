@@ -378,9 +378,17 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
     });
-    issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-      detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
-    });
+    // The runs within one device go to the driver together (one
+    // cuMemcpyBatchAsync per few thousand where the driver has it): their
+    // destinations are disjoint, so their order among themselves is free.
+    if (!d2d.empty()) {
+      std::vector<detail::device_copy> runs;
+      runs.reserve(d2d.size());
+      issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+        runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+      });
+      detail::copy_device_to_device_many_async(runs, ctx->device_number(), h);
+    }
     for (const planned_piece* p : peer) {
       p->dst.ctx->enable_peer_access(*p->src.ctx);
       p->src.ctx->enable_peer_access(*p->dst.ctx);

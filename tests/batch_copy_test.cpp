@@ -1,10 +1,12 @@
 // Batched copies (copy_batch / copy_batch_async): every kind of piece in one
 // batch, all-or-nothing checks, the staged gather and scatter of many small
 // pageable pieces, gaps that must stay untouched, and buffers kept alive.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "fault_api.hpp"
 #include "test_support.hpp"
 
 using namespace cuarrow_test;
@@ -378,4 +380,117 @@ TEST_F(BatchCopy, AStreamOfAnotherDeviceIsRefusedNamingThePiece) {
   // Pieces on two devices with the default stream: each on its own device.
   cuarrow::copy_batch(pieces);
   EXPECT_EQ(to_vector(d0), to_vector(d1));
+}
+
+// ---- many device-to-device pieces: cuMemcpyBatchAsync, or one copy each ----------------
+
+namespace {
+
+// CUARROW_EMULATED_NO_BATCH_COPY: the emulation plays a driver without
+// cuMemcpyBatchAsync (ctest runs BatchCopy.* both ways).
+bool batch_entry_hidden() {
+  const char* v = std::getenv("CUARROW_EMULATED_NO_BATCH_COPY");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// `count` small device-to-device pieces with gaps (so that none merge) from
+// one allocation to another, copied with copy_batch on `s`; checks the
+// result against the same pieces copied one cuarrow::copy at a time, gaps
+// included (they must keep the destination's earlier bytes).
+void many_small_device_pieces(int count, cuarrow::stream_view s) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  layout l;
+  unsigned x = 99;
+  for (std::int64_t at = 1; static_cast<int>(l.pieces.size()) < count;) {
+    x = x * 1103515245u + 12345u;
+    const std::int64_t size = 1 + static_cast<std::int64_t>((x >> 8) % 40);
+    l.pieces.emplace_back(at, size);
+    at += size + 1 + static_cast<std::int64_t>((x >> 20) % 7);
+    l.span = at + 3;
+  }
+  const auto src_bytes = pattern(static_cast<std::size_t>(l.span), 7);
+  const auto old_bytes = pattern(static_cast<std::size_t>(l.span), 8);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, src_bytes.data(), l.span);
+  cuarrow::buffer batched = cuarrow::copy_to_device(ctx, old_bytes.data(), l.span);
+  cuarrow::buffer one_by_one = cuarrow::copy_to_device(ctx, old_bytes.data(), l.span);
+  std::vector<cuarrow::copy_piece> pieces;
+  // Destinations shifted by one piece: sources and destinations differ.
+  for (std::size_t i = 0; i < l.pieces.size(); ++i) {
+    const auto [at, size] = l.pieces[i];
+    const auto src_at = l.pieces[(i + 1) % l.pieces.size()].first;
+    pieces.push_back({batched, at, src, src_at, std::min(size, l.pieces[(i + 1) % l.pieces.size()].second)});
+  }
+  const fault_api& f = faults();
+  if (f.available()) f.reset_calls();
+  cuarrow::copy_batch(pieces, s);
+  const std::size_t batch_calls = f.available() ? f.calls("cuMemcpyBatchAsync") : 0;
+  const std::size_t single_calls = f.available() ? f.calls("cuMemcpyDtoDAsync") : 0;
+  for (const cuarrow::copy_piece& p : pieces) cuarrow::copy(one_by_one, p.dst_offset, src, p.src_offset, p.size, s);
+  EXPECT_EQ(to_vector(one_by_one), to_vector(batched));
+  // The batch wrote the pieces and nothing else.
+  EXPECT_NE(to_vector(batched), old_bytes);
+  if (!f.available()) return;
+  const bool batched_call = !batch_entry_hidden();
+  if (batched_call) {
+    // One call per few thousand pieces, none one by one.
+    EXPECT_GE(batch_calls, 1u);
+    EXPECT_LE(batch_calls, static_cast<std::size_t>(count) / 1000 + 1);
+    EXPECT_EQ(single_calls, 0u);
+  } else {
+    EXPECT_EQ(batch_calls, 0u);
+    EXPECT_EQ(single_calls, static_cast<std::size_t>(count));
+  }
+}
+
+}  // namespace
+
+TEST_F(BatchCopy, ThousandsOfSmallDevicePiecesEqualCopyingEachAlone) {
+  cuarrow::stream s(cuarrow::context::get(0));
+  many_small_device_pieces(10000, s);
+}
+
+// The legacy default stream, which cuMemcpyBatchAsync refuses: the batch
+// runs on a stream of its own, ordered after and before the legacy
+// stream's work by events.  The reads back on the legacy stream see it.
+TEST_F(BatchCopy, ManySmallDevicePiecesOnTheDefaultStream) {
+  cuarrow::context::get(0);
+  many_small_device_pieces(3000, cuarrow::stream_view());
+}
+
+// A driver that answers CUDA_ERROR_NOT_SUPPORTED: the pieces go one by one.
+TEST_F(BatchCopy, ManySmallDevicePiecesWhenTheBatchedCallIsNotSupported) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const fault_api& f = faults();
+  if (!f.available() || batch_entry_hidden()) GTEST_SKIP() << "needs the emulation with cuMemcpyBatchAsync";
+  cuarrow::stream s(ctx);
+  const std::int64_t n = 64;
+  const auto bytes = pattern(static_cast<std::size_t>(n), 3);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, bytes.data(), n);
+  cuarrow::buffer dst = cuarrow::allocate_device(ctx, 2 * n, s);
+  cuarrow::fill(dst, 0, 2 * n, 0, s);
+  std::vector<cuarrow::copy_piece> pieces;
+  for (std::int64_t i = 0; i < n; ++i) pieces.push_back({dst, 2 * i, src, i, 1});
+  f.clear();
+  f.reset_calls();
+  ASSERT_EQ(0, f.inject("cuMemcpyBatchAsync", 1, CUDA_ERROR_NOT_SUPPORTED));
+  cuarrow::copy_batch(pieces, s);
+  EXPECT_EQ(1u, f.injected());
+  f.clear();
+  EXPECT_EQ(1u, f.calls("cuMemcpyBatchAsync"));
+  EXPECT_EQ(static_cast<std::size_t>(n), f.calls("cuMemcpyDtoDAsync"));
+  const auto got = to_vector(dst);
+  for (std::int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(bytes[static_cast<std::size_t>(i)], got[static_cast<std::size_t>(2 * i)]) << i;
+    EXPECT_EQ(0, got[static_cast<std::size_t>(2 * i + 1)]) << i;
+  }
+  // Any other refusal is the batch's error, naming the call.
+  ASSERT_EQ(0, f.inject("cuMemcpyBatchAsync", 1, CUDA_ERROR_INVALID_VALUE));
+  try {
+    cuarrow::copy_batch(pieces, s);
+    ADD_FAILURE() << "copy_batch succeeded despite the injected failure";
+  } catch (const cuarrow::cuda_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuMemcpyBatchAsync"), std::string::npos) << e.what();
+  }
+  f.clear();
+  s.synchronize();
 }

@@ -96,7 +96,8 @@ CUresult fault_code(const std::string& n, std::uint64_t k) {
   }
   if (one_of(n, {"cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize", "cuStreamQuery", "cuEventQuery",
                  "cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync",
-                 "cuMemsetD8Async", "cuLaunchHostFunc", "cuStreamWaitEvent", "cuEventRecord", "cuEventElapsedTime"})) {
+                 "cuMemcpyBatchAsync", "cuMemsetD8Async", "cuLaunchHostFunc", "cuStreamWaitEvent", "cuEventRecord",
+                 "cuEventElapsedTime"})) {
     return odd ? CUDA_ERROR_LAUNCH_FAILED : CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   if (one_of(n, {"cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetCurrent", "cuCtxGetDevice", "cuStreamGetCtx"})) {
@@ -548,6 +549,22 @@ TEST_F(FaultSweep, BatchCopies) {
     std::vector<std::uint8_t> out2(16384);
     cuarrow::copy_to_host(out2.data(), dst2, 0, 16384, s);
     SWEEP_EXPECT(std::memcmp(out2.data(), srcs[0].data(), srcs[0].size()) == 0);
+    // Enough device-to-device pieces for more than one cuMemcpyBatchAsync
+    // (a failure at the second leaves the first queued).
+    cuarrow::buffer spread = cuarrow::allocate_device(c0, 2 * 5000, s);
+    std::vector<cuarrow::copy_piece> many;
+    for (std::int64_t i = 0; i < 5000; ++i) many.push_back({spread, 2 * i, dst, i % 1000, 1});
+    cuarrow::copy_batch(many, s);
+    std::vector<std::uint8_t> out3(2 * 5000);
+    cuarrow::copy_to_host(out3.data(), spread, 0, 2 * 5000, s);
+    SWEEP_EXPECT(out3[2 * 4999] == srcs[0][4999 % 1000]);
+    // The same on the legacy default stream (the batch on a stream of its
+    // own between two events).
+    std::vector<cuarrow::copy_piece> legacy(many.begin(), many.begin() + 100);
+    for (cuarrow::copy_piece& p : legacy) p.dst_offset += 1;
+    cuarrow::copy_batch(legacy, cuarrow::stream_view());
+    cuarrow::copy_to_host(out3.data(), spread, 0, 2 * 5000, cuarrow::stream_view());
+    SWEEP_EXPECT(out3[2 * 99 + 1] == srcs[0][99]);
   });
 }
 

@@ -414,6 +414,11 @@ CUresult emu_cuMemcpyDtoDAsync_v3020(CUdeviceptr dstDevice, CUdeviceptr srcDevic
 CUresult emu_cuMemcpyPeerAsync_v4000(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                                      CUcontext srcContext, size_t ByteCount, CUstream hStream);
 CUresult emu_cuMemsetD8Async_v3020(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+// Both ABIs of cuMemcpyBatchAsync: `fail_index` is 12.8's failIdx (null for 13.0's).
+CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
+                      size_t* attrsIdxs, size_t numAttrs, size_t* fail_index, CUstream hStream);
+CUresult emu_cuMemcpyBatchAsync_v13000(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                       CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream hStream);
 
 // IPC (ipc.cpp)
 CUresult emu_cuIpcGetMemHandle_v4010(CUipcMemHandle* pHandle, CUdeviceptr dptr);

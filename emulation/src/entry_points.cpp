@@ -16,6 +16,7 @@
 
 #include <cudaTypedefs.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -250,6 +251,20 @@ CUresult ptsz_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream
   return emu_cuMemsetD8Async_v3020(d, v, n, ptsz(s));
 }
 
+CUresult ptsz_cuMemcpyBatchAsync(CUdeviceptr* d, CUdeviceptr* src, size_t* n, size_t count, CUmemcpyAttributes* a,
+                                 size_t* ai, size_t na, CUstream s) {
+  return memcpy_batch(d, src, n, count, a, ai, na, nullptr, ptsz(s));
+}
+// CUDA 12.8's ABI: the same, with the index of the copy that failed.
+CUresult emu_cuMemcpyBatchAsync_v12080(CUdeviceptr* d, CUdeviceptr* src, size_t* n, size_t count, CUmemcpyAttributes* a,
+                                       size_t* ai, size_t na, size_t* failIdx, CUstream s) {
+  return memcpy_batch(d, src, n, count, a, ai, na, failIdx, s);
+}
+CUresult ptsz_cuMemcpyBatchAsync_v12080(CUdeviceptr* d, CUdeviceptr* src, size_t* n, size_t count,
+                                        CUmemcpyAttributes* a, size_t* ai, size_t na, size_t* failIdx, CUstream s) {
+  return memcpy_batch(d, src, n, count, a, ai, na, failIdx, ptsz(s));
+}
+
 CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* symbolStatus);
 CUresult get_proc_address_v1(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
@@ -280,6 +295,9 @@ const EntryPoint kEntryPoints[] = {
     {"cuStreamGetCtx", 12050, false, CUEMU_FN(PFN_cuStreamGetCtx_v12050, emu_cuStreamGetCtx_v12050, ep_cuStreamGetCtx)},
     {"cuEventElapsedTime", 12080, false,
      CUEMU_FN(PFN_cuEventElapsedTime_v12080, emu_cuEventElapsedTime_v12080, ep_cuEventElapsedTime)},
+    // (and an older one, which a caller asking for 12.8 or 12.9 gets)
+    {"cuMemcpyBatchAsync", 12080, false,
+     CUEMU_FN(PFN_cuMemcpyBatchAsync_v12080, emu_cuMemcpyBatchAsync_v12080, ep_cuMemcpyBatchAsync)},
 
     // Per-thread default stream variants (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
     {"cuStreamSynchronize", 7000, true,
@@ -308,6 +326,10 @@ const EntryPoint kEntryPoints[] = {
     {"cuMemcpyPeerAsync", 7000, true,
      CUEMU_FN(PFN_cuMemcpyPeerAsync_v7000_ptsz, ptsz_cuMemcpyPeerAsync, ep_cuMemcpyPeerAsync)},
     {"cuMemsetD8Async", 7000, true, CUEMU_FN(PFN_cuMemsetD8Async_v7000_ptsz, ptsz_cuMemsetD8Async, ep_cuMemsetD8Async)},
+    {"cuMemcpyBatchAsync", 12080, true,
+     CUEMU_FN(PFN_cuMemcpyBatchAsync_v12080_ptsz, ptsz_cuMemcpyBatchAsync_v12080, ep_cuMemcpyBatchAsync)},
+    {"cuMemcpyBatchAsync", 13000, true,
+     CUEMU_FN(PFN_cuMemcpyBatchAsync_v13000_ptsz, ptsz_cuMemcpyBatchAsync, ep_cuMemcpyBatchAsync)},
 
     // The loader itself.
     {"cuGetProcAddress", 11030, false,
@@ -325,6 +347,15 @@ CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuin
   constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
   if ((flags & ~(kLegacy | kPerThread)) || flags == (kLegacy | kPerThread)) return CUDA_ERROR_INVALID_VALUE;
   const bool per_thread = flags & kPerThread;
+  // CUARROW_EMULATED_NO_BATCH_COPY=1: a driver older than CUDA 12.8, which
+  // does not know cuMemcpyBatchAsync (read here: cuGetProcAddress needs no cuInit).
+  if (std::strcmp(symbol, "cuMemcpyBatchAsync") == 0) {
+    const char* no_batch = std::getenv("CUARROW_EMULATED_NO_BATCH_COPY");
+    if (no_batch && *no_batch && std::strcmp(no_batch, "0") != 0) {
+      if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      return CUDA_ERROR_NOT_FOUND;
+    }
+  }
   // The newest ABI of the symbol not newer than cudaVersion; with the
   // per-thread flag, the _ptsz variant where one exists.
   const EntryPoint* best = nullptr;

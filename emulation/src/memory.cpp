@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace cuemu {
 
@@ -668,6 +669,97 @@ CUresult emu_cuMemcpyPeerAsync_v4000(CUdeviceptr dstDevice, CUcontext dstContext
   // No peer access needed: without it the driver stages through the host.
   return copy("cuMemcpyPeerAsync", dstDevice, srcDevice, ByteCount, hStream, Need::DeviceAccessible,
               Need::DeviceAccessible);
+}
+
+// cuMemcpyBatchAsync (12.8 and 13.0 ABIs; `fail_index` is 12.8's failIdx,
+// null for 13.0).  The batch's arrays and attributes, then every copy with
+// cuMemcpyAsync's checks, are validated before anything is queued; the
+// copies then run as one operation in stream order.
+CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
+                      size_t* attrsIdxs, size_t numAttrs, size_t* fail_index, CUstream hStream) {
+  if (fail_index) *fail_index = SIZE_MAX;  // no copy in particular
+  if (CUresult r = check_init()) return r;
+  Context* c = nullptr;
+  if (CUresult r = current_context(&c)) return r;
+  // "Must not be legacy NULL stream."
+  if (hStream == nullptr || hStream == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(hStream, &s)) return r;
+  if (!dsts || !srcs || !sizes || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  // attrsIdxs: starts at 0, strictly increasing, each below count.
+  if (!attrs || !attrsIdxs || numAttrs == 0 || numAttrs > count || attrsIdxs[0] != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < numAttrs; ++k) {
+    if (attrsIdxs[k] >= count || (k > 0 && attrsIdxs[k] <= attrsIdxs[k - 1])) return CUDA_ERROR_INVALID_VALUE;
+    const CUmemcpyAttributes& a = attrs[k];
+    if (a.srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM &&
+        a.srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&
+        a.srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_ANY) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (a.flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct Piece {
+    Side dst, src;
+    size_t n;
+  };
+  std::vector<Piece> pieces;
+  pieces.reserve(count);
+  bool pageable = false;
+  {
+    std::lock_guard lk(g->mu);
+    for (size_t i = 0; i < count; ++i) {
+      if (sizes[i] == 0) continue;
+      Piece p{{}, {}, sizes[i]};
+      CUresult r = check_side_locked(dsts[i], p.n, Need::Any, &p.dst);
+      if (r == CUDA_SUCCESS) r = check_side_locked(srcs[i], p.n, Need::Any, &p.src);
+      if (r != CUDA_SUCCESS) {
+        if (fail_index) *fail_index = i;
+        return r;
+      }
+      pageable = pageable || !p.dst.tracked || !p.src.tracked;
+      pieces.push_back(p);
+    }
+  }
+  if (pieces.empty()) return CUDA_SUCCESS;
+  auto faulted = std::make_shared<std::atomic<bool>>(false);
+  Op op;
+  op.what = "cuMemcpyBatchAsync";
+  op.body = [pieces = std::move(pieces), faulted](Stream& st) {
+    std::shared_lock mem(g->mem_mu);  // bytes cannot be unmapped while we copy
+    for (const Piece& p : pieces) {
+      const char* why = nullptr;
+      char* d = nullptr;
+      const char* from = nullptr;
+      {
+        std::lock_guard lk(g->mu);
+        d = resolve_locked(p.dst, &why);
+        from = d ? resolve_locked(p.src, &why) : nullptr;
+      }
+      if (!d || !from) {
+        fault(st, "cuMemcpyBatchAsync", p.dst, &p.src, p.n, why);
+        faulted->store(true);
+        return;  // the rest of the batch does not run
+      }
+      std::memmove(d, from, p.n);
+    }
+  };
+  if (!pageable) return enqueue(s, std::move(op));  // device and pinned memory: fully asynchronous
+  // Pageable memory on either side, which the driver cannot reach from the
+  // stream later: as cuMemcpyAsync does, the call returns once the batch ran.
+  uint64_t seq = 0;
+  if (CUresult r = enqueue(s, std::move(op), &seq)) return r;
+  wait_stream_pos(*s, seq);
+  if (faulted->load()) {
+    s->ctx->pending_faults.store(0);  // reported here
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult emu_cuMemcpyBatchAsync_v13000(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                       CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                       CUstream hStream) {
+  return memcpy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, nullptr, hStream);
 }
 
 CUresult emu_cuMemsetD8Async_v3020(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {

@@ -342,3 +342,109 @@ TEST_F(Emu, MemFreeWaitsForTheContextsQueuedWork) {
   EXPECT_EQ(0x21, out.data()[n - 1]);
   CU_EXPECT(A.cuStreamSynchronize(s));
 }
+
+TEST_F(Emu, BatchedCopiesCheckTheBatchThenEveryCopyBeforeQueuingAny) {
+  ASSERT_NE(nullptr, A.cuMemcpyBatchAsync);
+  CUstream s = stream();
+  constexpr size_t n = 3000;
+  CUdeviceptr a = 0, b = 0;
+  CU_ASSERT(A.cuMemAlloc(&a, n));
+  CU_ASSERT(A.cuMemAlloc(&b, n));
+  auto data = pattern(n, 5);
+  CU_ASSERT(A.cuMemcpyHtoDAsync(a, data.data(), n, s));
+  CU_ASSERT(A.cuMemsetD8Async(b, 0, n, s));
+  PinnedBuffer pinned(n);
+  // Three copies, b[0..1000) <- a[1000..2000), b[1000..1000) (none),
+  // pinned[0..500) <- a[0..500), with two sets of attributes.
+  CUdeviceptr dsts[3] = {b, b + 1000, pinned.dptr()};
+  CUdeviceptr srcs[3] = {a + 1000, a, a};
+  size_t sizes[3] = {1000, 0, 500};
+  CUmemcpyAttributes attrs[2] = {};
+  attrs[0].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  attrs[1].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+  attrs[1].flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+  size_t idx[2] = {0, 2};
+  CU_ASSERT(A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, idx, 2, s));
+  CU_ASSERT(A.cuStreamSynchronize(s));
+  auto got = read_device(b, n);
+  EXPECT_TRUE(std::equal(data.begin() + 1000, data.begin() + 2000, got.begin()));
+  EXPECT_EQ(0, got[1000]);
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 500, pinned.data()));
+
+  // Refused, each with nothing queued: the legacy default stream, bad
+  // arrays, attribute indices that do not start at 0 / do not increase /
+  // reach count, an invalid source order, unknown flags, and one copy
+  // outside its allocation.
+  const CUresult bad = CUDA_ERROR_INVALID_VALUE;
+  CU_ASSERT(A.cuMemsetD8Async(b, 0, n, s));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, idx, 2, nullptr));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, idx, 2, CU_STREAM_LEGACY));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 0, attrs, idx, 1, s));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(nullptr, srcs, sizes, 3, attrs, idx, 2, s));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, nullptr, idx, 2, s));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, idx, 0, s));
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 1, attrs, idx, 2, s));  // numAttrs > count
+  size_t not_first[2] = {1, 2};
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, not_first, 2, s));
+  size_t not_increasing[2] = {0, 0};
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, not_increasing, 2, s));
+  size_t past_count[2] = {0, 3};
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, past_count, 2, s));
+  CUmemcpyAttributes invalid_order = {};
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &invalid_order, idx, 1, s));
+  CUmemcpyAttributes unknown_flags = attrs[0];
+  unknown_flags.flags = 0x10;
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &unknown_flags, idx, 1, s));
+  size_t too_long[3] = {1000, 0, n + 1};
+  EXPECT_EQ(bad, A.cuMemcpyBatchAsync(dsts, srcs, too_long, 3, attrs, idx, 2, s));
+  CU_ASSERT(A.cuStreamSynchronize(s));
+  EXPECT_EQ(std::vector<unsigned char>(n, 0), read_device(b, n));  // the first copy did not run either
+
+  // CUDA 12.8's ABI names the copy that was refused, or SIZE_MAX.
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  CU_ASSERT(A.getProcAddress("cuMemcpyBatchAsync", &fn, 12080, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status));
+  auto batch_v12080 = reinterpret_cast<PFN_cuMemcpyBatchAsync_v12080>(fn);
+  size_t fail = 0;
+  EXPECT_EQ(bad, batch_v12080(dsts, srcs, too_long, 3, attrs, idx, 2, &fail, s));
+  EXPECT_EQ(2u, fail);
+  EXPECT_EQ(bad, batch_v12080(dsts, srcs, sizes, 3, attrs, not_first, 2, &fail, s));
+  EXPECT_EQ(SIZE_MAX, fail);
+  CU_EXPECT(batch_v12080(dsts, srcs, sizes, 3, attrs, idx, 2, &fail, s));
+  EXPECT_EQ(SIZE_MAX, fail);
+  // Older than 12.8: no such symbol.
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND,
+            A.getProcAddress("cuMemcpyBatchAsync", &fn, 12060, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status));
+  CU_ASSERT(A.cuStreamSynchronize(s));
+  CU_ASSERT(A.cuMemFree(a));
+  CU_ASSERT(A.cuMemFree(b));
+}
+
+TEST_F(Emu, BatchedCopyOfMemoryFreedBeforeItRunsFaults) {
+  CUstream s1 = stream(CU_STREAM_NON_BLOCKING), s2 = stream(CU_STREAM_NON_BLOCKING);
+  CUdeviceptr a = 0, b = 0;
+  CU_ASSERT(A.cuMemAlloc(&b, 1000));
+  CU_ASSERT(A.cuMemsetD8Async(b, 0x33, 1000, s2));
+  CU_ASSERT(A.cuStreamSynchronize(s2));
+  CU_ASSERT(A.cuMemAllocAsync(&a, 1000, s1));
+  CU_ASSERT(A.cuStreamSynchronize(s1));
+  Gate& gate = new_gate();
+  CU_ASSERT(A.cuLaunchHostFunc(s2, Gate::wait_fn, &gate));
+  CUdeviceptr dsts[2] = {b, b + 500};
+  CUdeviceptr srcs[2] = {a, a + 500};
+  size_t sizes[2] = {500, 500};
+  CUmemcpyAttributes attrs = {};
+  attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  size_t idx = 0;
+  CU_ASSERT(A.cuMemcpyBatchAsync(dsts, srcs, sizes, 2, &attrs, &idx, 1, s2));  // accepted: a is live now
+  // The bug: another stream frees the source before the batch runs.
+  CU_ASSERT(A.cuMemFreeAsync(a, s1));
+  CU_ASSERT(A.cuStreamSynchronize(s1));
+  size_t faults = A.async_fault_count();
+  gate.open();
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, A.cuStreamSynchronize(s2));
+  EXPECT_EQ(faults + 1, A.async_fault_count());                             // one fault for the batch
+  EXPECT_EQ(std::vector<unsigned char>(1000, 0x33), read_device(b, 1000));  // nothing copied
+  CU_ASSERT(A.cuMemFree(b));
+  expected_faults = 1;
+}

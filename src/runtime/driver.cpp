@@ -117,17 +117,20 @@ void load(loader_state& s) {
          " or newer (cuGetProcAddress_v2). Update the NVIDIA driver.");
   }
 
-#define CUARROW_DRIVER_ENTRY(name, abi, required)                                               \
-  {                                                                                             \
-    void* fn = nullptr;                                                                         \
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;               \
-    CUresult r = get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);         \
-    if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr) {          \
-      t.name = reinterpret_cast<PFN_##name##_v##abi>(fn);                                       \
-    } else if (required) {                                                                      \
-      fail("the CUDA driver at " + t.path + " (version " + version_string(t.version) +          \
-           ") lacks " #name " (ABI " #abi "), which cuarrow needs. Update the NVIDIA driver."); \
-    }                                                                                           \
+#define CUARROW_DRIVER_ENTRY(name, abi, required)                                                  \
+  {                                                                                                \
+    void* fn = nullptr;                                                                            \
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                  \
+    CUresult r = get_proc(#name, &fn, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);            \
+    /* An older driver answers its own older ABI of a symbol whose ABI changed since (a pointer */ \
+    /* of another type), so an optional entry newer than the driver counts as absent. */           \
+    if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr &&             \
+        (required || t.version >= abi)) {                                                          \
+      t.name = reinterpret_cast<PFN_##name##_v##abi>(fn);                                          \
+    } else if (required) {                                                                         \
+      fail("the CUDA driver at " + t.path + " (version " + version_string(t.version) +             \
+           ") lacks " #name " (ABI " #abi "), which cuarrow needs. Update the NVIDIA driver.");    \
+    }                                                                                              \
   }
 #include "driver_entry_points.def"
 #undef CUARROW_DRIVER_ENTRY

@@ -1,5 +1,6 @@
 #include "cuarrow/stream.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
@@ -63,6 +64,115 @@ void copy_device_to_host_async(void* dst, CUdeviceptr src, std::size_t bytes, CU
 
 void copy_device_to_device_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s) {
   check(driver().cuMemcpyDtoDAsync(dst, src, bytes, s), "cuMemcpyDtoDAsync");
+}
+
+namespace {
+// Copies per cuMemcpyBatchAsync call: the driver documents no limit, and
+// a few thousand already make the call's cost per copy negligible next to
+// cuMemcpyDtoDAsync's, while keeping the arrays it reads small.
+constexpr std::size_t kMaxBatchCopies = 4096;
+
+void copy_each(std::span<const device_copy> copies, CUstream s) {
+  for (const device_copy& c : copies) copy_device_to_device_async(c.dst, c.src, c.bytes, s);
+}
+
+// The copies on `s`, not the legacy default stream, in batches.
+void batch_on(std::span<const device_copy> copies, int device, CUstream s) {
+  const driver_table& d = driver();
+  // One set of attributes for every copy: the sources are read in stream
+  // order (the copy engine's sources may be written by earlier work on the
+  // stream); the location hints matter only for managed memory, which the
+  // copy engine sends through cuMemcpyAsync instead, and name the device.
+  CUmemcpyAttributes attrs{};
+  attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  attrs.srcLocHint.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  attrs.srcLocHint.id = device;
+  attrs.dstLocHint = attrs.srcLocHint;
+  attrs.flags = CU_MEMCPY_FLAG_DEFAULT;
+  std::size_t attrs_index = 0;
+  const std::size_t n = std::min(copies.size(), kMaxBatchCopies);
+  std::vector<CUdeviceptr> dsts(n), srcs(n);
+  std::vector<std::size_t> sizes(n);
+  for (std::size_t at = 0; at < copies.size(); at += n) {
+    const std::span<const device_copy> part = copies.subspan(at, std::min(n, copies.size() - at));
+    if (part.size() < 2) {
+      copy_each(part, s);
+      continue;
+    }
+    for (std::size_t i = 0; i < part.size(); ++i) {
+      dsts[i] = part[i].dst;
+      srcs[i] = part[i].src;
+      sizes[i] = part[i].bytes;
+    }
+    const CUresult r =
+        d.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), part.size(), &attrs, &attrs_index, 1, s);
+    if (r == CUDA_ERROR_NOT_SUPPORTED) {
+      // Nothing of this call was queued: the rest goes one copy at a time.
+      // Not remembered: a refusal costs one call per batch, and a driver
+      // may refuse one kind of memory and take another.
+      copy_each(copies.subspan(at), s);
+      return;
+    }
+    check(r, "cuMemcpyBatchAsync");
+  }
+}
+
+// A stream of the current context for one batch issued on behalf of the
+// legacy default stream, destroyed at scope exit (the driver releases it
+// once its work is done).  If the batch may have been queued on it and
+// ordering it back into the legacy stream failed, the destructor waits for
+// it first, so that the caller's buffers outlive its copies.
+class side_stream {
+ public:
+  side_stream() { check(driver().cuStreamCreate(&handle_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }
+  ~side_stream() {
+    if (!joined_) (void)driver().cuStreamSynchronize(handle_);  // the failure is being thrown
+    warn_result(driver().cuStreamDestroy(handle_), "cuStreamDestroy");
+  }
+  side_stream(const side_stream&) = delete;
+  side_stream& operator=(const side_stream&) = delete;
+  CUstream handle() const noexcept { return handle_; }
+  void joined() noexcept { joined_ = true; }
+
+ private:
+  CUstream handle_ = nullptr;
+  bool joined_ = false;
+};
+
+// Below this many copies the legacy default stream's copies go one by one:
+// the side stream costs about ten driver calls.
+constexpr std::size_t kMinSideStreamCopies = 16;
+}  // namespace
+
+void copy_device_to_device_many_async(std::span<const device_copy> copies, int device, CUstream s) {
+  const driver_table& d = driver();
+  if (copies.size() < 2 || d.cuMemcpyBatchAsync == nullptr) {
+    copy_each(copies, s);
+    return;
+  }
+  // The batched call refuses the legacy default stream (a null handle here:
+  // the table is loaded with CU_GET_PROC_ADDRESS_LEGACY_STREAM).  There the
+  // batch runs on a stream of its own between two events: it starts after
+  // the work queued on the legacy stream so far (an event recorded there
+  // also waits for the blocking streams, as a copy queued there would), and
+  // the legacy stream's later work waits for it, as for a copy queued there.
+  const bool legacy = s == nullptr || s == CU_STREAM_LEGACY;
+  if (!legacy) {
+    batch_on(copies, device, s);
+    return;
+  }
+  if (copies.size() < kMinSideStreamCopies) {
+    copy_each(copies, s);
+    return;
+  }
+  runtime_event before, after;
+  side_stream side;  // destroyed first: on a failure it waits for what it may have queued
+  before.record(s);
+  stream_wait_event(side.handle(), before.handle());
+  batch_on(copies, device, side.handle());
+  after.record(side.handle());
+  stream_wait_event(s, after.handle());
+  side.joined();
 }
 
 void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
