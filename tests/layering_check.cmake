@@ -46,7 +46,7 @@ if(count EQUAL 0)
   message(FATAL_ERROR "layering_check: no source file found under ${SOURCE_DIR}")
 endif()
 if(violations)
-  message(FATAL_ERROR "layering_check: only the runtime (src/runtime/) may use the driver table; call the runtime "
+  message(FATAL_ERROR "layering_check: only the runtime (src/runtime/) may use the driver and cuFile tables; call the runtime "
                       "(src/runtime/runtime.hpp) instead:${violations}")
 endif()
 message(STATUS "layering_check: ${count} files outside src/runtime/ leave the driver table alone")

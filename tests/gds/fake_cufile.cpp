@@ -1,5 +1,5 @@
 // A stand-in for libcufile, for tests only: the handful of cuFile entry
-// points cuarrow calls (src/runtime/cufile_table.hpp), over pread and the
+// points cuarrow calls (declared in src/runtime/, the cuFile table), over pread and the
 // CUDA driver emulation, so that the GPUDirect Storage path of the file
 // readers runs in CI, where there is neither libcufile nor a GPU.
 //
