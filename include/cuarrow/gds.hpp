@@ -10,8 +10,9 @@
 //   CUARROW_GDS=off|auto|on   off: never load libcufile.  auto (the
 //                             default): file readers use cuFile only when it
 //                             moves bytes directly (nvidia-fs loaded), not
-//                             in its compatibility mode.  on: also in
-//                             compatibility mode.
+//                             in its compatibility mode; without nvidia-fs
+//                             libcufile is not even loaded.  on: cuFile is
+//                             used in compatibility mode too.
 //   CUARROW_CUFILE_LIBRARY    the library to load instead of libcufile.so.0
 //                             (a path or a soname).
 //
@@ -39,11 +40,10 @@ struct gds_info {
   bool loaded = false;
   /// cuFileDriverOpen succeeded: cuFile can read into device memory.
   bool usable = false;
-  /// cuFile runs in its compatibility mode (see above).  Meaningful when
-  /// usable.
+  /// cuFile runs, or would run, in its compatibility mode (see above).
   bool compat_mode = false;
-  /// File readers that leave the choice to cuarrow use cuFile: usable, and
-  /// either not in compatibility mode or CUARROW_GDS=on.
+  /// File readers use cuFile: usable, and either not in compatibility mode
+  /// or CUARROW_GDS=on.
   bool available = false;
   /// The library loaded, or the one that was tried.
   std::string library;

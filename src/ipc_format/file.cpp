@@ -192,9 +192,9 @@ struct file_source {
     }
     const bool insist = options.path == read_path_preference::gds;
     const gds_info g = gds_status();
-    if (!(insist ? g.usable : g.available)) {
+    if (!g.available) {
       if (insist) {
-        throw driver_error("file_read_options asked for the gds read path, but GPUDirect Storage is not usable: " +
+        throw driver_error("file_read_options asked for the gds read path, but GPUDirect Storage is not available: " +
                            g.reason);
       }
       staging_reason = g.reason;

@@ -89,6 +89,19 @@ void compute(cufile_state& s) {
     return;
   }
 
+  // Without nvidia-fs cuFile could only run in compatibility mode, which
+  // auto does not use: then libcufile is not even loaded (opening its
+  // driver costs time, starts threads and writes cufile.log).
+  const bool nvidia_fs = ::access(kNvidiaFsProc, F_OK) == 0;
+  if (mode == "auto" && !nvidia_fs) {
+    info.compat_mode = true;
+    info.reason = std::string("the nvidia-fs kernel module is not loaded (no ") + kNvidiaFsProc +
+                  "): cuFile could only run in compatibility mode (POSIX reads through its own bounce buffers, "
+                  "not direct), so libcufile is not loaded and files are read through the staging pipeline; "
+                  "CUARROW_GDS=on uses cuFile anyway";
+    return;
+  }
+
   void* lib = dlopen(info.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
@@ -131,7 +144,6 @@ void compute(cufile_state& s) {
   std::atexit(close_at_exit);  // after the CUDA driver's handler: runs before it
   cufile_driver_properties props{};
   const cufile_status got = t.driver_get_properties(&props);
-  const bool nvidia_fs = ::access(kNvidiaFsProc, F_OK) == 0;
   if (got.err != 0) {
     // Usable, but nothing says the path is direct.
     info.compat_mode = true;

@@ -249,31 +249,53 @@ TEST_F(Gds, DriverThatDoesNotOpenIsReported) {
                cuarrow::driver_error);
 }
 
-// ---- the fake, CUARROW_GDS=auto: compatibility mode is not used unless asked for ------------
+// ---- the fake named, CUARROW_GDS=auto, no nvidia-fs: libcufile is not loaded -------------
 
-TEST_F(Gds, AutoLeavesCompatibilityModeAlone) {
-  const cuarrow::gds_info g = cuarrow::gds_status();
-  ASSERT_TRUE(g.usable) << g.reason;
+TEST_F(Gds, AutoWithoutNvidiaFsLoadsNothing) {
   if (::access("/proc/driver/nvidia-fs/version", F_OK) == 0) GTEST_SKIP() << "nvidia-fs is loaded on this machine";
-  EXPECT_TRUE(g.compat_mode);
+  const cuarrow::gds_info g = cuarrow::gds_status();
+  EXPECT_EQ(g.mode, "auto");
+  EXPECT_FALSE(g.loaded);
   EXPECT_FALSE(g.available);
-  EXPECT_TRUE(contains(g.reason, "compatibility mode")) << g.reason;
+  EXPECT_TRUE(g.compat_mode);
   EXPECT_TRUE(contains(g.reason, "nvidia-fs kernel module is not loaded")) << g.reason;
+  EXPECT_TRUE(contains(g.reason, "CUARROW_GDS=on")) << g.reason;
+  EXPECT_EQ(dlopen(std::getenv("CUARROW_CUFILE_LIBRARY"), RTLD_NOW | RTLD_NOLOAD), nullptr);
   const std::string path = write_golden("file_wide.arrow");
-  const unsigned long long before = fake().reads();
-  {
-    ipc::device_file_reader r(path, ctx());
-    (void)r.read_all();
-    EXPECT_EQ(r.last_read_path(), ipc::read_path::staging);
-    EXPECT_EQ(r.last_read_path_reason(), g.reason);
-  }
-  EXPECT_EQ(fake().reads(), before) << "cuFile moved nothing";
-  // Asked for, compatibility mode is used.
-  ipc::device_file_reader r(path, ctx(), with_path(pref::gds));
+  ipc::device_file_reader r(path, ctx());
+  (void)r.read_all();
+  EXPECT_EQ(r.last_read_path(), ipc::read_path::staging);
+  EXPECT_EQ(r.last_read_path_reason(), g.reason);
+  const std::string m = message_of([&] { ipc::device_file_reader x(path, ctx(), with_path(pref::gds)); });
+  EXPECT_TRUE(contains(m, "asked for the gds read path")) << m;
+  EXPECT_TRUE(contains(m, "CUARROW_GDS=on")) << m;
+}
+
+// ---- the fake, CUARROW_GDS=on: compatibility mode is reported and used ------------------
+
+TEST_F(Gds, OnUsesCompatibilityMode) {
+  if (::access("/proc/driver/nvidia-fs/version", F_OK) == 0) GTEST_SKIP() << "nvidia-fs is loaded on this machine";
+  const cuarrow::gds_info g = cuarrow::gds_status();
+  EXPECT_EQ(g.mode, "on");
+  EXPECT_TRUE(g.loaded);
+  EXPECT_TRUE(g.usable);
+  EXPECT_TRUE(g.compat_mode);
+  EXPECT_TRUE(g.available);
+  EXPECT_TRUE(contains(g.reason, "compatibility mode")) << g.reason;
+  EXPECT_TRUE(contains(g.reason, "used because CUARROW_GDS=on")) << g.reason;
+  ipc::device_file_reader r(write_golden("file_wide.arrow"), ctx(), with_path(pref::gds));
   (void)r.read_all();
   EXPECT_EQ(r.last_read_path(), ipc::read_path::gds);
   EXPECT_TRUE(contains(r.last_read_path_reason(), "compatibility mode")) << r.last_read_path_reason();
-  EXPECT_GT(fake().reads(), before);
+}
+
+// ---- the fake reporting nvidia-fs version 0.0: compatibility mode even with nvidia-fs --------
+
+TEST_F(Gds, NvidiaFsVersionZeroIsCompatibilityMode) {
+  const cuarrow::gds_info g = cuarrow::gds_status();
+  EXPECT_TRUE(g.usable) << g.reason;
+  EXPECT_TRUE(g.compat_mode);
+  EXPECT_TRUE(contains(g.reason, "nvidia-fs version 0.0")) << g.reason;
 }
 
 // ---- the fake, CUARROW_GDS=on: the cuFile path reads everything -------------------------

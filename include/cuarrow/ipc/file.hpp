@@ -55,14 +55,16 @@ namespace cuarrow::ipc {
 /// Which path a reader is to take (file_read_options::path).
 enum class read_path_preference {
   /// cuFile when gds_status().available (usable and, unless CUARROW_GDS=on,
-  /// not in compatibility mode), else the staging pipeline.
+  /// not in compatibility mode) and it takes the file, else the staging
+  /// pipeline.
   automatic,
   /// Always the staging pipeline; libcufile is not even loaded.
   staging,
-  /// cuFile whenever it is usable, compatibility mode included.  The reader's
-  /// constructor throws driver_error when it is not (CUARROW_GDS=off, no
-  /// libcufile, its driver does not open) or refuses the file.  A failure at
-  /// a later read still falls back to the staging pipeline.
+  /// cuFile: the reader's constructor throws driver_error, saying why, when
+  /// gds_status().available is false (CUARROW_GDS=off, no libcufile, its
+  /// driver does not open, compatibility mode without CUARROW_GDS=on) or
+  /// cuFile refuses the file.  A failure at a later read still falls back
+  /// to the staging pipeline.
   gds,
 };
 
