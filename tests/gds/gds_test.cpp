@@ -26,6 +26,7 @@
 #include "cuarrow/ipc/file.hpp"
 #include "cuarrow/ipc/file_writer.hpp"
 #include "cuarrow/ipc/stream.hpp"
+#include "fault_api.hpp"
 #include "test_data.hpp"
 #include "test_support.hpp"
 
@@ -508,6 +509,68 @@ TEST_F(GdsFake, NoDeviceMemoryIsLeftBehind) {
   }
   ctx().synchronize();
   EXPECT_EQ(cuarrow_test::emu().device_allocation_count(0), before);
+}
+
+// Every driver call of a cuFile read (the padding fill, the stream's
+// synchronization, the context pushes of the reading threads, the fake's
+// own copies) failing once in turn: the read then returns the right batch
+// (through the pipeline when cuFile failed) or throws a typed error, the
+// reader stays usable, and nothing is left behind.
+TEST_F(GdsFake, DriverFaultsDuringACuFileReadAreTypedErrorsOrFallBacks) {
+  CUARROW_REQUIRE_EMULATION();
+  ASSERT_TRUE(cuarrow_test::faults().available());
+  const auto& f = cuarrow_test::faults();
+  const std::string path = write_large("sweep.arrow", 2, (std::int64_t{1} << 18) + 3);  // 6 MiB bodies, 4 threads
+  ipc::file_read_options o;
+  o.columns = std::vector<int>{2, 0};  // two runs: a padding fill between them
+  o.path = pref::staging;
+  const record_batch expected = to_host(ipc::device_file_reader(path, ctx(), o).read_batch(1));
+  o.path = pref::automatic;
+  ctx().synchronize();
+  const std::size_t allocations = cuarrow_test::emu().device_allocation_count(0);
+  const std::size_t pushes = f.pushes();
+
+  // The entry points one cuFile read calls, and how often.
+  std::vector<std::pair<std::string, std::size_t>> calls;
+  {
+    ipc::device_file_reader r(path, ctx(), o);
+    f.reset_calls();
+    (void)r.read_batch(1);
+    ASSERT_EQ(r.last_read_path(), ipc::read_path::gds);
+    for (std::size_t i = 0; const char* name = f.entry_name(i); ++i) {
+      if (const std::size_t n = f.calls(name); n > 0) calls.emplace_back(name, n);
+    }
+  }
+  ASSERT_FALSE(calls.empty());
+  int failed = 0, fell_back = 0;
+  bool pop_failed = false;  // a context left pushed on a worker thread (reported, as the fault sweep accepts)
+  for (const auto& [name, n] : calls) {
+    for (std::size_t k = 1; k <= n; ++k) {
+      SCOPED_TRACE(name + " call " + std::to_string(k));
+      ipc::device_file_reader r(path, ctx(), o);
+      f.clear();
+      ASSERT_EQ(f.inject(name.c_str(), k, 999 /* CUDA_ERROR_UNKNOWN */), 0);
+      try {
+        const record_batch b = r.read_batch(1);
+        if (f.injected() > 0 && name == "cuCtxPopCurrent") pop_failed = true;
+        f.clear();
+        EXPECT_TRUE(same_values(expected, to_host(b)));
+        if (r.last_read_path() == ipc::read_path::staging) ++fell_back;
+      } catch (const cuarrow::error&) {
+        f.clear();
+        ++failed;
+      }
+      EXPECT_TRUE(same_values(expected, to_host(r.read_batch(1)))) << "the reader stays usable";
+    }
+  }
+  f.clear();
+  ctx().synchronize();
+  EXPECT_GT(fell_back, 0) << "some faults hit cuFile's reads (the fake's copies)";
+  EXPECT_GT(failed, 0) << "some faults hit cuarrow's own calls";
+  EXPECT_EQ(cuarrow_test::emu().device_allocation_count(0), allocations);
+  if (!pop_failed) {
+    EXPECT_EQ(f.pushes(), pushes);
+  }
 }
 
 }  // namespace
