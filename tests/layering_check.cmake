@@ -1,6 +1,7 @@
-# The runtime (src/runtime/) is the one layer that calls the CUDA driver: no
-# other file of cuarrow includes its table (driver_table.hpp), names
-# driver_table, or calls detail::driver() / driver_if_loaded(); the layers
+# The runtime (src/runtime/) is the one layer that calls the CUDA driver (and
+# libcufile): no other file of cuarrow includes their tables
+# (driver_table.hpp, cufile_table.hpp), names them, or calls
+# detail::driver() / driver_if_loaded(); the layers
 # above call the runtime (src/runtime/runtime.hpp).  The emulation
 # (emulation/) implements the driver and is not scanned.  Run by ctest
 # (layering.*):
@@ -34,7 +35,7 @@ foreach(f IN LISTS files)
   set(n 0)
   foreach(line IN LISTS lines)
     math(EXPR n "${n} + 1")
-    if(line MATCHES "driver_table" OR line MATCHES "(^|[^A-Za-z0-9_])driver(_if_loaded)?[ \t]*\\([ \t]*\\)")
+    if(line MATCHES "driver_table" OR line MATCHES "cufile_table" OR line MATCHES "(^|[^A-Za-z0-9_])driver(_if_loaded)?[ \t]*\\([ \t]*\\)")
       string(STRIP "${line}" shown)
       string(APPEND violations "\n  ${f}:${n}: ${shown}")
     endif()
@@ -45,7 +46,7 @@ if(count EQUAL 0)
   message(FATAL_ERROR "layering_check: no source file found under ${SOURCE_DIR}")
 endif()
 if(violations)
-  message(FATAL_ERROR "layering_check: only the runtime (src/runtime/) may use the driver table; call the runtime "
+  message(FATAL_ERROR "layering_check: only the runtime (src/runtime/) may use the driver and cuFile tables; call the runtime "
                       "(src/runtime/runtime.hpp) instead:${violations}")
 endif()
 message(STATUS "layering_check: ${count} files outside src/runtime/ leave the driver table alone")

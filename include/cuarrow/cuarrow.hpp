@@ -6,6 +6,7 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/driver.hpp"
 #include "cuarrow/error.hpp"
+#include "cuarrow/gds.hpp"
 #include "cuarrow/ipc.hpp"
 #include "cuarrow/memory_resource.hpp"
 #include "cuarrow/stream.hpp"

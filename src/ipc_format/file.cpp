@@ -4,7 +4,9 @@
 // Metadata is read with pread on the calling thread and parsed by the
 // in-memory readers' code (message_io.hpp); bodies go through the staging
 // pipeline (staging.hpp) with file or decompressing sources
-// (copy_sources.hpp), one device allocation per message body.
+// (copy_sources.hpp), or, uncompressed and when the reader chose GPUDirect
+// Storage, through cuFile (gds_copy.hpp), one device allocation per message
+// body.
 #include "cuarrow/ipc/file.hpp"
 
 #include <fcntl.h>
@@ -23,9 +25,12 @@
 
 #include "copy_sources.hpp"
 #include "cuarrow/error.hpp"
+#include "cuarrow/gds.hpp"
 #include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "gds_copy.hpp"
 #include "message_io.hpp"
+#include "runtime/runtime.hpp"
 #include "staging.hpp"
 
 namespace cuarrow::ipc {
@@ -47,6 +52,15 @@ constexpr std::int64_t kStreamJobBytes = std::int64_t{256} << 20;
 constexpr std::int64_t kJoinGap = 64;
 
 }  // namespace
+
+const char* to_string(read_path_preference p) noexcept {
+  switch (p) {
+    case read_path_preference::automatic: return "automatic";
+    case read_path_preference::staging: return "staging";
+    case read_path_preference::gds: return "gds";
+  }
+  return "unknown";
+}
 
 const char* to_string(read_path p) noexcept {
   switch (p) {
@@ -172,6 +186,7 @@ struct file_source {
       throw invalid_argument("file_read_options: max_decompressed_buffer_bytes must be >= 0");
     }
     options.read.decompress = nullptr;  // decompressed in the pipeline, never by the body reader
+    choose_path();
   }
 
   open_file file;
@@ -179,6 +194,16 @@ struct file_source {
   file_read_options options;
   std::atomic<std::int64_t> bytes_read{0};
   std::atomic<read_path> last_path{read_path::none};
+  // GPUDirect Storage: the file registered with cuFile when this reader
+  // uses it, how it runs; why the staging pipeline runs otherwise.  After a
+  // cuFile failure `gds_failed` is set and `fallback` says what failed.
+  std::unique_ptr<cuarrow::detail::gds_file> gds;
+  std::string gds_reason;
+  std::string staging_reason;
+  std::atomic<bool> gds_failed{false};
+  mutable std::mutex reason_mutex;  // guards the two below
+  std::string fallback;
+  std::string reason;  // last_read_path_reason()
   // Set by project(): the full schema, the one returned, the dictionary ids
   // the chosen columns need.
   schema_message full_schema;
@@ -186,6 +211,93 @@ struct file_source {
   std::set<std::int64_t> needed_dictionaries;
 
   stream_view stream_for(stream_view s) const { return s.is_default() ? options.read.stream : s; }
+
+  void set_reason(std::string r) {
+    std::lock_guard lock(reason_mutex);
+    reason = std::move(r);
+  }
+  std::string last_reason() const {
+    std::lock_guard lock(reason_mutex);
+    return reason;
+  }
+
+  // The path options.path and gds_status() choose, the file registered
+  // with cuFile when it is GPUDirect Storage.
+  void choose_path() {
+    if (options.path == read_path_preference::staging) {
+      staging_reason = "file_read_options asked for the staging path";
+      reason = staging_reason;
+      return;
+    }
+    const bool insist = options.path == read_path_preference::gds;
+    const gds_info g = gds_status();
+    if (!g.available) {
+      if (insist) {
+        throw driver_error("file_read_options asked for the gds read path, but GPUDirect Storage is not available: " +
+                           g.reason);
+      }
+      staging_reason = g.reason;
+      reason = staging_reason;
+      return;
+    }
+    std::string why;
+    gds = cuarrow::detail::gds_file::open(file.path(), why);
+    if (!gds) {
+      if (insist) throw driver_error("file_read_options asked for the gds read path: " + why);
+      staging_reason = why + "; the staging pipeline reads it";
+      reason = staging_reason;
+      return;
+    }
+    gds_reason = std::string("cuFile (") + g.library + ") " +
+                 (g.compat_mode ? "in compatibility mode (POSIX reads through cuFile's own bounce buffers)"
+                                : "reading directly into device memory") +
+                 (gds->direct() ? "" : "; the file is not opened with O_DIRECT (its file system refuses it)");
+    reason = gds_reason;
+  }
+
+  // Reads the body's runs (`targets`: where each lands, its size, its
+  // file offset) with cuFile into `body`.  Returns false, the reason
+  // recorded and this reader switched to the staging pipeline for good,
+  // when cuFile fails.  Driver failures around it (the gaps' fill, the
+  // stream's synchronization) throw as on the staging path.
+  bool read_with_gds(const buffer& body, std::span<const cuarrow::detail::gds_piece> targets, stream_view sv) {
+    const auto base = static_cast<CUdeviceptr>(body.address());
+    {
+      scoped_context guard(ctx.handle());
+      // The padding between runs is zeros, as the staging path writes it.
+      for (std::size_t k = 1; k < targets.size(); ++k) {
+        const std::size_t end = targets[k - 1].device_offset + targets[k - 1].size;
+        if (targets[k].device_offset > end) {
+          cuarrow::detail::memset_async(base + end, 0, targets[k].device_offset - end, sv.handle());
+        }
+      }
+      // cuFileRead is ordered with no stream: the allocation (stream
+      // ordered) and the fills must be done first.
+      cuarrow::detail::synchronize_in(&ctx, sv);
+    }
+    try {
+      cuarrow::detail::gds_read_to_device(*gds, ctx.handle(), base, targets, options.io_threads, &bytes_read);
+      return true;
+    } catch (const std::exception& e) {
+      gds_failed.store(true);
+      std::lock_guard lock(reason_mutex);
+      fallback = std::string(e.what()) + "; this reader uses the staging pipeline from now on";
+      return false;
+    }
+  }
+
+  // Why a body is read through the staging pipeline.
+  std::string why_staging(bool compressed, bool empty) const {
+    if (gds && empty) return "the body is empty: nothing was read";
+    if (gds && gds_failed.load()) {
+      std::lock_guard lock(reason_mutex);
+      return fallback;
+    }
+    if (gds && compressed) {
+      return "the body is compressed: it is decompressed on the host, so it travels through the staging pipeline";
+    }
+    return staging_reason;
+  }
 
   // `size` bytes at `offset` on the calling thread.
   std::vector<std::byte> read(std::int64_t offset, std::int64_t size) {
@@ -398,8 +510,28 @@ struct file_source {
     std::vector<buffer> bodies;
     bodies.reserve(requests.size());
     std::vector<staged_piece> pieces;
-    for (const planned& pl : plans) {
+    bool any_gds = false, any_staged = false, any_compressed = false, all_empty = true;
+    for (std::size_t q = 0; q < plans.size(); ++q) {
+      const planned& pl = plans[q];
       const buffer& body = bodies.emplace_back(allocate_device(ctx, pl.length, sv));
+      const bool compressed = requests[q].header->compression.has_value();
+      any_compressed = any_compressed || compressed;
+      all_empty = all_empty && pl.targets.empty();
+      // GPUDirect Storage, when chosen, reads an uncompressed body straight
+      // into its allocation; anything it does not read (compressed bodies,
+      // a failed cuFile read) goes through the one staging job below.
+      if (!compressed && gds && !gds_failed.load() && !pl.targets.empty()) {
+        std::vector<cuarrow::detail::gds_piece> parts;
+        parts.reserve(pl.targets.size());
+        for (const target& t : pl.targets) {
+          parts.push_back({static_cast<std::size_t>(t.at), static_cast<std::size_t>(t.size), t.source->file_offset});
+        }
+        if (read_with_gds(body, parts, sv)) {
+          any_gds = true;
+          continue;
+        }
+      }
+      any_staged = any_staged || !pl.targets.empty();
       bool first = true;  // never merged with the previous body's piece: another allocation
       for (const target& t : pl.targets) {
         staged_piece p;
@@ -415,7 +547,13 @@ struct file_source {
       scoped_context guard(ctx.handle());
       cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads());
     }
-    last_path.store(read_path::staging);
+    if (any_gds && !any_staged) {
+      last_path.store(read_path::gds);
+      set_reason(gds_reason);
+    } else {
+      last_path.store(read_path::staging);
+      set_reason(why_staging(any_compressed, all_empty));
+    }
     for (std::size_t q = 0; q < requests.size(); ++q) {
       requests[q].header->buffers = std::move(plans[q].out);
       requests[q].header->compression.reset();
@@ -494,6 +632,7 @@ int device_file_reader::num_record_batches() const noexcept {
 const dictionary_memo& device_file_reader::dictionaries() const noexcept { return state_->memo; }
 std::int64_t device_file_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }
 read_path device_file_reader::last_read_path() const noexcept { return state_->last_path.load(); }
+std::string device_file_reader::last_read_path_reason() const { return state_->last_reason(); }
 const std::string& device_file_reader::path() const noexcept { return state_->file.path(); }
 
 arrow::record_batch device_file_reader::read_batch(int i, stream_view s) const {
@@ -590,6 +729,7 @@ const dictionary_memo& device_stream_reader::dictionaries() const noexcept { ret
 std::int64_t device_stream_reader::position() const noexcept { return state_->position; }
 std::int64_t device_stream_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }
 read_path device_stream_reader::last_read_path() const noexcept { return state_->last_path.load(); }
+std::string device_stream_reader::last_read_path_reason() const { return state_->last_reason(); }
 const std::string& device_stream_reader::path() const noexcept { return state_->file.path(); }
 
 std::optional<arrow::record_batch> device_stream_reader::read_next(stream_view s) {

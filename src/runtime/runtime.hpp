@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "context_state.hpp"   // contexts' state, stream registry, order_after
@@ -166,5 +168,42 @@ CUresult pool_import_pointer(CUdeviceptr* out, CUmemoryPool pool, const CUmemPoo
 CUresult pool_free_imported(CUdeviceptr p) noexcept;
 /// Destroy a created or imported pool (released once nothing of it is live).
 CUresult pool_destroy(CUmemoryPool pool) noexcept;
+
+// ---- GPUDirect Storage (cufile.cpp; cuarrow::gds_status() says whether) ---------------
+
+/// A file registered with cuFile: read straight into device memory.
+class gds_file {
+ public:
+  /// Opens `path` again for cuFile (with O_DIRECT where its file system
+  /// allows) and registers it.  Returns null, saying why in `why`, when
+  /// cuFile is not usable (gds_status()) or refuses the file.  Never
+  /// throws for a cuFile failure (std::bad_alloc only).
+  static std::unique_ptr<gds_file> open(const std::string& path, std::string& why);
+  /// Deregisters the handle and closes the file.
+  ~gds_file();
+  gds_file(const gds_file&) = delete;
+  gds_file& operator=(const gds_file&) = delete;
+
+  /// Reads exactly `size` bytes at `file_offset` into the device memory
+  /// at `base` + `base_offset` (cuFileRead: synchronous, ordered with no
+  /// stream; the memory must be allocated and idle).  Needs the memory's
+  /// context current.  Throws cuarrow::error naming the path, the offset
+  /// and cuFile's answer (a file that ends early is an error too).  Thread
+  /// safe: parts of one file may be read concurrently.
+  void read(CUdeviceptr base, std::size_t base_offset, std::size_t size, std::int64_t file_offset) const;
+
+  /// Whether the file was opened with O_DIRECT.
+  bool direct() const noexcept { return direct_; }
+  /// Whether cuFile runs in its compatibility mode (gds_info::compat_mode).
+  bool compat_mode() const noexcept { return compat_mode_; }
+
+ private:
+  gds_file() = default;
+  std::string path_;
+  int fd_ = -1;
+  void* handle_ = nullptr;
+  bool direct_ = false;
+  bool compat_mode_ = false;
+};
 
 }  // namespace cuarrow::detail

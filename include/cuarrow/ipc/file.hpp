@@ -28,8 +28,16 @@
 // reason), cuda_error (the copy), out_of_range (a batch index); the device
 // memory of a failed read is released and the reader stays usable.
 //
-// GPUDirect Storage (cuFile) is not used yet: last_read_path() says which
-// path ran, and is read_path::staging in this build.
+// GPUDirect Storage (cuFile, include/cuarrow/gds.hpp): when cuFile is
+// available (gds_status().available, or file_read_options::path asks for
+// it and it is usable), an uncompressed body is read with cuFileRead
+// straight into its device allocation instead (a few threads, large parts).
+// Compressed bodies always go through the pipeline (they are decompressed
+// on the host).  Any cuFile failure, when the file is registered or at a
+// read, makes that reader use the staging pipeline from then on (the read
+// that failed is redone through it): GPUDirect Storage never fails a read.
+// last_read_path() says which path moved the last body's bytes and
+// last_read_path_reason() why.
 #pragma once
 
 #include <atomic>
@@ -49,6 +57,24 @@
 #include "cuarrow/stream.hpp"
 
 namespace cuarrow::ipc {
+
+/// Which path a reader is to take (file_read_options::path).
+enum class read_path_preference {
+  /// cuFile when gds_status().available (usable and, unless CUARROW_GDS=on,
+  /// not in compatibility mode) and it takes the file, else the staging
+  /// pipeline.
+  automatic,
+  /// Always the staging pipeline; libcufile is not even loaded.
+  staging,
+  /// cuFile: the reader's constructor throws driver_error, saying why, when
+  /// gds_status().available is false (CUARROW_GDS=off, no libcufile, its
+  /// driver does not open, compatibility mode without CUARROW_GDS=on) or
+  /// cuFile refuses the file.  A failure at a later read still falls back
+  /// to the staging pipeline.
+  gds,
+};
+
+CUARROW_EXPORT const char* to_string(read_path_preference p) noexcept;
 
 struct file_read_options {
   /// Validation and limits, as for the in-memory readers.  read.stream is
@@ -70,13 +96,15 @@ struct file_read_options {
   /// A compressed buffer that says it decompresses to more than this is
   /// refused (invalid_message) before anything is allocated.
   std::int64_t max_decompressed_buffer_bytes = std::int64_t{1} << 36;
+  /// Which path reads uncompressed bodies (see read_path_preference).
+  read_path_preference path = read_path_preference::automatic;
 };
 
 /// How a read moved the file's bytes to the device.
 enum class read_path {
   none,     ///< nothing read yet
   staging,  ///< pread into pinned staging slots, then DMA
-  gds,      ///< GPUDirect Storage (cuFile): not built yet
+  gds,      ///< GPUDirect Storage: cuFileRead into device memory
 };
 
 CUARROW_EXPORT const char* to_string(read_path p) noexcept;
@@ -87,7 +115,8 @@ class CUARROW_EXPORT device_file_reader {
   /// Opens `path`, reads the magic, the footer and the dictionaries (those
   /// the projected columns need) into `ctx`'s memory.  Throws io_error
   /// when the file cannot be opened or is not a regular file;
-  /// invalid_message for a malformed file; invalid_argument for bad options.
+  /// invalid_message for a malformed file; invalid_argument for bad options;
+  /// driver_error when options.path is gds and cuFile cannot read the file.
   device_file_reader(std::string path, context ctx, file_read_options options = {});
   ~device_file_reader();
   device_file_reader(const device_file_reader&) = delete;
@@ -121,6 +150,11 @@ class CUARROW_EXPORT device_file_reader {
   std::int64_t bytes_read() const noexcept;
   /// The path the last body read took (none before the first).
   read_path last_read_path() const noexcept;
+  /// Why: how cuFile runs, or why the staging pipeline ran (the options
+  /// asked for it, gds_status()'s reason, a compressed body, the cuFile
+  /// failure that made this reader fall back).  Before the first read, the
+  /// path the reader means to take and why.
+  std::string last_read_path_reason() const;
   const std::string& path() const noexcept;
 
  private:
@@ -158,6 +192,7 @@ class CUARROW_EXPORT device_stream_reader {
 
   std::int64_t bytes_read() const noexcept;
   read_path last_read_path() const noexcept;
+  std::string last_read_path_reason() const;
   const std::string& path() const noexcept;
 
  private:
