@@ -611,8 +611,16 @@ TEST(IpcFileWriterErrors, AFailureInAManyBatchJobRemovesThePartialFile) {
   o.staging_chunk_bytes = 64 << 10;
   o.staging_threads = 4;
   cuarrow::set_transfer_options(o);
+  // Values that do not compress: compressed bodies are as large, and are
+  // written by the pipeline's workers in parallel too.
   std::vector<std::optional<std::int64_t>> v(40000);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& e : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    e = static_cast<std::int64_t>(x);
+  }
   record_batch b;
   b.schema.fields = {field("v", int64())};
   b.num_rows = static_cast<std::int64_t>(v.size());
@@ -621,34 +629,41 @@ TEST(IpcFileWriterErrors, AFailureInAManyBatchJobRemovesThePartialFile) {
     b.columns = {to_device(primitive<std::int64_t>(int64(), v), ctx)};
     batches.push_back(b);
   }
-  const fs::path out = dir / "limited.arrow";
-  {
-    struct rlimit saved {};
-    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-    auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limited = saved;
-    limited.rlim_cur = 1 << 20;  // 1 MiB of 2.6 MB
-    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
-    int code = 0;
-    ipc::file_writer w(out.string(), b.schema);
-    try {
-      w.write(batches);
-    } catch (const cuarrow::io_error& e) {
-      code = e.error_code();
+  std::vector<std::optional<ipc::compression_codec>> codecs = {std::nullopt};
+  for (ipc::compression_codec c : ipc::available_codecs()) codecs.push_back(c);
+  for (const std::optional<ipc::compression_codec>& c : codecs) {
+    SCOPED_TRACE(c ? ipc::to_string(*c) : "uncompressed");
+    ipc::write_options wo;
+    wo.compression = c;
+    const fs::path out = dir / "limited.arrow";
+    {
+      struct rlimit saved {};
+      ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+      auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+      struct rlimit limited = saved;
+      limited.rlim_cur = 1 << 20;  // 1 MiB of 2.6 MB
+      ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+      int code = 0;
+      ipc::file_writer w(out.string(), b.schema, fmt::file, {}, {}, wo);
+      try {
+        w.write(batches);
+      } catch (const cuarrow::io_error& e) {
+        code = e.error_code();
+      }
+      ::setrlimit(RLIMIT_FSIZE, &saved);
+      std::signal(SIGXFSZ, old_handler);
+      EXPECT_EQ(code, EFBIG);
+      EXPECT_FALSE(fs::exists(out)) << "the partial file is removed";
+      EXPECT_THROW(w.write(batches), cuarrow::invalid_argument);
     }
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    std::signal(SIGXFSZ, old_handler);
-    EXPECT_EQ(code, EFBIG);
-    EXPECT_FALSE(fs::exists(out)) << "the partial file is removed";
-    EXPECT_THROW(w.write(batches), cuarrow::invalid_argument);
+    ipc::file_writer w(out.string(), b.schema, fmt::file, {}, {}, wo);
+    w.write(batches);
+    w.close();
+    const std::vector<record_batch> back = ipc::file_reader(on_host(read_file(out)), decompressing()).read_all();
+    ASSERT_EQ(back.size(), batches.size());
+    EXPECT_TRUE(same_values(to_host(batches[7].columns[0]), back[7].columns[0]));
   }
-  ipc::file_writer w(out.string(), b.schema);
-  w.write(batches);
-  w.close();
   cuarrow::set_transfer_options(saved_options);
-  const std::vector<record_batch> back = ipc::file_reader(on_host(read_file(out))).read_all();
-  ASSERT_EQ(back.size(), batches.size());
-  EXPECT_TRUE(same_values(to_host(batches[7].columns[0]), back[7].columns[0]));
 }
 
 // A many-batch call with a batch of another schema, or a metadata count
