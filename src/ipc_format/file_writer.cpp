@@ -111,17 +111,7 @@ void file_writer::write(std::span<const arrow::record_batch> batches,
   st.check_open();
   // Checked before anything is written: a mistake here leaves the writer
   // usable.
-  if (!custom_metadata.empty() && custom_metadata.size() != batches.size()) {
-    throw invalid_argument("file_writer: " + std::to_string(custom_metadata.size()) + " custom metadata for " +
-                           std::to_string(batches.size()) + " batches (give one per batch, or none)");
-  }
-  for (std::size_t i = 0; i < batches.size(); ++i) {
-    if (!(batches[i].schema == st.writer->schema())) {
-      throw invalid_argument(
-          batches.size() == 1 ? std::string("file_writer: the batch's schema differs from the writer's")
-                              : "file_writer: the schema of batch " + std::to_string(i) + " differs from the writer's");
-    }
-  }
+  st.writer->check(batches, custom_metadata, "file_writer");
   try {
     st.writer->write(batches, custom_metadata, "file_writer");
   } catch (...) {

@@ -404,18 +404,25 @@ void message_writer::write(const arrow::record_batch& batch, const arrow::key_va
         std::span<const arrow::key_value_metadata>(&custom_metadata, 1), who);
 }
 
-void message_writer::write(std::span<const arrow::record_batch> batches,
-                           std::span<const arrow::key_value_metadata> custom_metadata, const char* who) {
+void message_writer::check(std::span<const arrow::record_batch> batches,
+                           std::span<const arrow::key_value_metadata> custom_metadata, const char* who) const {
   if (!custom_metadata.empty() && custom_metadata.size() != batches.size()) {
     throw invalid_argument(std::string(who) + ": " + std::to_string(custom_metadata.size()) + " custom metadata for " +
                            std::to_string(batches.size()) + " batches (give one per batch, or none)");
   }
   for (std::size_t i = 0; i < batches.size(); ++i) {
     if (!(batches[i].schema == schema_)) {
-      throw invalid_argument(std::string(who) + ": the schema of batch " + std::to_string(i) +
-                             " differs from the writer's");
+      throw invalid_argument(
+          std::string(who) +
+          (batches.size() == 1 ? std::string(": the batch's schema") : ": the schema of batch " + std::to_string(i)) +
+          " differs from the writer's");
     }
   }
+}
+
+void message_writer::write(std::span<const arrow::record_batch> batches,
+                           std::span<const arrow::key_value_metadata> custom_metadata, const char* who) {
+  check(batches, custom_metadata, who);
   std::size_t first = 0;
   while (first < batches.size()) {
     // Uncompressed, a layout is known before its bytes move: every batch

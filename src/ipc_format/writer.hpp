@@ -66,6 +66,11 @@ class message_writer {
   /// (compress_bodies), which bounds the host memory the framed buffers take.
   void write(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
              const char* who);
+  /// What write() checks before it writes anything: every schema equals
+  /// the writer's, and `custom_metadata` is empty or one per batch
+  /// (invalid_argument).
+  void check(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
+             const char* who) const;
   static constexpr std::int64_t compressed_group_bytes = std::int64_t{1} << 30;
   /// The end-of-stream marker and, for a file, the footer.
   void finish();
