@@ -569,10 +569,15 @@ void write_to_file(const output_file& file, std::span<const file_piece> pieces, 
   // write it (a copy into pinned memory).
   if (!host.empty()) {
     synchronize_in(host.front().ctx != nullptr ? host.front().ctx : (contexts.empty() ? nullptr : contexts.front()), s);
+    // Many or large host pieces (compressed bodies) are written by the
+    // pipeline's workers in parallel.
+    std::vector<host_file_piece> writes;
+    writes.reserve(host.size());
     for (const item& it : host) {
-      file.write_at(reinterpret_cast<const void*>(it.src.address), static_cast<std::size_t>(it.piece->size),
-                    static_cast<std::uint64_t>(it.piece->file_offset));
+      writes.push_back({reinterpret_cast<const unsigned char*>(it.src.address),
+                        static_cast<std::size_t>(it.piece->size), static_cast<std::uint64_t>(it.piece->file_offset)});
     }
+    write_host_to_file(file, writes);
   }
   CUstream h = s.handle();
   for (const context* ctx : contexts) {

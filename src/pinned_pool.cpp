@@ -79,11 +79,13 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
     pool_state& s = pool();
     std::lock_guard lock(s.mutex);
     auto& list = s.cached[cls];
+    // The limit holds for a cached block too: after the limit was lowered
+    // (to 0: no pinned results), blocks cached before are not handed out.
+    if (s.in_use + static_cast<std::int64_t>(cls) > limit) return std::nullopt;
     if (!list.empty()) {
       p = list.back();
       list.pop_back();
     } else {
-      if (s.in_use + static_cast<std::int64_t>(cls) > limit) return std::nullopt;
       scoped_context guard(ctx);
       detail::on_release_contexts(release_pool_at_exit);
       s.make_room(static_cast<std::int64_t>(cls), limit);

@@ -596,6 +596,38 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
   }
 }
 
+void write_host_to_file(const output_file& file, std::span<const host_file_piece> pieces) {
+  const transfer_options o = current_transfer_options();
+  const std::size_t chunk = static_cast<std::size_t>(o.staging_chunk_bytes);
+  std::vector<host_file_piece> parts;
+  std::size_t total = 0;
+  for (const host_file_piece& p : pieces) {
+    for (std::size_t done = 0; done < p.size; done += chunk) {
+      parts.push_back({p.src + done, std::min(chunk, p.size - done), p.file_offset + done});
+    }
+    total += p.size;
+  }
+  const int workers =
+      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.staging_threads)), parts.size()));
+  if (total < 2 * chunk || workers < 2) {
+    for (const host_file_piece& p : parts) file.write_at(p.src, p.size, p.file_offset);
+    return;
+  }
+  pipeline& pl = the_pipeline();
+  std::lock_guard lock(pl.mutex);
+  job j(parts.size());
+  std::function<void(int)> body = [&](int) {
+    try {
+      std::size_t i = 0;
+      while (j.take(i)) file.write_at(parts[i].src, parts[i].size, parts[i].file_offset);
+    } catch (...) {
+      j.fail(std::current_exception());
+    }
+  };
+  pl.pool.run(workers, body);
+  if (j.error) std::rethrow_exception(j.error);
+}
+
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
   const staged_piece piece{static_cast<const unsigned char*>(src), nullptr, dst, n, false};
   staged_host_to_device(ctx, std::span<const staged_piece>(&piece, 1), s);

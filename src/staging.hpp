@@ -77,6 +77,21 @@ void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, 
                            const output_file* file = nullptr);
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s);
 
+/// Host bytes into a file: `size` bytes at `src` land at `file_offset`.
+struct host_file_piece {
+  const unsigned char* src = nullptr;
+  std::size_t size = 0;
+  std::uint64_t file_offset = 0;
+};
+
+/// Writes every piece into `file` (pwrite at its offset), cut into
+/// staging_chunk_bytes parts written concurrently by up to staging_threads
+/// of the pipeline's workers (one job on its pool, taking its turn with the
+/// staged copies); below two chunks in all, by the calling thread.  For the
+/// compressed bodies of the IPC file writer, which are host memory.  Throws
+/// the first io_error; the other parts may or may not have been written.
+void write_host_to_file(const output_file& file, std::span<const host_file_piece> pieces);
+
 /// The chunk size a staged job of `total` bytes on `threads` threads uses:
 /// small enough that every thread gets several chunks (the pipeline fills
 /// and drains quickly), at most the configured staging_chunk_bytes, at least

@@ -690,6 +690,42 @@ TEST_F(FaultSweep, IpcFileWriter) {
     }
     std::filesystem::remove(path);
   });
+  // Several batches in one write call: one staging-pipeline job for every
+  // body (uncompressed), one batched copy and one compression for all
+  // (compressed).
+  sweep("IPC file_writer of many device batches in one job", [&b, &path] {
+    cuarrow::context c0 = cuarrow::context::get(0);
+    cuarrow::stream s(c0);
+    const ca::record_batch d = ca::to_device(b, c0, s);
+    const std::vector<ca::record_batch> batches = {d, b, d, d};
+    try {
+      {
+        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::file, s);
+        w.write(batches);
+        w.close();
+      }
+      std::ifstream in(path, std::ios::binary);
+      const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      cuarrow::buffer h = cuarrow::allocate_host(static_cast<std::int64_t>(bytes.size()));
+      std::memcpy(h.mutable_host_data(), bytes.data(), bytes.size());
+      const std::vector<ca::record_batch> back = cuarrow::ipc::file_reader(h).read_all();
+      SWEEP_EXPECT(back.size() == 4 && ca::equals(b, back[0]) && ca::equals(b, back[1]) && ca::equals(b, back[3]));
+      const std::vector<cuarrow::ipc::compression_codec> codecs = cuarrow::ipc::available_codecs();
+      if (!codecs.empty()) {
+        cuarrow::ipc::write_options o;
+        o.compression = codecs.front();
+        cuarrow::ipc::file_writer w(path, d.schema, cuarrow::ipc::file_writer::format::stream, s, {}, o);
+        w.write(batches);
+        w.close();
+        SWEEP_EXPECT(w.bytes_written() > 0 &&
+                     std::filesystem::file_size(path) == static_cast<std::uintmax_t>(w.bytes_written()));
+      }
+    } catch (const cuarrow::error&) {
+      SWEEP_EXPECT(!std::filesystem::exists(path));  // a failed writer leaves no partial file
+      throw;
+    }
+    std::filesystem::remove(path);
+  });
 }
 
 TEST_F(FaultSweep, CDeviceInterface) {

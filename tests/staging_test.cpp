@@ -168,6 +168,24 @@ TEST(PinnedPool, FullPoolFallsBackToOrdinaryMemory) {
   cuarrow::set_transfer_options(saved);
 }
 
+// A limit lowered below what the pool caches: the cached blocks are not
+// handed out either (a limit of 0 means no pinned results).
+TEST(PinnedPool, ALoweredLimitHoldsForCachedBlocks) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  {
+    std::optional<cuarrow::buffer> b = cuarrow::try_allocate_pinned_pooled(ctx, 1 << 16);
+    ASSERT_TRUE(b.has_value());
+  }
+  cuarrow::transfer_options o = saved;
+  o.pinned_pool_limit_bytes = 0;
+  cuarrow::set_transfer_options(o);
+  EXPECT_FALSE(cuarrow::try_allocate_pinned_pooled(ctx, 1 << 16).has_value()) << "the cached block is not reused";
+  cuarrow::set_transfer_options(saved);
+  EXPECT_TRUE(cuarrow::try_allocate_pinned_pooled(ctx, 1 << 16).has_value());
+  cuarrow::trim_pinned_pool();
+}
+
 TEST(TransferStats, CountBytesTimeAndStagedBytesPerContext) {
   cuarrow::context ctx = cuarrow::context::get(0);
   const cuarrow::transfer_options saved = cuarrow::get_transfer_options();

@@ -683,6 +683,11 @@ class IpcPathWriter:
         Write a batch given as ("arrow_schema", "arrow_device_array") capsules.
         """
 
+    def write_batches(self, batches: list, custom_metadata: object | None = None) -> None:
+        """
+        Write batches given as a list of ("arrow_schema", "arrow_device_array") capsule pairs in one call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a list of one [(key, value)] per batch.
+        """
+
     def close(self) -> None:
         """Write the end (a file's footer) and close the file."""
 

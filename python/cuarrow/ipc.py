@@ -673,12 +673,34 @@ class _Writer:
             raise TypeError(
                 f"write_table: expected a pyarrow.Table or cuarrow.cuda.DeviceTable, got {_type_name(table)}"
             )
+        batches = []
         for b in table.to_batches():
             if max_chunksize is None or max_chunksize <= 0:
-                self.write_batch(b)
+                batches.append(b)
             else:
-                for start in range(0, max(len(b), 1), max_chunksize):
-                    self.write_batch(b.slice(start, max_chunksize))
+                batches.extend(b.slice(start, max_chunksize) for start in range(0, max(len(b), 1), max_chunksize))
+        self._write_batches(batches)
+
+    def _write_batches(self, batches: list[Any]) -> None:
+        """Every batch, in order: to a path in ONE call (the C++ writer lays
+        all the messages out first and moves every body in one staging job,
+        its workers writing the file in parallel); into device memory one by
+        one."""
+        if self._path is None:
+            for b in batches:
+                self.write_batch(b)
+            return
+        self._check_open()
+        pairs = []
+        for b in batches:
+            device = _device_batch(b, self._ctx, "write_table")
+            if not device.schema.equals(self._schema, check_metadata=False):
+                raise pa.ArrowInvalid(
+                    f"Tried to write record batch with different schema:\n{device.schema}\nvs\n{self._schema}"
+                )
+            # A requested-schema capsule is consumed by each export: one per batch.
+            pairs.append(device.__arrow_c_device_array__(self._schema.__arrow_c_schema__()))
+        self._writer.write_batches(pairs)
 
     def write(self, table_or_batch: Any) -> None:
         """write_batch for batches, write_table for tables."""
@@ -752,6 +774,11 @@ def new_file(sink: Any, schema: Any, *, options: Any = None, metadata: Any = Non
     return RecordBatchFileWriter(sink, schema, options=options, metadata=metadata)
 
 
+# write_feather with progress: the batches go in groups of about this many
+# bytes, one writer call each (a report after each).
+_PROGRESS_GROUP_BYTES = 1 << 30
+
+
 def write_feather(
     table: Any,
     dest: Any,
@@ -791,8 +818,26 @@ def write_feather(
             batches.extend(b.slice(start, chunksize) for start in range(0, len(b), chunksize))
     report = _progress(progress, len(batches), os.fspath(dest))
     writer = RecordBatchFileWriter(dest, table.schema, options=options, compression_level=compression_level)
-    for i, b in enumerate(batches):
-        writer.write_batch(b)
-        report(i + 1, writer.bytes_written or 0)
+    if progress is None or progress is False:
+        # Every batch in one call: one staging job for all the bodies.
+        writer._write_batches(batches)
+    else:
+        # Progress is reported per group of batches (about 1 GiB each), each
+        # group written in one call.
+        group: list[Any] = []
+        group_bytes = 0
+        done = 0
+        for b in batches:
+            group.append(b)
+            group_bytes += b.nbytes
+            if group_bytes >= _PROGRESS_GROUP_BYTES:
+                writer._write_batches(group)
+                done += len(group)
+                report(done, writer.bytes_written or 0)
+                group, group_bytes = [], 0
+        if group:
+            writer._write_batches(group)
+            done += len(group)
+            report(done, writer.bytes_written or 0)
     writer.close()
     report(None, writer.bytes_written or 0)

@@ -525,6 +525,29 @@ void bind_ipc_format(nb::module_& m) {
           nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
           "Write a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
       .def(
+          "write_batches",
+          [](PathWriter& self, nb::list batches, nb::handle custom_metadata) {
+            std::vector<ca::record_batch> bs;
+            bs.reserve(batches.size());
+            for (nb::handle item : batches) {
+              auto pair = nb::cast<nb::tuple>(item);
+              if (pair.size() != 2)
+                throw nb::value_error("write_batches: each batch is a (schema, array) capsule pair");
+              bs.push_back(batch_of(pair[0], pair[1], {}));
+            }
+            std::vector<ca::key_value_metadata> mds;
+            if (!custom_metadata.is_none()) {
+              for (nb::handle m : custom_metadata) mds.push_back(metadata_of(m));
+            }
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.w->write(bs, mds);
+          },
+          nb::arg("batches"), nb::arg("custom_metadata") = nb::none(),
+          "Write batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one call "
+          "(file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a "
+          "list of one [(key, value)] per batch.")
+      .def(
           "close",
           [](PathWriter& self) {
             nb::gil_scoped_release r;

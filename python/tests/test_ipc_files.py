@@ -272,9 +272,40 @@ def test_a_failed_write_leaves_no_file_and_bad_paths_are_oserrors(ctx, tmp_path)
         w.getvalue()
 
 
-def test_write_progress(ctx, tmp_path):
+def test_write_progress(ctx, tmp_path, monkeypatch):
+    # A report per group of batches (about 1 GiB each, one writer call
+    # each): this small table is one group.
     calls = []
     ipc.write_feather(
         cuda.to_device(_wide(), ctx), tmp_path / "w.arrow", progress=lambda *a: calls.append(a), compression="lz4"
     )
+    assert [c[:2] for c in calls] == [(4, 4)]
+    # Groups of one batch: a report per batch.
+    monkeypatch.setattr(ipc, "_PROGRESS_GROUP_BYTES", 1)
+    calls.clear()
+    ipc.write_feather(
+        cuda.to_device(_wide(), ctx), tmp_path / "w.arrow", progress=lambda *a: calls.append(a), compression="lz4"
+    )
     assert [c[:2] for c in calls] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert feather.read_table(tmp_path / "w.arrow").equals(_wide())
+
+
+@pytest.mark.parametrize("compression", ["uncompressed", "lz4", "zstd"])
+def test_write_feather_of_many_batches_in_one_call(ctx, tmp_path, compression):
+    # 60 batches written by one writer call (one staging job for all the
+    # bodies): what pyarrow reads back is the table; uncompressed, the bytes
+    # are pyarrow's.
+    table = _wide(rows=60 * 200, columns=7, chunks=60)
+    path = tmp_path / "many.feather"
+    ipc.write_feather(cuda.to_device(table, ctx), path, compression=compression)
+    with pa.ipc.open_file(path) as r:
+        assert r.num_record_batches == 60
+        assert r.read_all().equals(table)
+    if compression == "uncompressed":
+        assert path.read_bytes() == _write_file(tmp_path / "pa.arrow", table).read_bytes()
+    # The writers' write_table takes the same path, streams too.
+    with ipc.new_stream(tmp_path / "many.arrows", table.schema) as w:
+        w.write_table(cuda.to_device(table, ctx), max_chunksize=150)
+    got = pa.ipc.open_stream(tmp_path / "many.arrows").read_all()
+    assert got.equals(table)
+    assert max(len(b) for b in got.to_batches()) <= 150

@@ -968,90 +968,121 @@ buffer write_body(const arrow::record_batch& batch, const context& ctx, stream_v
 
 namespace cuarrow::ipc {
 
-body_layout compress_body(const body_layout& layout, compression_codec codec, const compress_options& options,
-                          int threads, stream_view s) {
+std::vector<body_layout> compress_bodies(std::span<const body_layout> layouts, compression_codec codec,
+                                         const compress_options& options, int threads, stream_view s) {
   (void)max_framed_size(codec, 0);  // the codec is checked before anything is copied
   // The bytes to compress: host memory where it is; device (and managed)
-  // memory copied into one host block, pinned where the pool has room.
+  // memory of every layout copied into one host block, pinned where the
+  // pool has room.
   std::int64_t to_copy = 0;
   const context* ctx = nullptr;
-  for (const body_piece& p : layout.pieces) {
-    if (p.source.type() == device_type::cpu || p.source.type() == device_type::cuda_host) continue;
-    to_copy += p.size;
-    if (ctx == nullptr && p.source.get_context()) ctx = &*p.source.get_context();
+  for (const body_layout& layout : layouts) {
+    for (const body_piece& p : layout.pieces) {
+      if (p.source.type() == device_type::cpu || p.source.type() == device_type::cuda_host) continue;
+      to_copy += p.size;
+      if (ctx == nullptr && p.source.get_context()) ctx = &*p.source.get_context();
+    }
   }
   buffer block;
   if (to_copy > 0) {
     std::optional<buffer> pinned = ctx != nullptr ? try_allocate_pinned_pooled(*ctx, to_copy) : std::nullopt;
     block = pinned ? *pinned : allocate_host(to_copy);
   }
+  // Every piece of every layout is one job of one compress_all call, so
+  // the host threads share the buffers of all the bodies (a body of a few
+  // large buffers alone would keep only a few threads busy).
   std::vector<copy_piece> copies;
   std::vector<compress_job> jobs;
-  jobs.reserve(layout.pieces.size());
   std::vector<std::int64_t> out_at;
   std::int64_t copied = 0, most = 0;
-  for (const body_piece& p : layout.pieces) {
-    out_at.push_back(most);
-    most += max_framed_size(codec, p.size);
-    compress_job j;
-    if (p.source.type() == device_type::cpu || p.source.type() == device_type::cuda_host) {
-      j.in = std::span<const std::byte>(p.source.host_data() + p.source_offset, static_cast<std::size_t>(p.size));
-    } else {
-      copies.push_back({block, copied, p.source, p.source_offset, p.size});
-      j.in = std::span<const std::byte>(block.host_data() + copied, static_cast<std::size_t>(p.size));
-      copied += p.size;
+  for (const body_layout& layout : layouts) {
+    for (const body_piece& p : layout.pieces) {
+      out_at.push_back(most);
+      most += max_framed_size(codec, p.size);
+      compress_job j;
+      if (p.source.type() == device_type::cpu || p.source.type() == device_type::cuda_host) {
+        j.in = std::span<const std::byte>(p.source.host_data() + p.source_offset, static_cast<std::size_t>(p.size));
+      } else {
+        copies.push_back({block, copied, p.source, p.source_offset, p.size});
+        j.in = std::span<const std::byte>(block.host_data() + copied, static_cast<std::size_t>(p.size));
+        copied += p.size;
+      }
+      jobs.push_back(j);
     }
-    jobs.push_back(j);
   }
   // One batched copy, synchronized: host memory is also read only after the
   // work queued on `s` (a copy into pinned memory) is done.
   if (!copies.empty()) {
     copy_batch(copies, s);
   } else {
-    for (const body_piece& p : layout.pieces) {
-      if (p.source.get_context()) {
-        s.synchronize(*p.source.get_context());
-        break;
+    bool synchronized = false;
+    for (const body_layout& layout : layouts) {
+      for (const body_piece& p : layout.pieces) {
+        if (p.source.get_context()) {
+          s.synchronize(*p.source.get_context());
+          synchronized = true;
+          break;
+        }
       }
+      if (synchronized) break;
     }
   }
   const buffer framed = allocate_host(most);
-  for (std::size_t k = 0; k < jobs.size(); ++k) {
-    jobs[k].out = std::span<std::byte>(framed.mutable_host_data() + out_at[k],
-                                       static_cast<std::size_t>(max_framed_size(codec, layout.pieces[k].size)));
+  {
+    std::size_t k = 0;
+    for (const body_layout& layout : layouts) {
+      for (const body_piece& p : layout.pieces) {
+        jobs[k].out = std::span<std::byte>(framed.mutable_host_data() + out_at[k],
+                                           static_cast<std::size_t>(max_framed_size(codec, p.size)));
+        ++k;
+      }
+    }
   }
   compress_all(codec, jobs, options, threads);
 
   // The new ranges: each non-empty buffer is one piece of the layout, in
   // order (layout_body); each framed buffer padded to 8 bytes, as Arrow
   // C++ lays a compressed body out.
-  body_layout out;
-  out.header = layout.header;
-  out.header.compression = codec;
-  std::size_t k = 0;
-  std::int64_t at = 0;
-  for (body_range& r : out.header.buffers) {
-    if (r.length == 0) {
-      r = {at, 0};
-      continue;
+  std::vector<body_layout> result;
+  result.reserve(layouts.size());
+  std::size_t job = 0;
+  for (const body_layout& layout : layouts) {
+    body_layout out;
+    out.header = layout.header;
+    out.header.compression = codec;
+    std::size_t k = 0;
+    std::int64_t at = 0;
+    for (body_range& r : out.header.buffers) {
+      if (r.length == 0) {
+        r = {at, 0};
+        continue;
+      }
+      if (k >= layout.pieces.size() || layout.pieces[k].body_offset != r.offset || layout.pieces[k].size != r.length) {
+        throw invalid_argument(
+            "compress_body: the layout's pieces do not match its buffers (lay the body out with "
+            "layout_body)");
+      }
+      const std::size_t jk = job + k;
+      r = {at, jobs[jk].written};
+      out.pieces.push_back({framed, out_at[jk], jobs[jk].written, at});
+      at += pad8(jobs[jk].written);
+      ++k;
     }
-    if (k >= layout.pieces.size() || layout.pieces[k].body_offset != r.offset || layout.pieces[k].size != r.length) {
+    if (k != layout.pieces.size()) {
       throw invalid_argument(
-          "compress_body: the layout's pieces do not match its buffers (lay the body out with "
-          "layout_body)");
+          "compress_body: the layout has more pieces than non-empty buffers (lay the body out "
+          "with layout_body)");
     }
-    r = {at, jobs[k].written};
-    out.pieces.push_back({framed, out_at[k], jobs[k].written, at});
-    at += pad8(jobs[k].written);
-    ++k;
+    out.body_length = at;
+    job += k;
+    result.push_back(std::move(out));
   }
-  if (k != layout.pieces.size()) {
-    throw invalid_argument(
-        "compress_body: the layout has more pieces than non-empty buffers (lay the body out "
-        "with layout_body)");
-  }
-  out.body_length = at;
-  return out;
+  return result;
+}
+
+body_layout compress_body(const body_layout& layout, compression_codec codec, const compress_options& options,
+                          int threads, stream_view s) {
+  return std::move(compress_bodies(std::span<const body_layout>(&layout, 1), codec, options, threads, s).front());
 }
 
 }  // namespace cuarrow::ipc

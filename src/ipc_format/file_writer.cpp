@@ -1,8 +1,10 @@
 // Arrow IPC streams and files written into a file at a path
 // (include/cuarrow/ipc/file_writer.hpp): stream_writer's messages
-// (writer.hpp), each written as it comes.
+// (writer.hpp): metadata written as it comes, the bodies of all the batches
+// of one write() call in one staging-pipeline job.
 #include "cuarrow/ipc/file_writer.hpp"
 
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,11 +16,14 @@
 namespace cuarrow::ipc {
 namespace {
 
-// Messages written into the file at their offsets: metadata from the host,
-// bodies through the copy engine (the staging pipeline for device memory).
-// The padding between a body's buffers is never written: the file was
-// created empty, and bytes below its end that were never written read as
-// zeros.
+// Messages written into the file at their offsets: metadata from the host
+// at once (pwrite by the calling thread), bodies gathered until the
+// writer's group ends (flush), then written by ONE copy-engine call: one
+// staging-pipeline job for all the device pieces of every body of the
+// group, whose workers write their chunks from the pinned slots in
+// parallel, each at its offset.  The padding between a body's buffers is
+// never written: the file was created empty, and bytes below its end that
+// were never written read as zeros.
 class file_sink final : public internal::message_sink {
  public:
   file_sink(cuarrow::detail::output_file& file, stream_view s) : file_(file), s_(s) {}
@@ -30,18 +35,24 @@ class file_sink final : public internal::message_sink {
   }
 
   void add_body(const body_layout& body) override {
-    std::vector<cuarrow::detail::file_piece> pieces;
-    pieces.reserve(body.pieces.size());
     for (const body_piece& p : body.pieces) {
-      if (p.size > 0) pieces.push_back({p.source, p.source_offset, p.size, length_ + p.body_offset});
+      if (p.size > 0) pending_.push_back({p.source, p.source_offset, p.size, length_ + p.body_offset});
     }
-    cuarrow::detail::write_to_file(file_, pieces, s_);
     length_ += body.body_length;
+  }
+
+  void flush() override {
+    // Taken first: after a failure the pieces (and the buffers they keep
+    // alive) are dropped with the writer's file.
+    const std::vector<cuarrow::detail::file_piece> pieces = std::move(pending_);
+    pending_.clear();
+    if (!pieces.empty()) cuarrow::detail::write_to_file(file_, pieces, s_);
   }
 
  private:
   cuarrow::detail::output_file& file_;
   stream_view s_;
+  std::vector<cuarrow::detail::file_piece> pending_;
 };
 
 }  // namespace
@@ -90,13 +101,19 @@ file_writer::~file_writer() {
 }
 
 void file_writer::write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata) {
+  write(std::span<const arrow::record_batch>(&batch, 1),
+        std::span<const arrow::key_value_metadata>(&custom_metadata, 1));
+}
+
+void file_writer::write(std::span<const arrow::record_batch> batches,
+                        std::span<const arrow::key_value_metadata> custom_metadata) {
   state& st = *state_;
   st.check_open();
-  if (!(batch.schema == st.writer->schema())) {
-    throw invalid_argument("file_writer: the batch's schema differs from the writer's");
-  }
+  // Checked before anything is written: a mistake here leaves the writer
+  // usable.
+  st.writer->check(batches, custom_metadata, "file_writer");
   try {
-    st.writer->write(batch, custom_metadata, "file_writer");
+    st.writer->write(batches, custom_metadata, "file_writer");
   } catch (...) {
     st.fail();
     throw;
@@ -109,6 +126,7 @@ void file_writer::close() {
   st.check_open();
   try {
     st.writer->finish();
+    st.sink.flush();
     st.file.resize(static_cast<std::uint64_t>(st.sink.length()));
     st.file.close();
   } catch (...) {

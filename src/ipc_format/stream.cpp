@@ -400,16 +400,58 @@ void message_writer::send_dictionaries(const arrow::record_batch& batch) {
 
 void message_writer::write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata,
                            const char* who) {
-  if (!(batch.schema == schema_)) {
-    throw invalid_argument(std::string(who) + ": the batch's schema differs from the writer's");
+  write(std::span<const arrow::record_batch>(&batch, 1),
+        std::span<const arrow::key_value_metadata>(&custom_metadata, 1), who);
+}
+
+void message_writer::check(std::span<const arrow::record_batch> batches,
+                           std::span<const arrow::key_value_metadata> custom_metadata, const char* who) const {
+  if (!custom_metadata.empty() && custom_metadata.size() != batches.size()) {
+    throw invalid_argument(std::string(who) + ": " + std::to_string(custom_metadata.size()) + " custom metadata for " +
+                           std::to_string(batches.size()) + " batches (give one per batch, or none)");
   }
-  send_dictionaries(batch);
-  const body_layout l = layout(batch);
-  message_metadata m;
-  m.header = l.header;
-  m.body_length = l.body_length;
-  m.custom_metadata = custom_metadata;
-  batch_blocks_.push_back(sink_.append(m, &l));
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    if (!(batches[i].schema == schema_)) {
+      throw invalid_argument(
+          std::string(who) +
+          (batches.size() == 1 ? std::string(": the batch's schema") : ": the schema of batch " + std::to_string(i)) +
+          " differs from the writer's");
+    }
+  }
+}
+
+void message_writer::write(std::span<const arrow::record_batch> batches,
+                           std::span<const arrow::key_value_metadata> custom_metadata, const char* who) {
+  check(batches, custom_metadata, who);
+  std::size_t first = 0;
+  while (first < batches.size()) {
+    // Uncompressed, a layout is known before its bytes move: every batch
+    // in one group.  Compressed, a group is bounded by its uncompressed
+    // bytes (the host copies and framed buffers of a group are kept until
+    // the sink has written them).
+    std::vector<body_layout> layouts;
+    std::int64_t bytes = 0;
+    std::size_t end = first;
+    while (end < batches.size() && (layouts.empty() || !options_.compression || bytes < compressed_group_bytes)) {
+      layouts.push_back(layout_body(batches[end], s_));
+      bytes += layouts.back().body_length;
+      ++end;
+    }
+    if (options_.compression) {
+      layouts = compress_bodies(layouts, *options_.compression, options_.compress, options_.compress_threads, s_);
+    }
+    for (std::size_t k = 0; k < layouts.size(); ++k) {
+      const std::size_t i = first + k;
+      send_dictionaries(batches[i]);
+      message_metadata m;
+      m.header = layouts[k].header;
+      m.body_length = layouts[k].body_length;
+      if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
+      batch_blocks_.push_back(sink_.append(m, &layouts[k]));
+    }
+    sink_.flush();
+    first = end;
+  }
 }
 
 void message_writer::finish() {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
@@ -27,6 +28,9 @@ class message_sink {
   /// A message body at the end: each piece at its body offset, zeros
   /// between them (the padding); body.body_length bytes in all.
   virtual void add_body(const body_layout& body) = 0;
+  /// The end of a group of messages: a sink that defers bodies (the file
+  /// sink gathers them into one staging-pipeline job) writes them now.
+  virtual void flush() {}
 
   /// One encapsulated message at the end (metadata, then the body if any);
   /// where it lies, for a file's footer.
@@ -53,6 +57,21 @@ class message_writer {
   const arrow::schema& schema() const noexcept { return schema_; }
   /// `who` names the writer in messages ("stream_writer", "file_writer").
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata, const char* who);
+  /// Every batch, in order, each with its dictionaries first.  The schemas
+  /// (and the number of metadata: none, or one per batch) are checked
+  /// before anything is written.  The batches are written in groups, the
+  /// sink flushed after each: uncompressed, one group (every body's layout
+  /// is known before any byte moves); with a codec, groups of about
+  /// compressed_group_bytes of uncompressed body, each compressed at once
+  /// (compress_bodies), which bounds the host memory the framed buffers take.
+  void write(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
+             const char* who);
+  /// What write() checks before it writes anything: every schema equals
+  /// the writer's, and `custom_metadata` is empty or one per batch
+  /// (invalid_argument).
+  void check(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
+             const char* who) const;
+  static constexpr std::int64_t compressed_group_bytes = std::int64_t{1} << 30;
   /// The end-of-stream marker and, for a file, the footer.
   void finish();
 

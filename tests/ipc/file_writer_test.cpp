@@ -150,6 +150,114 @@ TEST(IpcFileWriter, PyarrowFilesFromDeviceMemoryAreWrittenByteForByte) {
   }
 }
 
+// The same golden streams and files, every batch in ONE write call (one
+// staging-pipeline job for all the bodies): pyarrow's bytes again.
+TEST(IpcFileWriter, AllBatchesInOneCallAreWrittenByteForByte) {
+  temp_dir dir;
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const bytes golden = load(name);
+    ipc::stream_reader r(on_device(golden));
+    std::vector<record_batch> batches;
+    std::vector<key_value_metadata> metadata;
+    while (std::optional<ipc::batch_with_metadata> b = r.read_next_with_custom_metadata()) {
+      batches.push_back(b->batch);
+      metadata.push_back(b->custom_metadata);
+    }
+    const fs::path out = dir / name;
+    ipc::file_writer w(out.string(), r.schema().schema, fmt::stream);
+    w.write(batches, metadata);
+    w.close();
+    EXPECT_EQ(first_difference(read_file(out), golden), "");
+  }
+  for (const char* name : kFiles) {
+    SCOPED_TRACE(name);
+    const bytes golden = load(name);
+    ipc::file_reader r(on_device(golden));
+    std::vector<record_batch> batches;
+    std::vector<key_value_metadata> metadata;
+    for (int i = 0; i < r.num_record_batches(); ++i) {
+      ipc::batch_with_metadata b = r.read_batch_with_custom_metadata(i);
+      batches.push_back(std::move(b.batch));
+      metadata.push_back(std::move(b.custom_metadata));
+    }
+    const fs::path out = dir / name;
+    ipc::file_writer w(out.string(), r.schema().schema, fmt::file, {}, r.footer().custom_metadata);
+    w.write(batches, metadata);
+    w.close();
+    EXPECT_EQ(first_difference(read_file(out), golden), "");
+  }
+}
+
+// Many random batches (device and host ones mixed) in one call, with chunks
+// smaller than the bodies and several pipeline workers: the bytes of the
+// per-batch writes and of the in-memory writer, uncompressed and with every
+// codec.
+TEST(IpcFileWriter, ManyBatchesInOneCallEqualPerBatchWrites) {
+  temp_dir dir;
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  cuarrow::transfer_options o = saved;
+  o.staging_chunk_bytes = 64 << 10;
+  o.staging_threads = 4;
+  cuarrow::set_transfer_options(o);
+  random_arrays gen(20261205);
+  // No dictionaries: a file allows one per field, and random batches would
+  // each bring their own.
+  record_batch first;
+  first.schema.fields = {field("i", int64()),   field("s", utf8()),      field("l", list(field("item", int32()))),
+                         field("b", boolean()), field("v", utf8_view()), field("d", decimal(30, 5)),
+                         field("f", float64())};
+  std::vector<record_batch> batches;
+  for (int i = 0; i < 24; ++i) {
+    record_batch host;
+    host.schema = first.schema;
+    host.num_rows = gen.uniform(0, 3000);
+    for (const auto& fld : first.schema.fields) {
+      array_data a = gen.array(fld.type, host.num_rows + 5);
+      // Some columns sliced (bitmaps shifted and offsets rebased on the host).
+      a = a.slice(i % 2 == 0 ? 5 : 0, host.num_rows);
+      host.columns.push_back(std::move(a));
+    }
+    batches.push_back(i % 3 == 2 ? host : to_device(host, ctx));
+  }
+  std::vector<std::optional<ipc::compression_codec>> codecs = {std::nullopt};
+  for (ipc::compression_codec c : ipc::available_codecs()) codecs.push_back(c);
+  for (const std::optional<ipc::compression_codec>& c : codecs) {
+    for (fmt f : {fmt::stream, fmt::file}) {
+      SCOPED_TRACE(std::string(c ? ipc::to_string(*c) : "uncompressed") + (f == fmt::file ? " file" : " stream"));
+      ipc::write_options wo;
+      wo.compression = c;
+      const fs::path all = dir / "all", each = dir / "each";
+      ipc::file_writer wa(all.string(), first.schema, f, {}, {}, wo);
+      wa.write(batches);
+      wa.close();
+      EXPECT_EQ(wa.bytes_written(), static_cast<std::int64_t>(fs::file_size(all)));
+      ipc::file_writer we(each.string(), first.schema, f, {}, {}, wo);
+      for (const record_batch& b : batches) we.write(b);
+      we.close();
+      ipc::stream_writer mem(first.schema, ctx, f, {}, {}, wo);
+      for (const record_batch& b : batches) mem.write(b);
+      const bytes got = read_file(all);
+      EXPECT_EQ(first_difference(got, read_file(each)), "");
+      EXPECT_EQ(first_difference(got, to_bytes(mem.finish())), "");
+      std::vector<record_batch> back;
+      if (f == fmt::stream) {
+        back = ipc::stream_reader(on_host(got), decompressing()).read_all();
+      } else {
+        back = ipc::file_reader(on_host(got), decompressing()).read_all();
+      }
+      ASSERT_EQ(back.size(), batches.size());
+      for (std::size_t i = 0; i < back.size(); ++i) {
+        for (std::size_t k = 0; k < back[i].columns.size(); ++k) {
+          EXPECT_TRUE(same_values(to_host(batches[i].columns[k]), back[i].columns[k])) << i << " " << k;
+        }
+      }
+    }
+  }
+  cuarrow::set_transfer_options(saved);
+}
+
 // Random batches (nested, sliced, with nulls), on the device and on the
 // host: the file holds what the in-memory writer produces.
 TEST(IpcFileWriter, RandomBatchesEqualTheInMemoryWriter) {
@@ -490,6 +598,97 @@ TEST(IpcFileWriterErrors, AWriteFailureRemovesThePartialFile) {
   const std::vector<record_batch> back = ipc::file_reader(on_host(read_file(out))).read_all();
   ASSERT_EQ(back.size(), 1u);
   EXPECT_TRUE(same_values(to_host(b.columns[0]), back[0].columns[0]));
+}
+
+// A failure in the middle of a many-batch job (the file size limit hit
+// while the pipeline's workers write): the partial file removed, the
+// writer ended, and the next writer works.
+TEST(IpcFileWriterErrors, AFailureInAManyBatchJobRemovesThePartialFile) {
+  temp_dir dir;
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const cuarrow::transfer_options saved_options = cuarrow::get_transfer_options();
+  cuarrow::transfer_options o = saved_options;
+  o.staging_chunk_bytes = 64 << 10;
+  o.staging_threads = 4;
+  cuarrow::set_transfer_options(o);
+  // Values that do not compress: compressed bodies are as large, and are
+  // written by the pipeline's workers in parallel too.
+  std::vector<std::optional<std::int64_t>> v(40000);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& e : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    e = static_cast<std::int64_t>(x);
+  }
+  record_batch b;
+  b.schema.fields = {field("v", int64())};
+  b.num_rows = static_cast<std::int64_t>(v.size());
+  std::vector<record_batch> batches;
+  for (int i = 0; i < 8; ++i) {  // 8 bodies of 320 KB
+    b.columns = {to_device(primitive<std::int64_t>(int64(), v), ctx)};
+    batches.push_back(b);
+  }
+  std::vector<std::optional<ipc::compression_codec>> codecs = {std::nullopt};
+  for (ipc::compression_codec c : ipc::available_codecs()) codecs.push_back(c);
+  for (const std::optional<ipc::compression_codec>& c : codecs) {
+    SCOPED_TRACE(c ? ipc::to_string(*c) : "uncompressed");
+    ipc::write_options wo;
+    wo.compression = c;
+    const fs::path out = dir / "limited.arrow";
+    {
+      struct rlimit saved {};
+      ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+      auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+      struct rlimit limited = saved;
+      limited.rlim_cur = 1 << 20;  // 1 MiB of 2.6 MB
+      ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+      int code = 0;
+      ipc::file_writer w(out.string(), b.schema, fmt::file, {}, {}, wo);
+      try {
+        w.write(batches);
+      } catch (const cuarrow::io_error& e) {
+        code = e.error_code();
+      }
+      ::setrlimit(RLIMIT_FSIZE, &saved);
+      std::signal(SIGXFSZ, old_handler);
+      EXPECT_EQ(code, EFBIG);
+      EXPECT_FALSE(fs::exists(out)) << "the partial file is removed";
+      EXPECT_THROW(w.write(batches), cuarrow::invalid_argument);
+    }
+    ipc::file_writer w(out.string(), b.schema, fmt::file, {}, {}, wo);
+    w.write(batches);
+    w.close();
+    const std::vector<record_batch> back = ipc::file_reader(on_host(read_file(out)), decompressing()).read_all();
+    ASSERT_EQ(back.size(), batches.size());
+    EXPECT_TRUE(same_values(to_host(batches[7].columns[0]), back[7].columns[0]));
+  }
+  cuarrow::set_transfer_options(saved_options);
+}
+
+// A many-batch call with a batch of another schema, or a metadata count
+// that is neither 0 nor one per batch, writes nothing; the writer goes on.
+TEST(IpcFileWriterErrors, AManyBatchCallWithABadBatchWritesNothing) {
+  temp_dir dir;
+  record_batch b;
+  b.schema.fields = {field("i", int32())};
+  b.num_rows = 2;
+  b.columns = {primitive<std::int32_t>(int32(), {1, 2})};
+  record_batch other = b;
+  other.schema.fields = {field("j", int32())};
+  const fs::path out = dir / "refused.arrows";
+  ipc::file_writer w(out.string(), b.schema, fmt::stream);
+  const std::int64_t before = w.bytes_written();
+  const std::vector<record_batch> mixed = {b, other, b};
+  EXPECT_THROW(w.write(mixed), cuarrow::invalid_argument);
+  const std::vector<record_batch> two = {b, b};
+  const std::vector<key_value_metadata> one(1);
+  EXPECT_THROW(w.write(two, one), cuarrow::invalid_argument);
+  EXPECT_EQ(w.bytes_written(), before);
+  w.write(two);
+  w.write(std::span<const record_batch>{});  // nothing to write
+  w.close();
+  EXPECT_EQ(ipc::stream_reader(on_host(read_file(out))).read_all().size(), 2u);
 }
 
 TEST(IpcFileWriterErrors, AWriterNotClosedRemovesItsFile) {

@@ -2,11 +2,13 @@
 // path, batch by batch: what pyarrow.ipc.new_file / new_stream and
 // feather.write_feather write, from device (or host) record batches.
 //
-// Each batch's message is written as it comes: its metadata from the host,
-// its body from where the batch's buffers are.  Device buffers travel
-// through the pinned staging pipeline (copy.hpp's transfer_options), each
-// chunk written into the file from the pinned slot the DMA filled; nothing
-// is assembled in device memory and nothing is kept after write() returns.
+// Each write() call's messages are written together: their metadata from the
+// host, their bodies from where the batches' buffers are.  Device buffers
+// travel through the pinned staging pipeline (copy.hpp's
+// transfer_options), each chunk written into the file from the pinned slot
+// the DMA filled, the bodies of all the batches of one call in one
+// pipeline job (write(span)); nothing is assembled in device memory and
+// nothing is kept after write() returns.
 // Uncompressed, the file holds the bytes stream_writer produces for the
 // same batches, which are the bytes pyarrow writes.  With a codec
 // (write_options::compression) each buffer is copied to the host,
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "cuarrow/arrow/array.hpp"
@@ -50,6 +53,23 @@ class CUARROW_EXPORT file_writer {
   /// invalid_argument), except a batch whose schema differs, which writes
   /// nothing.
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
+
+  /// Writes every batch, in order, as write(batch) would one by one (the
+  /// same bytes), but the bodies move together: every batch's message is
+  /// laid out first (metadata written from the host, each body's place in
+  /// the file known before any of its bytes move, since an uncompressed
+  /// layout does not depend on the data), then ONE staging-pipeline job
+  /// copies every device piece of every body, its workers writing their
+  /// pinned slots into the file in parallel (pwrite at each piece's
+  /// offset).  With a codec, the batches go in groups of about 1 GiB of
+  /// uncompressed body: each group's buffers are copied to the host at
+  /// once, compressed on the host threads together (compress_bodies), then
+  /// written.  `custom_metadata`: empty, or one per batch.  The schemas and
+  /// the metadata count are checked first (invalid_argument, nothing
+  /// written, the writer stays usable); any later failure ends the writer
+  /// as write(batch) does.
+  void write(std::span<const arrow::record_batch> batches,
+             std::span<const arrow::key_value_metadata> custom_metadata = {});
 
   /// Writes the end-of-stream marker (and a file's footer) and closes the
   /// file.  Throws io_error (the file is then removed); a second close()

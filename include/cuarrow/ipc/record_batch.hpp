@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
@@ -204,6 +205,16 @@ CUARROW_EXPORT body_layout layout_body(const arrow::record_batch& batch, stream_
 /// Throws as compress_all and copy_batch do.
 CUARROW_EXPORT body_layout compress_body(const body_layout& layout, compression_codec codec,
                                          const compress_options& options = {}, int threads = 0, stream_view s = {});
+
+/// compress_body of every layout at once: ONE batched copy of all their
+/// device buffers to the host and ONE compress_all over all their buffers,
+/// so that the host threads share the buffers of many bodies (the IPC file
+/// writer compresses a group of batches this way).  The results, in the
+/// order of `layouts`, are what compress_body gives for each; they share
+/// one host allocation.
+CUARROW_EXPORT std::vector<body_layout> compress_bodies(std::span<const body_layout> layouts, compression_codec codec,
+                                                        const compress_options& options = {}, int threads = 0,
+                                                        stream_view s = {});
 
 /// One device allocation on `ctx` of layout.body_length bytes, filled with
 /// ONE batched copy (copy_batch_async) of every piece, the padding between
