@@ -621,6 +621,11 @@ class IpcPathFileReader:
 
     def footer_schema_capsule(self) -> object: ...
 
+    def read_batches(self, indices: Sequence[int]) -> list:
+        """
+        The batches `indices` names, read through one staging job, as capsules.
+        """
+
     @property
     def bytes_read(self) -> int: ...
 
@@ -634,11 +639,6 @@ class IpcPathFileReader:
 
     def read_batch(self, i: int) -> object:
         """Batch i as an "arrow_device_array" capsule."""
-
-    def read_batches(self, indices: Sequence[int]) -> list:
-        """
-        The batches `indices` names, read through one staging job, as capsules.
-        """
 
     def read_batch_with_metadata(self, i: int) -> tuple:
         """
