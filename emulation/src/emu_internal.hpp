@@ -133,6 +133,7 @@ struct Pool {
   Kind kind = Kind::Default;
   int device = 0;
   bool ipc = false;        // created with the POSIX file descriptor handle type
+  bool shared = false;     // ipc pools: exported at least once (cuMemPoolExportPointer needs it)
   int memfd = -1;          // ipc pools: the bytes
   char* shadow = nullptr;  // ipc and imported pools: read/write map of the memfd
   size_t shadow_len = 0;

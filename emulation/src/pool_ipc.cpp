@@ -206,6 +206,7 @@ CUresult emu_cuMemPoolExportToShareableHandle_v11020(void* handle_out, CUmemoryP
   // close-on-exec, so it may be handed to a child across exec.
   int fd = dup(p->memfd);
   if (fd < 0) return errno == EMFILE || errno == ENFILE ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_OPERATING_SYSTEM;
+  p->shared = true;
   std::memcpy(handle_out, &fd, sizeof fd);
   return CUDA_SUCCESS;
 }
@@ -250,8 +251,10 @@ CUresult emu_cuMemPoolExportPointer_v11020(CUmemPoolPtrExportData* shareData_out
     std::lock_guard lk(g->mu);
     Allocation* a = find_alloc_locked(ptr);
     // Memory of a shareable pool only (an interior pointer exports the whole
-    // allocation; the importer gets its start).
-    if (!a || a->kind != AllocKind::Pool || !a->pool->ipc) return CUDA_ERROR_INVALID_VALUE;
+    // allocation; the importer gets its start), and "from an already shared
+    // memory pool": before the pool's first cuMemPoolExportToShareableHandle
+    // the driver answers CUDA_ERROR_INVALID_VALUE (driver 580, H200).
+    if (!a || a->kind != AllocKind::Pool || !a->pool->ipc || !a->pool->shared) return CUDA_ERROR_INVALID_VALUE;
     std::memcpy(e.magic, kPtrMagic, sizeof kPtrMagic);
     e.token = a->pool->token;
     e.offset = a->offset;

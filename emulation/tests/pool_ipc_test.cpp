@@ -229,6 +229,12 @@ TEST_F(Emu, ShareablePoolExportsADescriptorThatImportsItsPointers) {
   CUdeviceptr o = 0;
   CU_ASSERT(A.cuMemAllocFromPoolAsync(&o, 256, other, s));
   CUmemPoolPtrExportData other_data{};
+  // "From an already shared memory pool": not before the pool's first export
+  // (what driver 580 answers on the H200).
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, A.cuMemPoolExportPointer(&other_data, o));
+  int other_fd = -1;
+  CU_ASSERT(A.cuMemPoolExportToShareableHandle(&other_fd, other, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  close(other_fd);
   CU_ASSERT(A.cuMemPoolExportPointer(&other_data, o));
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, A.cuMemPoolImportPointer(&none, imported, &other_data));
   for (size_t i = 8; i < sizeof data.reserved; ++i) {  // any damaged byte

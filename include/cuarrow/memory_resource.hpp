@@ -81,9 +81,12 @@ class CUARROW_EXPORT async_pool_resource final : public device_memory_resource {
 /// hardware (bench/pool_ipc_probe, docs/ipc.md "Pool memory").
 class CUARROW_EXPORT ipc_pool_resource final : public device_memory_resource {
  public:
-  /// Throws cuda_error (CUDA_ERROR_NOT_SUPPORTED) where the driver or device
-  /// has no pools or no POSIX file-descriptor pools, cuda_error when the pool
-  /// cannot be created.  No stream work.
+  /// Creates the pool and exports it once (the driver shares an allocation
+  /// only from an already shared pool); the resource holds that descriptor
+  /// (close-on-exec) until it is destroyed.  Throws cuda_error
+  /// (CUDA_ERROR_NOT_SUPPORTED) where the driver or device has no pools or no
+  /// POSIX file-descriptor pools, cuda_error when the pool cannot be created
+  /// or exported.  No stream work.
   explicit ipc_pool_resource(const context& ctx);
   /// cuMemPoolDestroy: the driver releases the pool once the frees queued on
   /// streams have run (buffers hold their resource, so none is left).
@@ -114,6 +117,7 @@ class CUARROW_EXPORT ipc_pool_resource final : public device_memory_resource {
   CUmemoryPool pool_ = nullptr;
   int device_ = 0;
   std::uint64_t id_ = 0;
+  int shared_fd_ = -1;  // the pool's descriptor from its first export, closed with it
 };
 
 /// cuMemAlloc / cuMemFree: synchronous, unpooled.

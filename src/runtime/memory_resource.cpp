@@ -7,6 +7,9 @@
 #include <mutex>
 #include <random>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "cuarrow/error.hpp"
 #include "driver_table.hpp"
 #include "runtime.hpp"
@@ -136,6 +139,17 @@ ipc_pool_resource::ipc_pool_resource(const context& ctx) : device_(ctx.device_nu
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   props.location.id = dev;
   detail::check(d.cuMemPoolCreate(&pool_, &props), "cuMemPoolCreate");
+  // cuMemPoolExportPointer shares an allocation "from an already shared
+  // memory pool": until the pool has been exported once, the driver answers
+  // CUDA_ERROR_INVALID_VALUE (driver 580 on the H200 does).  So the pool is
+  // shared here, once, and the descriptor kept until the pool is destroyed:
+  // export_ipc works whether or not export_pool was called first.
+  if (CUresult r = detail::pool_export_fd(&shared_fd_, pool_); r != CUDA_SUCCESS) {
+    shared_fd_ = -1;
+    d.cuMemPoolDestroy(pool_);
+    detail::throw_cuda_error(r, "cuMemPoolExportToShareableHandle (sharing a new ipc_pool_resource's pool)");
+  }
+  if (const int fl = fcntl(shared_fd_, F_GETFD); fl >= 0) fcntl(shared_fd_, F_SETFD, fl | FD_CLOEXEC);
   raise_release_threshold(pool_, ctx);
   id_ = random_pool_id();
   try {
@@ -144,6 +158,7 @@ ipc_pool_resource::ipc_pool_resource(const context& ctx) : device_(ctx.device_nu
     r.pools[pool_].id = id_;
   } catch (...) {
     d.cuMemPoolDestroy(pool_);
+    close(shared_fd_);
     throw;
   }
 }
@@ -154,6 +169,7 @@ ipc_pool_resource::~ipc_pool_resource() {
     std::lock_guard lock(r.mutex);
     r.pools.erase(pool_);
   }
+  if (shared_fd_ >= 0) close(shared_fd_);
   if (detail::shutting_down()) return;  // the driver releases everything at exit
   CUresult r = detail::driver().cuMemPoolDestroy(pool_);
   if (r != CUDA_SUCCESS) detail::warn_result(r, "cuMemPoolDestroy");

@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -316,6 +317,55 @@ TEST(Gpu, PoolAllocationsExportFromTheirStart) {
       static_cast<long long>(static_cast<CUdeviceptr>(second.address()) - base), size);
   EXPECT_NO_THROW((void)cuarrow::export_ipc(second.slice(100, 1000)));
   EXPECT_NO_THROW((void)cuarrow::export_ipc(first));
+}
+
+// cuMemPoolExportPointer shares an allocation "from an already shared memory
+// pool".  What the driver answers before the pool's first export decides
+// whether ipc_pool_resource must share its pool when it is created (it
+// does); the emulation answers CUDA_ERROR_INVALID_VALUE, as driver 580 did.
+TEST(Gpu, PoolPointerExportBeforeAndAfterThePoolIsShared) {
+  REQUIRE_GPU();
+  cuarrow::context ctx = cuarrow::context::get(0);
+  raw_driver raw;
+  auto create = raw.get<PFN_cuMemPoolCreate_v11020>("cuMemPoolCreate");
+  auto destroy = raw.get<PFN_cuMemPoolDestroy_v11020>("cuMemPoolDestroy");
+  auto alloc = raw.get<PFN_cuMemAllocFromPoolAsync_v11020>("cuMemAllocFromPoolAsync");
+  auto free_async = raw.get<PFN_cuMemFreeAsync_v11020>("cuMemFreeAsync");
+  auto export_pool = raw.get<PFN_cuMemPoolExportToShareableHandle_v11020>("cuMemPoolExportToShareableHandle");
+  auto export_ptr = raw.get<PFN_cuMemPoolExportPointer_v11020>("cuMemPoolExportPointer");
+  auto sync = raw.get<PFN_cuCtxSynchronize_v2000>("cuCtxSynchronize");
+  ASSERT_TRUE(create && destroy && alloc && free_async && export_pool && export_ptr && sync);
+  cuarrow::scoped_context guard(ctx);
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  if (create(&pool, &props) != CUDA_SUCCESS) GTEST_SKIP() << "no shareable pools here";
+  CUdeviceptr p = 0;
+  ASSERT_EQ(alloc(&p, 1 << 20, pool, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(sync(), CUDA_SUCCESS);
+  CUmemPoolPtrExportData data{};
+  const CUresult before = export_ptr(&data, p);
+  int fd = -1;
+  ASSERT_EQ(export_pool(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+  const CUresult after = export_ptr(&data, p);
+  close(fd);
+  const CUresult after_close = export_ptr(&data, p);
+  std::printf(
+      "[figure] cuMemPoolExportPointer of a shareable pool's allocation: before the pool's first export %d, "
+      "after it %d, after its descriptor was closed %d\n",
+      static_cast<int>(before), static_cast<int>(after), static_cast<int>(after_close));
+  EXPECT_EQ(after, CUDA_SUCCESS);
+  EXPECT_EQ(after_close, CUDA_SUCCESS);
+  free_async(p, nullptr);
+  sync();
+  destroy(pool);
+  // Through cuarrow: a new resource's memory exports with no export_pool.
+  auto resource = std::make_shared<cuarrow::ipc_pool_resource>(ctx);
+  cuarrow::buffer b = cuarrow::allocate_device(ctx, 4096, {}, resource);
+  EXPECT_NO_THROW((void)cuarrow::export_ipc(b.slice(8, 64)));
 }
 
 TEST(Gpu, IpcOpenInTheExportingProcessIsAClearError) {
