@@ -13,7 +13,11 @@ A spawned importer creates its context and warms up (one open and close),
 then opens the descriptor --repeat times; each open maps the allocation
 afresh (the previous table is dropped first, which closes the mapping), and
 the time is the ``open_shared`` call alone.  The first and last columns of
-the last open are checked against the exporter's on the host.
+the last open are checked against the exporter's on the host.  Two more
+figures: the time a fresh child takes from importing cuarrow to its first
+open (context creation included, PyTorch's reduce_tensor way of counting),
+and the driver's floor, opening a legacy IPC handle of a plain allocation of
+the same size with nothing else (``Context.open_ipc_buffer``).
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from pathlib import Path
 TARGET_OPEN_MS = 2.0  # issue 15: open_shared of 1 GiB in 100 columns
 
 
-def _importer(descriptor: bytes, repeat: int, conn) -> None:
+def _importer(descriptor: bytes, raw_handle: bytes, repeat: int, conn) -> None:
+    start = time.perf_counter()
     from cuarrow import cuda
 
     ctx = cuda.Context(0)
-    ctx.new_buffer(1)  # the context exists before anything is timed
-    t = cuda.open_shared(descriptor, ctx)  # warm-up: code paths, first mapping
+    ctx.new_buffer(1)
+    t = cuda.open_shared(descriptor, ctx)  # the fresh child's first open: context creation included
+    fresh = time.perf_counter() - start
     times = []
     for _ in range(repeat):
         t = None  # the previous table goes, and its mapping is closed
@@ -46,7 +52,17 @@ def _importer(descriptor: bytes, repeat: int, conn) -> None:
     last = t
     first = last.column(0).to_host()
     end = last.column(last.num_columns - 1).to_host()
-    conn.send((times, first, end, last.num_rows, last.num_columns))
+    # The driver's floor: cuIpcOpenMemHandle of a plain allocation of the
+    # same size (pyarrow.cuda's open_ipc_buffer), nothing else.
+    handle = cuda.IpcMemHandle.from_buffer(raw_handle)
+    raw = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        b = ctx.open_ipc_buffer(handle)
+        raw.append(time.perf_counter() - start)
+        del b
+    conn.send((times, first, end, last.num_rows, last.num_columns, fresh, raw))
 
 
 def main() -> int:
@@ -77,13 +93,17 @@ def main() -> int:
     median = statistics.median(share_times) * 1e3
     print(f"share(): {shared.nbytes / 2**20:.0f} MiB, median {median:.2f} ms", file=sys.stderr)
 
+    plain = ctx.new_buffer(shared.nbytes)  # cuMemAlloc, exported with legacy IPC alone
+    raw_handle = plain.export_for_ipc().serialize().to_pybytes()
+
     ctx_mp = mp.get_context("spawn")
     parent, child = ctx_mp.Pipe()
-    proc = ctx_mp.Process(target=_importer, args=(shared.descriptor, a.repeat, child))
+    proc = ctx_mp.Process(target=_importer, args=(shared.descriptor, raw_handle, a.repeat, child))
     proc.start()
-    times, first, end, n_rows, n_cols = parent.recv()
+    times, first, end, n_rows, n_cols, fresh, raw = parent.recv()
     proc.join()
     shared.release()
+    del plain
     ok = first.equals(host.column(0)) and end.equals(host.column(a.columns - 1))
     ok = ok and n_rows == rows and n_cols == a.columns
     ms = [t * 1e3 for t in times]
@@ -94,6 +114,8 @@ def main() -> int:
         "open_ms_median": statistics.median(ms),
         "open_ms_min": min(ms),
         "open_ms_max": max(ms),
+        "fresh_child_first_open_ms": fresh * 1e3,
+        "raw_ipc_open_ms_median": statistics.median(raw) * 1e3,
         "correct": ok,
         "emulated": cuda.is_emulated(),
         "target_open_ms": TARGET_OPEN_MS,
@@ -110,6 +132,9 @@ def main() -> int:
         f"- open_shared in another process: median {result['open_ms_median']:.3f} ms "
         f"({result['open_ms_min']:.3f}-{result['open_ms_max']:.3f}, {a.repeat} opens); "
         f"target <= {TARGET_OPEN_MS:g} ms for 1 GiB of 100 columns: {met[result['target_met']]}\n"
+        f"- the driver's floor, cuIpcOpenMemHandle of a plain {result['bytes'] / 2**20:.0f} MiB allocation "
+        f"alone (open_ipc_buffer): median {result['raw_ipc_open_ms_median']:.3f} ms\n"
+        f"- a fresh child (import, context creation, first open_shared): {result['fresh_child_first_open_ms']:.0f} ms\n"
         f"- data: {'checked, correct' if ok else '**WRONG**'}\n"
     )
     print(summary)

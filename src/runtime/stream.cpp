@@ -127,7 +127,7 @@ class side_stream {
   side_stream() { check(driver().cuStreamCreate(&handle_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }
   ~side_stream() {
     if (!joined_) (void)driver().cuStreamSynchronize(handle_);  // the failure is being thrown
-    warn_result(driver().cuStreamDestroy(handle_), "cuStreamDestroy");
+    if (CUresult r = driver().cuStreamDestroy(handle_); r != CUDA_SUCCESS) warn_result(r, "cuStreamDestroy");
   }
   side_stream(const side_stream&) = delete;
   side_stream& operator=(const side_stream&) = delete;
