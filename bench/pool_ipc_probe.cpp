@@ -211,6 +211,42 @@ int main(int argc, char** argv) {
     notes.emplace_back("same-process import", answer);
   }
 
+  // Opening 1 GiB of pool memory (in this process, which the driver allows):
+  // what share() could cost on pool memory, beside the legacy cuIpcOpenMemHandle
+  // of a plain allocation (share_bench's "driver's floor").  Each open maps
+  // the allocation afresh (the previous buffer is dropped first).
+  if (candidates.size() > 1) {
+    try {
+      const std::int64_t gib = std::int64_t{1} << 30;
+      auto& pool = static_cast<cuarrow::ipc_pool_resource&>(*candidates[1].resource);
+      cuarrow::buffer b = cuarrow::allocate_device(ctx, gib, s, candidates[1].resource);
+      s.synchronize();
+      cuarrow::ipc_memory_handle h = cuarrow::export_ipc(b);
+      cuarrow::shareable_pool shared = cuarrow::export_pool(pool);
+      std::optional<cuarrow::buffer> opened;
+      {
+        std::optional<cuarrow::imported_pool> imported;
+        figures.push_back(measure(
+            "ipc_pool", "import_pool + open_ipc of one allocation", gib,
+            [&] {
+              imported.emplace(cuarrow::import_pool(ctx, shared.fd(), shared.pool_id()));
+              opened.emplace(cuarrow::open_ipc(*imported, h));
+            },
+            [&] {
+              opened.reset();
+              imported.reset();
+            }));
+      }
+      cuarrow::imported_pool imported = cuarrow::import_pool(ctx, shared.fd(), shared.pool_id());
+      figures.push_back(measure(
+          "ipc_pool", "open_ipc of one allocation, pool imported once", gib,
+          [&] { opened.emplace(cuarrow::open_ipc(imported, h)); }, [&] { opened.reset(); }));
+    } catch (const std::exception& e) {
+      std::printf("opening 1 GiB of pool memory: %s\n", e.what());
+      notes.emplace_back("1 GiB pool open", e.what());
+    }
+  }
+
   if (!out.empty()) {
     std::ofstream f(out);
     f << "{\n  \"device\": \"" << json_escape(props.name)
