@@ -704,6 +704,11 @@ class IpcWriter:
     def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
         """Add a batch given as ("arrow_schema", "arrow_device_array") capsules."""
 
+    def write_batches(self, batches: list, custom_metadata: object | None = None) -> None:
+        """
+        Add batches given as a list of ("arrow_schema", "arrow_device_array") capsule pairs in one call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one [(key, value)] per batch.
+        """
+
     def finish(self) -> Buffer:
         """The stream or file, one device allocation."""
 

@@ -682,14 +682,10 @@ class _Writer:
         self._write_batches(batches)
 
     def _write_batches(self, batches: list[Any]) -> None:
-        """Every batch, in order: to a path in ONE call (the C++ writer lays
-        all the messages out first and moves every body in one staging job,
-        its workers writing the file in parallel); into device memory one by
-        one."""
-        if self._path is None:
-            for b in batches:
-                self.write_batch(b)
-            return
+        """Every batch, in order, in ONE call: the C++ writer lays all the
+        messages out together (their offsets read from the device in one
+        round trip); to a path, every body then moves in one staging job,
+        its workers writing the file in parallel."""
         self._check_open()
         pairs = []
         for b in batches:

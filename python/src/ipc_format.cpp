@@ -138,6 +138,18 @@ ca::record_batch batch_of(nb::handle schema_cap, nb::handle array_cap, cuarrow::
   return ca::import_device_record_batch(a, sc, s, o);
 }
 
+// A list of (schema, device array) capsule pairs, as batches.
+std::vector<ca::record_batch> batches_of(nb::list batches) {
+  std::vector<ca::record_batch> bs;
+  bs.reserve(batches.size());
+  for (nb::handle item : batches) {
+    auto pair = nb::cast<nb::tuple>(item);
+    if (pair.size() != 2) throw nb::value_error("write_batches: each batch is a (schema, array) capsule pair");
+    bs.push_back(batch_of(pair[0], pair[1], {}));
+  }
+  return bs;
+}
+
 nb::bytes bytes_of(const std::vector<std::byte>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
@@ -154,6 +166,15 @@ ca::key_value_metadata metadata_of(nb::handle pairs) {
     out.emplace_back(std::string(k.c_str(), k.size()), std::string(v.c_str(), v.size()));
   }
   return out;
+}
+
+// None, or one list of (key, value) pairs per batch.
+std::vector<ca::key_value_metadata> metadata_list_of(nb::handle per_batch) {
+  std::vector<ca::key_value_metadata> mds;
+  if (!per_batch.is_none()) {
+    for (nb::handle m : per_batch) mds.push_back(metadata_of(m));
+  }
+  return mds;
 }
 
 nb::list pairs_of(const ca::key_value_metadata& md) {
@@ -527,18 +548,8 @@ void bind_ipc_format(nb::module_& m) {
       .def(
           "write_batches",
           [](PathWriter& self, nb::list batches, nb::handle custom_metadata) {
-            std::vector<ca::record_batch> bs;
-            bs.reserve(batches.size());
-            for (nb::handle item : batches) {
-              auto pair = nb::cast<nb::tuple>(item);
-              if (pair.size() != 2)
-                throw nb::value_error("write_batches: each batch is a (schema, array) capsule pair");
-              bs.push_back(batch_of(pair[0], pair[1], {}));
-            }
-            std::vector<ca::key_value_metadata> mds;
-            if (!custom_metadata.is_none()) {
-              for (nb::handle m : custom_metadata) mds.push_back(metadata_of(m));
-            }
+            std::vector<ca::record_batch> bs = batches_of(batches);
+            std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
             nb::gil_scoped_release r;
             std::lock_guard lock(self.mu);
             self.w->write(bs, mds);
@@ -582,6 +593,19 @@ void bind_ipc_format(nb::module_& m) {
           },
           nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
           "Add a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
+      .def(
+          "write_batches",
+          [](Writer& self, nb::list batches, nb::handle custom_metadata) {
+            std::vector<ca::record_batch> bs = batches_of(batches);
+            std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.w->write(bs, mds);
+          },
+          nb::arg("batches"), nb::arg("custom_metadata") = nb::none(),
+          "Add batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one call "
+          "(stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one "
+          "[(key, value)] per batch.")
       .def(
           "finish",
           [](Writer& self) {

@@ -18,9 +18,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "arrow/arrow_internal.hpp"
@@ -318,8 +320,58 @@ void put_int(std::vector<std::uint8_t>& v, std::int64_t i, int width, std::int64
 // One pass over the batch: the layout, as far as the offsets fetched so far
 // tell it.  Offsets not yet known are requested from `cache`; the pass is
 // then incomplete and is made again after a fetch.
+// Null counts a pass needs that are not known and whose bitmap is in device
+// memory: asked like offsets, read for every batch of a layout_bodies call
+// in one batched copy per round (not one synchronized copy each).  Keyed by
+// what a count depends on (the bitmap's address, the bit offset and the
+// length), as the arrays a pass visits may be slices it made itself.
+struct null_count_cache {
+  using key = std::tuple<std::uintptr_t, std::int64_t, std::int64_t>;
+  std::map<key, std::int64_t> known;
+  std::vector<std::pair<key, arrow::array_data>> pending;
+
+  static key key_of(const arrow::array_data& a) { return {a.buffers[0].address(), a.offset, a.length}; }
+
+  // One batched copy of every pending bitmap's bytes (pinned memory when the
+  // result pool has it), synchronized on `s`, then the bits counted.
+  void fetch(stream_view s) {
+    if (pending.empty()) return;
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // first byte, bytes
+    std::int64_t total = 0;
+    for (const auto& [k, a] : pending) {
+      const std::int64_t first = a.offset / 8, last = (a.offset + a.length + 7) / 8;
+      if (last > a.buffers[0].size()) {
+        throw invalid_argument("validity bitmap too small: needs " + num(last) + " bytes, has " +
+                               num(a.buffers[0].size()));
+      }
+      ranges.emplace_back(first, last - first);
+      total += last - first;
+    }
+    const arrow::array_data& any = pending.front().second;
+    std::optional<buffer> host;
+    if (any.buffers[0].get_context()) host = try_allocate_pinned_pooled(*any.buffers[0].get_context(), total);
+    if (!host) host = allocate_host(total);
+    std::vector<copy_piece> pieces;
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      pieces.push_back({*host, at, pending[i].second.buffers[0], ranges[i].first, ranges[i].second});
+      at += ranges[i].second;
+    }
+    copy_batch(pieces, s);
+    at = 0;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      const arrow::array_data& a = pending[i].second;
+      const auto* bits = reinterpret_cast<const std::uint8_t*>(host->host_data()) + at;
+      known[pending[i].first] = a.length - ad::count_set_bits(bits, a.offset - ranges[i].first * 8, a.length);
+      at += ranges[i].second;
+    }
+    pending.clear();
+  }
+};
+
 struct layout_pass {
   ad::probe_cache& cache;
+  null_count_cache& null_counts;
   stream_view s;
   bool complete = true;
   body_layout out;
@@ -461,7 +513,13 @@ struct layout_pass {
     if (a.type.id == type_id::null) return a.length;
     if (!arrow::layout_of(a.type).has_validity) return 0;
     if (a.null_count >= 0) return a.null_count;
-    return arrow::compute_null_count(a, s);
+    if (a.length == 0 || a.buffers.empty() || a.buffers[0].size() == 0) return 0;
+    if (a.buffers[0].is_host_accessible()) return arrow::compute_null_count(a, s);
+    const null_count_cache::key k = null_count_cache::key_of(a);
+    if (auto it = null_counts.known.find(k); it != null_counts.known.end()) return it->second;
+    null_counts.pending.emplace_back(k, a);
+    complete = false;
+    return 0;  // a placeholder: the pass is made again once it is known
   }
 
   void visit(const array_data& a, const std::string& where) {
@@ -921,28 +979,51 @@ void dictionary_memo::append(std::int64_t id, const array_data& delta, stream_vi
 
 // ---- writing ------------------------------------------------------------------------
 
-body_layout layout_body(const arrow::record_batch& batch, stream_view s) {
-  if (batch.columns.size() != batch.schema.fields.size()) {
-    throw invalid_argument("record batch: " + num(batch.columns.size()) + " columns for " +
-                           num(batch.schema.fields.size()) + " fields");
+std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s) {
+  for (const arrow::record_batch& batch : batches) {
+    if (batch.columns.size() != batch.schema.fields.size()) {
+      throw invalid_argument("record batch: " + num(batch.columns.size()) + " columns for " +
+                             num(batch.schema.fields.size()) + " fields");
+    }
   }
+  // One probe cache for every batch: the offsets that their passes ask for
+  // are read in ONE batched copy per round (per level of nesting), not one
+  // synchronized read per batch (227 batches of a table were 227 reads).
   ad::probe_cache cache;
+  null_count_cache nulls;
+  std::vector<std::optional<body_layout>> done(batches.size());
+  std::size_t left = batches.size();
   for (;;) {
-    layout_pass pass{cache, s, true, {}, {}};
-    pass.out.header.length = batch.num_rows;
-    for (std::size_t i = 0; i < batch.columns.size(); ++i) {
-      pass.visit(batch.columns[i], ad::column_path(batch.schema.fields[i].name));
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      if (done[b]) continue;
+      const arrow::record_batch& batch = batches[b];
+      layout_pass pass{cache, nulls, s, true, {}, {}};
+      pass.out.header.length = batch.num_rows;
+      for (std::size_t i = 0; i < batch.columns.size(); ++i) {
+        pass.visit(batch.columns[i], ad::column_path(batch.schema.fields[i].name));
+      }
+      if (!pass.complete) continue;
+      for (auto& [index, make] : pass.computed) pass.out.pieces[index].source = make();
+      done[b] = std::move(pass.out);
+      --left;
     }
-    if (!pass.complete) {
-      if (cache.pending() == 0) throw error("layout_body: offsets still unknown after they were read");
-      // Offsets in device memory: one batched read for what this pass
-      // asked, then the layout again (one more round per level of nesting).
-      cache.fetch(s);
-      continue;
+    if (left == 0) break;
+    if (cache.pending() == 0 && nulls.pending.empty()) {
+      throw error("layout_body: offsets still unknown after they were read");
     }
-    for (auto& [index, make] : pass.computed) pass.out.pieces[index].source = make();
-    return std::move(pass.out);
+    // Offsets and null counts in device memory: one batched read of each for
+    // what the passes asked, then the incomplete layouts again.
+    cache.fetch(s);
+    nulls.fetch(s);
   }
+  std::vector<body_layout> out;
+  out.reserve(batches.size());
+  for (auto& d : done) out.push_back(std::move(*d));
+  return out;
+}
+
+body_layout layout_body(const arrow::record_batch& batch, stream_view s) {
+  return std::move(layout_bodies(std::span<const arrow::record_batch>(&batch, 1), s).front());
 }
 
 buffer write_body(const body_layout& layout, const context& ctx, stream_view s) {

@@ -423,6 +423,9 @@ void message_writer::check(std::span<const arrow::record_batch> batches,
 void message_writer::write(std::span<const arrow::record_batch> batches,
                            std::span<const arrow::key_value_metadata> custom_metadata, const char* who) {
   check(batches, custom_metadata, who);
+  // Every batch laid out first, their device offsets read together (one
+  // round trip per level of nesting for all of them).
+  std::vector<body_layout> all = layout_bodies(batches, s_);
   std::size_t first = 0;
   while (first < batches.size()) {
     // Uncompressed, a layout is known before its bytes move: every batch
@@ -433,7 +436,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
     std::int64_t bytes = 0;
     std::size_t end = first;
     while (end < batches.size() && (layouts.empty() || !options_.compression || bytes < compressed_group_bytes)) {
-      layouts.push_back(layout_body(batches[end], s_));
+      layouts.push_back(std::move(all[end]));
       bytes += layouts.back().body_length;
       ++end;
     }
@@ -496,6 +499,13 @@ void stream_writer::write(const arrow::record_batch& batch, const arrow::key_val
   state& st = *state_;
   if (st.finished) throw invalid_argument("stream_writer: already finished");
   st.writer.write(batch, custom_metadata, "stream_writer");
+}
+
+void stream_writer::write(std::span<const arrow::record_batch> batches,
+                          std::span<const arrow::key_value_metadata> custom_metadata) {
+  state& st = *state_;
+  if (st.finished) throw invalid_argument("stream_writer: already finished");
+  st.writer.write(batches, custom_metadata, "stream_writer");
 }
 
 buffer stream_writer::finish() {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "../fault_api.hpp"
 #include "arrow/arrow_test_util.hpp"
 
 namespace cuarrow_arrow_test {
@@ -224,6 +225,70 @@ TEST(IpcBodyLayout, BuffersArePaddedToEightBytesAndTheValidityOmittedWithoutNull
   EXPECT_EQ(l.body_length, 40);
   EXPECT_TRUE(l.header.variadic_buffer_counts.empty());
   EXPECT_FALSE(l.header.compression);
+}
+
+void known_null_counts(array_data& a) {
+  a.null_count = compute_null_count(a);
+  for (array_data& c : a.children) known_null_counts(c);
+}
+
+// Many batches laid out together (what a writer of a table does): the same
+// bodies as one by one, and their offsets in device memory read in one round
+// per level of nesting for all of them, not one round per batch.
+TEST(IpcBodyLayout, ManyBatchesAreLaidOutTogether) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  random_arrays r(20261204);
+  record_batch proto;
+  proto.schema.fields = {field("s", utf8()), field("l", list(field("item", utf8()))), field("i", int32())};
+  auto make = [&](bool sliced) {
+    std::vector<record_batch> out;
+    for (int i = 0; i < 40; ++i) {
+      record_batch host;
+      host.schema = proto.schema;
+      host.num_rows = r.uniform(1, 50);
+      for (const auto& f : proto.schema.fields) {
+        host.columns.push_back(r.array(f.type, host.num_rows + 3).slice(sliced && i % 2 ? 3 : 0, host.num_rows));
+        // Unsliced: null counts known, as a table moved from pyarrow has
+        // them; sliced: unknown, counted from the device bitmaps.
+        if (!sliced) known_null_counts(host.columns.back());
+      }
+      out.push_back(to_device(host, ctx));
+    }
+    return out;
+  };
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  auto syncs = [&] { return f.calls("cuStreamSynchronize") + f.calls("cuCtxSynchronize"); };
+  for (bool sliced : {false, true}) {
+    SCOPED_TRACE(sliced ? "half of them sliced" : "unsliced");
+    const std::vector<record_batch> batches = make(sliced);
+    ctx.synchronize();
+    if (f.available()) f.reset_calls();
+    const std::vector<ipc::body_layout> together = ipc::layout_bodies(batches);
+    const std::size_t rounds_together = f.available() ? syncs() : 0;
+    ASSERT_EQ(together.size(), batches.size());
+    if (f.available()) f.reset_calls();
+    std::vector<ipc::body_layout> each;
+    for (const record_batch& b : batches) each.push_back(ipc::layout_body(b));
+    const std::size_t rounds_each = f.available() ? syncs() : 0;
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      EXPECT_EQ(together[i].body_length, each[i].body_length) << i;
+      ASSERT_EQ(together[i].header.nodes.size(), each[i].header.nodes.size()) << i;
+      for (std::size_t n = 0; n < each[i].header.nodes.size(); ++n) {
+        EXPECT_EQ(together[i].header.nodes[n].length, each[i].header.nodes[n].length) << i << " node " << n;
+        EXPECT_EQ(together[i].header.nodes[n].null_count, each[i].header.nodes[n].null_count) << i << " node " << n;
+      }
+      EXPECT_EQ(bytes_of(ipc::write_body(together[i], ctx)), bytes_of(ipc::write_body(each[i], ctx))) << i;
+    }
+    if (f.available()) {
+      // One by one, each batch makes at least one round of offset reads;
+      // together, two rounds in all (the list's offsets, then its strings').
+      // Both make the same copies of computed buffers (offsets not starting
+      // at 0 rebased, null counts counted), one synchronization each.
+      EXPECT_GE(rounds_each, rounds_together + batches.size() - 2)
+          << "one by one " << rounds_each << ", together " << rounds_together;
+    }
+  }
+  EXPECT_TRUE(ipc::layout_bodies({}).empty());
 }
 
 TEST(IpcBodyLayout, ThePaddingIsZero) {

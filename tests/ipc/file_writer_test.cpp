@@ -238,9 +238,12 @@ TEST(IpcFileWriter, ManyBatchesInOneCallEqualPerBatchWrites) {
       we.close();
       ipc::stream_writer mem(first.schema, ctx, f, {}, {}, wo);
       for (const record_batch& b : batches) mem.write(b);
+      ipc::stream_writer mem_all(first.schema, ctx, f, {}, {}, wo);
+      mem_all.write(batches);  // in one call: the layouts made together
       const bytes got = read_file(all);
       EXPECT_EQ(first_difference(got, read_file(each)), "");
       EXPECT_EQ(first_difference(got, to_bytes(mem.finish())), "");
+      EXPECT_EQ(first_difference(got, to_bytes(mem_all.finish())), "");
       std::vector<record_batch> back;
       if (f == fmt::stream) {
         back = ipc::stream_reader(on_host(got), decompressing()).read_all();

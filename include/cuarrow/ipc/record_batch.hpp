@@ -191,6 +191,10 @@ struct body_layout {
 /// batched copy per level of nesting; the buffers computed from, one copy
 /// each), which is synchronized.
 CUARROW_EXPORT body_layout layout_body(const arrow::record_batch& batch, stream_view s = {});
+/// layout_body of every batch, their offsets in device memory read together:
+/// one batched copy per level of nesting for all the batches (a writer of a
+/// table of many batches makes one round trip, not one per batch).
+CUARROW_EXPORT std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s = {});
 
 /// The layout with every non-empty buffer compressed as Arrow C++'s writer
 /// compresses it (IpcWriteOptions(compression=...)): the buffer's bytes

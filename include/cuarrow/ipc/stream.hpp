@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
@@ -162,6 +163,13 @@ class CUARROW_EXPORT stream_writer {
   /// Adds a batch (its schema must equal the writer's; invalid_argument).
   /// Its buffers are kept until finish() (uncompressed).
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
+  /// Adds every batch, in order, as write(batch) one by one would, their
+  /// layouts made together (layout_bodies: the offsets read from the device
+  /// in one round trip per level of nesting, not one per batch).
+  /// `custom_metadata`: empty, or one per batch.  The schemas and the
+  /// metadata count are checked first (invalid_argument, nothing added).
+  void write(std::span<const arrow::record_batch> batches,
+             std::span<const arrow::key_value_metadata> custom_metadata = {});
   /// The stream or file: one device allocation filled by one batched copy
   /// on the writer's stream, which is synchronized.  The writer is then
   /// done: write() and finish() throw invalid_argument.
