@@ -639,8 +639,7 @@ void bind_ipc_format(nb::module_& m) {
                                      "Another process's pool imported here (cuarrow::imported_pool), from "
                                      "ipc_import_shared_pool.")
       .def_prop_ro("pool_id", &cuarrow::imported_pool::pool_id)
-      .def_prop_ro("device_number",
-                   [](const cuarrow::imported_pool& p) { return p.get_context().device_number(); });
+      .def_prop_ro("device_number", [](const cuarrow::imported_pool& p) { return p.get_context().device_number(); });
 
   m.def(
       "ipc_share",
@@ -683,10 +682,12 @@ void bind_ipc_format(nb::module_& m) {
       [](nb::bytes descriptor) {
         ci::shared_descriptor d = ci::read_shared_descriptor(span_of(descriptor));
         return nb::make_tuple(std::string(ci::to_string(d.kind)), d.handle.device_id(), d.handle.size(),
-                              std::string(ci::to_string(d.memory)), d.handle.pool_id());
+                              std::string(ci::to_string(d.memory)), d.handle.pool_id(),
+                              d.handle.exported_by_this_process());
       },
       nb::arg("descriptor"),
-      "(kind, exporter's device, bytes, memory, pool id) of a descriptor, checked; opens nothing.");
+      "(kind, exporter's device, bytes, memory, pool id, made by this process) of a descriptor, checked; opens "
+      "nothing.");
   m.def(
       "ipc_open_shared",
       [](const cuarrow::context& ctx, nb::bytes descriptor, int validation,
@@ -706,7 +707,8 @@ void bind_ipc_format(nb::module_& m) {
         return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, Buffer{o.data, false});
       },
       nb::arg("context"), nb::arg("descriptor"), nb::arg("validation") = 1, nb::arg("pool") = nb::none(),
-      "Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or None, [batch capsules], the opened "
+      "Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or "
+      "None, [batch capsules], the opened "
       "memory as a Buffer).");
 }
 

@@ -327,6 +327,13 @@ void read_opened(const shared_descriptor& d, opened_shared& out, const read_opti
   }
 }
 
+// Pool handles open in their own process (the driver allows it), legacy ones
+// do not: descriptors are for other processes either way.
+[[noreturn]] void refuse_own(const shared_descriptor& d) {
+  throw invalid_argument("open_shared: this process shared this " + std::string(to_string(d.kind)) +
+                         " itself; descriptors are for other processes (use the object you shared)");
+}
+
 std::string hex(std::uint64_t v) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string s;
@@ -338,6 +345,7 @@ std::string hex(std::uint64_t v) {
 
 opened_shared open_shared(const context& ctx, std::span<const std::byte> descriptor, const read_options& options) {
   const shared_descriptor d = read_shared_descriptor(descriptor);
+  if (d.memory == share_memory::pool && d.handle.exported_by_this_process()) refuse_own(d);
   if (d.memory == share_memory::pool) {
     throw invalid_argument("open_shared: the descriptor is of a shared " + std::string(to_string(d.kind)) +
                            " in pool memory (pool " + hex(d.handle.pool_id()) +
@@ -356,6 +364,7 @@ opened_shared open_shared(const context& ctx, std::span<const std::byte> descrip
                           const read_options& options) {
   const shared_descriptor d = read_shared_descriptor(descriptor);
   if (d.memory == share_memory::legacy) return open_shared(ctx, descriptor, options);  // the pool is not needed
+  if (d.handle.exported_by_this_process()) refuse_own(d);
   if (pool.get_context() != ctx) {
     throw device_mismatch("open_shared: the pool was imported into the context of device " +
                           std::to_string(pool.get_context().device_number()) + ", the descriptor is opened on device " +
