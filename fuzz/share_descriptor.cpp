@@ -1,9 +1,10 @@
 // libFuzzer target: ipc::read_shared_descriptor, the descriptor of a shared
 // object that another process sends (include/cuarrow/ipc/share.hpp).  The
 // first input byte picks a mode: bit 0 rewrites the checksum of the IPC
-// handle inside (bytes 16-127, its checksum at 120), bit 1 the descriptor's
-// own (bytes 128-135), so that the fields behind each check are reached; the
-// rest of the input is the descriptor.  Properties: never reads past the
+// handle inside (version 1: bytes 16-127, its checksum at 120; version 2,
+// pool memory, 144 bytes: bytes 16-135, its checksum at 128), bit 1 the
+// descriptor's own (the last 8 bytes), so that the fields behind each check
+// are reached; the rest of the input is the descriptor.  Properties: never reads past the
 // bytes; what it accepts has a known kind and a handle with a sane range
 // whose serialization is the descriptor's handle bytes.
 #include <cstddef>
@@ -41,6 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (bytes.size() == cuarrow::ipc::shared_object::descriptor_size) {
     if ((mode & 1) != 0) put_checksum(bytes.data() + 16 + 104, bytes.data() + 16, 104);
     if ((mode & 2) != 0) put_checksum(bytes.data() + 128, bytes.data(), 128);
+  } else if (bytes.size() == cuarrow::ipc::shared_object::pool_descriptor_size) {
+    if ((mode & 1) != 0) put_checksum(bytes.data() + 16 + 112, bytes.data() + 16, 112);
+    if ((mode & 2) != 0) put_checksum(bytes.data() + 136, bytes.data(), 136);
   }
   try {
     const cuarrow::ipc::shared_descriptor d = cuarrow::ipc::read_shared_descriptor(
@@ -53,7 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     (void)cuarrow::ipc::to_string(d.kind);
     const std::vector<std::byte> again = h.serialize();
-    if (again.size() != cuarrow::ipc_memory_handle::serialized_size ||
+    const bool pool = d.memory == cuarrow::ipc::share_memory::pool;
+    if (pool != (h.kind() == cuarrow::ipc_handle_kind::pool) ||
+        bytes.size() !=
+            (pool ? cuarrow::ipc::shared_object::pool_descriptor_size : cuarrow::ipc::shared_object::descriptor_size)) {
+      cuarrow_fuzz::property_failed("an accepted descriptor's version, size and handle kind disagree");
+    }
+    if (again.size() !=
+            (pool ? cuarrow::ipc_memory_handle::pool_serialized_size : cuarrow::ipc_memory_handle::serialized_size) ||
         std::memcmp(again.data(), bytes.data() + 16, again.size()) != 0) {
       cuarrow_fuzz::property_failed("an accepted descriptor's handle does not serialize to its bytes");
     }

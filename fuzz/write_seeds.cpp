@@ -372,6 +372,22 @@ int main(int argc, char** argv) {
       write(root / "share_descriptor", "kind_" + std::to_string(kind), d);
       ++count;
     }
+    // Version 2: pool memory, a pool handle.
+    f.kind = cuarrow::ipc_handle_kind::pool;
+    f.pool_id = 0xfeedfacecafebeefull;
+    const auto pooled = cuarrow::detail::ipc_handle_factory::make(f).serialize();
+    for (int kind = 1; kind <= 5; ++kind) {
+      std::string d(1, '\2');
+      d += std::string("CUARSHR\0", 8);
+      le(d, 2, 2);     // version
+      le(d, kind, 1);  // kind
+      le(d, 0, 1);     // reserved
+      le(d, pooled.size(), 4);
+      d += std::string(reinterpret_cast<const char*>(pooled.data()), pooled.size());
+      d += std::string(8, '\0');  // checksum: the target computes it
+      write(root / "share_descriptor", "pool_kind_" + std::to_string(kind), d);
+      ++count;
+    }
   }
 
   // IPC record batch bodies: an empty batch of every schema (host and

@@ -113,6 +113,14 @@ class CUARROW_EXPORT ipc_pool_resource final : public device_memory_resource {
   /// handle of another pool.
   std::uint64_t pool_id() const noexcept { return id_; }
 
+  /// The process-wide pool of `ctx`'s device that ipc::share packs into
+  /// (share_memory::pool): created on the first call for the device, then
+  /// the same one, kept for the process (never destroyed: its memory may be
+  /// freed after static destructors ran).  Thread-safe.  Throws as the
+  /// constructor does (cuda_error CUDA_ERROR_NOT_SUPPORTED without
+  /// shareable pools); a failed creation is tried again by the next call.
+  static std::shared_ptr<ipc_pool_resource> shared_for(const context& ctx);
+
  private:
   CUmemoryPool pool_ = nullptr;
   int device_ = 0;

@@ -287,8 +287,8 @@ class _DeviceData:
         raw = self._raw_context()
         return Context._wrap(raw if raw is not None else _lib.Context.get(0))
 
-    def share(self, stream: Any = None) -> Any:
-        return _share(self, stream)
+    def share(self, stream: Any = None, memory: str = "legacy") -> Any:
+        return _share(self, stream, memory)
 
     share.__doc__ = _SHARE_DOC
 

@@ -729,6 +729,14 @@ class SharedObject:
     def kind(self) -> str: ...
 
     @property
+    def memory(self) -> str: ...
+
+    def export_pool(self) -> object:
+        """
+        Pool memory: (a new descriptor of the pool, owned by the caller; the pool's id).  Legacy: None.
+        """
+
+    @property
     def released(self) -> bool: ...
 
     @property
@@ -737,22 +745,40 @@ class SharedObject:
     def release(self) -> None:
         """Drop this process's hold on the shared memory."""
 
-def ipc_share(schema_capsule: object, batches: Sequence[tuple[object, object]], context: Context, kind: str, stream: object | None = None) -> SharedObject:
+class ImportedPool:
     """
-    Share record batches given as ("arrow_schema", "arrow_device_array") capsules, packed into one cuMemAlloc allocation of `context`'s device.
+    Another process's pool imported here (cuarrow::imported_pool), from ipc_import_shared_pool.
     """
 
-def ipc_share_buffer(buffer: Buffer, stream: object | None = None) -> SharedObject:
-    """Share device memory: itself, or a cuMemAlloc copy."""
+    @property
+    def pool_id(self) -> int: ...
+
+    @property
+    def device_number(self) -> int: ...
+
+def ipc_share(schema_capsule: object, batches: Sequence[tuple[object, object]], context: Context, kind: str, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
+    """
+    Share record batches given as ("arrow_schema", "arrow_device_array") capsules, packed into one allocation of `context`'s device: cuMemAlloc memory (memory="legacy") or the process-wide IPC pool's (memory="pool").
+    """
+
+def ipc_share_buffer(buffer: Buffer, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
+    """
+    Share device memory: itself, or a copy in memory of the kind asked for.
+    """
+
+def ipc_import_shared_pool(context: Context, fd: int, pool_id: int) -> ImportedPool:
+    """
+    The exporter's pool imported into `context`, once per process (cached by context and pool id); `fd` stays the caller's.
+    """
 
 def ipc_read_shared_descriptor(descriptor: bytes) -> tuple:
     """
-    (kind, exporter's device, bytes) of a descriptor, checked; opens nothing.
+    (kind, exporter's device, bytes, memory, pool id, made by this process) of a descriptor, checked; opens nothing.
     """
 
-def ipc_open_shared(context: Context, descriptor: bytes, validation: int = 1) -> tuple:
+def ipc_open_shared(context: Context, descriptor: bytes, validation: int = 1, pool: ImportedPool | None = None) -> tuple:
     """
-    Open a descriptor another process made: (kind, schema capsule or None, [batch capsules], the opened memory as a Buffer).
+    Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or None, [batch capsules], the opened memory as a Buffer).
     """
 
 __version__: str

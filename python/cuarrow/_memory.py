@@ -73,24 +73,28 @@ class Device:
 # share() of CudaBuffer and the typed device objects is implemented by
 # cuarrow._share, a layer above this one, which installs it here when it is
 # imported (importing cuarrow.cuda imports it).
-_share_impl: Callable[[Any, Any], Any] | None = None
+_share_impl: Callable[[Any, Any, str], Any] | None = None
 
 
-def _share(obj: Any, stream: Any) -> Any:
+def _share(obj: Any, stream: Any, memory: str = "legacy") -> Any:
     if _share_impl is None:
         raise RuntimeError("share() needs cuarrow.cuda: import it first (from cuarrow import cuda)")
-    return _share_impl(obj, stream)
+    return _share_impl(obj, stream, memory)
 
 
 _SHARE_DOC = """Share this object with another process on this machine, without
         a copy there: returns a ``cuarrow.cuda.SharedDeviceObject`` whose
-        ``descriptor`` (136 bytes; the object itself pickles as it) the other
-        process opens with ``cuarrow.cuda.open_shared``.  The data is packed
-        into one ``cuMemAlloc`` allocation (one device-to-device copy on
-        `stream`, synchronized; a CudaBuffer that CUDA IPC can export is
-        shared as it is) that lives until the SharedDeviceObject is released
-        or collected: keep it while the other process uses the data.
-        docs/sharing.md."""
+        ``descriptor`` (136 bytes, 144 for pool memory; the object itself
+        pickles as it) the other process opens with
+        ``cuarrow.cuda.open_shared``.  The data is packed into one allocation
+        (one device-to-device copy on `stream`, synchronized; a CudaBuffer
+        already in memory of that kind is shared as it is) that lives until
+        the SharedDeviceObject is released or collected: keep it while the
+        other process uses the data.  `memory`: ``"legacy"`` (default), one
+        ``cuMemAlloc`` allocation, opened with the descriptor alone;
+        ``"pool"``, memory of this process's IPC pool of the device, opened
+        with the descriptor and the pool (``pool_fd()``, ``pool_id``; sent
+        once per process), much faster to open.  docs/sharing.md."""
 
 
 def _host_nbytes(obj: Any, what: str) -> tuple[int, bool]:
@@ -424,8 +428,8 @@ class CudaBuffer(_lib.Buffer):
             return ctx.new_buffer(0)
         return ctx.foreign_buffer(pointer, size, base=owner)
 
-    def share(self, stream: Any = None) -> Any:
-        return _share(self, stream)
+    def share(self, stream: Any = None, memory: str = "legacy") -> Any:
+        return _share(self, stream, memory)
 
     share.__doc__ = _SHARE_DOC
 

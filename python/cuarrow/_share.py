@@ -29,8 +29,13 @@ assembled on the device; a CudaBuffer CUDA IPC can export goes as it is)
 and returns a :class:`SharedDeviceObject`, which owns that memory; its
 ``descriptor`` (136 bytes) opens in another process with
 :func:`open_shared`: one CUDA IPC handle, the stream read zero-copy.
+``obj.share(memory="pool")`` packs into this process's IPC pool of the
+device instead (descriptor of 144 bytes): the importer also needs the pool
+(``pool_fd()`` and ``pool_id``, sent once per process) and then opens in
+microseconds rather than milliseconds per GiB.
 :func:`enable_sharing_with_multiprocessing` makes ``multiprocessing``
-(queues, pipes, ``ProcessPoolExecutor``) send device objects that way
+(queues, pipes, ``ProcessPoolExecutor``) send device objects that way (pool
+memory, the pool's descriptor with ``multiprocessing.reduction.DupFd``)
 instead of as host copies.
 """
 
@@ -40,6 +45,7 @@ import copyreg
 import importlib.abc
 import importlib.machinery
 import multiprocessing.reduction
+import os
 import sys
 import threading
 from typing import Any
@@ -49,6 +55,7 @@ import pyarrow as pa
 from cuarrow import _cuarrow as _lib
 from cuarrow import _memory, ipc
 from cuarrow._arrays import DeviceArray, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
+from cuarrow._errors import CudaError
 from cuarrow._memory import Context, CudaBuffer
 
 _KINDS: dict[type, str] = {
@@ -144,12 +151,15 @@ class SharedDeviceObject:
     ``share()`` of a DeviceArray, DeviceChunkedArray, DeviceRecordBatch,
     DeviceTable or CudaBuffer.
 
-    It owns the shared device memory (one ``cuMemAlloc`` allocation) until
+    It owns the shared device memory (one ``cuMemAlloc`` allocation, or
+    one allocation of the process's IPC pool with ``memory="pool"``) until
     :meth:`release` (or a ``with`` block's end, or garbage collection): keep
     it while other processes use the data.  :attr:`descriptor` is what
     another process opens with :func:`open_shared`; the descriptor keeps
-    nothing alive.  Pickling sends the descriptor, and unpickling opens it
-    (in another process: a process cannot open what it shared itself).
+    nothing alive.  Pickling sends the descriptor (and for pool memory the
+    pool's descriptor, as ``multiprocessing.reduction.DupFd``: pickle it
+    with multiprocessing), and unpickling opens it (in another process: a
+    process cannot open what it shared itself).
     """
 
     __slots__ = ("_shared", "__weakref__")
@@ -168,9 +178,34 @@ class SharedDeviceObject:
     @property
     def descriptor(self) -> bytes:
         """The bytes another process opens with ``cuarrow.cuda.open_shared``
-        (136 bytes: the kind, one CUDA IPC handle, a checksum).  Raises
+        (136 bytes: the kind, one CUDA IPC handle, a checksum; 144 bytes for
+        pool memory, whose handle is longer).  Raises
         ``pyarrow.ArrowInvalid`` once released."""
         return self._shared.descriptor()
+
+    @property
+    def memory(self) -> str:
+        """Where the data lies: "legacy" (``cuMemAlloc``) or "pool" (the process's IPC pool)."""
+        return self._shared.memory
+
+    @property
+    def pool_id(self) -> int | None:
+        """Pool memory: the id of the pool the importer needs
+        (``open_shared(descriptor, pool=(pool_fd, pool_id))``); None for
+        legacy memory.  Raises ``pyarrow.ArrowInvalid`` once released."""
+        if self.memory != "pool":
+            return None
+        return _exported_pool(self)[1]
+
+    def pool_fd(self) -> int | None:
+        """Pool memory: a file descriptor of the pool the importer needs,
+        to send to it (``socket.send_fds``, ``multiprocessing.reduction.DupFd``
+        ...).  The descriptor is this process's, one per pool, open until
+        the process exits: do not close it.  None for legacy memory.  Raises
+        ``pyarrow.ArrowInvalid`` once released."""
+        if self.memory != "pool":
+            return None
+        return _exported_pool(self)[0]
 
     @property
     def kind(self) -> str:
@@ -199,6 +234,9 @@ class SharedDeviceObject:
         self.release()
 
     def __reduce__(self) -> Any:
+        if self.memory == "pool":
+            fd, pool_id = _exported_pool(self)
+            return _open_shared_with_sent_pool, (self.descriptor, multiprocessing.reduction.DupFd(fd), pool_id)
         return open_shared, (self.descriptor,)
 
     def __repr__(self) -> str:
@@ -206,21 +244,72 @@ class SharedDeviceObject:
         return f"<cuarrow.cuda.SharedDeviceObject kind={self.kind} {state}>"
 
 
-def _share_object(obj: Any, stream: Any = None) -> SharedDeviceObject:
+# The pools this process shared from: pool id -> one descriptor of it, kept
+# open for the process (the pool lives as long; a DupFd of it handed to a
+# spawning Process must stay valid until the child is started).
+_pool_fds: dict[int, int] = {}
+_pool_fds_lock = threading.Lock()
+
+
+def _exported_pool(shared: SharedDeviceObject) -> tuple[int, int]:
+    """(fd, pool id) of the pool a pool share lies in, exported once per pool."""
+    with _pool_fds_lock:
+        exported = shared._shared.export_pool()
+        if exported is None:
+            raise ValueError("this share is in legacy memory: it has no pool")
+        fd, pool_id = exported
+        if pool_id in _pool_fds:
+            os.close(fd)
+        else:
+            _pool_fds[pool_id] = fd
+        return _pool_fds[pool_id], pool_id
+
+
+def _share_object(obj: Any, stream: Any = None, memory: str = "legacy") -> SharedDeviceObject:
     """share() of every device class (installed into cuarrow._memory)."""
+    if memory not in ("legacy", "pool"):
+        raise ValueError(f'memory must be "legacy" or "pool", not {memory!r}')
     if isinstance(obj, CudaBuffer):
-        return SharedDeviceObject._wrap(_lib.ipc_share_buffer(obj, stream))
+        return SharedDeviceObject._wrap(_lib.ipc_share_buffer(obj, stream, memory))
     schema, batches = _as_batches(obj)
     # A capsule is consumed where it is read: a fresh one for each use.
     capsules = [b.__arrow_c_device_array__(schema.__arrow_c_schema__()) for b in batches]
-    raw = _lib.ipc_share(schema.__arrow_c_schema__(), capsules, obj.context._ctx, _KINDS[type(obj)], stream)
+    raw = _lib.ipc_share(schema.__arrow_c_schema__(), capsules, obj.context._ctx, _KINDS[type(obj)], stream, memory)
     return SharedDeviceObject._wrap(raw)
 
 
 _memory._share_impl = _share_object
 
 
-def open_shared(descriptor: Any, context: Context | None = None) -> Any:
+def _open_shared_with_sent_pool(descriptor: bytes, fd: Any, pool_id: int) -> Any:
+    """Unpickles a pool share sent by multiprocessing: `fd` is a
+    ``multiprocessing.reduction.DupFd`` of the exporter's pool."""
+    return open_shared(descriptor, pool=(fd, pool_id))
+
+
+def _import_pool(ctx: Context, pool: Any) -> Any:
+    """The ImportedPool of `pool` ((fd, pool_id), fd an int that stays the
+    caller's or a DupFd-like object with detach(), whose descriptor is closed
+    here) in `ctx`, imported once per process."""
+    try:
+        fd, pool_id = pool
+    except (TypeError, ValueError):
+        raise TypeError(
+            "pool must be (fd, pool_id): the exporter's SharedDeviceObject.pool_fd() (sent to this process) "
+            f"and its pool_id, not {type(pool).__name__}"
+        ) from None
+    if hasattr(fd, "detach"):
+        owned = fd.detach()
+        try:
+            return _lib.ipc_import_shared_pool(ctx._ctx, owned, int(pool_id))
+        finally:
+            os.close(owned)
+    if not isinstance(fd, int):
+        raise TypeError(f"pool's fd must be an int file descriptor (or a DupFd), not {type(fd).__name__}")
+    return _lib.ipc_import_shared_pool(ctx._ctx, fd, int(pool_id))
+
+
+def open_shared(descriptor: Any, context: Context | None = None, pool: Any = None) -> Any:
     """Opens what another process on this machine shared (``obj.share()``):
     the same kind of object (DeviceTable, DeviceRecordBatch, DeviceArray,
     DeviceChunkedArray or CudaBuffer), zero-copy over the exporter's memory
@@ -229,6 +318,13 @@ def open_shared(descriptor: Any, context: Context | None = None) -> Any:
     `descriptor`: the SharedDeviceObject's ``descriptor`` bytes (any
     bytes-like object).  `context`: where to map it; by default the
     exporter's device number when this process has it, else device 0.
+    `pool`: for pool memory (``share(memory="pool")``), the exporter's pool
+    as ``(fd, pool_id)``: its ``pool_fd()`` received in this process (an
+    int, which stays yours, or a ``multiprocessing.reduction.DupFd``) and
+    its ``pool_id``.  The pool is imported once per process and context
+    (later calls reuse it: about a millisecond the first time, microseconds
+    after).  Legacy descriptors ignore `pool`; a pool descriptor without it
+    raises ``pyarrow.ArrowInvalid`` saying what to pass.
     A damaged or forged descriptor raises ``pyarrow.ArrowInvalid`` saying
     what is wrong, so does a descriptor this process made; memory the
     exporter released, or an exporter that exited, raises
@@ -242,11 +338,13 @@ def open_shared(descriptor: Any, context: Context | None = None) -> Any:
             "open_shared needs the descriptor as bytes (SharedDeviceObject.descriptor), "
             f"not {type(descriptor).__name__}"
         ) from None
-    kind, device_id, _ = _lib.ipc_read_shared_descriptor(data)
+    kind, device_id, _, memory, _, made_here = _lib.ipc_read_shared_descriptor(data)
     ctx = _context_for(device_id) if context is None else context
     if not isinstance(ctx, Context):
         raise TypeError(f"context must be a cuarrow.cuda.Context, not {type(ctx).__name__}")
-    kind, schema_capsule, capsules, raw = _lib.ipc_open_shared(ctx._ctx, data)
+    # A descriptor this process made is refused by ipc_open_shared: no import of our own pool first.
+    imported = _import_pool(ctx, pool) if pool is not None and memory == "pool" and not made_here else None
+    kind, schema_capsule, capsules, raw = _lib.ipc_open_shared(ctx._ctx, data, pool=imported)
     if kind == "buffer":
         return CudaBuffer._wrap(raw)
     schema = ipc._schema_from(schema_capsule)
@@ -265,17 +363,30 @@ _sent_lock = threading.Lock()
 
 
 def _reduce_for_multiprocessing(obj: Any) -> Any:
-    shared = _share_object(obj)
+    # Pool memory: the receiver imports the pool once (its descriptor goes
+    # as a DupFd, which works with every start method), then opens each
+    # object in microseconds.  Legacy memory where the device has no pools.
+    try:
+        shared = _share_object(obj, memory="pool")
+    except CudaError as e:
+        if e.name != "CUDA_ERROR_NOT_SUPPORTED":
+            raise
+        shared = _share_object(obj)
     with _sent_lock:
         _sent.append(shared)
-    return open_shared, (shared.descriptor,)
+    return shared.__reduce__()
 
 
 def enable_sharing_with_multiprocessing() -> None:
     """Opt-in: device objects sent through ``multiprocessing`` (queues,
     pipes, ``Pool``, ``concurrent.futures.ProcessPoolExecutor``; any start
     method) travel as descriptors of CUDA IPC shares, opened zero-copy by
-    the receiving process on this machine, instead of host copies.
+    the receiving process on this machine, instead of host copies.  They
+    are packed into this process's IPC pool of the device (legacy
+    ``cuMemAlloc`` memory where the device has no shareable pools), the
+    pool's descriptor sent along as a ``multiprocessing.reduction.DupFd``:
+    the receiver imports the pool once and opens each object in
+    microseconds.
 
     Applies to what this process sends; a worker that sends device objects
     back calls it too (e.g. ``ProcessPoolExecutor(initializer=

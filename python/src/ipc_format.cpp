@@ -299,6 +299,13 @@ ci::shared_kind kind_of(const std::string& name) {
   throw cuarrow::invalid_argument("not a kind of shared object: \"" + name + "\"");
 }
 
+ci::share_memory share_memory_of(const std::string& name) {
+  for (ci::share_memory m : {ci::share_memory::legacy, ci::share_memory::pool}) {
+    if (name == ci::to_string(m)) return m;
+  }
+  throw cuarrow::invalid_argument("memory must be \"legacy\" or \"pool\", not \"" + name + "\"");
+}
+
 std::span<const std::byte> span_of(const nb::bytes& b) {
   return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
 }
@@ -633,6 +640,16 @@ void bind_ipc_format(nb::module_& m) {
           "descriptor", [](const ci::shared_object& o) { return bytes_of(o.descriptor()); },
           "The descriptor another process opens (136 bytes).")
       .def_prop_ro("kind", [](const ci::shared_object& o) { return std::string(ci::to_string(o.kind())); })
+      .def_prop_ro("memory", [](const ci::shared_object& o) { return std::string(ci::to_string(o.memory())); })
+      .def(
+          "export_pool",
+          [](const ci::shared_object& o) -> nb::object {
+            std::optional<cuarrow::shareable_pool> p = o.export_pool();
+            if (!p) return nb::none();
+            const std::uint64_t id = p->pool_id();
+            return nb::make_tuple(p->release(), id);
+          },
+          "Pool memory: (a new descriptor of the pool, owned by the caller; the pool's id).  Legacy: None.")
       .def_prop_ro("released", &ci::shared_object::released)
       .def_prop_ro("data",
                    [](const ci::shared_object& o) {
@@ -642,43 +659,68 @@ void bind_ipc_format(nb::module_& m) {
       // of the same object on other threads (shared_object has no lock).
       .def("release", &ci::shared_object::release, "Drop this process's hold on the shared memory.");
 
+  nb::class_<cuarrow::imported_pool>(m, "ImportedPool",
+                                     "Another process's pool imported here (cuarrow::imported_pool), from "
+                                     "ipc_import_shared_pool.")
+      .def_prop_ro("pool_id", &cuarrow::imported_pool::pool_id)
+      .def_prop_ro("device_number", [](const cuarrow::imported_pool& p) { return p.get_context().device_number(); });
+
   m.def(
       "ipc_share",
       [](nb::handle schema_cap, const std::vector<std::pair<nb::object, nb::object>>& batches,
-         const cuarrow::context& ctx, const std::string& kind, cuarrow::stream_view s) {
+         const cuarrow::context& ctx, const std::string& kind, cuarrow::stream_view s, const std::string& memory) {
         const ca::schema sc = schema_of(schema_cap);
         std::vector<ca::record_batch> bs;
         bs.reserve(batches.size());
         for (const auto& [sch, arr] : batches) bs.push_back(batch_of(sch, arr, s));
         const ci::shared_kind k = kind_of(kind);
+        const ci::share_options o{share_memory_of(memory)};
         nb::gil_scoped_release r;
-        return ci::share(sc, bs, ctx, s, k);
+        return ci::share(sc, bs, ctx, s, k, o);
       },
       nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("context"), nb::arg("kind"),
-      nb::arg("stream") = nb::none(),
+      nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
       "Share record batches given as (\"arrow_schema\", \"arrow_device_array\") capsules, packed into one "
-      "cuMemAlloc allocation of `context`'s device.");
+      "allocation of `context`'s device: cuMemAlloc memory (memory=\"legacy\") or the process-wide IPC pool's "
+      "(memory=\"pool\").");
   m.def(
       "ipc_share_buffer",
-      [](const Buffer& b, cuarrow::stream_view s) {
+      [](const Buffer& b, cuarrow::stream_view s, const std::string& memory) {
+        const ci::share_options o{share_memory_of(memory)};
         nb::gil_scoped_release r;
-        return ci::share(b.buf, s);
+        return ci::share(b.buf, s, o);
       },
-      nb::arg("buffer"), nb::arg("stream") = nb::none(), "Share device memory: itself, or a cuMemAlloc copy.");
+      nb::arg("buffer"), nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
+      "Share device memory: itself, or a copy in memory of the kind asked for.");
+  m.def(
+      "ipc_import_shared_pool",
+      [](const cuarrow::context& ctx, int fd, std::uint64_t pool_id) {
+        nb::gil_scoped_release r;
+        return ci::import_shared_pool(ctx, fd, pool_id);
+      },
+      nb::arg("context"), nb::arg("fd"), nb::arg("pool_id"),
+      "The exporter's pool imported into `context`, once per process (cached by context and pool id); `fd` "
+      "stays the caller's.");
   m.def(
       "ipc_read_shared_descriptor",
       [](nb::bytes descriptor) {
         ci::shared_descriptor d = ci::read_shared_descriptor(span_of(descriptor));
-        return nb::make_tuple(std::string(ci::to_string(d.kind)), d.handle.device_id(), d.handle.size());
+        return nb::make_tuple(std::string(ci::to_string(d.kind)), d.handle.device_id(), d.handle.size(),
+                              std::string(ci::to_string(d.memory)), d.handle.pool_id(),
+                              d.handle.exported_by_this_process());
       },
-      nb::arg("descriptor"), "(kind, exporter's device, bytes) of a descriptor, checked; opens nothing.");
+      nb::arg("descriptor"),
+      "(kind, exporter's device, bytes, memory, pool id, made by this process) of a descriptor, checked; opens "
+      "nothing.");
   m.def(
       "ipc_open_shared",
-      [](const cuarrow::context& ctx, nb::bytes descriptor, int validation) {
+      [](const cuarrow::context& ctx, nb::bytes descriptor, int validation,
+         std::optional<cuarrow::imported_pool> pool) {
         ci::opened_shared o;
         {
           nb::gil_scoped_release r;
-          o = ci::open_shared(ctx, span_of(descriptor), options_of(validation));
+          o = pool ? ci::open_shared(ctx, span_of(descriptor), *pool, options_of(validation))
+                   : ci::open_shared(ctx, span_of(descriptor), options_of(validation));
         }
         nb::list batches;
         nb::object schema = nb::none();
@@ -688,8 +730,9 @@ void bind_ipc_format(nb::module_& m) {
         }
         return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, Buffer{o.data, false});
       },
-      nb::arg("context"), nb::arg("descriptor"), nb::arg("validation") = 1,
-      "Open a descriptor another process made: (kind, schema capsule or None, [batch capsules], the opened "
+      nb::arg("context"), nb::arg("descriptor"), nb::arg("validation") = 1, nb::arg("pool") = nb::none(),
+      "Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or "
+      "None, [batch capsules], the opened "
       "memory as a Buffer).");
 }
 

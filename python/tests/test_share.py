@@ -203,6 +203,84 @@ def test_opening_after_the_exporter_released_raises(ctx):
     ), err
 
 
+def _open_pool_shares_in_child(descriptors, fd, pool_id):
+    # runs in a spawned process: opens pool shares through the exporter's
+    # pool (fd: a DupFd, detached here), importing it once
+    import os
+
+    from cuarrow import cuda
+
+    with pytest.raises(pa.ArrowInvalid, match="import_shared_pool"):
+        cuda.open_shared(descriptors[0])  # without the pool: says what to pass
+    own = fd.detach()
+    try:
+        out = []
+        for d in descriptors:
+            obj = cuda.open_shared(d, pool=(own, pool_id))
+            host = obj.copy_to_host().to_pybytes() if isinstance(obj, cuda.CudaBuffer) else obj.to_host()
+            out.append((type(obj).__name__, host, obj.context.transfer_stats()["host_to_device_bytes"]))
+        return out
+    finally:
+        os.close(own)
+
+
+def _open_pool_share_in_process(q, descriptor, fd, pool_id):
+    # target of a spawned multiprocessing.Process: fd arrived with its args
+    from cuarrow import cuda
+
+    t = cuda.open_shared(descriptor, pool=(fd, pool_id))
+    q.put(t.to_host())
+
+
+def test_pool_share_opens_with_its_pool_in_a_spawned_child(ctx):
+    from multiprocessing.reduction import DupFd
+
+    objs = [cuda.to_device(h, ctx) for h in _objects(pa.string()).values()]
+    data = np.arange(100, dtype=np.int32)
+    objs.append(ctx.buffer_from_data(data))
+    shares = [o.share(memory="pool") for o in objs]
+    assert all(s.memory == "pool" and len(s.descriptor) == 144 for s in shares)
+    assert len({s.pool_id for s in shares}) == 1, "one pool for the process"
+    assert shares[0].pool_fd() == shares[1].pool_fd(), "the pool is exported once"
+    legacy = objs[0].share()
+    assert legacy.memory == "legacy" and legacy.pool_id is None and legacy.pool_fd() is None
+    with pytest.raises(ValueError, match="legacy"):
+        objs[0].share(memory="plain")
+    with _spawn_pool() as ex:
+        got = ex.submit(
+            _open_pool_shares_in_child, [s.descriptor for s in shares], DupFd(shares[0].pool_fd()), shares[0].pool_id
+        ).result(timeout=120)
+    hosts = [o.to_host() for o in objs[:-1]] + [data.tobytes()]
+    for (name, back, copied), host, o in zip(got, hosts, objs):
+        assert name == type(o).__name__
+        assert copied == 0
+        assert back == host if isinstance(host, bytes) else back.equals(host)
+    # A Process started with spawn gets the pool's fd with its arguments.
+    import multiprocessing as mp
+
+    spawn = mp.get_context("spawn")
+    q = spawn.SimpleQueue()
+    table = cuda.to_device(_objects()["table"], ctx)
+    s = table.share(memory="pool")
+    p = spawn.Process(target=_open_pool_share_in_process, args=(q, s.descriptor, DupFd(s.pool_fd()), s.pool_id))
+    p.start()
+    back = q.get()
+    p.join(timeout=120)
+    assert p.exitcode == 0 and back.equals(_objects()["table"])
+    for x in shares:
+        x.release()
+
+
+def test_pool_share_pickles_with_its_pool_through_a_process_pool(ctx):
+    from multiprocessing.reduction import ForkingPickler
+
+    host = _objects()["table"]
+    s = cuda.to_device(host, ctx).share(memory="pool")
+    with _spawn_pool() as ex:
+        got = ex.submit(_open_in_child, [("pickle", bytes(ForkingPickler.dumps(s)))]).result(timeout=120)
+    assert got[0][0] == "DeviceTable" and got[0][1].equals(host) and got[0][2] == 0
+
+
 def _child_report(obj):
     # runs in a pool worker: what arrived, and whether it was copied here
     from cuarrow import cuda
@@ -255,6 +333,30 @@ def test_reducer_hands_device_tables_over_without_a_copy(ctx, sharing_with_multi
     assert cuda.release_shared_objects() == 0
 
 
+def _open_many(objs):
+    # runs in a pool worker: the objects arrived through the reducer
+
+    return [(type(o).__name__, o.to_host(), o.context.transfer_stats()["host_to_device_bytes"]) for o in objs]
+
+
+def test_reducer_shares_pool_memory_and_the_worker_imports_the_pool_once(ctx, sharing_with_multiprocessing):
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    hosts = list(_objects(pa.int64()).values())
+    objs = [cuda.to_device(h, ctx) for h in hosts]
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        first = ex.submit(_open_many, objs).result(timeout=120)
+        again = ex.submit(_open_many, objs[:2]).result(timeout=120)
+    for (name, back, copied), h, o in zip(first + again, hosts + hosts[:2], objs + objs[:2]):
+        assert name == type(o).__name__ and copied == 0 and back.equals(h)
+    from cuarrow import _share
+
+    sent = list(_share._sent)
+    assert len(sent) == len(objs) + 2 and all(s.memory == "pool" for s in sent)
+    assert cuda.release_shared_objects() == len(objs) + 2
+
+
 def test_reducer_sends_every_kind_through_a_queue(ctx, sharing_with_multiprocessing):
     import multiprocessing as mp
 
@@ -263,7 +365,7 @@ def test_reducer_sends_every_kind_through_a_queue(ctx, sharing_with_multiprocess
     for o in objs:
         q.put(o)  # pickled by ForkingPickler in this process
     # A queue read in this process opens its own shares: refused, which
-    # shows the objects travelled as descriptors.
+    # shows the objects travelled as descriptors (pool memory, with the pool).
     with pytest.raises(pa.ArrowInvalid, match="other processes"):
         q.get()
     assert cuda.release_shared_objects() == len(objs)

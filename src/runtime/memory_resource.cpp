@@ -223,6 +223,18 @@ std::optional<std::pair<CUdeviceptr, std::size_t>> ipc_pool_allocation(CUmemoryP
 
 }  // namespace detail
 
+std::shared_ptr<ipc_pool_resource> ipc_pool_resource::shared_for(const context& ctx) {
+  // One pool per device for the process, never destroyed (a leaked map):
+  // buffers of it may be freed after static destructors ran, and importers
+  // in other processes keep using the pool's descriptor.
+  static auto* pools = new std::map<int, std::shared_ptr<ipc_pool_resource>>;
+  static auto* mutex = new std::mutex;
+  const std::lock_guard<std::mutex> lock(*mutex);
+  std::shared_ptr<ipc_pool_resource>& p = (*pools)[ctx.device_number()];
+  if (!p) p = std::make_shared<ipc_pool_resource>(ctx);  // a failure leaves it empty: tried again next time
+  return p;
+}
+
 const std::shared_ptr<device_memory_resource>& plain_device_resource::shared() {
   static const auto* one = new std::shared_ptr<device_memory_resource>(std::make_shared<plain_device_resource>());
   return *one;

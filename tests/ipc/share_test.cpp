@@ -4,15 +4,24 @@
 // tests/child_process.hpp): every sample type, dictionaries, slices, empty
 // tables, each kind's shape, buffers; and the lifetimes: the exporter
 // releasing early or exiting while the importer holds the data, and opening
-// after the exporter released or exited.
+// after the exporter released or exited.  The same in pool memory
+// (share_memory::pool): the pool's descriptor goes to the child over a
+// socketpair (tests/fd_passing.hpp), the child imports it once.
 #include "cuarrow/ipc/share.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +31,7 @@
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/stream.hpp"
+#include "fd_passing.hpp"
 #include "test_support.hpp"
 
 namespace cuarrow_ipc_share_test {
@@ -103,13 +113,73 @@ std::vector<item> make_case(const std::string& name) {
   return out;
 }
 
-std::vector<ipc::shared_object> share_case(const std::vector<item>& items, const cuarrow::context& ctx) {
+std::vector<ipc::shared_object> share_case(const std::vector<item>& items, const cuarrow::context& ctx,
+                                           ipc::share_memory memory = ipc::share_memory::legacy) {
   std::vector<ipc::shared_object> out;
   for (const item& it : items) {
     const std::vector<record_batch> dev = to_device(std::span<const record_batch>(it.batches), ctx);
-    out.push_back(ipc::share(it.sch, dev, ctx, {}, it.kind));
+    out.push_back(ipc::share(it.sch, dev, ctx, {}, it.kind, ipc::share_options{memory}));
   }
   return out;
+}
+
+bool pools_supported() {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  if (!ctx.properties().memory_pools_supported) return false;
+  try {
+    (void)cuarrow::ipc_pool_resource::shared_for(ctx);
+    return true;
+  } catch (const cuarrow::cuda_error& e) {
+    if (e.code() == CUDA_ERROR_NOT_SUPPORTED) return false;
+    throw;
+  }
+}
+
+#define REQUIRE_SHAREABLE_POOLS()                                                                    \
+  do {                                                                                               \
+    if (!pools_supported()) GTEST_SKIP() << "this device has no POSIX file-descriptor memory pools"; \
+  } while (0)
+
+// A socketpair whose child end a child process inherits across exec.
+struct socket_pair {
+  int parent = -1, child = -1;
+  socket_pair() {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+      parent = sv[0];
+      child = sv[1];
+      fcntl(parent, F_SETFD, FD_CLOEXEC);
+    }
+  }
+  ~socket_pair() {
+    if (parent >= 0) close(parent);
+    if (child >= 0) close(child);
+  }
+  socket_pair(const socket_pair&) = delete;
+  socket_pair& operator=(const socket_pair&) = delete;
+};
+
+// Sends the pool of `s` (its descriptor, its id as the payload).
+bool send_pool(int sock, const ipc::shared_object& s) {
+  std::optional<cuarrow::shareable_pool> p = s.export_pool();
+  if (!p) return false;
+  const std::uint64_t id = p->pool_id();
+  std::vector<std::byte> payload(8);
+  std::memcpy(payload.data(), &id, 8);
+  return cuarrow_test::send_fd(sock, p->fd(), payload);
+}
+
+struct received_pool {
+  int fd = -1;
+  std::uint64_t pool_id = 0;
+};
+
+received_pool receive_pool(int sock) {
+  received_pool r;
+  std::vector<std::byte> payload;
+  r.fd = cuarrow_test::receive_fd(sock, &payload);
+  if (payload.size() == 8) std::memcpy(&r.pool_id, payload.data(), 8);
+  return r;
 }
 
 // Every buffer of `a` (children, dictionary) lies in `in`.
@@ -161,14 +231,12 @@ std::string fresh_dir(const std::string& name) {
 // Opens each descriptor of argv[1..] and checks it against make_case(argv[0]):
 // same schema, kind and values, every buffer inside the one mapping, and no
 // copy of the data (only small metadata reads).
-CUARROW_CHILD_MODE(share_check) {
-  CHILD_CHECK(argc >= 1);
-  const std::vector<item> items = make_case(argv[0]);
-  CHILD_CHECK(static_cast<std::size_t>(argc - 1) == items.size());
-  const cuarrow::context ctx = cuarrow::context::get(0);
+// Checks what open(i) opened against items[i] (see share_check); returns 0 or 1.
+template <class Open>
+int check_items(const std::vector<item>& items, const cuarrow::context& ctx, Open&& open) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     ctx.reset_transfer_stats();
-    const ipc::opened_shared o = ipc::open_shared(ctx, from_hex(argv[i + 1]));
+    const ipc::opened_shared o = open(i);
     const cuarrow::transfer_statistics t = ctx.transfer_stats();
     CHILD_CHECK(t.host_to_device_bytes == 0 && t.device_to_device_bytes == 0);
     CHILD_CHECK(t.device_to_host_bytes < 64 * 1024);  // metadata and a few offsets, never the data
@@ -184,17 +252,74 @@ CUARROW_CHILD_MODE(share_check) {
       CHILD_CHECK(same);
     }
   }
+  return 0;
+}
+
+CUARROW_CHILD_MODE(share_check) {
+  CHILD_CHECK(argc >= 1);
+  const std::vector<item> items = make_case(argv[0]);
+  CHILD_CHECK(static_cast<std::size_t>(argc - 1) == items.size());
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  CHILD_CHECK(check_items(items, ctx, [&](std::size_t i) { return ipc::open_shared(ctx, from_hex(argv[i + 1])); }) ==
+              0);
   std::printf("CHECKED %d\n", argc - 1);
+  return 0;
+}
+
+// share_pool_check <socket> <case> <descriptors...>: receives the pool,
+// checks that a descriptor does not open without it (a clear error naming
+// import_shared_pool), then opens each through import_shared_pool (called
+// for every descriptor: the pool is imported once) and checks it as
+// share_check does.
+CUARROW_CHILD_MODE(share_pool_check) {
+  CHILD_CHECK(argc >= 2);
+  const int sock = std::atoi(argv[0]);
+  const std::vector<item> items = make_case(argv[1]);
+  CHILD_CHECK(static_cast<std::size_t>(argc - 2) == items.size());
+  const received_pool rp = receive_pool(sock);
+  CHILD_CHECK(rp.fd >= 0 && rp.pool_id != 0);
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  try {
+    (void)ipc::open_shared(ctx, from_hex(argv[2]));
+    CHILD_CHECK(!"a pool descriptor opened without its pool");
+  } catch (const cuarrow::invalid_argument& e) {
+    CHILD_CHECK(contains(e.what(), "pool memory") && contains(e.what(), "import_shared_pool"));
+  }
+  const std::size_t pools_before = cuarrow_test::emu().pool_count ? cuarrow_test::emu().pool_count() : 0;
+  const cuarrow::imported_pool first = ipc::import_shared_pool(ctx, rp.fd, rp.pool_id);
+  const int rc = check_items(items, ctx, [&](std::size_t i) {
+    const cuarrow::imported_pool p = ipc::import_shared_pool(ctx, rp.fd, rp.pool_id);
+    if (p.native_handle() != first.native_handle()) throw std::runtime_error("the pool was imported again");
+    return ipc::open_shared(ctx, from_hex(argv[i + 2]), p);
+  });
+  CHILD_CHECK(rc == 0);
+  if (cuarrow_test::emu().pool_count) {
+    CHILD_CHECK(cuarrow_test::emu().pool_count() == pools_before + 1);  // one import for every open
+  }
+  close(rp.fd);
+  std::printf("POOL CHECKED %d\n", argc - 2);
   return 0;
 }
 
 // Opens the descriptor argv[0] and prints what happened: "OPENED <kind>" or
 // "REFUSED <error class>: <message>".
+// With a socket as argv[1]: the pool comes over it and the descriptor is
+// opened through it.
 CUARROW_CHILD_MODE(share_try_open) {
-  CHILD_CHECK(argc == 1);
+  CHILD_CHECK(argc == 1 || argc == 2);
   try {
-    const ipc::opened_shared o = ipc::open_shared(cuarrow::context::get(0), from_hex(argv[0]));
-    std::printf("OPENED %s\n", ipc::to_string(o.kind));
+    const cuarrow::context ctx = cuarrow::context::get(0);
+    std::optional<ipc::opened_shared> o;
+    if (argc == 2) {
+      const received_pool rp = receive_pool(std::atoi(argv[1]));
+      CHILD_CHECK(rp.fd >= 0);
+      const cuarrow::imported_pool p = ipc::import_shared_pool(ctx, rp.fd, rp.pool_id);
+      close(rp.fd);
+      o = ipc::open_shared(ctx, from_hex(argv[0]), p);
+    } else {
+      o = ipc::open_shared(ctx, from_hex(argv[0]));
+    }
+    std::printf("OPENED %s\n", ipc::to_string(o->kind));
   } catch (const cuarrow::cuda_error& e) {
     std::printf("REFUSED cuda_error: %s\n", e.what());
   } catch (const ipc::invalid_message& e) {
@@ -219,13 +344,24 @@ CUARROW_CHILD_MODE(share_export) {
   return 0;
 }
 
-// The importer that holds: opens <dir>/desc, writes <dir>/opened, waits for
+// The importer that holds: opens <dir>/desc (through the pool that comes
+// over the socket argv[1], if given), writes <dir>/opened, waits for
 // <dir>/released, then reads the batch and compares it.
 CUARROW_CHILD_MODE(share_hold) {
-  CHILD_CHECK(argc == 1);
+  CHILD_CHECK(argc == 1 || argc == 2);
   const std::string dir = argv[0];
   const item expected = make_case("kinds")[0];
-  const ipc::opened_shared o = ipc::open_shared(cuarrow::context::get(0), write_and_read(dir + "/desc"));
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  std::optional<ipc::opened_shared> opened;
+  if (argc == 2) {
+    const received_pool rp = receive_pool(std::atoi(argv[1]));
+    CHILD_CHECK(rp.fd >= 0);
+    opened = ipc::open_shared(ctx, write_and_read(dir + "/desc"), ipc::import_shared_pool(ctx, rp.fd, rp.pool_id));
+    close(rp.fd);
+  } else {
+    opened = ipc::open_shared(ctx, write_and_read(dir + "/desc"));
+  }
+  const ipc::opened_shared& o = *opened;
   write_and_read(dir + "/opened", "1");
   CHILD_CHECK(wait_for(dir + "/released"));
   CHILD_CHECK(o.batches.size() == 1);
@@ -455,6 +591,193 @@ TEST(Share, ExporterReleasingEarlyLeavesTheImporterValidMemory) {
   if (cuarrow::driver_is_emulated()) {
     EXPECT_TRUE(contains(importer.output, "SAME VALUES")) << importer.output;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// ---- pool memory ------------------------------------------------------------------------------
+
+TEST(SharePool, DescriptorIsVersion2WithAHandleOfTheProcessWidePool) {
+  REQUIRE_SHAREABLE_POOLS();
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<ipc::shared_object> shared = share_case(make_case("kinds"), ctx, ipc::share_memory::pool);
+  const ipc::shared_object& s = shared[0];
+  EXPECT_EQ(s.memory(), ipc::share_memory::pool);
+  const std::vector<std::byte> d = s.descriptor();
+  ASSERT_EQ(d.size(), ipc::shared_object::pool_descriptor_size);
+  EXPECT_EQ(std::memcmp(d.data(), "CUARSHR\0", 8), 0);
+  EXPECT_EQ(static_cast<int>(d[8]), 2);
+  const ipc::shared_descriptor r = ipc::read_shared_descriptor(d);
+  EXPECT_EQ(r.kind, ipc::shared_kind::record_batch);
+  EXPECT_EQ(r.memory, ipc::share_memory::pool);
+  EXPECT_EQ(r.handle.kind(), cuarrow::ipc_handle_kind::pool);
+  const std::shared_ptr<cuarrow::ipc_pool_resource> pool = cuarrow::ipc_pool_resource::shared_for(ctx);
+  EXPECT_EQ(pool, cuarrow::ipc_pool_resource::shared_for(ctx)) << "one pool per device for the process";
+  EXPECT_EQ(r.handle.pool_id(), pool->pool_id());
+  std::optional<cuarrow::shareable_pool> sp = s.export_pool();
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_GE(sp->fd(), 0);
+  EXPECT_EQ(sp->pool_id(), pool->pool_id());
+  for (const ipc::shared_object& other : shared) EXPECT_EQ(other.export_pool()->pool_id(), pool->pool_id());
+  // The stream is the batch's.
+  const std::vector<record_batch> back = ipc::stream_reader(s.data()).read_all();
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_TRUE(same_values(make_case("kinds")[0].batches[0], back[0]));
+  // Legacy shares have no pool to send.
+  EXPECT_FALSE(sample_share(ctx).export_pool().has_value());
+  // Opening it here is refused, with or without the pool: descriptors are
+  // for other processes (share_pool_check sees the error without the pool).
+  const std::string m = message_of([&] { (void)ipc::open_shared(ctx, d); });
+  EXPECT_TRUE(contains(m, "other processes")) << m;
+  EXPECT_THROW((void)ipc::open_shared(ctx, d), cuarrow::invalid_argument);
+  EXPECT_THROW((void)ipc::import_shared_pool(ctx, 3, 0), cuarrow::invalid_argument);
+}
+
+TEST(SharePool, VersionSizeAndHandleKindMustAgree) {
+  REQUIRE_SHAREABLE_POOLS();
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<ipc::shared_object> shared = share_case(make_case("kinds"), ctx, ipc::share_memory::pool);
+  const std::vector<std::byte> pool_d = shared[0].descriptor();
+  const std::vector<std::byte> legacy_d = sample_share(ctx).descriptor();
+  auto resealed = [](std::vector<std::byte> d) {
+    const std::size_t at = d.size() - 8;
+    const std::uint64_t c = fnv1a(d.data(), at);
+    for (std::size_t i = 0; i < 8; ++i) d[at + i] = static_cast<std::byte>((c >> (8 * i)) & 0xff);
+    return d;
+  };
+  std::vector<std::byte> v1_of_pool = pool_d;
+  v1_of_pool[8] = std::byte{1};
+  EXPECT_TRUE(contains(refusal(resealed(v1_of_pool)), "version 1 descriptors are 136 bytes"))
+      << refusal(resealed(v1_of_pool));
+  std::vector<std::byte> v3 = pool_d;
+  v3[8] = std::byte{3};
+  EXPECT_TRUE(contains(refusal(resealed(v3)), "version 3, this cuarrow reads versions 1 and 2"));
+  EXPECT_TRUE(contains(refusal(std::vector<std::byte>(pool_d.begin(), pool_d.end() - 1)),
+                       "a descriptor is 136 bytes (legacy memory) or 144 bytes (pool memory)"));
+  std::vector<std::byte> damaged = pool_d;
+  damaged[100] ^= std::byte{1};
+  EXPECT_TRUE(contains(refusal(damaged), "checksum does not match"));
+  // A legacy handle inside a version 2 descriptor (grown to 144 bytes): refused.
+  std::vector<std::byte> legacy_in_v2(legacy_d.begin(), legacy_d.end() - 8);
+  legacy_in_v2.resize(ipc::shared_object::pool_descriptor_size - 8, std::byte{0});
+  legacy_in_v2.resize(ipc::shared_object::pool_descriptor_size);
+  legacy_in_v2[8] = std::byte{2};
+  legacy_in_v2[12] = std::byte{120};
+  const std::string m = refusal(resealed(legacy_in_v2));
+  EXPECT_TRUE(contains(m, "shared object descriptor of 144 bytes")) << m;
+}
+
+void check_pool_case_in_child(const std::string& name) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<item> items = make_case(name);
+  std::vector<ipc::shared_object> shared = share_case(items, ctx, ipc::share_memory::pool);
+  std::vector<std::string> args;
+  socket_pair sp;
+  ASSERT_GE(sp.parent, 0);
+  ASSERT_TRUE(send_pool(sp.parent, shared[0]));
+  args = {std::to_string(sp.child), name};
+  for (const ipc::shared_object& s : shared) args.push_back(to_hex(s.descriptor()));
+  child_result r = run_self("share_pool_check", args);
+  ASSERT_TRUE(r.ok()) << r.output;
+  EXPECT_TRUE(contains(r.output, "POOL CHECKED " + std::to_string(items.size()))) << r.output;
+}
+
+TEST(SharePool, EverySampleTypeOpensInAnotherProcessThroughThePool) {
+  REQUIRE_SHAREABLE_POOLS();
+  check_pool_case_in_child("samples");
+}
+TEST(SharePool, EachKindOpensInAnotherProcessImportingThePoolOnce) {
+  REQUIRE_SHAREABLE_POOLS();
+  check_pool_case_in_child("kinds");
+}
+TEST(SharePool, RandomNestedSlicedBatchesOpenInAnotherProcess) {
+  REQUIRE_SHAREABLE_POOLS();
+  check_pool_case_in_child("random");
+}
+
+TEST(SharePool, BuffersShareAsThemselvesInThePoolElseAsACopyThere) {
+  REQUIRE_SHAREABLE_POOLS();
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<std::uint8_t> bytes = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const ipc::share_options pool{ipc::share_memory::pool};
+  const cuarrow::buffer plain =
+      cuarrow::allocate_device(ctx, 9, {}, std::make_shared<cuarrow::plain_device_resource>());
+  cuarrow::copy_from_host(plain, 0, bytes.data(), 9);
+  const ipc::shared_object copied = ipc::share(plain, {}, pool);
+  EXPECT_NE(copied.data().address(), plain.address()) << "cuMemAlloc memory goes to the pool as a copy";
+  EXPECT_EQ(copied.memory(), ipc::share_memory::pool);
+  EXPECT_EQ(cuarrow_test::to_vector(copied.data()), bytes);
+  const cuarrow::buffer in_pool = cuarrow::allocate_device(ctx, 9, {}, cuarrow::ipc_pool_resource::shared_for(ctx));
+  cuarrow::copy_from_host(in_pool, 0, bytes.data(), 9);
+  const ipc::shared_object itself = ipc::share(in_pool.slice(2, 5), {}, pool);
+  EXPECT_EQ(itself.data().address(), in_pool.address() + 2) << "memory of the share pool is shared as it is";
+  // The legacy path never carries a pool handle: pool memory goes as a cuMemAlloc copy.
+  const ipc::shared_object legacy = ipc::share(in_pool);
+  EXPECT_EQ(legacy.memory(), ipc::share_memory::legacy);
+  EXPECT_NE(legacy.data().address(), in_pool.address());
+  EXPECT_EQ(legacy.descriptor().size(), ipc::shared_object::descriptor_size);
+  socket_pair sp;
+  ASSERT_GE(sp.parent, 0);
+  ASSERT_TRUE(send_pool(sp.parent, copied));
+  child_result r = run_self("share_try_open", {to_hex(copied.descriptor()), std::to_string(sp.child)});
+  ASSERT_TRUE(r.ok()) << r.output;
+  EXPECT_TRUE(contains(r.output, "OPENED buffer")) << r.output;
+}
+
+TEST(SharePool, ReleaseFreesThePoolMemoryInStreamOrder) {
+  REQUIRE_SHAREABLE_POOLS();
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  ctx.synchronize();
+  const std::int64_t before = ctx.bytes_allocated();
+  std::vector<ipc::shared_object> shared = share_case(make_case("kinds"), ctx, ipc::share_memory::pool);
+  EXPECT_GT(ctx.bytes_allocated(), before);
+  for (ipc::shared_object& s : shared) {
+    s.release();
+    EXPECT_THROW((void)s.export_pool(), cuarrow::invalid_argument);
+    EXPECT_THROW((void)s.descriptor(), cuarrow::invalid_argument);
+  }
+  ctx.synchronize();
+  EXPECT_EQ(ctx.bytes_allocated(), before);
+}
+
+TEST(SharePool, OpeningAfterTheExporterReleasedIsAClearError) {
+  REQUIRE_SHAREABLE_POOLS();
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  std::vector<ipc::shared_object> shared = share_case(make_case("kinds"), ctx, ipc::share_memory::pool);
+  const std::vector<std::byte> d = shared[0].descriptor();
+  socket_pair sp;
+  ASSERT_GE(sp.parent, 0);
+  ASSERT_TRUE(send_pool(sp.parent, shared[0]));
+  shared[0].release();
+  ctx.synchronize();
+  child_result r = run_self("share_try_open", {to_hex(d), std::to_string(sp.child)});
+  ASSERT_TRUE(r.ok()) << r.output;
+  EXPECT_TRUE(contains(r.output, "REFUSED cuda_error") ||
+              contains(r.output, "REFUSED invalid_message: shared record_batch: no readable stream"))
+      << r.output;
+}
+
+// The exporter (this process) releases while an importer holds the batch
+// (CUDA asks importers to be done first and does not say what they read
+// otherwise: this checks only that reading does not crash).
+TEST(SharePool, ExporterReleasingEarlyLeavesTheImporterReading) {
+  REQUIRE_SHAREABLE_POOLS();
+  const std::string dir = fresh_dir("pool-early");
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  std::vector<ipc::shared_object> shared = share_case(make_case("kinds"), ctx, ipc::share_memory::pool);
+  write_and_read(dir + "/desc", to_hex(shared[0].descriptor()));
+  socket_pair sp;
+  ASSERT_GE(sp.parent, 0);
+  ASSERT_TRUE(send_pool(sp.parent, shared[0]));
+  child_result importer;
+  std::thread t([&] { importer = run_self("share_hold", {dir, std::to_string(sp.child)}); });
+  const bool opened = wait_for(dir + "/opened");
+  shared[0].release();
+  ctx.synchronize();
+  write_and_read(dir + "/released", "1");
+  t.join();
+  ASSERT_TRUE(opened) << importer.output;
+  ASSERT_TRUE(importer.ok()) << importer.output;
+  EXPECT_TRUE(contains(importer.output, "READ 4 ROWS")) << importer.output;
   std::filesystem::remove_all(dir);
 }
 
