@@ -678,6 +678,12 @@ class IpcPathWriter:
 
     def __init__(self, path: str, schema_capsule: object, file: bool = True, footer_metadata: object | None = None, stream: object | None = None, compression: str | None = None, level: int | None = None, min_space_savings: float | None = None) -> None: ...
 
+    def close(self) -> None:
+        """Write the end (a file's footer) and close the file."""
+
+    @property
+    def bytes_written(self) -> int: ...
+
     def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
         """
         Write a batch given as ("arrow_schema", "arrow_device_array") capsules.
@@ -688,18 +694,15 @@ class IpcPathWriter:
         Write batches given as a list of ("arrow_schema", "arrow_device_array") capsule pairs in one call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a list of one [(key, value)] per batch.
         """
 
-    def close(self) -> None:
-        """Write the end (a file's footer) and close the file."""
-
-    @property
-    def bytes_written(self) -> int: ...
-
 class IpcWriter:
     """
     Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).
     """
 
     def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None) -> None: ...
+
+    def finish(self) -> Buffer:
+        """The stream or file, one device allocation."""
 
     def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
         """Add a batch given as ("arrow_schema", "arrow_device_array") capsules."""
@@ -708,9 +711,6 @@ class IpcWriter:
         """
         Add batches given as a list of ("arrow_schema", "arrow_device_array") capsule pairs in one call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one [(key, value)] per batch.
         """
-
-    def finish(self) -> Buffer:
-        """The stream or file, one device allocation."""
 
 def ipc_serialize_record_batch(schema_capsule: object, device_array_capsule: object, context: Context, stream: object | None = None) -> Buffer:
     """

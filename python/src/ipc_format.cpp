@@ -235,6 +235,33 @@ ci::file_read_options path_options_of(int validation, const std::optional<std::v
 
 ca::placement placement_of(const cuarrow::context& ctx) { return {cuarrow::device_type::cuda, ctx.device_number()}; }
 
+// write / write_batches of the writers into device memory and to a path
+// (both hold `w`, a writer with write(batch, metadata) and write(span, span),
+// and `mu`).
+template <class W>
+void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_batches_doc) {
+  c.def(
+       "write",
+       [](W& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
+         ca::record_batch b = batch_of(schema_cap, array_cap, {});
+         ca::key_value_metadata md = metadata_of(custom_metadata);
+         nb::gil_scoped_release r;
+         std::lock_guard lock(self.mu);
+         self.w->write(b, md);
+       },
+       nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(), write_doc)
+      .def(
+          "write_batches",
+          [](W& self, nb::list batches, nb::handle custom_metadata) {
+            std::vector<ca::record_batch> bs = batches_of(batches);
+            std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
+            nb::gil_scoped_release r;
+            std::lock_guard lock(self.mu);
+            self.w->write(bs, mds);
+          },
+          nb::arg("batches"), nb::arg("custom_metadata") = nb::none(), write_batches_doc);
+}
+
 // What both file readers (in memory, by path) offer: the schema, the
 // footer's custom metadata, and any batch by index.
 template <class Reader>
@@ -521,8 +548,9 @@ void bind_ipc_format(nb::module_& m) {
       .def_prop_ro("bytes_read", [](PathStreamReader& self) { return self.r.bytes_read(); })
       .def_prop_ro("read_path", [](PathStreamReader& self) { return ci::to_string(self.r.last_read_path()); });
 
-  nb::class_<PathWriter>(m, "IpcPathWriter",
-                         "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.")
+  nb::class_<PathWriter> path_writer(
+      m, "IpcPathWriter", "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.");
+  path_writer
       .def(
           "__init__",
           [](PathWriter* self, std::string path, nb::handle schema_cap, bool file, nb::handle footer_metadata,
@@ -542,30 +570,6 @@ void bind_ipc_format(nb::module_& m) {
           nb::arg("stream") = nb::none(), nb::arg("compression") = nb::none(), nb::arg("level") = nb::none(),
           nb::arg("min_space_savings") = nb::none())
       .def(
-          "write",
-          [](PathWriter& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
-            ca::record_batch b = batch_of(schema_cap, array_cap, {});
-            ca::key_value_metadata md = metadata_of(custom_metadata);
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.w->write(b, md);
-          },
-          nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
-          "Write a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
-      .def(
-          "write_batches",
-          [](PathWriter& self, nb::list batches, nb::handle custom_metadata) {
-            std::vector<ca::record_batch> bs = batches_of(batches);
-            std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.w->write(bs, mds);
-          },
-          nb::arg("batches"), nb::arg("custom_metadata") = nb::none(),
-          "Write batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one call "
-          "(file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a "
-          "list of one [(key, value)] per batch.")
-      .def(
           "close",
           [](PathWriter& self) {
             nb::gil_scoped_release r;
@@ -574,8 +578,14 @@ void bind_ipc_format(nb::module_& m) {
           },
           "Write the end (a file's footer) and close the file.")
       .def_prop_ro("bytes_written", [](PathWriter& self) { return self.w->bytes_written(); });
+  writer_methods(path_writer, "Write a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.",
+                 "Write batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one "
+                 "call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: "
+                 "None or a list of one [(key, value)] per batch.");
 
-  nb::class_<Writer>(m, "IpcWriter", "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).")
+  nb::class_<Writer> writer(m, "IpcWriter",
+                            "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).");
+  writer
       .def(
           "__init__",
           [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, nb::handle footer_metadata,
@@ -590,30 +600,6 @@ void bind_ipc_format(nb::module_& m) {
           nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
           nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none())
       .def(
-          "write",
-          [](Writer& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
-            ca::record_batch b = batch_of(schema_cap, array_cap, {});
-            ca::key_value_metadata md = metadata_of(custom_metadata);
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.w->write(b, md);
-          },
-          nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(),
-          "Add a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.")
-      .def(
-          "write_batches",
-          [](Writer& self, nb::list batches, nb::handle custom_metadata) {
-            std::vector<ca::record_batch> bs = batches_of(batches);
-            std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.w->write(bs, mds);
-          },
-          nb::arg("batches"), nb::arg("custom_metadata") = nb::none(),
-          "Add batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one call "
-          "(stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one "
-          "[(key, value)] per batch.")
-      .def(
           "finish",
           [](Writer& self) {
             nb::gil_scoped_release r;
@@ -621,6 +607,10 @@ void bind_ipc_format(nb::module_& m) {
             return Buffer{self.w->finish(), false};
           },
           "The stream or file, one device allocation.");
+  writer_methods(writer, "Add a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.",
+                 "Add batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one "
+                 "call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list "
+                 "of one [(key, value)] per batch.");
 
   m.def(
       "ipc_serialize_record_batch",
