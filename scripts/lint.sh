@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Style and type checks, no build needed (scripts/test.sh runs them first):
-#   ruff    lint of python/, scripts/ and bench/ ([tool.ruff] in pyproject.toml)
+#   ruff    lint of python/, scripts/, bench/ and docs/site/ ([tool.ruff] in pyproject.toml)
 #   mypy    the cuarrow package's sources ([tool.mypy]), with the binding's
 #           committed stub python/cuarrow/_cuarrow.pyi for cuarrow._cuarrow
 #   format  clang-format (.clang-format) over every C++ file and ruff format:
@@ -55,7 +55,7 @@ for tool in ruff mypy; do
 done
 
 echo "--- ruff $(python3 -m ruff --version | cut -d' ' -f2)"
-python3 -m ruff check python scripts bench
+python3 -m ruff check python scripts bench docs/site
 echo "--- mypy $(python3 -m mypy --version | cut -d' ' -f2)"
 python3 -m mypy
 
@@ -63,7 +63,7 @@ if [ "$check_format" = 1 ]; then
   echo "--- $(clang-format --version)"
   git ls-files -z '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh' '*.cc' '*.c' | xargs -0 clang-format --dry-run -Werror
   echo "--- ruff format"
-  python3 -m ruff format --check python scripts bench
+  python3 -m ruff format --check python scripts bench docs/site
 else
   echo "--- clang-format and ruff format: not checked (CUARROW_LINT_FORMAT=1 checks them)"
 fi

@@ -3,8 +3,9 @@
 # driver: first the style and type checks (scripts/lint.sh: ruff, mypy),
 # then the C++ suite (warnings as errors), the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, a short run of every fuzz
-# target (scripts/fuzz.sh), and the Python suite (and that the binding's
-# committed stub is the installed extension's).
+# target (scripts/fuzz.sh), the Python suite (and that the binding's
+# committed stub is the installed extension's), and the documentation site
+# (scripts/docs.sh: warnings as errors, its examples as doctests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -33,4 +34,7 @@ if [ -f pyproject.toml ]; then
   python3 -m pip install -q .
   scripts/lint.sh stub
   CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 python3 -m pytest -q python/tests
+
+  echo "=== Docs: the site (docs/site/), warnings as errors, its examples as doctests ==="
+  scripts/docs.sh
 fi

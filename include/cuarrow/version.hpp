@@ -1,3 +1,6 @@
+// cuarrow's version, for preprocessor checks (#if CUARROW_VERSION_MAJOR ...);
+// the same as the CMake project's VERSION (CMakeLists.txt) and the Python
+// package's (pyproject.toml).
 #pragma once
 
 #define CUARROW_VERSION_MAJOR 0

@@ -529,7 +529,7 @@ class DeviceArray(_DeviceData):
     def buffers(self) -> list[CudaBuffer | None]:
         """This array's buffers, then its children's, depth first (as
         pyarrow's ``Array.buffers()``; a dictionary array lists its indices'
-        buffers only).  Device buffers are ``CudaBuffer``s; an absent buffer
+        buffers only).  Device buffers are ``CudaBuffer`` objects; an absent buffer
         (no validity bitmap, an empty array's data) is None."""
         out: list[CudaBuffer | None] = []
 
@@ -599,6 +599,7 @@ class DeviceArray(_DeviceData):
         - lists, large lists, list views, fixed-size lists, maps: the child
           array as stored (as pyarrow's ``.values``);
         - run-end encoded: the values child.
+
         Other types raise TypeError saying what to use instead.
         """
         t = self.type
