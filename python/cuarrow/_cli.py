@@ -50,6 +50,10 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _fmt_time(seconds: float) -> str:
+    return f"{seconds * 1e6:6.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:6.2f} ms"
+
+
 def _parse_size(text: str) -> int:
     """``64M``, ``4K``, ``1G``, ``4`` (bytes; K/M/G are powers of 1024)."""
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
@@ -409,9 +413,9 @@ def _quick_bench(args: argparse.Namespace) -> int:
                 if t is None:
                     cells.append("-")
                 elif n < 64 * KiB:  # a latency: GB/s would read 0.00
-                    cells.append(f"{t * 1e6:7.1f} µs")
+                    cells.append(_fmt_time(t))
                 else:
-                    cells.append(f"{n / t / 1e9:8.2f} GB/s {t * 1e6:7.1f} µs")
+                    cells.append(f"{n / t / 1e9:7.2f} GB/s {_fmt_time(t)}")
             print(f"{direction + ' ' + memory:<22}{_fmt_bytes(n):>9}{cells[0]:>22}{cells[1]:>22}")
     if raw is None:
         print(f"raw reference {raw_why}")

@@ -126,6 +126,34 @@ def test_bench_quick_measures_every_copy_within_its_time():
         assert "raw reference unavailable" in out
 
 
+def test_bench_quick_draws_a_bar_on_a_terminal():
+    pty = pytest.importorskip("pty", reason="needs a pseudo-terminal (POSIX)")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuarrow", "bench", "--quick", "--seconds", "0.2", "--size", "4K"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=_env(),
+        cwd="/",
+    )
+    os.close(slave)
+    out, _ = proc.communicate(timeout=60)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    err = b"".join(chunks).decode()
+    assert proc.returncode == 0, err
+    assert "\r[" in err and "8/8" in err and "bench: 1/" not in err
+    assert b"D2H pinned" in out
+
+
 def test_bench_rejects_a_bad_size_in_one_line():
     r = run_cli("bench", "--quick", "--size", "lots")
     assert r.returncode == 2
@@ -234,6 +262,14 @@ def test_cmake_project_version_is_the_header_macro():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == cuarrow.__version__
+
+
+def test_console_scripts_are_installed():
+    scripts = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")}
+    if "cuarrow-demo" not in scripts:
+        pytest.skip("cuarrow is not installed as a distribution here (no entry points)")
+    assert scripts["cuarrow"] == "cuarrow._cli:main"
+    assert scripts["cuarrow-demo"] == "cuarrow.demo:main"
 
 
 def test_version_option():
