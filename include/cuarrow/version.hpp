@@ -1,6 +1,8 @@
-// cuarrow's version, for preprocessor checks (#if CUARROW_VERSION_MAJOR ...);
-// the same as the CMake project's VERSION (CMakeLists.txt) and the Python
-// package's (pyproject.toml).
+// cuarrow's version: the one source of it.  CMake's project version
+// (cmake/cuarrowVersion.cmake) and the Python wheel's version (pyproject.toml,
+// [tool.scikit-build.metadata.version]) are read from this file; the binding
+// exposes CUARROW_VERSION_STRING as cuarrow.__version__.  Change the four
+// lines together (CMake stops on a string that disagrees with the numbers).
 #pragma once
 
 #define CUARROW_VERSION_MAJOR 0

@@ -46,6 +46,11 @@ def pinned_pool_stats() -> dict:
     Bytes the pinned result pool holds (cached and in use) and has handed out.
     """
 
+def gds_status() -> dict:
+    """
+    Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict (loads libcufile unless CUARROW_GDS=off).
+    """
+
 def trim_pinned_pool() -> None:
     """Unpin and free the pool's cached blocks."""
 

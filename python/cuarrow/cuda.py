@@ -60,6 +60,9 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   ipc          the Arrow IPC format over device memory (public: cuarrow.ipc, also cuda.ipc)
 #   _share       sending device objects elsewhere: pickling (a host copy), Dask's serialization,
 #                share() / open_shared (another process, zero-copy), the multiprocessing opt-in
+#
+# Above cuarrow.cuda (importing it, never imported by it): demo (python -m
+# cuarrow.demo), _cli (the `cuarrow` command) and __main__ (python -m cuarrow).
 
 # _share registers pickling and (when distributed is imported) Dask's
 # serializers; ipc is cuarrow.cuda.ipc, the Arrow IPC format over device memory.

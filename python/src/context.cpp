@@ -154,6 +154,26 @@ void bind_context(nb::module_& m) {
         return d;
       },
       "Bytes the pinned result pool holds (cached and in use) and has handed out.");
+  m.def(
+      "gds_status",
+      [] {
+        cuarrow::gds_info g;
+        {
+          nb::gil_scoped_release r;
+          g = cuarrow::gds_status();
+        }
+        nb::dict d;
+        d["mode"] = g.mode;
+        d["loaded"] = g.loaded;
+        d["usable"] = g.usable;
+        d["compat_mode"] = g.compat_mode;
+        d["available"] = g.available;
+        d["library"] = g.library;
+        d["reason"] = g.reason;
+        return d;
+      },
+      "Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict "
+      "(loads libcufile unless CUARROW_GDS=off).");
   m.def("trim_pinned_pool", &cuarrow::trim_pinned_pool, release_gil(), "Unpin and free the pool's cached blocks.");
   m.def(
       "get_transfer_options",

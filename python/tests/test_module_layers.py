@@ -30,6 +30,8 @@ LAYERS = [
     "_share",
     "cuda",
     "demo",
+    "_cli",
+    "__main__",
 ]
 
 PACKAGE = pathlib.Path(cuarrow.__file__).parent
