@@ -3,7 +3,7 @@
 # that has the CUDA toolkit (headers) already: compilers (g++, and clang for
 # the fuzz targets), CMake, GoogleTest, clang-format, liblz4 and libzstd
 # from Debian; Python
-# packages (the lint tools' pinned versions too) from PyPI.  Idempotent and
+# packages (the lint tools' and the wheel tools' pinned versions too) from PyPI.  Idempotent and
 # quick when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,5 +37,6 @@ if ! ls /usr/local/cuda/include/cuda.h >/dev/null 2>&1 && ! command -v nvcc >/de
 fi
 
 if [ "${CUARROW_SKIP_PYTHON:-0}" != 1 ]; then
-  python3 -m pip install -q -r python/requirements-test.txt -r python/requirements-lint.txt
+  python3 -m pip install -q -r python/requirements-test.txt -r python/requirements-lint.txt \
+    -r python/requirements-wheel.txt
 fi

@@ -3,8 +3,10 @@
 # driver: first the style and type checks (scripts/lint.sh: ruff, mypy),
 # then the C++ suite (warnings as errors), the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, a short run of every fuzz
-# target (scripts/fuzz.sh), and the Python suite (and that the binding's
-# committed stub is the installed extension's).
+# target (scripts/fuzz.sh), the Python suite (and that the binding's
+# committed stub is the installed extension's), and the wheel: built from the
+# sdist, repaired by auditwheel and smoke-tested alone in a fresh virtual
+# environment (scripts/wheel.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -33,4 +35,7 @@ if [ -f pyproject.toml ]; then
   python3 -m pip install -q .
   scripts/lint.sh stub
   CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 python3 -m pytest -q python/tests
+
+  echo "=== Wheel: sdist -> wheel -> auditwheel repair -> fresh venv smoke test (scripts/wheel.sh) ==="
+  scripts/wheel.sh
 fi
