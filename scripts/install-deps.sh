@@ -21,6 +21,10 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 # build succeeds without them, and that codec then throws saying so
 [ -f /usr/include/lz4frame.h ] || need_apt+=(liblz4-dev)
 [ -f /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
+# scripts/wheel.sh: a fresh virtual environment (Debian's python3 has venv
+# and ensurepip apart) and readelf (binutils, with g++)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+command -v readelf >/dev/null || need_apt+=(binutils)
 # scripts/lint.sh: Debian's clang-format is the version of its clang
 command -v clang-format >/dev/null || need_apt+=(clang-format)
 if [ ${#need_apt[@]} -gt 0 ]; then
