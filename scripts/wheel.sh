@@ -54,7 +54,11 @@ echo "--- contents"
 unpacked=$out/unpacked
 rm -rf "$unpacked"
 "$py" -m zipfile -e "$wheel" "$unpacked"
-grep '^Tag:' "$unpacked"/cuarrow-*.dist-info/WHEEL
+tags=$(sed -n 's/^Tag: //p' "$unpacked"/cuarrow-*.dist-info/WHEEL)
+echo "tags: $tags"
+# Python >= 3.12: the one stable-ABI wheel (wheel.py-api); older: its own version.
+want=$("$py" -c 'import sys; v = sys.version_info; print("cp312-abi3" if v >= (3, 12) else f"cp{v[0]}{v[1]}-cp{v[0]}{v[1]}")')
+[[ $tags == "$want-manylinux_"* ]] || { echo "wheel.sh: tags $tags, expected $want-manylinux_*" >&2; exit 1; }
 need() { [ -n "$(find "$unpacked" -path "$unpacked/$1" -print -quit)" ] || { echo "wheel.sh: $1 is not in the wheel" >&2; exit 1; }; }
 need 'cuarrow/_cuarrow.*so'                  # cuarrow itself, linked statically into the extension
 need 'cuarrow/libcuarrow_cuda_emulation.so'  # CUARROW_CUDA_DRIVER=emulated finds it beside the extension
