@@ -3,8 +3,8 @@
 # that has the CUDA toolkit (headers) already: compilers (g++, and clang for
 # the fuzz targets), CMake, GoogleTest, clang-format, liblz4 and libzstd
 # from Debian; Python
-# packages (the lint tools' and the documentation site's pinned versions
-# too) from PyPI.  Idempotent and
+# packages (the lint tools', the documentation site's and the wheel tools'
+# pinned versions too) from PyPI.  Idempotent and
 # quick when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,10 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 # build succeeds without them, and that codec then throws saying so
 [ -f /usr/include/lz4frame.h ] || need_apt+=(liblz4-dev)
 [ -f /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
+# scripts/wheel.sh: a fresh virtual environment (Debian's python3 has venv
+# and ensurepip apart) and readelf (binutils, with g++)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+command -v readelf >/dev/null || need_apt+=(binutils)
 # scripts/lint.sh: Debian's clang-format is the version of its clang
 command -v clang-format >/dev/null || need_apt+=(clang-format)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -39,5 +43,5 @@ fi
 
 if [ "${CUARROW_SKIP_PYTHON:-0}" != 1 ]; then
   python3 -m pip install -q -r python/requirements-test.txt -r python/requirements-lint.txt \
-    -r python/requirements-docs.txt
+    -r python/requirements-docs.txt -r python/requirements-wheel.txt
 fi

@@ -3,9 +3,12 @@
 # driver: first the style and type checks (scripts/lint.sh: ruff, mypy),
 # then the C++ suite (warnings as errors), the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, a short run of every fuzz
-# target (scripts/fuzz.sh), the Python suite (and that the binding's
-# committed stub is the installed extension's), and the documentation site
-# (scripts/docs.sh: warnings as errors, its examples as doctests).
+# target (scripts/fuzz.sh), the wheel (built from the sdist, repaired by
+# auditwheel and smoke-tested alone in a fresh virtual environment:
+# scripts/wheel.sh), the Python suite against that wheel (and that the
+# binding's committed stub is the installed extension's), and the
+# documentation site (scripts/docs.sh: warnings as errors, its examples as
+# doctests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -30,8 +33,13 @@ echo "=== Fuzzing: every parser of outside bytes, about a minute in all ==="
 scripts/fuzz.sh
 
 if [ -f pyproject.toml ]; then
-  echo "=== Python: build, install, test (emulated driver) ==="
-  python3 -m pip install -q .
+  echo "=== Wheel: sdist -> wheel -> auditwheel repair -> fresh venv smoke test (scripts/wheel.sh) ==="
+  scripts/wheel.sh
+
+  # The suite runs against that same wheel (one build of the extension, not
+  # two): what users install.
+  echo "=== Python: install the wheel, test (emulated driver) ==="
+  python3 -m pip install -q --force-reinstall --no-deps build/wheel/wheelhouse/cuarrow-*.whl
   scripts/lint.sh stub
   CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 python3 -m pytest -q python/tests
 

@@ -185,11 +185,16 @@ class BufferWriter(_DeviceFile):
     _closed_error = "Operation on closed BufferWriter"
     _seek_error = "position out of bounds"
 
+    # Also class defaults: io.IOBase's finalizer closes (so flushes) a writer
+    # whose __init__ raised, and Python 3.13 reports what that close raises.
+    _staging: HostBuffer | None = None
+    _staged = 0
+
     def __init__(self, buffer: CudaBuffer) -> None:
         super().__init__(buffer)
         if not self.buffer.is_mutable:
             raise ValueError("BufferWriter needs a mutable CudaBuffer; this one is read-only")
-        self._staging: HostBuffer | None = None
+        self._staging = None
         self._staged = 0  # bytes in the staging buffer, destined for position - staged
 
     def readable(self) -> bool:

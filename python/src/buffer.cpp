@@ -7,6 +7,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <dlfcn.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -96,12 +98,32 @@ Buffer make(cuarrow::buffer b, bool host_view) { return Buffer{std::move(b), hos
 
 // ---- owners of Python objects ---------------------------------------------------
 
-cleanup_gil::cleanup_gil() noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-  const bool finalizing = Py_IsFinalizing();
+namespace {
+
+// Whether the interpreter is shutting down.  Py_IsFinalizing is public from
+// Python 3.13 (3.12 has it as _Py_IsFinalizing); the stable-ABI build
+// (cp312-abi3, Py_LIMITED_API) sees neither, so it asks the running
+// interpreter for whichever it exports.
+bool interpreter_finalizing() noexcept {
+#if defined(Py_LIMITED_API) && Py_LIMITED_API < 0x030D0000
+  using fn = int (*)();
+  static const fn is_finalizing = [] {
+    void* f = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+    if (f == nullptr) f = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+    return reinterpret_cast<fn>(f);
+  }();
+  return is_finalizing != nullptr && is_finalizing() != 0;
+#elif PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
 #else
-  const bool finalizing = _Py_IsFinalizing();
+  return _Py_IsFinalizing() != 0;
 #endif
+}
+
+}  // namespace
+
+cleanup_gil::cleanup_gil() noexcept {
+  const bool finalizing = interpreter_finalizing();
   if (Py_IsInitialized() && !finalizing) {
     state_ = PyGILState_Ensure();
     held_ = true;

@@ -168,13 +168,19 @@ std::vector<std::int64_t> cai_ints(nb::handle v, const char* what) {
   if (!PyTuple_Check(v.ptr()) && !PyList_Check(v.ptr())) {
     throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " must be a tuple");
   }
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(v.ptr());
+  // Limited-API calls only (the stable-ABI wheel): no PySequence_Fast_* macros.
+  const Py_ssize_t n = PySequence_Size(v.ptr());
+  if (n < 0) throw nb::python_error();
   if (n > cuarrow::max_tensor_ndim) {
     throw cuarrow::invalid_argument("__cuda_array_interface__: " + std::to_string(n) + " entries in " + what +
                                     " (at most " + std::to_string(cuarrow::max_tensor_ndim) + " dimensions)");
   }
   std::vector<std::int64_t> out;
-  for (Py_ssize_t i = 0; i < n; ++i) out.push_back(cai_int(PySequence_Fast_GET_ITEM(v.ptr(), i), what));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    nb::object item = nb::steal(PySequence_GetItem(v.ptr(), i));
+    if (!item.is_valid()) throw nb::python_error();
+    out.push_back(cai_int(item, what));
+  }
   return out;
 }
 
@@ -189,10 +195,10 @@ cuarrow::cuda_array_interface cai_of(nb::handle desc) {
     throw cuarrow::invalid_argument("__cuda_array_interface__ needs data, shape and typestr");
   }
   nb::handle data = d["data"];
-  if (!PyTuple_Check(data.ptr()) || PyTuple_GET_SIZE(data.ptr()) != 2) {
+  if (!PyTuple_Check(data.ptr()) || PyTuple_Size(data.ptr()) != 2) {
     throw cuarrow::invalid_argument("__cuda_array_interface__: data must be a tuple (pointer, read_only)");
   }
-  nb::handle ptr = PyTuple_GET_ITEM(data.ptr(), 0);
+  nb::handle ptr = PyTuple_GetItem(data.ptr(), 0);
   if (!PyLong_Check(ptr.ptr()))
     throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer must be an int");
   const unsigned long long address = PyLong_AsUnsignedLongLong(ptr.ptr());
@@ -201,7 +207,7 @@ cuarrow::cuda_array_interface cai_of(nb::handle desc) {
     throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer is not an address");
   }
   c.data = static_cast<std::uintptr_t>(address);
-  c.read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data.ptr(), 1)) == 1;
+  c.read_only = PyObject_IsTrue(PyTuple_GetItem(data.ptr(), 1)) == 1;
   nb::handle typestr = d["typestr"];
   if (!PyUnicode_Check(typestr.ptr()))
     throw cuarrow::invalid_argument("__cuda_array_interface__: typestr must be a str");

@@ -36,7 +36,9 @@ error_types& types() {
 
 void set_type(PyObject*& slot, nb::handle cls) {
   Py_XINCREF(cls.ptr());
-  Py_XSETREF(slot, cls.ptr());
+  PyObject* old = slot;  // Py_XSETREF is not in the limited API
+  slot = cls.ptr();
+  Py_XDECREF(old);
 }
 
 // Raise cls(message, code, name, operation), or `fallback(message)` when the

@@ -140,6 +140,14 @@ def test_BufferWriter_refuses_read_only_and_host_buffers(ctx):
         cuda.BufferReader(pa.py_buffer(b"abcd"))
 
 
+def test_BufferWriter_whose_init_raised_closes_quietly():
+    # What io.IOBase's finalizer does to the object a refused BufferWriter(...)
+    # left behind (Python 3.13 reports an exception raised there).
+    w = cuda.BufferWriter.__new__(cuda.BufferWriter)
+    w.close()
+    assert w.closed
+
+
 class _ReadOnlyView:
     """A CUDA Array Interface producer that says its memory is read-only."""
 
