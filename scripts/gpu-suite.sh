@@ -29,6 +29,14 @@
 #       (bench/share_bench.py: share() / open_shared of 1 GiB in 100
 #       columns) to $OUT/share-bench (CUARROW_DASK_BENCH_ARGS and
 #       CUARROW_SHARE_BENCH_ARGS add options).
+#   scripts/gpu-suite.sh wheel     (on the GPU machine, carrying build/wheel/wheelhouse)
+#       the wheel made here by PYTHON=python3.12 scripts/wheel.sh (that
+#       Python needs python/requirements-wheel.txt, scikit-build-core and
+#       nanobind installed; the GPU machine's Python is 3.12), installed
+#       alone into a fresh venv, then the walkthrough, `cuarrow info` (and
+#       --json), `cuarrow bench --quick` and the Python suite against it:
+#       $OUT/summary.md, cuarrow-info.json, cuarrow-info.txt,
+#       cuarrow-bench-quick.txt.
 #   scripts/gpu-suite.sh sanitize [gpu-sanitize.py options]
 #       builds the Python package there, then runs compute-sanitizer
 #       (memcheck with leak checking, racecheck, synccheck, initcheck) over
@@ -193,6 +201,51 @@ step() {  # step NAME COMMAND...: run, keep the log, record the closing line
   echo "- host: $(nproc) cores, $(uname -r), $(python3 --version 2>&1)"
 } >"$summary.head"
 
+write_summary() {  # the summary of the steps run, to $out/summary.md and stdout
+  {
+    cat "$summary.head"
+    echo
+    echo "| step | result | time | closing lines |"
+    echo "| --- | --- | --- | --- |"
+    printf '%s\n' "${results[@]}"
+    echo
+    echo "Figures printed by the GPU-only tests:"
+    echo
+    grep -h "^\[figure\]" "$steps"/*.log 2>/dev/null | sed 's/^/    /'
+  } >"$summary"
+  rm -f "$summary.head"
+  echo
+  cat "$summary"
+}
+
+if [ "$mode" = wheel ]; then
+  # Issue 16: the wheel built on the CI-like machine (PYTHON=python3.12
+  # scripts/wheel.sh: a cp312-abi3 wheel; carry build/wheel/wheelhouse),
+  # installed with nothing else into a fresh venv that sees this machine's
+  # numpy and pyarrow (--system-site-packages; no build tools, no registry),
+  # then the walkthrough, `cuarrow info` (also as JSON, to $out), `cuarrow
+  # bench --quick` and the Python suite against it.
+  whl=$(ls build/wheel/wheelhouse/cuarrow-*.whl 2>/dev/null | head -n 1)
+  if [ -z "$whl" ]; then
+    results+=("| wheel | NOT RUN: no build/wheel/wheelhouse/cuarrow-*.whl (build it: PYTHON=python3.12 scripts/wheel.sh; carry build/wheel/wheelhouse) | | |")
+  else
+    venv=/tmp/cuarrow-wheel-venv
+    rm -rf "$venv"
+    unset PYTHONPATH
+    step wheel-venv python3 -m venv --system-site-packages "$venv"
+    step wheel-install "$venv/bin/python" -m pip install --no-index --no-deps --ignore-installed "$whl"
+    step wheel-info "$venv/bin/cuarrow" info
+    step wheel-info-json bash -c "set -o pipefail; '$venv/bin/cuarrow' info --json | tee '$out/cuarrow-info.json'"
+    step wheel-bench-quick "$venv/bin/cuarrow" bench --quick
+    step wheel-demo "$venv/bin/python" -m cuarrow.demo
+    step wheel-python-suite "$venv/bin/python" -m pytest -q -rs python/tests -p no:cacheprovider
+    cp "$steps/wheel-info.log" "$out/cuarrow-info.txt" 2>/dev/null
+    cp "$steps/wheel-bench-quick.log" "$out/cuarrow-bench-quick.txt" 2>/dev/null
+  fi
+  write_summary
+  exit 0
+fi
+
 bin=build/gpu/bin
 if [ -x $bin/cuarrow_test ]; then
   step cpp-suite-real-driver $bin/cuarrow_test
@@ -241,17 +294,4 @@ if [ -f pyproject.toml ]; then
   fi
 fi
 
-{
-  cat "$summary.head"
-  echo
-  echo "| step | result | time | closing lines |"
-  echo "| --- | --- | --- | --- |"
-  printf '%s\n' "${results[@]}"
-  echo
-  echo "Figures printed by the GPU-only tests:"
-  echo
-  grep -h "^\[figure\]" "$steps"/*.log 2>/dev/null | sed 's/^/    /'
-} >"$summary"
-rm -f "$summary.head"
-echo
-cat "$summary"
+write_summary
