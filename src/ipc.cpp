@@ -22,6 +22,7 @@
 #include "cuarrow/error.hpp"
 #include "cuarrow/memory_resource.hpp"
 #include "runtime/runtime.hpp"
+#include "wire.hpp"
 
 namespace cuarrow {
 namespace {
@@ -54,29 +55,9 @@ static_assert(sizeof(CUipcMemHandle) == ipc_memory_handle::driver_handle_size);
 static_assert(sizeof(CUmemPoolPtrExportData) == ipc_memory_handle::driver_handle_size);
 constexpr std::size_t kPyarrowSize = 8 + ipc_memory_handle::driver_handle_size;
 
-std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<std::uint8_t>(p[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-template <class T>
-void put_le(std::byte* at, T value) {
-  auto u = static_cast<std::make_unsigned_t<T>>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) at[i] = static_cast<std::byte>((u >> (8 * i)) & 0xff);
-}
-
-template <class T>
-T get_le(const std::byte* at) {
-  std::make_unsigned_t<T> u = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    u |= static_cast<std::make_unsigned_t<T>>(static_cast<std::uint8_t>(at[i])) << (8 * i);
-  }
-  return static_cast<T>(u);
-}
+using detail::fnv1a;
+using detail::get_le;
+using detail::put_le;
 
 [[noreturn]] void malformed(std::size_t n, const std::string& why) {
   throw invalid_argument("cannot read an IPC memory handle from " + std::to_string(n) + " bytes: " + why);

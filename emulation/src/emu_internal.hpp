@@ -50,6 +50,17 @@ using Clock = std::chrono::steady_clock;
 // Device allocations are aligned (and their reserved blocks rounded) to this.
 inline constexpr size_t kAllocAlignment = 256;
 
+// FNV-1a 64: the checksum of the emulation's IPC handles and pool pointer
+// exports, which rejects garbage (not forgeries).
+inline uint64_t fnv1a(const void* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<const unsigned char*>(p)[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 struct Config {
   int devices = 1;
   size_t memory = size_t{1} << 30;

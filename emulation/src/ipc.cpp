@@ -36,15 +36,6 @@ struct HandleData {
 };
 static_assert(sizeof(HandleData) == CU_IPC_HANDLE_SIZE, "IPC handle layout");
 
-uint64_t fnv1a(const void* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<const unsigned char*>(p)[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 uint64_t checksum(const HandleData& h) { return fnv1a(&h, offsetof(HandleData, checksum)); }
 
 // The exporter's descriptor must still be one of our device memfds.

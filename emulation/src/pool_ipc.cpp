@@ -48,15 +48,6 @@ struct PtrExport {
 };
 static_assert(sizeof(PtrExport) == sizeof(CUmemPoolPtrExportData), "pool pointer export layout");
 
-uint64_t fnv1a(const void* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<const unsigned char*>(p)[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 uint64_t checksum(const PtrExport& e) { return fnv1a(&e, offsetof(PtrExport, checksum)); }
 
 uint64_t random_token() {

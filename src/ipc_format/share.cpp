@@ -17,8 +17,14 @@
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/stream.hpp"
 #include "cuarrow/memory_resource.hpp"
+#include "runtime/runtime.hpp"
+#include "wire.hpp"
 
 namespace cuarrow::ipc {
+
+using cuarrow::detail::fnv1a;
+using cuarrow::detail::get_le;
+using cuarrow::detail::put_le;
 
 namespace detail {
 
@@ -55,32 +61,6 @@ constexpr std::size_t kHandleAt = 16;
 constexpr std::size_t checksum_at(std::size_t handle_size) { return kHandleAt + handle_size; }
 static_assert(checksum_at(ipc_memory_handle::serialized_size) + 8 == shared_object::descriptor_size);
 static_assert(checksum_at(ipc_memory_handle::pool_serialized_size) + 8 == shared_object::pool_descriptor_size);
-
-template <class T>
-void put_le(std::byte* p, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    p[i] = static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
-}
-
-template <class T>
-T get_le(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
-  return static_cast<T>(v);
-}
-
-// FNV-1a 64: catches damaged descriptors (a truncated copy, flipped bytes),
-// not forgeries; a forged descriptor still opens only memory another
-// process of this user exported, and the stream in it is checked.
-std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= std::to_integer<std::uint8_t>(p[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 bool is_kind(std::uint8_t k) { return k >= 1 && k <= 5; }
 
@@ -334,13 +314,6 @@ void read_opened(const shared_descriptor& d, opened_shared& out, const read_opti
                          " itself; descriptors are for other processes (use the object you shared)");
 }
 
-std::string hex(std::uint64_t v) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 60; i >= 0; i -= 4) s += digits[(v >> i) & 0xf];
-  return "0x" + s;
-}
-
 }  // namespace
 
 opened_shared open_shared(const context& ctx, std::span<const std::byte> descriptor, const read_options& options) {
@@ -348,7 +321,7 @@ opened_shared open_shared(const context& ctx, std::span<const std::byte> descrip
   if (d.memory == share_memory::pool && d.handle.exported_by_this_process()) refuse_own(d);
   if (d.memory == share_memory::pool) {
     throw invalid_argument("open_shared: the descriptor is of a shared " + std::string(to_string(d.kind)) +
-                           " in pool memory (pool " + hex(d.handle.pool_id()) +
+                           " in pool memory (pool " + cuarrow::detail::hex_address(d.handle.pool_id()) +
                            "); it opens with the exporter's pool: pass "
                            "open_shared(ctx, descriptor, import_shared_pool(ctx, fd, pool_id), options), with the fd "
                            "and pool_id of the exporter's shared_object::export_pool()");
