@@ -52,4 +52,16 @@ class input {
   std::abort();
 }
 
+// Writes at `at` the FNV-1a 64 checksum (little-endian) of the `n` bytes at
+// `from`, as cuarrow's handles and descriptors carry it: a target fixes it up
+// so that its mutations reach the checks behind the checksum.
+inline void put_checksum(std::uint8_t* at, const std::uint8_t* from, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= from[i];
+    h *= 0x100000001b3ull;
+  }
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(h >> (8 * i));
+}
+
 }  // namespace cuarrow_fuzz

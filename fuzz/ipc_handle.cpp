@@ -16,19 +16,6 @@
 #include "cuarrow/ipc.hpp"
 #include "fuzz_input.hpp"
 
-namespace {
-
-std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const bool fix_checksum = (data[0] & 1) != 0;
@@ -36,8 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (fix_checksum && (bytes.size() == cuarrow::ipc_memory_handle::serialized_size ||
                        bytes.size() == cuarrow::ipc_memory_handle::pool_serialized_size)) {
     const std::size_t at = bytes.size() - 8;
-    const std::uint64_t h = fnv1a(bytes.data(), at);
-    for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<std::uint8_t>(h >> (8 * i));
+    cuarrow_fuzz::put_checksum(bytes.data() + at, bytes.data(), at);
   }
   try {
     const auto h = cuarrow::ipc_memory_handle::deserialize(

@@ -17,34 +17,16 @@
 #include "cuarrow/ipc/share.hpp"
 #include "fuzz_input.hpp"
 
-namespace {
-
-std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-void put_checksum(std::uint8_t* at, const std::uint8_t* from, std::size_t n) {
-  const std::uint64_t h = fnv1a(from, n);
-  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(h >> (8 * i));
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::uint8_t mode = data[0];
   std::vector<std::uint8_t> bytes(data + 1, data + size);
   if (bytes.size() == cuarrow::ipc::shared_object::descriptor_size) {
-    if ((mode & 1) != 0) put_checksum(bytes.data() + 16 + 104, bytes.data() + 16, 104);
-    if ((mode & 2) != 0) put_checksum(bytes.data() + 128, bytes.data(), 128);
+    if ((mode & 1) != 0) cuarrow_fuzz::put_checksum(bytes.data() + 16 + 104, bytes.data() + 16, 104);
+    if ((mode & 2) != 0) cuarrow_fuzz::put_checksum(bytes.data() + 128, bytes.data(), 128);
   } else if (bytes.size() == cuarrow::ipc::shared_object::pool_descriptor_size) {
-    if ((mode & 1) != 0) put_checksum(bytes.data() + 16 + 112, bytes.data() + 16, 112);
-    if ((mode & 2) != 0) put_checksum(bytes.data() + 136, bytes.data(), 136);
+    if ((mode & 1) != 0) cuarrow_fuzz::put_checksum(bytes.data() + 16 + 112, bytes.data() + 16, 112);
+    if ((mode & 2) != 0) cuarrow_fuzz::put_checksum(bytes.data() + 136, bytes.data(), 136);
   }
   try {
     const cuarrow::ipc::shared_descriptor d = cuarrow::ipc::read_shared_descriptor(

@@ -47,20 +47,8 @@ cuarrow::ipc_memory_handle sample_handle(std::int64_t offset, std::int64_t size,
   return cuarrow::detail::ipc_handle_factory::make(std::move(f));
 }
 
-std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<std::uint8_t>(p[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 // Rewrites the checksum after a test edited a serialized handle.
-void reseal(std::vector<std::byte>& wire) {
-  std::uint64_t c = fnv1a(wire.data(), 104);
-  for (int i = 0; i < 8; ++i) wire[104 + i] = static_cast<std::byte>((c >> (8 * i)) & 0xff);
-}
+void reseal(std::vector<std::byte>& wire) { cuarrow_test::reseal_checksum(wire, 104); }
 
 template <class T>
 void put_le(std::vector<std::byte>& wire, std::size_t at, T value) {

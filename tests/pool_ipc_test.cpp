@@ -88,20 +88,8 @@ received receive_pool(int sock) {
   return r;
 }
 
-std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<std::uint8_t>(p[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 // Rewrites the checksum of a version-2 handle after a test edited it.
-void reseal_v2(std::vector<std::byte>& wire) {
-  std::uint64_t c = fnv1a(wire.data(), 112);
-  for (int i = 0; i < 8; ++i) wire[112 + i] = static_cast<std::byte>((c >> (8 * i)) & 0xff);
-}
+void reseal_v2(std::vector<std::byte>& wire) { cuarrow_test::reseal_checksum(wire, 112); }
 
 struct socket_pair {
   int parent = -1, child = -1;  // the child's end is inherited across exec

@@ -88,4 +88,16 @@ class small_staging_test : public ::testing::Test {
   std::size_t faults_ = 0;
 };
 
+// Rewrites the FNV-1a 64 checksum that cuarrow's handles and descriptors
+// carry at byte `at` (over the bytes before it, little-endian), after a test
+// edited them: the edit then reaches the check it aims at, not the checksum's.
+inline void reseal_checksum(std::vector<std::byte>& wire, std::size_t at) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t i = 0; i < at; ++i) {
+    h ^= static_cast<std::uint8_t>(wire[i]);
+    h *= 0x100000001b3ull;
+  }
+  for (std::size_t i = 0; i < 8; ++i) wire[at + i] = static_cast<std::byte>((h >> (8 * i)) & 0xff);
+}
+
 }  // namespace cuarrow_test

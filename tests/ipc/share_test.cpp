@@ -382,20 +382,8 @@ ipc::shared_object sample_share(const cuarrow::context& ctx) {
   return std::move(share_case(make_case("kinds"), ctx)[0]);
 }
 
-std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<std::uint8_t>(p[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 // Rewrites the checksum (bytes 128-135) after a test edited a descriptor.
-void reseal(std::vector<std::byte>& d) {
-  const std::uint64_t c = fnv1a(d.data(), 128);
-  for (int i = 0; i < 8; ++i) d[128 + static_cast<std::size_t>(i)] = static_cast<std::byte>((c >> (8 * i)) & 0xff);
-}
+void reseal(std::vector<std::byte>& d) { cuarrow_test::reseal_checksum(d, 128); }
 
 std::string refusal(const std::vector<std::byte>& d) {
   return message_of([&] { (void)ipc::read_shared_descriptor(d); });
@@ -639,9 +627,7 @@ TEST(SharePool, VersionSizeAndHandleKindMustAgree) {
   const std::vector<std::byte> pool_d = shared[0].descriptor();
   const std::vector<std::byte> legacy_d = sample_share(ctx).descriptor();
   auto resealed = [](std::vector<std::byte> d) {
-    const std::size_t at = d.size() - 8;
-    const std::uint64_t c = fnv1a(d.data(), at);
-    for (std::size_t i = 0; i < 8; ++i) d[at + i] = static_cast<std::byte>((c >> (8 * i)) & 0xff);
+    cuarrow_test::reseal_checksum(d, d.size() - 8);
     return d;
   };
   std::vector<std::byte> v1_of_pool = pool_d;
