@@ -66,10 +66,13 @@ void pool_trim(CUmemoryPool pool, std::int64_t keep_bytes) {
 
 // This process's ipc_pool_resource pools, for export_ipc (which sees a
 // buffer's pool handle only): each pool's id, and its live allocations
-// (start -> size).  cuMemPoolExportPointer needs an allocation's start,
-// which the driver does not tell for pool memory: cuMemGetAddressRange
-// answers with the pool's whole mapped range there (the emulation gives the
-// allocation, the H200's driver the pool's range).
+// (start -> size), from which export_ipc takes the allocation's start that
+// cuMemPoolExportPointer wants.  Added when the H200's failures were taken
+// for a wrong start; they were the unshared pool (shared at creation now),
+// and driver 580's cuMemGetAddressRange answers the allocation itself for
+// pool memory (Gpu.PoolAllocationsExportFromTheirStart), as the emulation
+// does.  So the live map is derivable there: to remove once a GPU run
+// confirms the export of slices without it (it costs a lock per allocation).
 struct ipc_pool_registry {
   struct pool_entry {
     std::uint64_t id = 0;
