@@ -198,27 +198,36 @@ void check_field_of(const field& f, const array_data& a) {
 
 // ---- null counts ---------------------------------------------------------------------------
 
+namespace detail {
+
+std::pair<std::int64_t, std::int64_t> validity_bytes(const array_data& a) {
+  const std::int64_t first = a.offset / 8;
+  const std::int64_t last = (a.offset + a.length + 7) / 8;
+  if (last > a.buffers[0].size()) {
+    throw invalid_data("array", "validity bitmap too small: needs " + std::to_string(last) + " bytes, has " +
+                                    std::to_string(a.buffers[0].size()));
+  }
+  return {first, last - first};
+}
+
+}  // namespace detail
+
 std::int64_t compute_null_count(const array_data& a, stream_view s) {
   if (a.type.id == type_id::null) return a.length;
   const type_layout l = layout_of(a.type);
   if (!l.has_validity) return 0;
   if (a.null_count >= 0) return a.null_count;
   if (a.buffers.empty() || a.buffers[0].size() == 0 || a.length == 0) return 0;
-  // The bytes holding bits [offset, offset + length).
   const buffer& bits = a.buffers[0];
-  const std::int64_t first = a.offset / 8;
-  const std::int64_t last = (a.offset + a.length + 7) / 8;
-  if (last > bits.size()) {
-    throw invalid_data("array", "validity bitmap too small: needs " + std::to_string(last) + " bytes, has " +
-                                    std::to_string(bits.size()));
-  }
   if (bits.is_host_accessible()) {
+    (void)detail::validity_bytes(a);  // the size check
     return a.length -
            detail::count_set_bits(reinterpret_cast<const std::uint8_t*>(bits.host_data()), a.offset, a.length);
   }
-  std::vector<std::uint8_t> host(static_cast<std::size_t>(last - first));
-  copy_to_host(host.data(), bits, first, last - first, s);
-  return a.length - detail::count_set_bits(host.data(), a.offset - first * 8, a.length);
+  const auto [first, count] = detail::validity_bytes(a);
+  std::vector<std::uint8_t> host(static_cast<std::size_t>(count));
+  copy_to_host(host.data(), bits, first, count, s);
+  return detail::nulls_in_validity_bytes(a, host.data());
 }
 
 std::int64_t compute_null_count(const array_data& a) { return compute_null_count(a, stream_view()); }

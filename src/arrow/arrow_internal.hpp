@@ -105,6 +105,15 @@ inline std::int64_t count_set_bits(const std::uint8_t* bits, std::int64_t offset
   return set;
 }
 
+// The bytes of `a`'s validity bitmap that hold its bits [offset, offset +
+// length): {first byte, byte count}.  invalid_data when the bitmap is too
+// small.  For arrays with a non-empty bitmap and length > 0.
+std::pair<std::int64_t, std::int64_t> validity_bytes(const array_data& a);
+// The nulls among `a`'s bits, given the bytes validity_bytes(a) names.
+inline std::int64_t nulls_in_validity_bytes(const array_data& a, const std::uint8_t* bytes) {
+  return a.length - count_set_bits(bytes, a.offset - a.offset / 8 * 8, a.length);
+}
+
 // Bytes of a bitmap covering `bits` bits.
 inline std::int64_t bitmap_bytes(std::int64_t bits) { return bits / 8 + (bits % 8 != 0 ? 1 : 0); }
 

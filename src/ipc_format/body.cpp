@@ -339,13 +339,8 @@ struct null_count_cache {
     std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // first byte, bytes
     std::int64_t total = 0;
     for (const auto& [k, a] : pending) {
-      const std::int64_t first = a.offset / 8, last = (a.offset + a.length + 7) / 8;
-      if (last > a.buffers[0].size()) {
-        throw invalid_argument("validity bitmap too small: needs " + num(last) + " bytes, has " +
-                               num(a.buffers[0].size()));
-      }
-      ranges.emplace_back(first, last - first);
-      total += last - first;
+      ranges.push_back(ad::validity_bytes(a));
+      total += ranges.back().second;
     }
     const arrow::array_data& any = pending.front().second;
     std::optional<buffer> host;
@@ -360,9 +355,8 @@ struct null_count_cache {
     copy_batch(pieces, s);
     at = 0;
     for (std::size_t i = 0; i < pending.size(); ++i) {
-      const arrow::array_data& a = pending[i].second;
-      const auto* bits = reinterpret_cast<const std::uint8_t*>(host->host_data()) + at;
-      known[pending[i].first] = a.length - ad::count_set_bits(bits, a.offset - ranges[i].first * 8, a.length);
+      known[pending[i].first] =
+          ad::nulls_in_validity_bytes(pending[i].second, reinterpret_cast<const std::uint8_t*>(host->host_data()) + at);
       at += ranges[i].second;
     }
     pending.clear();
