@@ -353,12 +353,29 @@ int shareable_pool::release() noexcept { return std::exchange(fd_, -1); }
 
 shareable_pool export_pool(const ipc_pool_resource& pool) {
   int fd = -1;
-  detail::check(detail::pool_export_fd(&fd, pool.native_handle()), "cuMemPoolExportToShareableHandle");
-  // Close-on-exec, as every descriptor cuarrow holds: sending it does not
-  // need it, and a child started by another thread must not inherit it.
-  const int flags = fcntl(fd, F_GETFD);
-  if (flags >= 0) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  detail::check(detail::pool_export_fd(&fd, pool.native_handle()),
+                "cuMemPoolExportToShareableHandle");  // close-on-exec
   return shareable_pool(fd, pool.pool_id(), pool.device_id());
+}
+
+shareable_pool export_pool(const ipc_memory_handle& handle) {
+  if (handle.kind() != ipc_handle_kind::pool) {
+    throw invalid_argument(std::string("export_pool: this is a ") +
+                           (handle.size() == 0 ? "handle of an empty buffer" : "legacy (cuMemAlloc) handle") +
+                           ", which opens without a pool; send the handle alone");
+  }
+  if (!handle.exported_by_this_process()) {
+    throw invalid_argument(
+        "export_pool: this pool handle was exported by another process; only the exporter can share its pool");
+  }
+  int fd = -1;
+  const CUresult r = detail::ipc_pool_export_fd_by_id(&fd, handle.pool_id());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    throw invalid_argument("export_pool: the pool of this handle (id " + std::to_string(handle.pool_id()) +
+                           ") is gone, or is not a cuarrow ipc_pool_resource of this process");
+  }
+  detail::check(r, "cuMemPoolExportToShareableHandle");
+  return shareable_pool(fd, handle.pool_id(), handle.device_id());
 }
 
 imported_pool import_pool(const context& ctx, int fd, std::uint64_t pool_id) {
@@ -407,11 +424,12 @@ ipc_memory_handle export_pool_memory(const buffer& b, ipc_memory_handle::fields 
           "export_ipc: this buffer is memory of a stream-ordered pool that cannot be shared (cuMemPoolExportPointer "
           "answered " +
           detail::describe_result(r) +
-          "; cuarrow's default memory resource is the device's default pool, cuda_async_pool, which is not "
-          "IPC-capable, and legacy CUDA IPC cannot export pool memory either). Allocate the memory to share from an "
-          "ipc_pool_resource (shared with export_pool + export_ipc), or with cuMemAlloc, e.g. allocate_device(ctx, "
-          "n, {}, std::make_shared<plain_device_resource>()) (in Python: Context.new_buffer(n)), copy the data into "
-          "it (copy / copy_from_device), and export that buffer");
+          ": only pools created with shareable handles can export their memory, which the device's default pool "
+          "(cuda_async_pool) and most other libraries' pools are not, and legacy CUDA IPC cannot export pool "
+          "memory either). Allocate the memory to share from an ipc_pool_resource (cuarrow's default resource, "
+          "cuda_ipc_pool, where the device supports it), or with cuMemAlloc, e.g. allocate_device(ctx, n, {}, "
+          "std::make_shared<plain_device_resource>()) (in Python: Context.new_buffer(n)), copy the data into it "
+          "(copy / copy_from_device), and export that buffer");
     }
     detail::throw_cuda_error(r, "cuMemPoolExportPointer");
   }
@@ -483,19 +501,9 @@ ipc_memory_handle export_ipc(const buffer& b) {
                            detail::hex_address(start) + ", " + std::to_string(range) +
                            " bytes), so no handle can describe it");
   }
-  // Stream-ordered pool memory: only a shareable pool's can be exported,
-  // at the start of its allocation, which the pool's resource recorded (the
-  // address range above is the pool's whole range on a real driver).
+  // Stream-ordered pool memory: only a shareable pool's can be exported, at
+  // the start of its allocation (the address range above).
   if (a.known && a.pool != nullptr) {
-    if (auto alloc = detail::ipc_pool_allocation(a.pool, static_cast<CUdeviceptr>(b.address()))) {
-      const std::uintptr_t alloc_start = static_cast<std::uintptr_t>(alloc->first);
-      if (static_cast<std::uint64_t>(b.size()) > alloc->second - (b.address() - alloc_start)) {
-        throw invalid_argument("export_ipc: this buffer (" + b.describe() + ") runs past the pool allocation it " +
-                               "starts in (" + detail::hex_address(alloc_start) + ", " + std::to_string(alloc->second) +
-                               " bytes), so no handle can describe it");
-      }
-      base = alloc->first;
-    }
     return export_pool_memory(b, std::move(f), base, a.pool);
   }
 

@@ -206,9 +206,37 @@ class counting_resource final : public cuarrow::device_memory_resource {
 };
 }  // namespace
 
-TEST(MemoryResource, DefaultIsThePoolWhereSupported) {
+TEST(MemoryResource, DefaultIsTheIpcPoolWhereSupported) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  EXPECT_EQ(ctx.memory_resource()->name(), ctx.properties().memory_pools_supported ? "cuda_async_pool" : "cuda_malloc");
+  if (!ctx.properties().memory_pools_supported) {
+    EXPECT_EQ(ctx.memory_resource()->name(), "cuda_malloc");
+    return;
+  }
+  EXPECT_EQ(ctx.memory_resource()->name(), "cuda_ipc_pool");
+  EXPECT_EQ(ctx.memory_resource(), cuarrow::ipc_pool_resource::shared_for(ctx))
+      << "the process-wide pool of the device";
+}
+
+TEST(MemoryResource, EnvironmentChoosesTheDefaultResource) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  struct restore {
+    ~restore() { unsetenv("CUARROW_MEMORY_RESOURCE"); }
+  } r;
+  for (const char* name : {"cuda_ipc_pool", "cuda_async_pool", "cuda_malloc"}) {
+    setenv("CUARROW_MEMORY_RESOURCE", name, 1);
+    std::shared_ptr<cuarrow::device_memory_resource> chosen = cuarrow::make_default_resource(ctx);
+    EXPECT_EQ(chosen->name(), ctx.properties().memory_pools_supported ? name : "cuda_malloc");
+    cuarrow::buffer b = cuarrow::allocate_device(ctx, 64, {}, chosen);
+    EXPECT_EQ(b.size(), 64);
+  }
+  setenv("CUARROW_MEMORY_RESOURCE", "rmm", 1);
+  try {
+    (void)cuarrow::make_default_resource(ctx);
+    ADD_FAILURE() << "an unknown resource name was accepted";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("CUARROW_MEMORY_RESOURCE=rmm is not one of cuda_ipc_pool"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(MemoryResource, UserResourceIsUsedAndKeptAliveByItsBuffers) {

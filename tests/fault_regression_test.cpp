@@ -44,6 +44,7 @@ TEST_F(FaultRegression, InjectionFailsTheChosenCallOnly) {
   cuarrow::context c0 = cuarrow::context::get(0);
   fail_next("cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY);
   fail_next("cuMemAllocAsync", CUDA_ERROR_OUT_OF_MEMORY);
+  fail_next("cuMemAllocFromPoolAsync", CUDA_ERROR_OUT_OF_MEMORY);  // the default resource's pool
   const size_t before = emu().device_allocation_count(0);
   try {
     (void)cuarrow::allocate_device(c0, 4096);

@@ -845,7 +845,7 @@ TEST_F(FaultSweep, ContextCreateDestroy) {
     if (cuarrow::device_count() >= 2) {
       (void)cuarrow::context::get(0).enable_peer_access(cuarrow::context::get(1));
     }
-    auto pool = std::dynamic_pointer_cast<cuarrow::async_pool_resource>(cuarrow::context::get(0).memory_resource());
+    auto pool = std::dynamic_pointer_cast<cuarrow::ipc_pool_resource>(cuarrow::context::get(0).memory_resource());
     if (pool) pool->trim();
   });
 }

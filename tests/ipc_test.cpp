@@ -305,8 +305,8 @@ TEST(Ipc, ExportRefusesHostAndPinnedMemory) {
 TEST(Ipc, ExportRefusesPoolMemorySayingWhatToDo) {
   cuarrow::context ctx = cuarrow::context::get(0);
   if (!ctx.properties().memory_pools_supported) GTEST_SKIP() << "this device has no stream-ordered memory pools";
-  cuarrow::buffer pooled = cuarrow::allocate_device(ctx, 4096);  // the default resource
-  ASSERT_EQ(ctx.memory_resource()->name(), "cuda_async_pool");
+  // The device's default pool (the default resource where shareable pools are not supported).
+  cuarrow::buffer pooled = cuarrow::allocate_device(ctx, 4096, {}, std::make_shared<cuarrow::async_pool_resource>(ctx));
   for (const cuarrow::buffer& b : {pooled, pooled.slice(256, 100)}) {
     std::string m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_ipc(b); });
     EXPECT_TRUE(contains(m, "stream-ordered pool")) << m;

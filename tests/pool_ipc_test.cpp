@@ -55,7 +55,7 @@ bool pools_supported() {
   } while (0)
 
 // A buffer of an ipc_pool_resource holding `bytes`, written and synchronized.
-cuarrow::buffer pool_buffer(const cuarrow::context& ctx, const std::shared_ptr<cuarrow::ipc_pool_resource>& pool,
+cuarrow::buffer pool_buffer(const cuarrow::context& ctx, const std::shared_ptr<cuarrow::device_memory_resource>& pool,
                             const std::vector<std::uint8_t>& bytes) {
   cuarrow::buffer b = cuarrow::allocate_device(ctx, static_cast<std::int64_t>(bytes.size()), {}, pool);
   cuarrow::copy_from_host(b, 0, bytes.data(), b.size());
@@ -338,9 +338,10 @@ TEST(PoolIpc, MismatchedHandlesAndDescriptorsAreTypedErrors) {
   }
   close(fds[0]);
   close(fds[1]);
-  // Default-pool memory is still refused, saying what to do.
-  if (ctx.memory_resource()->name() == "cuda_async_pool") {
-    cuarrow::buffer pooled = cuarrow::allocate_device(ctx, 256);
+  // The device's default pool's memory is still refused, saying what to do.
+  {
+    cuarrow::buffer pooled =
+        cuarrow::allocate_device(ctx, 256, {}, std::make_shared<cuarrow::async_pool_resource>(ctx));
     m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_ipc(pooled); });
     EXPECT_TRUE(contains(m, "ipc_pool_resource")) << m;
   }
@@ -374,10 +375,15 @@ namespace {
 // sends the pool's descriptor and the handle to a child that opens it
 // `opens` times, and checks the child's writes landed in the slice only.
 // `drop_buffer`: the exporter lets its buffer go before the child runs (the
-// handle keeps the memory).
-void exchange_slice(int opens, bool drop_buffer, int child_device = 0) {
+// handle keeps the memory).  `default_resource`: the memory is the
+// context's default resource's (the process-wide IPC pool), whose pool the
+// exporter finds from the handle (export_pool(handle)); otherwise a pool
+// resource of its own, exported with export_pool(resource).
+void exchange_slice(int opens, bool drop_buffer, int child_device = 0, bool default_resource = false) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  auto pool = std::make_shared<cuarrow::ipc_pool_resource>(ctx);
+  auto own = default_resource ? nullptr : std::make_shared<cuarrow::ipc_pool_resource>(ctx);
+  std::shared_ptr<cuarrow::device_memory_resource> pool = own;
+  if (default_resource) pool = ctx.memory_resource();
   cuarrow::buffer pad = pool_buffer(ctx, pool, pattern(1000, 1));
   std::optional<cuarrow::buffer> whole = pool_buffer(ctx, pool, pattern(300000, 2));
   const std::int64_t offset = 4097, length = 100000;
@@ -394,7 +400,8 @@ void exchange_slice(int opens, bool drop_buffer, int child_device = 0) {
   socket_pair sp;
   ASSERT_GE(sp.parent, 0);
   {
-    cuarrow::shareable_pool shared = cuarrow::export_pool(*pool);
+    cuarrow::shareable_pool shared = default_resource ? cuarrow::export_pool(*h) : cuarrow::export_pool(*own);
+    EXPECT_EQ(shared.pool_id(), h->pool_id());
     ASSERT_TRUE(send_fd(sp.parent, shared.fd(), pool_message(shared.pool_id(), h->serialize())));
   }  // sent: our descriptor may go
   child_result r =
@@ -436,6 +443,36 @@ TEST(PoolIpc, PoolOfDevice0OpensOnDevice1OfAnotherProcess) {
 TEST(PoolIpc, ExporterMayDropItsBufferWhileTheHandleLives) {
   REQUIRE_SHAREABLE_POOLS();
   exchange_slice(1, true);
+}
+
+TEST(PoolIpc, DefaultResourceMemoryOpensInAnotherProcessWithThePoolOfItsHandle) {
+  REQUIRE_SHAREABLE_POOLS();
+  ASSERT_EQ(cuarrow::context::get(0).memory_resource()->name(), "cuda_ipc_pool");
+  exchange_slice(1, false, 0, true);
+}
+
+TEST(PoolIpc, ExportPoolOfAHandleRefusesWhatHasNoPoolOfThisProcess) {
+  REQUIRE_SHAREABLE_POOLS();
+  cuarrow::context ctx = cuarrow::context::get(0);
+  std::string m =
+      expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_pool(cuarrow::ipc_memory_handle()); });
+  EXPECT_TRUE(contains(m, "empty buffer")) << m;
+  cuarrow::buffer plain = cuarrow::allocate_device(ctx, 64, {}, std::make_shared<cuarrow::plain_device_resource>());
+  m = expect_error<cuarrow::invalid_argument>([&] { (void)cuarrow::export_pool(cuarrow::export_ipc(plain)); });
+  EXPECT_TRUE(contains(m, "legacy (cuMemAlloc) handle")) << m;
+  // A handle whose pool is gone: its pool resource destroyed with its last buffer.
+  std::vector<std::byte> wire;
+  {
+    auto pool = std::make_shared<cuarrow::ipc_pool_resource>(ctx);
+    cuarrow::buffer b = pool_buffer(ctx, pool, pattern(64, 3));
+    wire = cuarrow::export_ipc(b).serialize();
+    EXPECT_GE(cuarrow::export_pool(cuarrow::ipc_memory_handle::deserialize(wire)).fd(), 0)
+        << "a deserialized handle of this process finds its live pool";
+  }
+  ctx.synchronize();
+  m = expect_error<cuarrow::invalid_argument>(
+      [&] { (void)cuarrow::export_pool(cuarrow::ipc_memory_handle::deserialize(wire)); });
+  EXPECT_TRUE(contains(m, "is gone")) << m;
 }
 
 TEST(PoolIpc, ForgedAndDamagedHandlesAreRefusedByTheImporter) {

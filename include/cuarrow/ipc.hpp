@@ -19,11 +19,12 @@
 //     when the last buffer opened from it, and every slice of one, is gone.
 //     Opening the same allocation again in one context reuses the mapping.
 //
-// Legacy CUDA IPC shares cuMemAlloc memory only.  The default memory
-// resource, the device's default pool (cuda_async_pool), cannot be exported:
-// allocate memory to share with a plain_device_resource, or with an
-// ipc_pool_resource (below).  Legacy handles are for other processes:
-// opening one in the process that exported it is refused.
+// Legacy CUDA IPC shares cuMemAlloc memory only (plain_device_resource).
+// The default memory resource, the device's IPC pool (cuda_ipc_pool), gives
+// pool handles (below); where the device has no shareable pools the default
+// is the device's default pool (cuda_async_pool), which cannot be exported.
+// Legacy handles are for other processes: opening one in the process that
+// exported it is refused.
 //
 // Pool memory (docs/ipc.md, "Pool memory"): an ipc_pool_resource is a
 // stream-ordered pool created with POSIX file-descriptor handles.  The
@@ -207,6 +208,7 @@ class CUARROW_EXPORT shareable_pool {
 
  private:
   friend CUARROW_EXPORT shareable_pool export_pool(const ipc_pool_resource& pool);
+  friend CUARROW_EXPORT shareable_pool export_pool(const ipc_memory_handle& handle);
   shareable_pool(int fd, std::uint64_t pool_id, int device_id) noexcept
       : fd_(fd), pool_id_(pool_id), device_id_(device_id) {}
   int fd_ = -1;
@@ -217,6 +219,14 @@ class CUARROW_EXPORT shareable_pool {
 /// The pool's shareable descriptor (cuMemPoolExportToShareableHandle), a new
 /// one per call.  Throws cuda_error when the driver refuses.
 CUARROW_EXPORT shareable_pool export_pool(const ipc_pool_resource& pool);
+
+/// The descriptor of the pool a pool handle of this process's memory comes
+/// from (export_ipc of an ipc_pool_resource's memory, e.g. of the default
+/// resource), a new one per call: what the importer needs beside the
+/// handle.  Throws invalid_argument for a legacy or empty handle, a handle
+/// another process exported, or one whose pool is gone; cuda_error when the
+/// driver refuses.
+CUARROW_EXPORT shareable_pool export_pool(const ipc_memory_handle& handle);
 
 /// Another process's pool, imported (cuMemPoolImportFromShareableHandle).
 /// Copies share one import; the driver's pool is destroyed when the last

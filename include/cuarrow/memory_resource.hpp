@@ -1,9 +1,12 @@
 // Where device memory comes from.
 //
 // Device buffers are allocated through a device_memory_resource, chosen per
-// context (context::set_memory_resource).  The default is the device's
-// stream-ordered pool (cuMemAllocAsync on the device's default memory pool),
-// or cuMemAlloc where the device or driver has no pools.  Adapters for RMM,
+// context (context::set_memory_resource).  The default is a stream-ordered
+// pool whose memory can be shared with other processes (ipc_pool_resource,
+// one per device for the process); the device's default pool
+// (async_pool_resource) where the device has no shareable pools; cuMemAlloc
+// where it has no pools at all.  CUARROW_MEMORY_RESOURCE chooses another
+// (make_default_resource).  Adapters for RMM,
 // CuPy or PyTorch pools implement this interface.
 //
 // A resource is shared: every buffer it allocated holds it alive until the
@@ -76,9 +79,10 @@ class CUARROW_EXPORT async_pool_resource final : public device_memory_resource {
 /// A class of its own rather than an option of async_pool_resource: that one
 /// borrows the device's default pool (shared with every library of the
 /// process, never destroyed, not IPC-capable), this one creates a pool, owns
-/// it and destroys it with the last buffer allocated from it.  Whether it
-/// should become cuarrow's default resource depends on what it costs on real
-/// hardware (bench/pool_ipc_probe, docs/ipc.md "Pool memory").
+/// it and destroys it with the last buffer allocated from it.  The
+/// process-wide one of each device (shared_for) is cuarrow's default
+/// resource: on the H200 it costs nothing over the default pool
+/// (bench/pool_ipc_probe, docs/ipc.md "Pool memory").
 class CUARROW_EXPORT ipc_pool_resource final : public device_memory_resource {
  public:
   /// Creates the pool and exports it once (the driver shares an allocation
@@ -145,8 +149,15 @@ class CUARROW_EXPORT plain_device_resource final : public device_memory_resource
   std::string name() const override { return "cuda_malloc"; }
 };
 
-/// The resource a context starts with: the async pool where supported.
-/// Throws cuda_error when the pool cannot be had.
+/// The resource a context starts with: ipc_pool_resource::shared_for(ctx)
+/// ("cuda_ipc_pool"); where the device or driver has no shareable pools,
+/// async_pool_resource ("cuda_async_pool"; a failure other than
+/// CUDA_ERROR_NOT_SUPPORTED is reported through the warning handler); where
+/// it has no pools, plain_device_resource ("cuda_malloc").  The environment
+/// variable CUARROW_MEMORY_RESOURCE (read at each call), set to one of those
+/// three names, chooses another (cuda_ipc_pool still falls back as above);
+/// any other value throws invalid_argument.  Throws cuda_error when the
+/// chosen pool cannot be had.
 CUARROW_EXPORT std::shared_ptr<device_memory_resource> make_default_resource(const context& ctx);
 
 }  // namespace cuarrow

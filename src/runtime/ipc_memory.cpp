@@ -1,5 +1,7 @@
 // The driver's IPC calls (legacy and pool), for src/ipc.cpp (which decides what each
 // answer means: its messages depend on the exact result).
+#include <fcntl.h>
+
 #include "driver_table.hpp"
 #include "runtime.hpp"
 
@@ -26,7 +28,13 @@ CUresult pool_export_pointer(CUmemPoolPtrExportData* out, CUdeviceptr base) noex
 
 CUresult pool_export_fd(int* fd, CUmemoryPool pool) noexcept {
   if (driver().cuMemPoolExportToShareableHandle == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  return driver().cuMemPoolExportToShareableHandle(fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  const CUresult r = driver().cuMemPoolExportToShareableHandle(fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  // Close-on-exec, as every descriptor cuarrow holds: sending it does not
+  // need it, and a child started by another thread must not inherit it.
+  if (r == CUDA_SUCCESS) {
+    if (const int flags = fcntl(*fd, F_GETFD); flags >= 0) fcntl(*fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+  return r;
 }
 
 CUresult pool_import(CUmemoryPool* out, int fd) noexcept {

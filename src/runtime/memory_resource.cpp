@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -64,22 +66,15 @@ void pool_trim(CUmemoryPool pool, std::int64_t keep_bytes) {
   detail::check(d.cuMemPoolTrimTo(pool, static_cast<size_t>(keep_bytes)), "cuMemPoolTrimTo");
 }
 
-// This process's ipc_pool_resource pools, for export_ipc (which sees a
-// buffer's pool handle only): each pool's id, and its live allocations
-// (start -> size), from which export_ipc takes the allocation's start that
-// cuMemPoolExportPointer wants.  Added when the H200's failures were taken
-// for a wrong start; they were the unshared pool (shared at creation now),
-// and driver 580's cuMemGetAddressRange answers the allocation itself for
-// pool memory (Gpu.PoolAllocationsExportFromTheirStart), as the emulation
-// does.  So the live map is derivable there: to remove once a GPU run
-// confirms the export of slices without it (it costs a lock per allocation).
+// This process's ipc_pool_resource pools and their ids, for export_ipc
+// (which sees a buffer's pool handle only) to write the pool's id into its
+// handles.  The allocation a buffer lies in is the driver's to say
+// (cuMemGetAddressRange answers the pool allocation itself, on driver 580 as
+// on the emulation: Gpu.PoolAllocationsExportFromTheirStart), so nothing is
+// recorded per allocation.
 struct ipc_pool_registry {
-  struct pool_entry {
-    std::uint64_t id = 0;
-    std::map<CUdeviceptr, std::size_t> live;
-  };
   std::mutex mutex;
-  std::map<CUmemoryPool, pool_entry> pools;
+  std::map<CUmemoryPool, std::uint64_t> pools;
 };
 
 ipc_pool_registry& ipc_pools() {
@@ -152,13 +147,12 @@ ipc_pool_resource::ipc_pool_resource(const context& ctx) : device_(ctx.device_nu
     d.cuMemPoolDestroy(pool_);
     detail::throw_cuda_error(r, "cuMemPoolExportToShareableHandle (sharing a new ipc_pool_resource's pool)");
   }
-  if (const int fl = fcntl(shared_fd_, F_GETFD); fl >= 0) fcntl(shared_fd_, F_SETFD, fl | FD_CLOEXEC);
   raise_release_threshold(pool_, ctx);
   id_ = random_pool_id();
   try {
     ipc_pool_registry& r = ipc_pools();
     std::lock_guard lock(r.mutex);
-    r.pools[pool_].id = id_;
+    r.pools[pool_] = id_;
   } catch (...) {
     d.cuMemPoolDestroy(pool_);
     close(shared_fd_);
@@ -178,26 +172,9 @@ ipc_pool_resource::~ipc_pool_resource() {
   if (r != CUDA_SUCCESS) detail::warn_result(r, "cuMemPoolDestroy");
 }
 
-std::uintptr_t ipc_pool_resource::allocate(std::int64_t bytes, stream_view s) {
-  const std::uintptr_t p = pool_allocate(pool_, bytes, s);
-  try {
-    ipc_pool_registry& r = ipc_pools();
-    std::lock_guard lock(r.mutex);
-    r.pools[pool_].live[static_cast<CUdeviceptr>(p)] = static_cast<std::size_t>(bytes);
-  } catch (...) {
-    pool_deallocate(p, bytes, s);
-    throw;
-  }
-  return p;
-}
+std::uintptr_t ipc_pool_resource::allocate(std::int64_t bytes, stream_view s) { return pool_allocate(pool_, bytes, s); }
 
 void ipc_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept {
-  {
-    ipc_pool_registry& r = ipc_pools();
-    std::lock_guard lock(r.mutex);
-    auto it = r.pools.find(pool_);
-    if (it != r.pools.end()) it->second.live.erase(static_cast<CUdeviceptr>(address));
-  }
   pool_deallocate(address, bytes, s);
 }
 
@@ -209,19 +186,17 @@ std::uint64_t ipc_pool_id(CUmemoryPool pool) noexcept {
   ipc_pool_registry& r = ipc_pools();
   std::lock_guard lock(r.mutex);
   auto it = r.pools.find(pool);
-  return it == r.pools.end() ? 0 : it->second.id;
+  return it == r.pools.end() ? 0 : it->second;
 }
 
-std::optional<std::pair<CUdeviceptr, std::size_t>> ipc_pool_allocation(CUmemoryPool pool, CUdeviceptr address) {
+CUresult ipc_pool_export_fd_by_id(int* fd, std::uint64_t pool_id) noexcept {
   ipc_pool_registry& r = ipc_pools();
-  std::lock_guard lock(r.mutex);
-  auto it = r.pools.find(pool);
-  if (it == r.pools.end() || it->second.live.empty()) return std::nullopt;
-  auto a = it->second.live.upper_bound(address);
-  if (a == it->second.live.begin()) return std::nullopt;
-  --a;
-  if (address - a->first >= a->second) return std::nullopt;
-  return *a;
+  std::lock_guard lock(r.mutex);  // the pool's destructor leaves the registry first
+  for (const auto& [pool, id] : r.pools) {
+    if (id != pool_id) continue;
+    return pool_export_fd(fd, pool);
+  }
+  return CUDA_ERROR_NOT_FOUND;
 }
 
 }  // namespace detail
@@ -255,8 +230,33 @@ void plain_device_resource::deallocate(std::uintptr_t address, std::int64_t byte
 }
 
 std::shared_ptr<device_memory_resource> make_default_resource(const context& ctx) {
-  if (ctx.properties().memory_pools_supported) return std::make_shared<async_pool_resource>(ctx);
-  return std::make_shared<plain_device_resource>(ctx);
+  std::string wanted = "cuda_ipc_pool";
+  if (const char* env = std::getenv("CUARROW_MEMORY_RESOURCE"); env != nullptr && *env != '\0') wanted = env;
+  if (wanted != "cuda_ipc_pool" && wanted != "cuda_async_pool" && wanted != "cuda_malloc") {
+    throw invalid_argument("CUARROW_MEMORY_RESOURCE=" + wanted +
+                           " is not one of cuda_ipc_pool (the default: a stream-ordered pool whose memory can be "
+                           "shared with other processes), cuda_async_pool (the device's default pool) or "
+                           "cuda_malloc (cuMemAlloc); set one of them or unset it");
+  }
+  if (wanted == "cuda_malloc" || !ctx.properties().memory_pools_supported) {
+    return std::make_shared<plain_device_resource>(ctx);
+  }
+  if (wanted == "cuda_ipc_pool") {
+    // The process-wide IPC pool of the device: as fast as the device's
+    // default pool on the H200 (bench/pool_ipc_probe), and its memory can be
+    // exported (export_ipc gives pool handles).  Where the device or driver
+    // has no shareable pools, the device's default pool.
+    try {
+      return ipc_pool_resource::shared_for(ctx);
+    } catch (const cuda_error& e) {
+      if (e.code() != CUDA_ERROR_NOT_SUPPORTED) {
+        detail::warn(std::string("the IPC-capable memory pool could not be created (") + e.what() + "); device " +
+                     std::to_string(ctx.device_number()) +
+                     " uses its default pool (cuda_async_pool), whose memory CUDA IPC cannot export");
+      }
+    }
+  }
+  return std::make_shared<async_pool_resource>(ctx);
 }
 
 }  // namespace cuarrow

@@ -150,12 +150,14 @@ CUresult ipc_close_mem_handle(CUdeviceptr mapped) noexcept;
 
 /// The id of an ipc_pool_resource's pool of this process; 0 for any other pool.
 std::uint64_t ipc_pool_id(CUmemoryPool pool) noexcept;
-/// The live allocation of an ipc_pool_resource's pool that holds `address`
-/// (start, size), or nullopt (another pool, or no such allocation).
-std::optional<std::pair<CUdeviceptr, std::size_t>> ipc_pool_allocation(CUmemoryPool pool, CUdeviceptr address);
+/// A new POSIX file descriptor of this process's ipc_pool_resource pool
+/// with id `pool_id` (the caller's to close, close-on-exec), exported while
+/// the pool cannot be destroyed; CUDA_ERROR_NOT_FOUND when no live pool has
+/// that id.
+CUresult ipc_pool_export_fd_by_id(int* fd, std::uint64_t pool_id) noexcept;
 /// The export data of the pool allocation starting at `base`.
 CUresult pool_export_pointer(CUmemPoolPtrExportData* out, CUdeviceptr base) noexcept;
-/// A new POSIX file descriptor of `pool` (the caller's to close).
+/// A new POSIX file descriptor of `pool` (the caller's to close, close-on-exec).
 CUresult pool_export_fd(int* fd, CUmemoryPool pool) noexcept;
 /// Import a pool from a descriptor another process exported (the descriptor
 /// stays the caller's).

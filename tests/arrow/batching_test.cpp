@@ -33,7 +33,7 @@ calls now() {
                g_count("cuMemcpyDtoHAsync"),
                g_count("cuMemcpyDtoHAsync.max_bytes"),
                g_count("cuMemcpyDtoDAsync") + g_count("cuMemcpyAsync") + g_count("cuMemcpyPeerAsync"),
-               g_count("cuMemAllocAsync") + g_count("cuMemAlloc"),
+               g_count("cuMemAllocAsync") + g_count("cuMemAllocFromPoolAsync") + g_count("cuMemAlloc"),
                g_count("cuEventRecord"),
                g_count("cuStreamWaitEvent"),
                g_count("synchronizations.after_copy")};

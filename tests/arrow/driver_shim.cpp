@@ -29,6 +29,7 @@ enum counter : int {
   k_memcpy,
   k_peer,
   k_alloc_async,
+  k_alloc_from_pool,
   k_alloc,
   k_host_alloc,
   k_event_record,
@@ -118,6 +119,7 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuMemcpyAsync, 4000, k_memcpy),
     SHIM_ENTRY(cuMemcpyPeerAsync, 4000, k_peer),
     SHIM_ENTRY(cuMemAllocAsync, 11020, k_alloc_async),
+    SHIM_ENTRY(cuMemAllocFromPoolAsync, 11020, k_alloc_from_pool),
     SHIM_ENTRY(cuMemAlloc, 3020, k_alloc),
     SHIM_ENTRY(cuMemHostAlloc, 2020, k_host_alloc),
     SHIM_ENTRY(cuEventRecord, 2000, k_event_record),
@@ -126,10 +128,12 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuPointerGetAttributes, 7000, k_pointer_attributes),
 };
 
-const char* const k_names[k_count] = {
-    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyHtoDAsync",     "cuMemcpyDtoHAsync",
-    "cuMemcpyDtoDAsync",   "cuMemcpyAsync",    "cuMemcpyPeerAsync",  "cuMemAllocAsync",       "cuMemAlloc",
-    "cuMemHostAlloc",      "cuEventRecord",    "cuStreamWaitEvent",  "cuPointerGetAttribute", "cuPointerGetAttributes"};
+const char* const k_names[k_count] = {"cuStreamSynchronize",     "cuCtxSynchronize",  "cuEventSynchronize",
+                                      "cuMemcpyHtoDAsync",       "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+                                      "cuMemcpyAsync",           "cuMemcpyPeerAsync", "cuMemAllocAsync",
+                                      "cuMemAllocFromPoolAsync", "cuMemAlloc",        "cuMemHostAlloc",
+                                      "cuEventRecord",           "cuStreamWaitEvent", "cuPointerGetAttribute",
+                                      "cuPointerGetAttributes"};
 
 }  // namespace
 
