@@ -506,8 +506,19 @@ class IpcMemoryHandle:
     @property
     def exported_by_this_process(self) -> bool: ...
 
+    @property
+    def memory(self) -> str:
+        """
+        "legacy" (cuMemAlloc memory) or "pool" (memory of a shareable pool: opened through the pool).
+        """
+
+    @property
+    def pool_id(self) -> int: ...
+
     def serialize(self) -> bytes:
-        """The handle as bytes (cuarrow's wire format, version 1)."""
+        """
+        The handle as bytes (cuarrow's wire format: version 1 for legacy handles, 2 for pool handles).
+        """
 
     def describe(self) -> str: ...
 
@@ -519,7 +530,17 @@ class IpcMemoryHandle:
 
 def export_ipc(buffer: Buffer) -> IpcMemoryHandle:
     """
-    An IPC handle of device memory (cuMemAlloc memory only) for other processes.
+    An IPC handle of device memory (cuMemAlloc memory, or a shareable pool's) for other processes.
+    """
+
+def export_ipc_pool(handle: IpcMemoryHandle) -> tuple:
+    """
+    (a new descriptor of the pool of a pool handle this process exported, owned by the caller; the pool's id).
+    """
+
+def open_ipc_pool(pool: ImportedPool, handle: IpcMemoryHandle) -> Buffer:
+    """
+    Open a pool handle another process exported, through its pool imported here (an ImportedPool).
     """
 
 def open_ipc(context: Context, handle: IpcMemoryHandle) -> Buffer:

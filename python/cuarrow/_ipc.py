@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import threading
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -17,6 +19,12 @@ class IpcMemHandle:
     it, its ``size`` and the exporter's ``device_number``.  A handle made by
     ``export_for_ipc`` keeps the exported memory allocated while it lives; one
     read from bytes keeps nothing alive.  Pickling sends the serialized bytes.
+
+    ``memory`` says which CUDA IPC it is: ``"legacy"`` (``cuMemAlloc``
+    memory, e.g. ``Context.new_buffer``: the bytes alone open it, as in
+    pyarrow) or ``"pool"`` (memory of cuarrow's default resource, the
+    device's IPC-capable pool: the importer also needs the pool,
+    ``pool_fd()`` sent once per process, and ``pool_id``).
     """
 
     __slots__ = ("_handle", "__weakref__")
@@ -86,11 +94,78 @@ class IpcMemHandle:
         """The exporter's device; -1 when unknown (pyarrow-format handles)."""
         return self._handle.device_id
 
+    @property
+    def memory(self) -> str:
+        """``"legacy"`` (``cuMemAlloc`` memory) or ``"pool"`` (memory of a
+        shareable pool, opened with ``Context.open_ipc_buffer(handle,
+        pool=(fd, pool_id))``)."""
+        return str(self._handle.memory)
+
+    @property
+    def pool_id(self) -> int | None:
+        """Pool handles: the id of the exporter's pool; None for legacy handles."""
+        return int(self._handle.pool_id) if self.memory == "pool" else None
+
+    def pool_fd(self) -> int:
+        """Pool handles, in the exporting process: a file descriptor of the
+        pool, to send to the importer once (over a Unix socket with
+        ``SCM_RIGHTS``: ``multiprocessing.reduction.send_handle``, or as a
+        ``multiprocessing.reduction.DupFd`` to a process being spawned).  The
+        descriptor is this process's, one per pool, open until the process
+        ends: do not close it.  Raises ``ArrowInvalid`` for legacy handles
+        (which open without a pool) and for handles another process made."""
+        return _pool_fd_of(lambda: _lib.export_ipc_pool(self._handle))[0]
+
     def __reduce__(self) -> Any:
         return (_ipc_handle_from_bytes, (self._handle.serialize(),))
 
     def __repr__(self) -> str:
         return f"<cuarrow.cuda.IpcMemHandle size={self.size} offset={self.offset} device_number={self.device_number}>"
+
+
+# The pools this process exported: pool id -> one descriptor of it, kept open
+# for the process (the pool lives as long; a DupFd of it handed to a spawning
+# Process must stay valid until the child is started).
+_pool_fds: dict[int, int] = {}
+_pool_fds_lock = threading.Lock()
+
+
+def _pool_fd_of(export: Callable[[], Any]) -> tuple[int, int]:
+    """(fd, pool id) of a pool this process exports, from `export()` (which
+    gives a new descriptor and the pool's id, or None): one descriptor per
+    pool for the process, the extra ones closed."""
+    with _pool_fds_lock:
+        exported = export()
+        if exported is None:
+            raise ValueError("this is legacy memory: it has no pool")
+        fd, pool_id = exported
+        if pool_id in _pool_fds:
+            os.close(fd)
+        else:
+            _pool_fds[pool_id] = fd
+        return _pool_fds[pool_id], pool_id
+
+
+def _import_pool(ctx: Any, pool: Any) -> Any:
+    """The ImportedPool of `pool` ((fd, pool_id), fd an int that stays the
+    caller's or a DupFd-like object with detach(), whose descriptor is closed
+    here) in the Context `ctx`, imported once per process."""
+    try:
+        fd, pool_id = pool
+    except (TypeError, ValueError):
+        raise TypeError(
+            "pool must be (fd, pool_id): the exporter's pool_fd() (sent to this process) "
+            f"and its pool_id, not {type(pool).__name__}"
+        ) from None
+    if hasattr(fd, "detach"):
+        owned = fd.detach()
+        try:
+            return _lib.ipc_import_shared_pool(ctx._ctx, owned, int(pool_id))
+        finally:
+            os.close(owned)
+    if not isinstance(fd, int):
+        raise TypeError(f"pool's fd must be an int file descriptor (or a DupFd), not {type(fd).__name__}")
+    return _lib.ipc_import_shared_pool(ctx._ctx, fd, int(pool_id))
 
 
 def _ipc_handle_from_bytes(data: bytes) -> IpcMemHandle:

@@ -11,7 +11,7 @@ from cuarrow import _cuarrow as _lib
 from cuarrow import _device, _numba, _protocols
 from cuarrow._args import _index, _int64, _normalize_index, _slice_bounds
 from cuarrow._driver import _device_count, _require_devices
-from cuarrow._ipc import IpcMemHandle
+from cuarrow._ipc import IpcMemHandle, _import_pool
 
 
 class Device:
@@ -259,10 +259,12 @@ class Context:
     def new_buffer(self, nbytes: int) -> CudaBuffer:
         """Return new device buffer of `nbytes` bytes (contents uninitialized).
 
-        The memory comes from ``cuMemAlloc``, as in pyarrow, so that it can be
-        shared with other processes (``export_for_ipc``); the buffers that
-        copies make (``buffer_from_data``, ``to_device`` ...) come from the
-        device's faster stream-ordered pool, which CUDA IPC cannot export.
+        The memory comes from ``cuMemAlloc``, as in pyarrow, so that its
+        ``export_for_ipc`` handle opens in another process from its bytes
+        alone (legacy CUDA IPC); the buffers that copies make
+        (``buffer_from_data``, ``to_device`` ...) come from the device's
+        faster stream-ordered pool, cuarrow's default resource, whose handles
+        open with the pool (``IpcMemHandle.pool_fd()``).
         """
         nbytes = _index(nbytes, "nbytes")
         return CudaBuffer._wrap(_lib.allocate_device(self._ctx, nbytes, plain=True))
@@ -348,7 +350,7 @@ class Context:
         return CudaBuffer._wrap(_lib.from_dlpack(_protocols.dlpack_capsule(obj), self._ctx))
 
     # -- IPC ------------------------------------------------------------------
-    def open_ipc_buffer(self, ipc_handle: IpcMemHandle) -> CudaBuffer:
+    def open_ipc_buffer(self, ipc_handle: IpcMemHandle, pool: Any = None) -> CudaBuffer:
         """Open device memory another process exported with ``export_for_ipc``.
 
         The buffer is memory of this context's device (whatever device the
@@ -359,9 +361,27 @@ class Context:
         in the process that exported it raises ``ArrowInvalid`` (IPC handles
         are for other processes); a handle whose exporter has exited, or
         that is not a CUDA IPC handle, raises ``CudaError``.
+
+        `pool`: for a pool handle (``ipc_handle.memory == "pool"``: memory of
+        the exporter's default resource), the exporter's pool as ``(fd,
+        pool_id)``: its ``IpcMemHandle.pool_fd()`` received in this process
+        (an int, which stays yours, or a ``multiprocessing.reduction.DupFd``)
+        and its ``pool_id``; imported once per process and context.  A pool
+        handle without it raises ``ArrowInvalid`` saying so; legacy handles
+        ignore it.
         """
         if not isinstance(ipc_handle, IpcMemHandle):
             raise TypeError(f"expected IpcMemHandle instance, got {type(ipc_handle).__name__}")
+        if ipc_handle.memory == "pool" and ipc_handle.size > 0:
+            if pool is None:
+                raise pa.ArrowInvalid(
+                    "this IPC handle is of pool memory (the exporter's default memory resource): open it with "
+                    "open_ipc_buffer(handle, pool=(fd, pool_id)), where fd is the exporter's handle.pool_fd() "
+                    "received in this process (multiprocessing.reduction.send_handle / DupFd) and pool_id its "
+                    "handle.pool_id; or have the exporter copy the data into a Context.new_buffer (cuMemAlloc) "
+                    "and export that"
+                )
+            return CudaBuffer._wrap(_lib.open_ipc_pool(_import_pool(self, pool), ipc_handle._handle))
         return CudaBuffer._wrap(_lib.open_ipc(self._ctx, ipc_handle._handle))
 
     # -- misc ---------------------------------------------------------------

@@ -56,6 +56,7 @@ from cuarrow import _cuarrow as _lib
 from cuarrow import _memory, ipc
 from cuarrow._arrays import DeviceArray, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
 from cuarrow._errors import CudaError
+from cuarrow._ipc import _import_pool, _pool_fd_of
 from cuarrow._memory import Context, CudaBuffer
 
 _KINDS: dict[type, str] = {
@@ -244,25 +245,11 @@ class SharedDeviceObject:
         return f"<cuarrow.cuda.SharedDeviceObject kind={self.kind} {state}>"
 
 
-# The pools this process shared from: pool id -> one descriptor of it, kept
-# open for the process (the pool lives as long; a DupFd of it handed to a
-# spawning Process must stay valid until the child is started).
-_pool_fds: dict[int, int] = {}
-_pool_fds_lock = threading.Lock()
-
-
 def _exported_pool(shared: SharedDeviceObject) -> tuple[int, int]:
     """(fd, pool id) of the pool a pool share lies in, exported once per pool."""
-    with _pool_fds_lock:
-        exported = shared._shared.export_pool()
-        if exported is None:
-            raise ValueError("this share is in legacy memory: it has no pool")
-        fd, pool_id = exported
-        if pool_id in _pool_fds:
-            os.close(fd)
-        else:
-            _pool_fds[pool_id] = fd
-        return _pool_fds[pool_id], pool_id
+    if shared.memory != "pool":
+        raise ValueError("this share is in legacy memory: it has no pool")
+    return _pool_fd_of(shared._shared.export_pool)
 
 
 def _share_object(obj: Any, stream: Any = None, memory: str = "legacy") -> SharedDeviceObject:
@@ -285,28 +272,6 @@ def _open_shared_with_sent_pool(descriptor: bytes, fd: Any, pool_id: int) -> Any
     """Unpickles a pool share sent by multiprocessing: `fd` is a
     ``multiprocessing.reduction.DupFd`` of the exporter's pool."""
     return open_shared(descriptor, pool=(fd, pool_id))
-
-
-def _import_pool(ctx: Context, pool: Any) -> Any:
-    """The ImportedPool of `pool` ((fd, pool_id), fd an int that stays the
-    caller's or a DupFd-like object with detach(), whose descriptor is closed
-    here) in `ctx`, imported once per process."""
-    try:
-        fd, pool_id = pool
-    except (TypeError, ValueError):
-        raise TypeError(
-            "pool must be (fd, pool_id): the exporter's SharedDeviceObject.pool_fd() (sent to this process) "
-            f"and its pool_id, not {type(pool).__name__}"
-        ) from None
-    if hasattr(fd, "detach"):
-        owned = fd.detach()
-        try:
-            return _lib.ipc_import_shared_pool(ctx._ctx, owned, int(pool_id))
-        finally:
-            os.close(owned)
-    if not isinstance(fd, int):
-        raise TypeError(f"pool's fd must be an int file descriptor (or a DupFd), not {type(fd).__name__}")
-    return _lib.ipc_import_shared_pool(ctx._ctx, fd, int(pool_id))
 
 
 def open_shared(descriptor: Any, context: Context | None = None, pool: Any = None) -> Any:

@@ -1,8 +1,10 @@
-// CUDA IPC: cuarrow._cuarrow.IpcMemoryHandle, export_ipc, open_ipc.
+// CUDA IPC: cuarrow._cuarrow.IpcMemoryHandle, export_ipc, open_ipc, and for
+// pool handles export_ipc_pool and open_ipc_pool.
 // (cuarrow.cuda.IpcMemHandle, pyarrow's name and behaviour, wraps these.)
 #include <nanobind/stl/string.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -23,13 +25,20 @@ void bind_ipc(nb::module_& m) {
       .def_prop_ro("offset", &cuarrow::ipc_memory_handle::offset)
       .def_prop_ro("device_id", &cuarrow::ipc_memory_handle::device_id)
       .def_prop_ro("exported_by_this_process", &cuarrow::ipc_memory_handle::exported_by_this_process)
+      .def_prop_ro(
+          "memory",
+          [](const cuarrow::ipc_memory_handle& h) {
+            return h.kind() == cuarrow::ipc_handle_kind::pool ? "pool" : "legacy";
+          },
+          "\"legacy\" (cuMemAlloc memory) or \"pool\" (memory of a shareable pool: opened through the pool).")
+      .def_prop_ro("pool_id", &cuarrow::ipc_memory_handle::pool_id)
       .def(
           "serialize",
           [](const cuarrow::ipc_memory_handle& h) {
             std::vector<std::byte> v = h.serialize();
             return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
           },
-          "The handle as bytes (cuarrow's wire format, version 1).")
+          "The handle as bytes (cuarrow's wire format: version 1 for legacy handles, 2 for pool handles).")
       .def("describe", &cuarrow::ipc_memory_handle::describe)
       .def_static(
           "deserialize",
@@ -41,7 +50,27 @@ void bind_ipc(nb::module_& m) {
 
   m.def(
       "export_ipc", [](const Buffer& b) { return cuarrow::export_ipc(b.buf); }, nb::arg("buffer"), release_gil(),
-      "An IPC handle of device memory (cuMemAlloc memory only) for other processes.");
+      "An IPC handle of device memory (cuMemAlloc memory, or a shareable pool's) for other processes.");
+  m.def(
+      "export_ipc_pool",
+      [](const cuarrow::ipc_memory_handle& h) {
+        std::optional<cuarrow::shareable_pool> p;
+        {
+          nb::gil_scoped_release r;
+          p.emplace(cuarrow::export_pool(h));
+        }
+        const std::uint64_t id = p->pool_id();
+        return nb::make_tuple(p->release(), id);
+      },
+      nb::arg("handle"),
+      "(a new descriptor of the pool of a pool handle this process exported, owned by the caller; the pool's id).");
+  m.def(
+      "open_ipc_pool",
+      [](const cuarrow::imported_pool& pool, const cuarrow::ipc_memory_handle& h) {
+        return Buffer{cuarrow::open_ipc(pool, h), false};
+      },
+      nb::arg("pool"), nb::arg("handle"), release_gil(),
+      "Open a pool handle another process exported, through its pool imported here (an ImportedPool).");
   m.def(
       "open_ipc",
       [](const cuarrow::context& ctx, const cuarrow::ipc_memory_handle& h) {

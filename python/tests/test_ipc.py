@@ -8,6 +8,7 @@ cannot use an initialised CUDA driver) and get the parent's driver choice
 and import path (ipc_child.py)."""
 
 import multiprocessing
+import multiprocessing.reduction
 import os
 import pickle
 import struct
@@ -174,12 +175,54 @@ def test_handle_keeps_the_exported_memory_allocated(ctx):
     assert ctx.bytes_allocated == before
 
 
-def test_new_buffer_is_ipc_capable_and_copies_use_the_pool(ctx):
-    assert ctx.new_buffer(64).export_for_ipc().size == 64
-    if ctx._ctx.properties["memory_pools_supported"]:
-        assert ctx._ctx.memory_resource_name() == "cuda_async_pool"
-        with pytest.raises(pa.ArrowInvalid, match="stream-ordered pool"):
-            ctx.buffer_from_data(b"abcd").export_for_ipc()
+def test_new_buffer_gives_legacy_handles_and_copies_use_the_ipc_pool(ctx):
+    legacy = ctx.new_buffer(64).export_for_ipc()
+    assert (legacy.size, legacy.memory, legacy.pool_id) == (64, "legacy", None)
+    with pytest.raises(pa.ArrowInvalid, match="legacy"):
+        legacy.pool_fd()
+    assert ctx._ctx.properties["memory_pools_supported"]
+    assert ctx._ctx.memory_resource_name() == "cuda_ipc_pool"
+    pooled = ctx.buffer_from_data(b"abcd").export_for_ipc()
+    assert pooled.memory == "pool" and pooled.size == 4
+    assert pooled.pool_id == ctx.buffer_from_data(b"efgh").export_for_ipc().pool_id != 0, "one pool per device"
+    fd = pooled.pool_fd()
+    assert fd >= 0 and pooled.pool_fd() == fd, "one descriptor per pool for the process"
+    assert cuda.IpcMemHandle.from_buffer(pooled.serialize()).memory == "pool"
+
+
+def test_copies_open_in_another_process_through_the_pool(ctx, child_env):
+    arr, cbuf = make_random_buffer(ctx, size=10000, target="device")
+    pooled = ctx.buffer_from_data(cbuf)  # a copy: memory of the default resource
+    view = pooled.slice(1234, 5000)
+    handle = view.export_for_ipc()
+    assert (handle.memory, handle.size, handle.offset) == ("pool", 5000, 1234)
+    new = b"\x09" * 5000
+    pool = (multiprocessing.reduction.DupFd(handle.pool_fd()), handle.pool_id)
+    report = run_child(ipc_child.open_and_check, child_env, wire_of(handle), 0, 2, new, pool)
+    assert report["memory"] == "pool"
+    assert report["bytes"] == arr[1234:6234].tobytes()
+    assert report["same_address"], "the pool allocation is imported once"
+    assert report["reexported"] == (4999, 1235, 0)
+    assert report["refusal_without_pool"].startswith("ArrowInvalid: this IPC handle is of pool memory")
+    assert "pool=(fd, pool_id)" in report["refusal_without_pool"]
+    expected = arr.copy()
+    expected[1234:6234] = 9
+    assert pooled.to_pybytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    "resource, memory",
+    [("cuda_ipc_pool", "pool"), ("cuda_async_pool", None), ("cuda_malloc", "legacy")],
+)
+def test_CUARROW_MEMORY_RESOURCE_chooses_what_copies_allocate(child_env, resource, memory):
+    name, (outcome, detail) = run_child(ipc_child.export_of_a_copy, dict(child_env, CUARROW_MEMORY_RESOURCE=resource))
+    assert name == resource
+    if memory is None:  # the device's default pool: refused, saying what to do
+        assert outcome == "refused"
+        assert "stream-ordered pool" in detail and "legacy CUDA IPC cannot export" in detail
+        assert "Context.new_buffer(n)" in detail and "copy_from_device" in detail
+    else:
+        assert (outcome, detail) == ("exported", memory)
 
 
 # ---------------------------------------------------------------------------
@@ -249,19 +292,7 @@ def test_malformed_handles_say_what_is_wrong(ctx):
         assert str(info.value).startswith(f"cannot read an IPC memory handle from {len(data)} bytes: ")
 
 
-def test_export_refuses_pool_and_pinned_memory(ctx):
-    if ctx._ctx.properties["memory_pools_supported"]:
-        pooled = ctx.buffer_from_data(np.arange(100, dtype=np.uint8))
-        for buf in (pooled, pooled.slice(10)):
-            with pytest.raises(pa.ArrowInvalid) as info:
-                buf.export_for_ipc()
-            message = str(info.value)
-            assert "stream-ordered pool" in message and "legacy CUDA IPC cannot export" in message
-            assert "Context.new_buffer(n)" in message and "copy_from_device" in message
-        # What the message says to do works.
-        shared = ctx.new_buffer(pooled.size)
-        shared.copy_from_device(pooled)
-        assert shared.export_for_ipc().size == 100
+def test_export_refuses_pinned_memory(ctx):
     host = cuda.new_host_buffer(64)
     view = ctx.foreign_buffer(host.address, host.size, base=host)  # a CudaBuffer over pinned memory
     with pytest.raises(pa.ArrowInvalid, match=r"pinned host memory \(cuda_host\); CUDA IPC shares device memory only"):
