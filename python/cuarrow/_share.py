@@ -45,7 +45,6 @@ import copyreg
 import importlib.abc
 import importlib.machinery
 import multiprocessing.reduction
-import os
 import sys
 import threading
 from typing import Any
