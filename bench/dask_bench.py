@@ -292,7 +292,8 @@ def render_summary(meta: dict[str, Any], res: dict[str, Any]) -> str:
     if d2d:
         out.append(
             f"| raw D2D copy in one process ({d2d['how']}) | {fmt_size(d2d['nbytes'])} | "
-            f"{d2d['median_s'] * 1e3:.2f} ms ({d2d['min_s'] * 1e3:.2f}-{d2d['max_s'] * 1e3:.2f}) | {d2d['gbps']:.1f} | | |"
+            f"{d2d['median_s'] * 1e3:.2f} ms ({d2d['min_s'] * 1e3:.2f}-{d2d['max_s'] * 1e3:.2f}) | "
+            f"{d2d['gbps']:.1f} | | |"
         )
     v = res["verdict"]
     met = {True: "met", False: "**MISSED**", None: "not judged"}[v["met"]]
@@ -374,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {"kinds": kinds}
     if a.protocol != "tcp":
         res["raw_d2d"] = raw_d2d(ctx, nbytes)
-        log(f"raw D2D copy of {fmt_size(nbytes)}: {res['raw_d2d']['median_s'] * 1e3:.2f} ms, {res['raw_d2d']['gbps']:.1f} GB/s")
+        d2d = res["raw_d2d"]
+        log(f"raw D2D copy of {fmt_size(nbytes)}: {d2d['median_s'] * 1e3:.2f} ms, {d2d['gbps']:.1f} GB/s")
 
     correct = True
     with (

@@ -27,7 +27,7 @@
 # library under its other names (libucp.so, .so.0, .so.0.0.0: wheels cannot
 # hold links) become relative symbolic links, which the device tool carries
 # as links.  Kept: every run-time library, UCX's transport plugins
-# (lib/ucx/: cuda_copy, cuda_ipc and gdr_copy in libuct_cuda, cma, the CUDA
+# (lib/ucx/: cuda_copy and cuda_ipc in libuct_cuda, cma, the CUDA
 # memory hooks; tcp, posix/sysv shared memory and self are in libuct itself),
 # UCX's config folder and `ucx_info` (the suite prints `ucx_info -v` and the
 # transports it finds).

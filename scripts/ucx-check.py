@@ -149,7 +149,8 @@ def cluster_check(real_gpu: bool) -> list[str]:
         distributed.Client(cluster) as client,
     ):
         a, b = sorted(client.scheduler_info()["workers"])
-        say(f"cluster up in {time.time() - t0:.1f} s: A {a}, B {b}; UCX TLS on B: {client.run(_ucx_tls, workers=[b])[b]}")
+        tls = client.run(_ucx_tls, workers=[b])[b]
+        say(f"cluster up in {time.time() - t0:.1f} s: A {a}, B {b}; UCX TLS on B: {tls}")
         n = 1 << 24  # 128 MiB
         t = time.time()
         src = client.submit(_numpy_array, n, workers=[a], pure=False)
@@ -165,7 +166,8 @@ def cluster_check(real_gpu: bool) -> list[str]:
         table = client.submit(_device_table, workers=[a], pure=False)
         kind, same = client.submit(_table_arrived, table, workers=[b], pure=False).result(timeout=WAIT_S)
         ok = kind == "DeviceTable" and same
-        say(f"DeviceTable, 1 Mi rows, A -> B: {'ok' if ok else f'WRONG: {kind}, equal {same}'} ({time.time() - t:.2f} s)")
+        verdict = "ok" if ok else f"WRONG: {kind}, equal {same}"
+        say(f"DeviceTable, 1 Mi rows, A -> B: {verdict} ({time.time() - t:.2f} s)")
         if not ok:
             problems.append(f"a DeviceTable moved over UCX arrived as {kind}, equal {same}")
         try:

@@ -516,7 +516,9 @@ def _where_it_landed(table):
 @pytest.mark.gpu
 def test_ucx_moves_a_device_table_as_one_device_frame_read_zero_copy(ctx, emulated):
     _skip_unless_ucx_runs(emulated)
-    host = pa.table({"x": pa.array(range(100_000), pa.int64()), "s": [str(i) if i % 7 else None for i in range(100_000)]})
+    host = pa.table(
+        {"x": pa.array(range(100_000), pa.int64()), "s": [str(i) if i % 7 else None for i in range(100_000)]}
+    )
     with _cluster("ucx") as cluster, distributed.Client(cluster) as client:
         a, b = sorted(client.scheduler_info()["workers"])
         assert a.startswith("ucx://") and b.startswith("ucx://")
