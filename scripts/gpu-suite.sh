@@ -245,12 +245,26 @@ write_summary() {  # the summary of the steps run, to $out/summary.md and stdout
 # a cp312-abi3 wheel; carry build/wheel/wheelhouse), installed with nothing
 # else into a fresh venv VENV that sees this machine's numpy and pyarrow
 # (--system-site-packages; no build tools, no registry).  Fails (a NOT RUN
-# or FAIL line in the summary) when there is no wheel or it does not import.
+# or FAIL line in the summary) when there is no wheel whose tags this Python
+# accepts, or it does not import.
 wheel_venv() {  # wheel_venv VENV
   local whl
-  whl=$(ls build/wheel/wheelhouse/cuarrow-*.whl 2>/dev/null | head -n 1)
+  whl=$(python3 - <<'EOF'
+import glob
+from pip._vendor.packaging.tags import sys_tags
+from pip._vendor.packaging.utils import parse_wheel_filename
+
+accepted = set(sys_tags())
+for w in sorted(glob.glob("build/wheel/wheelhouse/cuarrow-*.whl")):
+    if accepted & set(parse_wheel_filename(w.rsplit("/", 1)[-1])[3]):
+        print(w)
+        break
+EOF
+  )
   if [ -z "$whl" ]; then
-    results+=("| wheel | NOT RUN: no build/wheel/wheelhouse/cuarrow-*.whl (build it: PYTHON=python3.12 scripts/wheel.sh; carry build/wheel/wheelhouse) | | |")
+    local have
+    have=$(cd build/wheel/wheelhouse 2>/dev/null && ls cuarrow-*.whl 2>/dev/null | tr '\n' ' ')
+    results+=("| wheel | NOT RUN: no cuarrow wheel for $(python3 -V) in build/wheel/wheelhouse (${have:-none}; build it: PYTHON=python3.12 scripts/wheel.sh; carry build/wheel/wheelhouse) | | |")
     return 1
   fi
   rm -rf "$1"
@@ -313,7 +327,7 @@ if [ "$mode" = ucx ]; then
     timeout 30 $ucx_bin -d | grep -E 'Memory domain|Transport|Device:' | sort | uniq -c"
   step ucx-check timeout "$(within 90)" "$py" scripts/ucx-check.py build/ucx-site
   step ucx-dask-tests env CUARROW_DASK_PROTOCOL=ucx timeout "$(within 100)" "$py" -m pytest -q -rs \
-    python/tests/test_share.py -k "dask or cluster or ucx" -p no:cacheprovider
+    python/tests/test_share.py -k "dask or cluster or ucx or family" -p no:cacheprovider
   # shellcheck disable=SC2086 # options, split on purpose
   step ucx-benchmark timeout "$(within 150)" "$py" bench/dask_bench.py --protocol ucx --out "$out/ucx-bench" \
     ${CUARROW_UCX_BENCH_ARGS:-}
