@@ -213,7 +213,7 @@ step() {  # step NAME COMMAND...: run, keep the log, record the closing line
 }
 
 {
-  echo "# GPU suite run"
+  echo "# GPU suite run$([ "$mode" = ucx ] && echo ": Dask over UCX")"
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "- commit: ${CUARROW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
@@ -323,8 +323,10 @@ if [ "$mode" = ucx ]; then
   export UCX_TLS=${UCX_TLS:-tcp,sm,self,cuda_copy,cuda_ipc} UCX_WARN_UNUSED_ENV_VARS=${UCX_WARN_UNUSED_ENV_VARS:-n}
   export PYTHONUNBUFFERED=1
   ucx_bin=build/ucx-site/libucx/bin/ucx_info
+  # UCX's version and the transports it finds (cuda_copy and cuda_ipc need the
+  # driver); the shared-memory transports need room in /dev/shm
   step ucx-info bash -c "export LD_LIBRARY_PATH=$PWD/build/ucx-site/libucx/lib; timeout 30 $ucx_bin -v &&
-    timeout 30 $ucx_bin -d | grep -E 'Memory domain|Transport|Device:' | sort | uniq -c"
+    timeout 30 $ucx_bin -d | grep -E 'Memory domain|Transport|Device:' | sort | uniq -c; df -h /dev/shm | tail -n 1"
   step ucx-check timeout "$(within 90)" "$py" scripts/ucx-check.py build/ucx-site
   step ucx-dask-tests env CUARROW_DASK_PROTOCOL=ucx timeout "$(within 100)" "$py" -m pytest -q -rs \
     python/tests/test_share.py -k "dask or cluster or ucx or family" -p no:cacheprovider
