@@ -42,6 +42,7 @@ except ImportError:  # pip carries its own copy
 
 LEFT_OUT = {"rapids-dask-dependency": "pins dask/distributed to an older release than CI's; not installed on purpose"}
 WAIT_S = 120
+DISTRIBUTIONS = {"pynvml": "nvidia-ml-py"}
 
 
 def say(msg: str) -> None:
@@ -58,7 +59,10 @@ def module_info(name: str, attr: str = "__version__") -> str:
     except Exception as e:  # noqa: BLE001 - any import failure is the answer
         return f"NOT IMPORTABLE ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
     where = getattr(m, "__file__", None) or "?"
-    return f"{getattr(m, attr, '?')}  ({Path(where).parent if where != '?' else where})"
+    version = getattr(m, attr, None)
+    if version is None and name in DISTRIBUTIONS:  # a module without a version attribute
+        version = importlib.metadata.version(DISTRIBUTIONS[name])
+    return f"{version or '?'}  ({Path(where).parent if where != '?' else where})"
 
 
 def requirements_met(site: Path) -> list[str]:
