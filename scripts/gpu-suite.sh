@@ -46,7 +46,9 @@
 #       RAPIDS libraries, made here by scripts/fetch-gpu-ucx.sh) on
 #       PYTHONPATH; then `ucx_info`, scripts/ucx-check.py (versions,
 #       requirements, a two-worker UCX cluster moving a NumPy array, a
-#       DeviceTable and a CuPy array), test_share.py's Dask tests with
+#       DeviceTable and a CuPy array; again with UCX_PROTO_INFO=y, the
+#       protocols UCX chose to $OUT/ucx-proto-info.log, unless
+#       CUARROW_UCX_PROTO_INFO=0), test_share.py's Dask tests with
 #       CUARROW_DASK_PROTOCOL=ucx (and its UCX test), and
 #       bench/dask_bench.py --protocol ucx (to $OUT/ucx-bench;
 #       CUARROW_UCX_BENCH_ARGS adds options).  UCX_TLS defaults to
@@ -328,6 +330,15 @@ if [ "$mode" = ucx ]; then
   step ucx-info bash -c "export LD_LIBRARY_PATH=$PWD/build/ucx-site/libucx/lib; timeout 30 $ucx_bin -v &&
     timeout 30 $ucx_bin -d | grep -E 'Memory domain|Transport|Device:' | sort | uniq -c; df -h /dev/shm | tail -n 1"
   step ucx-check timeout "$(within 90)" "$py" scripts/ucx-check.py build/ucx-site
+  if [ "${CUARROW_UCX_PROTO_INFO:-1}" != 0 ]; then
+    # The same moves with UCX_PROTO_INFO=y: UCX prints the protocols it
+    # chose (is cuda_ipc used for the DeviceTable's frame, or a staged
+    # pipeline?), all of it to $out/ucx-proto-info.log (at most 2 MB), the
+    # distinct tables about device memory into the step's log
+    step ucx-proto-info bash -c "set -o pipefail; UCX_PROTO_INFO=y timeout $(within 60) '$py' scripts/ucx-check.py \
+      build/ucx-site 2>&1 | head -c 2000000 >'$out/ucx-proto-info.log'; rc=\$?;
+      '$py' scripts/ucx-check.py --proto-summary '$out/ucx-proto-info.log' | head -n 80; exit \$rc"
+  fi
   step ucx-dask-tests env CUARROW_DASK_PROTOCOL=ucx timeout "$(within 100)" "$py" -m pytest -q -rs \
     python/tests/test_share.py -k "dask or cluster or ucx or family" -p no:cacheprovider
   # shellcheck disable=SC2086 # options, split on purpose

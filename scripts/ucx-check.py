@@ -4,6 +4,12 @@
 lets it).
 
     python3 scripts/ucx-check.py [UCX_SITE]      # UCX_SITE default build/ucx-site
+    python3 scripts/ucx-check.py --proto-summary LOG
+
+The second form reads the output of a run with UCX_PROTO_INFO=y (UCX's
+tables of the protocols it chose, printed by every process) and prints each
+distinct table about device memory once: which transports move device
+frames (cuda_ipc, or a staged pipeline through cuda_copy).
 
 1. versions and locations of what the UCX comm stands on (distributed-ucxx,
    ucxx and its UCX, rmm, dask, distributed, numpy, cuda-core,
@@ -29,6 +35,7 @@ import importlib
 import importlib.metadata
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -189,7 +196,41 @@ def cluster_check(real_gpu: bool) -> list[str]:
     return problems
 
 
+def proto_summary(log: Path) -> int:
+    """The distinct UCX_PROTO_INFO tables about device memory in `log`."""
+    prefix = re.compile(r"^\[[0-9.]+\] \[([^\]]*)\]\s*")
+    tables: dict[tuple[str, str], tuple[list[str], set[str]]] = {}
+    current: dict[str, tuple[tuple[str, str], list[str]]] = {}  # process -> (title, rows) being read
+    for raw in log.read_text(errors="replace").splitlines():
+        m = prefix.match(raw)
+        if not m:
+            continue
+        proc, line = m.group(1), raw[m.end() :].strip()
+        cells = [" ".join(c.split()) for c in line.strip("|").split("|")]
+        if line.startswith("| ucp_context") and len(cells) >= 2:
+            where = " ".join(w for w in cells[0].split() if not w.startswith(("ucp_context", "cfg#")))
+            current[proc] = ((where, cells[1]), [])
+        elif line.startswith("|") and proc in current:
+            current[proc][1].append(" | ".join(c for c in cells if c))
+        elif line.startswith("+") and proc in current and current[proc][1]:
+            title, rows = current.pop(proc)
+            tables.setdefault(title, (rows, set()))[1].add(proc)
+    shown = 0
+    for (where, what), (rows, procs) in sorted(tables.items()):
+        if "cuda" not in what:
+            continue
+        shown += 1
+        say(f"{where}: {what} (in {len(procs)} process{'es' if len(procs) > 1 else ''})")
+        for r in rows:
+            say(f"    {r}")
+    if not shown:
+        say(f"no UCX_PROTO_INFO table about device memory in {log} ({len(tables)} tables in all)")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--proto-summary"] and len(argv) == 2:
+        return proto_summary(Path(argv[1]))
     site = Path(argv[0] if argv else "build/ucx-site")
     if not site.is_dir():
         say(f"ucx-check: no {site} (make it with scripts/fetch-gpu-ucx.sh)")
