@@ -7,8 +7,10 @@
 #   scripts/fetch-gpu-ucx.sh          # into build/ucx-site (ignored by .gitignore)
 #
 # then carry build/ucx-site with build/wheels (scripts/fetch-gpu-wheels.sh:
-# the Dask set CI uses) and build/wheel/wheelhouse (the cuarrow wheel) and run
-# `scripts/gpu-suite.sh ucx` there (docs/sharing.md, "Dask over UCX").
+# the Dask set CI uses), and build/wheel/wheelhouse if it holds a cuarrow
+# wheel for Python 3.12 (else the suite builds the package there), and run
+# `scripts/gpu-suite.sh ucx` there (docs/sharing.md, "Dask over UCX on the
+# GPU machine").
 #
 # What goes in: distributed-ucxx-cu13, ucxx-cu13, libucxx-cu13, libucx-cu13,
 # rmm-cu13, librmm-cu13, rapids-logger, installed with --no-deps at the
@@ -23,7 +25,8 @@
 #
 # Slimmed: static libraries, libtool files, headers, CMake and pkg-config
 # files, UCX's perf tests, examples and demo programs, the tests folders,
-# debug sections of every ELF file (strip --strip-debug); copies of one
+# debug sections (strip --strip-debug) wherever the stripped file still
+# loads (not UCX's five core libraries: see below); copies of one
 # library under its other names (libucp.so, .so.0, .so.0.0.0: wheels cannot
 # hold links) become relative symbolic links, which the device tool carries
 # as links.  Kept: every run-time library, UCX's transport plugins
