@@ -38,7 +38,7 @@
 #       $OUT/summary.md, cuarrow-info.json, cuarrow-info.txt,
 #       cuarrow-bench-quick.txt.
 #   scripts/gpu-suite.sh ucx       (on the GPU machine, carrying build/ucx-site,
-#                                   build/wheels and build/wheel/wheelhouse)
+#                                   build/wheels [and build/wheel/wheelhouse])
 #       Dask over UCX (issue 15): the cuarrow wheel in a fresh venv as `wheel`
 #       makes it (without a wheel that installs, the package built there, as
 #       `run` does), the Dask set from build/wheels (install-wheels.py, into
