@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """A DeviceTable moved between two Dask workers, beside a NumPy array of the
-same size on the same cluster (issue 15's target: the table within 1.3 x the
-array's time over TCP).
+same size on the same cluster (issue 15's targets: over TCP the table within
+1.3 x the array's time; over UCX at least 0.5 x the throughput of a raw
+device-to-device copy of the same size).
 
     python3 bench/dask_bench.py                  # 1 GiB each, 5 timed moves each
     python3 bench/dask_bench.py --quick          # 64 MiB, 3 moves (the emulation too)
     python3 bench/dask_bench.py --out DIR        # results.json and summary.md in DIR
+    python3 bench/dask_bench.py --protocol ucx   # over UCX (distributed-ucxx; a real GPU)
 
 A ``distributed.LocalCluster(n_workers=2, threads_per_worker=1,
 processes=True, protocol="tcp")``: two worker processes, A and B, on the
@@ -35,6 +37,19 @@ result fails the run.  Both objects of a move are released before the next.
 Frame compression is off (``distributed.comm.compression``), as it is by
 default, so both kinds move their bytes as they are.
 
+``--protocol ucx`` (distributed-ucxx registers Dask's "ucx" comm; its
+"ucxx" is the same comm under a legacy prefix): the table travels in the
+``cuda`` serialization family, ONE device frame that B receives into memory
+RMM allocates and reads zero-copy.  Beside the table and the NumPy array, a
+CuPy array of the same size (when CuPy is there) gives the comm's own speed
+for device memory, and the client times a raw device-to-device copy of the
+same size first (``cudaMemcpy`` through CuPy, else cuarrow's
+``copy_from_device``; median of 5).  The target: the table's transfer
+throughput at least 0.5 x that copy's.  UCX takes its settings from the
+environment (``UCX_TLS`` ...; recorded in results.json); without
+``UCX_TLS`` UCX chooses its transports itself.  Needs a real GPU: the
+emulation's device memory is host memory, which RMM cannot allocate.
+
 ``share()`` / ``open_shared`` between two plain processes is
 bench/share_bench.py.  See bench/README.md, "Dask benchmark".
 """
@@ -60,6 +75,8 @@ import bench  # noqa: E402 - found through the line above
 from bench import GiB, MiB, fmt_size, log, parse_size  # noqa: E402
 
 TARGET_RATIO = 1.3  # issue 15: table time / array time over TCP, at most
+TARGET_UCX_D2D = 0.5  # issue 15: table throughput over UCX / raw D2D copy throughput, at least
+NAMES = {"table": "DeviceTable", "array": "NumPy array", "cupy": "CuPy array (device)"}
 WAIT_S = 120  # any one step longer than this: something is stuck (a lost worker), fail
 
 
@@ -105,6 +122,15 @@ def _array(nbytes: int, move: int) -> Any:
     return a
 
 
+def _cupy_array(nbytes: int, move: int) -> Any:
+    import cupy
+
+    a = cupy.arange(nbytes // 8, dtype=cupy.int64)
+    a += move
+    cupy.cuda.get_current_stream().synchronize()
+    return a
+
+
 def _rows(obj: Any) -> int:
     """On worker B: touches nothing but the object's length."""
     return int(obj.num_rows) if hasattr(obj, "num_rows") else len(obj)
@@ -133,6 +159,54 @@ def _nothing() -> int:
 
 
 # ---- the client ----------------------------------------------------------------------------
+
+
+def raw_d2d(ctx: Any, nbytes: int, repeat: int = 5) -> dict[str, Any]:
+    """A device-to-device copy of nbytes in this process: cudaMemcpy through
+    CuPy's runtime bindings when CuPy is there (as bench.py's raw D2D), else
+    cuarrow's copy_from_device; the first call untimed."""
+    try:
+        import cupy
+
+        src, dst = cupy.zeros(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8)
+        rt = cupy.cuda.runtime
+        kind = getattr(rt, "memcpyDeviceToDevice", 3)
+
+        def copy() -> None:
+            rt.memcpy(dst.data.ptr, src.data.ptr, nbytes, kind)
+            rt.streamSynchronize(0)
+
+        how = "cudaMemcpy D2D (CuPy's runtime bindings)"
+    except ImportError:
+        dsrc, ddst = ctx.new_buffer(nbytes), ctx.new_buffer(nbytes)
+
+        def copy() -> None:
+            ddst.copy_from_device(dsrc)
+
+        how = "cuarrow copy_from_device"
+    copy()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        copy()
+        samples.append(time.perf_counter() - start)
+    out = summary(samples)
+    out.update(how=how, nbytes=nbytes, gbps=nbytes / out["median_s"] / 1e9)
+    if how.startswith("cudaMemcpy"):
+        del src, dst
+        cupy.get_default_memory_pool().free_all_blocks()  # the client keeps no 2 GiB
+    return out
+
+
+def _module_version(name: str, attr: str = "__version__") -> str | None:
+    """A module's version attribute (the RAPIDS wheels' distribution names
+    carry a CUDA suffix: distributed-ucxx-cu13)."""
+    try:
+        import importlib
+
+        return str(getattr(importlib.import_module(name), attr))
+    except Exception:
+        return None
 
 
 def summary(samples: list[float]) -> dict[str, Any]:
@@ -194,6 +268,12 @@ def render_summary(meta: dict[str, Any], res: dict[str, Any]) -> str:
         f"array: int64, {fmt_size(res['array']['nbytes'])}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items() if v),
     ]
+    if o["protocol"] != "tcp":
+        ucx_env = meta.get("ucx_env") or {}
+        out.append(
+            "- UCX settings: "
+            + (", ".join(f"{k}={v}" for k, v in sorted(ucx_env.items())) or "none set (UCX chose its transports)")
+        )
     if meta.get("emulated"):
         out.append("- **EMULATION: the figures are host memcpy, meaningless as performance figures**")
     out += [
@@ -201,24 +281,40 @@ def render_summary(meta: dict[str, Any], res: dict[str, Any]) -> str:
         "| moved A -> B | bytes | transfer, median (min-max) | GB/s | task, median | first move: transfer / task |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for kind in ("table", "array"):
+    for kind in res["kinds"]:
         r = res[kind]
         t, k = r.get("transfer"), r["task"]
         tr = f"{t['median_s'] * 1e3:.1f} ms ({t['min_s'] * 1e3:.1f}-{t['max_s'] * 1e3:.1f})" if t else "n/a"
         gbps = f"{r['nbytes'] / t['median_s'] / 1e9:.2f}" if t else "n/a"
         first_t = f"{r['first']['transfer_s'] * 1e3:.1f}" if r["first"]["transfer_s"] is not None else "n/a"
         first = f"{first_t} / {r['first']['task_s'] * 1e3:.1f} ms"
-        name = "DeviceTable" if kind == "table" else "NumPy array"
+        name = NAMES[kind]
         out.append(f"| {name} | {fmt_size(r['nbytes'])} | {tr} | {gbps} | {k['median_s'] * 1e3:.1f} ms | {first} |")
     out.append(f"| empty task on B | | | | {res['empty_task']['median_s'] * 1e3:.1f} ms | |")
+    d2d = res.get("raw_d2d")
+    if d2d:
+        out.append(
+            f"| raw D2D copy in one process ({d2d['how']}) | {fmt_size(d2d['nbytes'])} | "
+            f"{d2d['median_s'] * 1e3:.2f} ms ({d2d['min_s'] * 1e3:.2f}-{d2d['max_s'] * 1e3:.2f}) | "
+            f"{d2d['gbps']:.1f} | | |"
+        )
     v = res["verdict"]
     met = {True: "met", False: "**MISSED**", None: "not judged"}[v["met"]]
-    out += [
-        "",
-        f"Target (issue 15): DeviceTable time <= {TARGET_RATIO} x the NumPy array's, over {o['protocol']}: "
-        f"{v['ratio']:.2f} x ({v['measure']} medians): {met}.",
-        f"Task-time ratio: {res['task_ratio']:.2f} x.  Data: {'checked, correct' if res['correct'] else '**WRONG**'}.",
-    ]
+    out.append("")
+    if o["protocol"] == "tcp":
+        out.append(
+            f"Target (issue 15): DeviceTable time <= {TARGET_RATIO} x the NumPy array's, over {o['protocol']}: "
+            f"{v['ratio']:.2f} x ({v['measure']} medians): {met}."
+        )
+    else:
+        out.append(
+            f"Target (issue 15): DeviceTable throughput over {o['protocol']} >= {TARGET_UCX_D2D} x the raw "
+            f"device-to-device copy's: {v['ratio']:.3f} x ({v['measure']} medians): {met}."
+        )
+    out.append(
+        f"Table / NumPy array: {res['array_ratio']:.2f} x ({v['measure']} medians); task-time ratio: "
+        f"{res['task_ratio']:.2f} x.  Data: {'checked, correct' if res['correct'] else '**WRONG**'}."
+    )
     if v.get("note"):
         out.append(v["note"])
     return "\n".join(out) + "\n"
@@ -229,7 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="64 MiB and 3 moves (a self-check; runs on the emulation)")
     p.add_argument("--bytes", type=parse_size, help="size of the table and of the array (default 1G; quick 64M)")
     p.add_argument("--repeat", type=int, help="timed moves of each kind after the first (default 5; quick 3)")
-    p.add_argument("--protocol", default="tcp", help="the cluster's comm (tcp; ucx needs distributed-ucxx)")
+    p.add_argument(
+        "--protocol",
+        default="tcp",
+        choices=["tcp", "ucx"],
+        help="the cluster's comm (ucx: distributed-ucxx and a real GPU; UCX_TLS etc. from the environment)",
+    )
     p.add_argument("--out", type=Path, help="folder for results.json and summary.md")
     a = p.parse_args(argv)
     nbytes = a.bytes or (64 * MiB if a.quick else GiB)
@@ -246,6 +347,27 @@ def main(argv: list[str] | None = None) -> int:
 
     why = cuda.use_emulation_if_no_gpu()
     emulated = cuda.is_emulated()
+    kinds = ["table", "array"]
+    if a.protocol == "ucx":
+        try:
+            import distributed_ucxx  # noqa: F401 - registers the comm
+        except ImportError as e:
+            log(f"dask_bench: --protocol ucx needs distributed-ucxx ({e}); scripts/fetch-gpu-ucx.sh fetches it")
+            return 2
+        if emulated:
+            log(
+                "dask_bench: --protocol ucx needs a real GPU: UCX receives device frames into memory RMM "
+                "allocates, which the host emulation of the driver cannot give (use --protocol tcp there)"
+            )
+            return 2
+        try:
+            import cupy  # noqa: F401
+
+            kinds.append("cupy")
+        except ImportError:
+            log("(no CuPy here: no CuPy array moved for comparison)")
+        if "UCX_TLS" not in os.environ:
+            log("(UCX_TLS not set: UCX chooses its transports)")
     if emulated:
         # the workers are other processes: they follow the environment
         os.environ["CUARROW_CUDA_DRIVER"] = "emulated"
@@ -253,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         log(f"    (emulation selected because: {why or 'CUARROW_CUDA_DRIVER'})")
     ctx = cuda.Context(0)
 
-    res: dict[str, Any] = {}
+    res: dict[str, Any] = {"kinds": kinds}
+    if a.protocol != "tcp":
+        res["raw_d2d"] = raw_d2d(ctx, nbytes)
+        d2d = res["raw_d2d"]
+        log(f"raw D2D copy of {fmt_size(nbytes)}: {d2d['median_s'] * 1e3:.2f} ms, {d2d['gbps']:.1f} GB/s")
+
     correct = True
     with (
         dask.config.set({"distributed.comm.compression": False}),
@@ -279,25 +406,26 @@ def main(argv: list[str] | None = None) -> int:
         took = time.time() - t_begin
         log(f"host table on A: {shape[0]} rows, {shape[1]} columns, {fmt_size(shape[2])}  [{took:.1f} s]")
         res["table"] = {"rows": shape[0], "columns": shape[1], "nbytes": shape[2], "types": ", ".join(shape[3])}
-        res["array"] = {"nbytes": nbytes // 8 * 8}
+        for kind in kinds[1:]:
+            res[kind] = {"nbytes": nbytes // 8 * 8}
+        makers = {"table": _to_device, "array": _array, "cupy": _cupy_array}
 
         def make(kind: str, move: int) -> Any:
-            if kind == "table":
-                return client.submit(_to_device, host, move, workers=[a_addr], allow_other_workers=False, pure=False)
-            return client.submit(_array, nbytes, move, workers=[a_addr], allow_other_workers=False, pure=False)
+            arg = host if kind == "table" else nbytes
+            return client.submit(makers[kind], arg, move, workers=[a_addr], allow_other_workers=False, pure=False)
 
-        moves: dict[str, list[dict[str, Any]]] = {"table": [], "array": []}
+        moves: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
         last_table = None
         for move in range(repeat + 1):
-            for kind in ("table", "array"):
+            for kind in kinds:
                 m = move_once(client, distributed, kind, functools.partial(make, kind, move), a_addr, b_addr)
                 src, rows = m.pop("futures")
-                if kind == "array":
+                if kind != "table":
                     n = nbytes // 8
                     got = client.submit(_array_check, src, workers=[b_addr], pure=False).result(timeout=WAIT_S)
                     want = (n, move, n - 1 + move, n * (n - 1) // 2 + n * move)
                     if got != want:
-                        log(f"  WRONG array on B: {got}, expected {want}")
+                        log(f"  WRONG {NAMES[kind]} on B: {got}, expected {want}")
                         correct = False
                 elif m["rows"] != shape[0]:
                     log(f"  WRONG table on B: {m['rows']} rows, expected {shape[0]}")
@@ -326,22 +454,28 @@ def main(argv: list[str] | None = None) -> int:
         res["empty_task"] = summary(empty)
         comm_compression = dask.config.get("distributed.comm.compression")
 
-    for kind in ("table", "array"):
+    for kind in kinds:
         first, timed = moves[kind][0], moves[kind][1:]
         res[kind]["first"] = {"transfer_s": first["transfer_s"], "task_s": first["task_s"]}
         res[kind]["task"] = summary([m["task_s"] for m in timed])
         transfers = [m["transfer_s"] for m in timed]
         res[kind]["transfer"] = summary(transfers) if None not in transfers else None
-    use = "transfer" if res["table"]["transfer"] and res["array"]["transfer"] else "task"
-    ratio = res["table"][use]["median_s"] / res["array"][use]["median_s"]
+    use = "transfer" if all(res[k]["transfer"] for k in kinds) else "task"
+    res["array_ratio"] = res["table"][use]["median_s"] / res["array"][use]["median_s"]
     res["task_ratio"] = res["table"]["task"]["median_s"] / res["array"]["task"]["median_s"]
-    verdict: dict[str, Any] = {"ratio": ratio, "target": TARGET_RATIO, "measure": use, "met": ratio <= TARGET_RATIO}
+    if a.protocol == "tcp":
+        ratio = res["array_ratio"]
+        verdict: dict[str, Any] = {"ratio": ratio, "target": TARGET_RATIO, "measure": use, "met": ratio <= TARGET_RATIO}
+    else:
+        # throughput of the table's move over the raw copy's: bytes / median time each
+        table_gbps = res["table"]["nbytes"] / res["table"][use]["median_s"] / 1e9
+        ratio = table_gbps / res["raw_d2d"]["gbps"]
+        verdict = {"ratio": ratio, "target": TARGET_UCX_D2D, "measure": use, "met": ratio >= TARGET_UCX_D2D}
     if use == "task":
         verdict["note"] = "Dask's transfer log was not available: the ratio is of task times."
-    if emulated or a.protocol != "tcp":
+    if emulated:
         verdict["met"] = None
-        why_not = "the emulation." if emulated else f"the target is for tcp, not {a.protocol}."
-        verdict["note"] = "Not judged: " + why_not
+        verdict["note"] = "Not judged: the emulation."
     if not correct:
         verdict["met"] = False  # a fast wrong answer meets nothing
         verdict["note"] = "Missed: B received wrong data."
@@ -361,8 +495,13 @@ def main(argv: list[str] | None = None) -> int:
             "numpy": np.__version__,
             "pyarrow": pa.__version__,
             "tornado": bench._version("tornado"),
+            "distributed-ucxx": _module_version("distributed_ucxx") if a.protocol == "ucx" else None,
+            "ucxx": _module_version("ucxx") if a.protocol == "ucx" else None,
+            "UCX": _module_version("ucxx", "__ucx_version__") if a.protocol == "ucx" else None,
+            "cupy": _module_version("cupy") if "cupy" in kinds else None,
         },
         "options": {"quick": a.quick, "bytes": nbytes, "repeat": repeat, "protocol": a.protocol},
+        "ucx_env": {k: v for k, v in os.environ.items() if k.startswith(("UCX_", "UCXPY_"))},
         "comm_compression": comm_compression,
         "wall_s": round(time.time() - t_begin, 1),
     }

@@ -17,9 +17,10 @@
 # versions there are not known here, and they weigh little); numpy, pandas
 # and pyarrow are not dependencies of these two and never travel.
 #
-# UCX (`distributed-ucxx-cu13`, `ucxx-cu13`) is not fetched: its wheels take
-# about 51 MiB (libucx-cu13 alone 40 MiB) and pin another Dask; see
-# docs/sharing.md, "Dask", "On the GPU machine".
+# UCX (`distributed-ucxx-cu13` and the RAPIDS libraries under it) is fetched
+# apart, by scripts/fetch-gpu-ucx.sh, into a slimmed site tree
+# (build/ucx-site) that runs on this same Dask set; see docs/sharing.md,
+# "Dask over UCX on the GPU machine".
 #
 # pip evaluates environment markers with this Python, so a Python older
 # than 3.12 here also fetches importlib-metadata and its needs (60 KiB);

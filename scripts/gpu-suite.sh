@@ -37,6 +37,26 @@
 #       --json), `cuarrow bench --quick` and the Python suite against it:
 #       $OUT/summary.md, cuarrow-info.json, cuarrow-info.txt,
 #       cuarrow-bench-quick.txt.
+#   scripts/gpu-suite.sh ucx       (on the GPU machine, carrying build/ucx-site,
+#                                   build/wheels [and build/wheel/wheelhouse])
+#       Dask over UCX (issue 15): the cuarrow wheel in a fresh venv as `wheel`
+#       makes it (without a wheel that installs, the package built there, as
+#       `run` does), the Dask set from build/wheels (install-wheels.py, into
+#       /tmp/cuarrow-ucx-deps) and build/ucx-site (distributed-ucxx and the
+#       RAPIDS libraries, made here by scripts/fetch-gpu-ucx.sh) on
+#       PYTHONPATH; then `ucx_info`, scripts/ucx-check.py (versions,
+#       requirements, a two-worker UCX cluster moving a NumPy array, a
+#       DeviceTable and a CuPy array; again with UCX_PROTO_INFO=y, the
+#       protocols UCX chose to $OUT/ucx-proto-info.log, unless
+#       CUARROW_UCX_PROTO_INFO=0), test_share.py's Dask tests with
+#       CUARROW_DASK_PROTOCOL=ucx (and its UCX test), and
+#       bench/dask_bench.py --protocol ucx (to $OUT/ucx-bench;
+#       CUARROW_UCX_BENCH_ARGS adds options).  UCX_TLS defaults to
+#       tcp,sm,self,cuda_copy,cuda_ipc (set it to change; UCX_TLS=all lets
+#       UCX choose).  Every step runs under `timeout` within one budget
+#       (CUARROW_UCX_BUDGET, default 230 s) so that a hang cannot eat the
+#       call: $OUT/ucx-summary.md (with the benchmark's summary) and
+#       $OUT/gpu-suite.log.
 #   scripts/gpu-suite.sh sanitize [gpu-sanitize.py options]
 #       builds the Python package there, then runs compute-sanitizer
 #       (memcheck with leak checking, racecheck, synccheck, initcheck) over
@@ -172,6 +192,8 @@ if [ "$mode" = soak-report ]; then
   exit "$rc"
 fi
 summary="$out/summary.md"
+[ "$mode" = ucx ] && summary="$out/ucx-summary.md"
+summary_extra=()            # files write_summary appends (the UCX benchmark's summary)
 log="$out/gpu-suite.log"   # every step's whole output
 steps=$(mktemp -d)          # one log a step (the device tool returns few files)
 : >"$log"
@@ -193,7 +215,7 @@ step() {  # step NAME COMMAND...: run, keep the log, record the closing line
 }
 
 {
-  echo "# GPU suite run"
+  echo "# GPU suite run$([ "$mode" = ucx ] && echo ": Dask over UCX")"
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "- commit: ${CUARROW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
@@ -212,28 +234,54 @@ write_summary() {  # the summary of the steps run, to $out/summary.md and stdout
     echo "Figures printed by the GPU-only tests:"
     echo
     grep -h "^\[figure\]" "$steps"/*.log 2>/dev/null | sed 's/^/    /'
+    for f in "${summary_extra[@]}"; do
+      [ -f "$f" ] && { echo; cat "$f"; }
+    done
   } >"$summary"
   rm -f "$summary.head"
   echo
   cat "$summary"
 }
 
-if [ "$mode" = wheel ]; then
-  # Issue 16: the wheel built on the CI-like machine (PYTHON=python3.12
-  # scripts/wheel.sh: a cp312-abi3 wheel; carry build/wheel/wheelhouse),
-  # installed with nothing else into a fresh venv that sees this machine's
-  # numpy and pyarrow (--system-site-packages; no build tools, no registry),
-  # then the walkthrough, `cuarrow info` (also as JSON, to $out), `cuarrow
-  # bench --quick` and the Python suite against it.
-  whl=$(ls build/wheel/wheelhouse/cuarrow-*.whl 2>/dev/null | head -n 1)
+# The wheel built on the CI-like machine (PYTHON=python3.12 scripts/wheel.sh:
+# a cp312-abi3 wheel; carry build/wheel/wheelhouse), installed with nothing
+# else into a fresh venv VENV that sees this machine's numpy and pyarrow
+# (--system-site-packages; no build tools, no registry).  Fails (a NOT RUN
+# or FAIL line in the summary) when there is no wheel whose tags this Python
+# accepts, or it does not import.
+wheel_venv() {  # wheel_venv VENV
+  local whl
+  whl=$(python3 - <<'EOF'
+import glob
+from pip._vendor.packaging.tags import sys_tags
+from pip._vendor.packaging.utils import parse_wheel_filename
+
+accepted = set(sys_tags())
+for w in sorted(glob.glob("build/wheel/wheelhouse/cuarrow-*.whl")):
+    if accepted & set(parse_wheel_filename(w.rsplit("/", 1)[-1])[3]):
+        print(w)
+        break
+EOF
+  )
   if [ -z "$whl" ]; then
-    results+=("| wheel | NOT RUN: no build/wheel/wheelhouse/cuarrow-*.whl (build it: PYTHON=python3.12 scripts/wheel.sh; carry build/wheel/wheelhouse) | | |")
-  else
-    venv=/tmp/cuarrow-wheel-venv
-    rm -rf "$venv"
-    unset PYTHONPATH
-    step wheel-venv python3 -m venv --system-site-packages "$venv"
-    step wheel-install "$venv/bin/python" -m pip install --no-index --no-deps --ignore-installed "$whl"
+    local have
+    have=$(cd build/wheel/wheelhouse 2>/dev/null && ls cuarrow-*.whl 2>/dev/null | tr '\n' ' ')
+    results+=("| wheel | NOT RUN: no cuarrow wheel for $(python3 -V) in build/wheel/wheelhouse (${have:-none}; build it: PYTHON=python3.12 scripts/wheel.sh; carry build/wheel/wheelhouse) | | |")
+    return 1
+  fi
+  rm -rf "$1"
+  unset PYTHONPATH
+  step wheel-venv python3 -m venv --system-site-packages "$1"
+  step wheel-install "$1/bin/python" -m pip install --no-index --no-deps --ignore-installed "$whl"
+  "$1/bin/python" -c "import cuarrow" >/dev/null 2>&1
+}
+
+if [ "$mode" = wheel ]; then
+  # Issue 16: the wheel alone in a fresh venv (wheel_venv), then the
+  # walkthrough, `cuarrow info` (also as JSON, to $out), `cuarrow bench
+  # --quick` and the Python suite against it.
+  venv=/tmp/cuarrow-wheel-venv
+  if wheel_venv "$venv"; then
     step wheel-info "$venv/bin/cuarrow" info
     step wheel-info-json bash -c "set -o pipefail; '$venv/bin/cuarrow' info --json | tee '$out/cuarrow-info.json'"
     step wheel-bench-quick "$venv/bin/cuarrow" bench --quick
@@ -242,6 +290,61 @@ if [ "$mode" = wheel ]; then
     cp "$steps/wheel-info.log" "$out/cuarrow-info.txt" 2>/dev/null
     cp "$steps/wheel-bench-quick.log" "$out/cuarrow-bench-quick.txt" 2>/dev/null
   fi
+  write_summary
+  exit 0
+fi
+
+if [ "$mode" = ucx ]; then
+  # Issue 15, Dask over UCX: see the head of this file.  One budget for the
+  # whole mode; each step's timeout is what is left of it, at most its own.
+  deadline=$(($(date +%s) + ${CUARROW_UCX_BUDGET:-230}))
+  within() {  # within SECONDS: the timeout for a step, never past the deadline
+    local left=$((deadline - $(date +%s) - 5))
+    echo $((left < $1 ? (left < 1 ? 1 : left) : $1))
+  }
+  missing=()
+  [ -d build/ucx-site/distributed_ucxx ] || missing+=("build/ucx-site (scripts/fetch-gpu-ucx.sh)")
+  [ -d build/wheels ] || missing+=("build/wheels (scripts/fetch-gpu-wheels.sh)")
+  if [ ${#missing[@]} -gt 0 ]; then
+    results+=("| ucx | NOT RUN: missing ${missing[*]}; make them here and carry them with build/wheel/wheelhouse | | |")
+    write_summary
+    exit 1
+  fi
+  if wheel_venv /tmp/cuarrow-ucx-venv; then
+    py=/tmp/cuarrow-ucx-venv/bin/python
+  else
+    # No wheel that installs for this Python: the package built here (a few minutes of the budget)
+    step python-build install_python /tmp/cuarrow-site
+    use_python /tmp/cuarrow-site
+    py=python3
+  fi
+  step ucx-dask-wheels "$py" scripts/install-wheels.py build/wheels /tmp/cuarrow-ucx-deps
+  # after cuarrow (the venv's site, or /tmp/cuarrow-site in front): the Dask
+  # set, then the UCX site (no package in both)
+  export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/cuarrow-ucx-deps:$PWD/build/ucx-site"
+  export UCX_TLS=${UCX_TLS:-tcp,sm,self,cuda_copy,cuda_ipc} UCX_WARN_UNUSED_ENV_VARS=${UCX_WARN_UNUSED_ENV_VARS:-n}
+  export PYTHONUNBUFFERED=1
+  ucx_bin=build/ucx-site/libucx/bin/ucx_info
+  # UCX's version and the transports it finds (cuda_copy and cuda_ipc need the
+  # driver); the shared-memory transports need room in /dev/shm
+  step ucx-info bash -c "export LD_LIBRARY_PATH=$PWD/build/ucx-site/libucx/lib; timeout 30 $ucx_bin -v &&
+    timeout 30 $ucx_bin -d | grep -E 'Memory domain|Transport|Device:' | sort | uniq -c; df -h /dev/shm | tail -n 1"
+  step ucx-check timeout "$(within 90)" "$py" scripts/ucx-check.py build/ucx-site
+  if [ "${CUARROW_UCX_PROTO_INFO:-1}" != 0 ]; then
+    # The same moves with UCX_PROTO_INFO=y: UCX prints the protocols it
+    # chose (is cuda_ipc used for the DeviceTable's frame, or a staged
+    # pipeline?), all of it to $out/ucx-proto-info.log (at most 2 MB), the
+    # distinct tables about device memory into the step's log
+    step ucx-proto-info bash -c "set -o pipefail; UCX_PROTO_INFO=y timeout $(within 60) '$py' scripts/ucx-check.py \
+      build/ucx-site 2>&1 | head -c 2000000 >'$out/ucx-proto-info.log'; rc=\$?;
+      '$py' scripts/ucx-check.py --proto-summary '$out/ucx-proto-info.log' | head -n 80; exit \$rc"
+  fi
+  step ucx-dask-tests env CUARROW_DASK_PROTOCOL=ucx timeout "$(within 100)" "$py" -m pytest -q -rs \
+    python/tests/test_share.py -k "dask or cluster or ucx or family" -p no:cacheprovider
+  # shellcheck disable=SC2086 # options, split on purpose
+  step ucx-benchmark timeout "$(within 150)" "$py" bench/dask_bench.py --protocol ucx --out "$out/ucx-bench" \
+    ${CUARROW_UCX_BENCH_ARGS:-}
+  summary_extra+=("$out/ucx-bench/summary.md")
   write_summary
   exit 0
 fi

@@ -1,9 +1,14 @@
 """Device objects sent elsewhere: pickle makes a host copy (protocol 5
 out-of-band buffers) that unpickles onto the device; Dask's serialization
 families (host frames for TCP, one device frame for UCX) round-trip them, and
-a LocalCluster of worker processes moves a DeviceTable between workers."""
+a LocalCluster of worker processes moves a DeviceTable between workers.
+
+CUARROW_DASK_PROTOCOL=ucx runs the LocalCluster test over UCX
+(distributed-ucxx, a real GPU; scripts/gpu-suite.sh ucx), default tcp; the
+UCX test below runs whenever distributed-ucxx is importable on a GPU."""
 
 import copy
+import os
 import pickle
 import subprocess
 import sys
@@ -430,12 +435,39 @@ def _sum_column(table):
     return table.slice(1), int(sum(x for x in table.to_host().column("x").to_pylist() if x is not None))
 
 
-def test_local_cluster_moves_a_device_table_between_workers(ctx):
+PROTOCOL = os.environ.get("CUARROW_DASK_PROTOCOL", "tcp")
+try:
+    import distributed_ucxx  # noqa: F401 - registers Dask's "ucx" comm
+
+    UCX_MISSING = None
+except ImportError as e:
+    UCX_MISSING = (
+        f"distributed-ucxx is not importable ({e}): Dask has no UCX comm here "
+        "(scripts/fetch-gpu-ucx.sh, then scripts/gpu-suite.sh ucx on the GPU machine)"
+    )
+
+
+def _skip_unless_ucx_runs(emulated):
+    if UCX_MISSING:
+        pytest.skip(UCX_MISSING)
+    if emulated:
+        pytest.skip("UCX receives device frames into memory RMM allocates: needs a real GPU, not the emulation")
+
+
+def _cluster(protocol):
+    return distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, protocol=protocol, dashboard_address=None, silence_logs=50
+    )
+
+
+def test_local_cluster_moves_a_device_table_between_workers(ctx, emulated):
+    if PROTOCOL not in ("tcp", "ucx"):
+        pytest.fail(f"CUARROW_DASK_PROTOCOL={PROTOCOL!r}: say tcp or ucx")
+    if PROTOCOL == "ucx":
+        _skip_unless_ucx_runs(emulated)
     host = pa.table({"x": pa.array([1, None, 3, 4], pa.int64()), "s": ["a", "b", None, "d"]})
     with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
-        ) as cluster,
+        _cluster(PROTOCOL) as cluster,
         distributed.Client(cluster) as client,
     ):
         workers = list(client.scheduler_info()["workers"])
@@ -446,6 +478,57 @@ def test_local_cluster_moves_a_device_table_between_workers(ctx):
         assert total == 8
         assert isinstance(sliced, cuda.DeviceTable)
         assert sliced.to_host().equals(host.slice(1))
+        assert client.gather(remote).to_host().equals(host)
+
+
+def _record_device_frames(dask_worker=None):
+    """On a worker: wraps the `cuda` family's deserializer of DeviceTable to
+    note each frame it is given (type, device address, size)."""
+    from distributed.protocol import cuda_deserialize
+
+    from cuarrow import _share
+
+    seen = []
+
+    def noting(header, frames):
+        cai = getattr(frames[0], "__cuda_array_interface__", None)
+        where = (cai["data"][0], cai["shape"][0]) if cai else (None, None)
+        seen.append((f"{type(frames[0]).__module__}.{type(frames[0]).__name__}", *where))
+        return _share._device_deserialize(header, frames)
+
+    cuda_deserialize.register(cuda.DeviceTable)(noting)
+    dask_worker.cuarrow_device_frames = seen
+
+
+def _where_it_landed(table):
+    """On the worker that fetched `table`: the frame it was read from and
+    whether the table's data lies inside that frame (zero-copy)."""
+    seen = distributed.get_worker().cuarrow_device_frames
+    assert isinstance(table, cuda.DeviceTable)
+    if not seen:
+        return {"frames": 0}
+    kind, address, size = seen[-1]
+    data = table.column(0).chunk(0).buffers()[1]
+    inside = address is not None and address <= data.address < address + size
+    return {"frames": len(seen), "frame": kind, "device": address is not None, "inside": inside}
+
+
+@pytest.mark.gpu
+def test_ucx_moves_a_device_table_as_one_device_frame_read_zero_copy(ctx, emulated):
+    _skip_unless_ucx_runs(emulated)
+    host = pa.table(
+        {"x": pa.array(range(100_000), pa.int64()), "s": [str(i) if i % 7 else None for i in range(100_000)]}
+    )
+    with _cluster("ucx") as cluster, distributed.Client(cluster) as client:
+        a, b = sorted(client.scheduler_info()["workers"])
+        assert a.startswith("ucx://") and b.startswith("ucx://")
+        client.run(_record_device_frames, workers=[b])
+        [remote] = client.scatter([cuda.to_device(host, ctx)], workers=[a])
+        landed = client.submit(_where_it_landed, remote, workers=[b], allow_other_workers=False, pure=False)
+        got = landed.result(timeout=120)
+        assert got.get("frames") == 1, f"B did not deserialize one cuda-family frame: {got}"
+        assert got["device"], f"B was given a host frame ({got['frame']}), not device memory"
+        assert got["inside"], f"the table on B does not lie in the device frame it came in ({got['frame']})"
         assert client.gather(remote).to_host().equals(host)
 
 
