@@ -391,7 +391,14 @@ def _host_deserialize(header: dict, frames: list) -> Any:
 
 def _device_serialize(obj: Any) -> tuple[dict, list]:
     kind, device_id, buf = _pack(obj)
-    return {"cuarrow": kind, "device": device_id}, [buf]
+    # The frame in cuMemAlloc memory: UCX (1.21) moves that with cuda_ipc,
+    # but takes stream-ordered pool memory (cuarrow's default resource) for
+    # managed memory and copies it through host staging over TCP: 2.5 s
+    # instead of milliseconds for 1 GiB on the H200 (docs/sharing.md).  The
+    # device-to-device copy costs about 0.5 ms per GiB there.
+    frame = buf.context.new_buffer(buf.size)
+    frame.copy_from_device(buf)
+    return {"cuarrow": kind, "device": device_id}, [frame]
 
 
 def _device_frame(frame: Any, device_id: int) -> CudaBuffer:
