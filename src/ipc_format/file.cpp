@@ -254,6 +254,22 @@ struct file_source {
     return b;
   }
 
+  // Batches of one staging job, built and validated together (one batched
+  // read of their offsets, one synchronization, for all of them).
+  std::vector<arrow::record_batch> build(std::span<const record_batch_header> headers, std::span<buffer> bodies,
+                                         std::span<const framed_metadata> metas, const dictionary_memo& memo,
+                                         stream_view s) {
+    const cuarrow::detail::timed t(timer(build_ns));
+    std::vector<batch_body> items;
+    items.reserve(headers.size());
+    for (std::size_t k = 0; k < headers.size(); ++k) {
+      items.push_back({&headers[k], std::move(bodies[k]), read_options_for(metas[k].metadata.version, s)});
+    }
+    std::vector<arrow::record_batch> out = read_record_batches(items, schema, memo);
+    batches.fetch_add(static_cast<std::int64_t>(out.size()));
+    return out;
+  }
+
   void set_reason(std::string r) {
     std::lock_guard lock(reason_mutex);
     reason = std::move(r);
@@ -743,13 +759,7 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
     requests.push_back({&headers[k], b.offset + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
   }
   std::vector<buffer> bodies = st.read_bodies(requests, s);
-  std::vector<arrow::record_batch> out;
-  out.reserve(indices.size());
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    out.push_back(
-        st.build(headers[k], st.schema, bodies[k], st.memo, st.read_options_for(metas[k].metadata.version, s)));
-  }
-  return out;
+  return st.build(headers, bodies, metas, st.memo, s);
 }
 
 // ---- device_stream_reader ---------------------------------------------------------------
@@ -889,10 +899,7 @@ std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
       requests.push_back({&headers[k], starts[k], metas[k].metadata.body_length, &names[k]});
     }
     std::vector<buffer> bodies = st.read_bodies(requests, s);
-    for (std::size_t k = 0; k < metas.size(); ++k) {
-      out.push_back(
-          st.build(headers[k], st.schema, bodies[k], st.memo, st.read_options_for(metas[k].metadata.version, s)));
-    }
+    for (arrow::record_batch& b : st.build(headers, bodies, metas, st.memo, s)) out.push_back(std::move(b));
     st.position = at;
     if (ended) st.done = true;
   }
