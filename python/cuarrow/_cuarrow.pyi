@@ -591,6 +591,11 @@ class IpcStreamReader:
         (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
         """
 
+    def read_all(self) -> list:
+        """
+        The rest of the stream as BatchData (the batches between dictionaries validated together).
+        """
+
     @property
     def position(self) -> int: ...
 
@@ -598,6 +603,9 @@ class IpcFileReader:
     """An IPC file held in a buffer (cuarrow::ipc::file_reader)."""
 
     def __init__(self, source: Buffer, validation: int = 1) -> None: ...
+
+    def read_all(self) -> list:
+        """Every batch as BatchData (validated together)."""
 
     def schema_capsule(self) -> object: ...
 

@@ -445,7 +445,14 @@ class RecordBatchStreamReader(_Reader):
             return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
 
         self._open(
-            source, columns, context, "open_stream", _lib.IpcPathStreamReader, _lib.IpcStreamReader, names, collect_stats
+            source,
+            columns,
+            context,
+            "open_stream",
+            _lib.IpcPathStreamReader,
+            _lib.IpcStreamReader,
+            names,
+            collect_stats,
         )
 
     def read_next_batch(self) -> DeviceRecordBatch:
@@ -478,10 +485,13 @@ class RecordBatchStreamReader(_Reader):
             yield _with_metadata(_batch_from(self._schema, got[0]), got[1])
 
     def read_all(self) -> DeviceTable:
-        """The remaining batches as a DeviceTable (zero-copy; from a path,
-        read through staging jobs of many batches each)."""
+        """The remaining batches as a DeviceTable (zero-copy; the batches
+        between dictionaries validated together; from a path, read through
+        staging jobs of many batches each)."""
         if hasattr(self._reader, "read_all"):
-            return DeviceTable.from_batches([_batch_from(self._schema, b) for b in self._reader.read_all()], self._schema)
+            return DeviceTable.from_batches(
+                [_batch_from(self._schema, b) for b in self._reader.read_all()], self._schema
+            )
         return DeviceTable.from_batches(list(self), self._schema)
 
 
@@ -540,6 +550,11 @@ class RecordBatchFileReader(_Reader):
         return [self.get_batch(i) for i in indices]
 
     def read_all(self) -> DeviceTable:
+        if not hasattr(self._reader, "read_batches") and hasattr(self._reader, "read_all"):
+            # In device memory: every batch validated together (one read of their offsets).
+            return DeviceTable.from_batches(
+                [_batch_from(self._schema, b) for b in self._reader.read_all()], self._schema
+            )
         return DeviceTable.from_batches(self._read_batches(list(range(self.num_record_batches))), self._schema)
 
 

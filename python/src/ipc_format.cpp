@@ -458,6 +458,20 @@ void bind_ipc_format(nb::module_& m) {
             return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
           },
           "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+      .def(
+          "read_all",
+          [](StreamReader& self) {
+            std::vector<ca::record_batch> batches;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              batches = self.r.read_all();
+            }
+            nb::list out;
+            for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
+            return out;
+          },
+          "The rest of the stream as BatchData (the batches between dictionaries validated together).")
       .def_prop_ro("position", [](const StreamReader& self) { return self.r.position(); });
 
   auto file_reader =
@@ -468,7 +482,20 @@ void bind_ipc_format(nb::module_& m) {
                 nb::gil_scoped_release r;
                 new (self) FileReader{ci::file_reader(source.buf, options_of(validation)), placement_of(source.buf)};
               },
-              nb::arg("source"), nb::arg("validation") = 1);
+              nb::arg("source"), nb::arg("validation") = 1)
+          .def(
+              "read_all",
+              [](const FileReader& self) {
+                std::vector<ca::record_batch> batches;
+                {
+                  nb::gil_scoped_release g;
+                  batches = self.r.read_all();
+                }
+                nb::list out;
+                for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
+                return out;
+              },
+              "Every batch as BatchData (validated together).");
   file_reader_methods(file_reader);
 
   auto path_file_reader =
