@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -34,10 +35,33 @@ struct piece_source {
   std::int64_t file_offset = 0;
   std::string path;
   std::atomic<std::int64_t>* bytes_read = nullptr;
+  /// When set, adds the nanoseconds spent in pread (a reader's stats).
+  std::atomic<std::int64_t>* read_ns = nullptr;
   /// kind::produce: the callback.  The planner keeps a produce piece no
   /// larger than a chunk inside one slot, so that it is produced in one
   /// call; a larger one is produced in parts (one call per chunk).
   produce_fn produce;
+};
+
+/// Adds the nanoseconds of its life to `*into`; nothing (not even a clock
+/// read) when `into` is null: the readers' opt-in timings cost nothing off.
+class timed {
+ public:
+  explicit timed(std::atomic<std::int64_t>* into) noexcept : into_(into) {
+    if (into_ != nullptr) start_ = std::chrono::steady_clock::now();
+  }
+  ~timed() {
+    if (into_ != nullptr) {
+      into_->fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    }
+  }
+  timed(const timed&) = delete;
+  timed& operator=(const timed&) = delete;
+
+ private:
+  std::atomic<std::int64_t>* into_;
+  std::chrono::steady_clock::time_point start_{};
 };
 
 /// Reads exactly out.size() bytes at `offset` of `fd` (short reads and

@@ -350,7 +350,7 @@ struct worker_slots {
 // events are created in `ctx`, current on the calling thread; one that
 // cannot be created fails the job before any DMA touches a slot.
 template <class Loop>
-void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
+void run_job(CUcontext ctx, job& j, int workers, Loop loop, std::atomic<std::int64_t>* wait_ns = nullptr) {
   pipeline& p = the_pipeline();
   const std::size_t count = static_cast<std::size_t>(workers) * 2;
   std::vector<runtime_event> events;
@@ -370,6 +370,7 @@ void run_job(CUcontext ctx, job& j, int workers, Loop loop) {
   p.pool.run(workers, body);
   // Every DMA to or from a slot must be over before the slots are reused.
   CUresult first = CUDA_SUCCESS;
+  const timed waiting(wait_ns);
   for (std::size_t s = 0; s < events.size(); ++s) {
     if (!recorded[s]) continue;
     const CUresult r = events[s].try_synchronize();
@@ -401,7 +402,8 @@ bool ramp_enabled() {
 // pool, one staged job at a time; returns false (having done nothing) when
 // no pinned staging memory can be had.
 template <class Loop>
-bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device, Loop loop, int threads = 0) {
+bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device, Loop loop, int threads = 0,
+            std::atomic<std::int64_t>* wait_ns = nullptr) {
   const transfer_options o = current_transfer_options();
   const std::size_t total = total_bytes(pieces);
   if (total == 0) return true;
@@ -422,8 +424,9 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
   const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()));
   job j(pl.chunks.size());
-  run_job(ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
-          [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); });
+  run_job(
+      ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
+      [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); }, wait_ns);
   return true;
 }
 
@@ -488,7 +491,8 @@ bool is_page_locked(const void* p) {
   return a.known && a.memory_type == CU_MEMORYTYPE_HOST;
 }
 
-void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads) {
+void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads,
+                           std::atomic<std::int64_t>* dma_wait_ns) {
   const std::size_t total = total_bytes(pieces);
   const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
   const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
@@ -500,7 +504,10 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
         while (j.take(i)) {
           const int k = turn;
           turn ^= 1;
-          if (*ws.recorded[k]) ws.event[k]->synchronize();  // the slot's last DMA is done
+          if (*ws.recorded[k]) {
+            const timed waiting(dma_wait_ns);
+            ws.event[k]->synchronize();  // the slot's last DMA is done
+          }
           auto* slot = static_cast<unsigned char*>(ws.slot[k]);
           const chunk_range& c = pl.chunks[i];
           fill_slot(pl, c, slot, streaming);
@@ -511,7 +518,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
           *ws.recorded[k] = 1;
         }
       },
-      threads);
+      threads, dma_wait_ns);
   if (!done) {                           // no pinned memory for staging: let the driver copy
     std::vector<unsigned char> scratch;  // a piece from a file or a callback, made on the host first
     for (const staged_piece& piece : pieces) {

@@ -9,6 +9,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -55,8 +56,11 @@ struct staged_piece {
 /// DMAs are done (the sources may then be reused).  `threads` > 0: that
 /// many of the pipeline's workers at most, even above transfer_options::
 /// staging_threads_to_device (the pipeline then pins two more slots for each
-/// extra worker and keeps them).
-void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0);
+/// extra worker and keeps them).  `dma_wait_ns`, when set, adds the
+/// nanoseconds the workers and the caller spend waiting for a slot's DMA
+/// (the host side waiting on the link; a reader's stats).
+void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0,
+                           std::atomic<std::int64_t>* dma_wait_ns = nullptr);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 
 /// Host -> device for every piece, through ONE pinned block instead of the

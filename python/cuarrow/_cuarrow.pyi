@@ -594,7 +594,7 @@ class IpcDictionaryMemo:
 
 def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionary_memo: IpcDictionaryMemo | None = None, validation: int = 1) -> object:
     """
-    The record batch of a message under a schema, as an "arrow_device_array" capsule of its struct (buffers are slices of the body).
+    The record batch of a message under a schema, as a BatchData (buffers are slices of the body).
     """
 
 class IpcStreamReader:
@@ -605,13 +605,16 @@ class IpcStreamReader:
     def schema_capsule(self) -> object: ...
 
     def read_next(self) -> object:
-        """
-        The next batch as an "arrow_device_array" capsule, or None at the end of the stream.
-        """
+        """The next batch as a BatchData, or None at the end of the stream."""
 
     def read_next_with_metadata(self) -> object:
         """
-        (capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        """
+
+    def read_all(self) -> list:
+        """
+        The rest of the stream as BatchData (the batches between dictionaries validated together).
         """
 
     @property
@@ -622,17 +625,20 @@ class IpcFileReader:
 
     def __init__(self, source: Buffer, validation: int = 1) -> None: ...
 
+    def read_all(self) -> list:
+        """Every batch as BatchData (validated together)."""
+
     def schema_capsule(self) -> object: ...
 
     @property
     def num_record_batches(self) -> int: ...
 
     def read_batch(self, i: int) -> object:
-        """Batch i as an "arrow_device_array" capsule."""
+        """Batch i as a BatchData."""
 
     def read_batch_with_metadata(self, i: int) -> tuple:
         """
-        (capsule, [(key, value)]) of batch i and its message's custom metadata.
+        (BatchData, [(key, value)]) of batch i and its message's custom metadata.
         """
 
     @property
@@ -643,17 +649,22 @@ class IpcPathFileReader:
     An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).
     """
 
-    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None) -> None: ...
+    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
 
     def footer_schema_capsule(self) -> object: ...
 
     def read_batches(self, indices: Sequence[int]) -> list:
         """
-        The batches `indices` names, read through one staging job, as capsules.
+        The batches `indices` names, read through one staging job, as BatchData.
         """
 
     @property
     def bytes_read(self) -> int: ...
+
+    def stats(self) -> dict:
+        """
+        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
+        """
 
     @property
     def read_path(self) -> str: ...
@@ -664,11 +675,11 @@ class IpcPathFileReader:
     def num_record_batches(self) -> int: ...
 
     def read_batch(self, i: int) -> object:
-        """Batch i as an "arrow_device_array" capsule."""
+        """Batch i as a BatchData."""
 
     def read_batch_with_metadata(self, i: int) -> tuple:
         """
-        (capsule, [(key, value)]) of batch i and its message's custom metadata.
+        (BatchData, [(key, value)]) of batch i and its message's custom metadata.
         """
 
     @property
@@ -679,20 +690,30 @@ class IpcPathStreamReader:
     An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).
     """
 
-    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None) -> None: ...
+    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
 
     def schema_capsule(self) -> object: ...
 
     def read_next_with_metadata(self) -> object:
         """
-        (capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
         """
 
     @property
     def position(self) -> int: ...
 
+    def read_all(self) -> list:
+        """
+        The rest of the stream as BatchData, read through staging jobs of many batches.
+        """
+
     @property
     def bytes_read(self) -> int: ...
+
+    def stats(self) -> dict:
+        """
+        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
+        """
 
     @property
     def read_path(self) -> str: ...
@@ -710,14 +731,12 @@ class IpcPathWriter:
     @property
     def bytes_written(self) -> int: ...
 
-    def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
-        """
-        Write a batch given as ("arrow_schema", "arrow_device_array") capsules.
-        """
+    def write(self, batch: BatchData, custom_metadata: object | None = None) -> None:
+        """Write a batch (a BatchData under the writer's schema)."""
 
-    def write_batches(self, batches: list, custom_metadata: object | None = None) -> None:
+    def write_batches(self, batches: Sequence[BatchData], custom_metadata: object | None = None) -> None:
         """
-        Write batches given as a list of ("arrow_schema", "arrow_device_array") capsule pairs in one call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a list of one [(key, value)] per batch.
+        Write batches given as a list of BatchData in one call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a list of one [(key, value)] per batch.
         """
 
 class IpcWriter:
@@ -730,15 +749,15 @@ class IpcWriter:
     def finish(self) -> Buffer:
         """The stream or file, one device allocation."""
 
-    def write(self, schema_capsule: object, device_array_capsule: object, custom_metadata: object | None = None) -> None:
-        """Add a batch given as ("arrow_schema", "arrow_device_array") capsules."""
+    def write(self, batch: BatchData, custom_metadata: object | None = None) -> None:
+        """Add a batch (a BatchData under the writer's schema)."""
 
-    def write_batches(self, batches: list, custom_metadata: object | None = None) -> None:
+    def write_batches(self, batches: Sequence[BatchData], custom_metadata: object | None = None) -> None:
         """
-        Add batches given as a list of ("arrow_schema", "arrow_device_array") capsule pairs in one call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one [(key, value)] per batch.
+        Add batches given as a list of BatchData in one call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one [(key, value)] per batch.
         """
 
-def ipc_serialize_record_batch(schema_capsule: object, device_array_capsule: object, context: Context, stream: object | None = None) -> Buffer:
+def ipc_serialize_record_batch(batch: BatchData, context: Context, stream: object | None = None) -> Buffer:
     """
     One record batch as an encapsulated IPC message in device memory of `context`.
     """
@@ -782,9 +801,9 @@ class ImportedPool:
     @property
     def device_number(self) -> int: ...
 
-def ipc_share(schema_capsule: object, batches: Sequence[tuple[object, object]], context: Context, kind: str, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
+def ipc_share(schema_capsule: object, batches: Sequence[BatchData], context: Context, kind: str, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
     """
-    Share record batches given as ("arrow_schema", "arrow_device_array") capsules, packed into one allocation of `context`'s device: cuMemAlloc memory (memory="legacy") or the process-wide IPC pool's (memory="pool").
+    Share record batches (BatchData under the schema), packed into one allocation of `context`'s device: cuMemAlloc memory (memory="legacy") or the process-wide IPC pool's (memory="pool").
     """
 
 def ipc_share_buffer(buffer: Buffer, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
@@ -804,7 +823,7 @@ def ipc_read_shared_descriptor(descriptor: bytes) -> tuple:
 
 def ipc_open_shared(context: Context, descriptor: bytes, validation: int = 1, pool: ImportedPool | None = None) -> tuple:
     """
-    Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or None, [batch capsules], the opened memory as a Buffer).
+    Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or None, [BatchData], the opened memory as a Buffer).
     """
 
 __version__: str

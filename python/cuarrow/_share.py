@@ -258,9 +258,8 @@ def _share_object(obj: Any, stream: Any = None, memory: str = "legacy") -> Share
     if isinstance(obj, CudaBuffer):
         return SharedDeviceObject._wrap(_lib.ipc_share_buffer(obj, stream, memory))
     schema, batches = _as_batches(obj)
-    # A capsule is consumed where it is read: a fresh one for each use.
-    capsules = [b.__arrow_c_device_array__(schema.__arrow_c_schema__()) for b in batches]
-    raw = _lib.ipc_share(schema.__arrow_c_schema__(), capsules, obj.context._ctx, _KINDS[type(obj)], stream, memory)
+    data = [ipc._batch_data(b, schema) for b in batches]
+    raw = _lib.ipc_share(schema.__arrow_c_schema__(), data, obj.context._ctx, _KINDS[type(obj)], stream, memory)
     return SharedDeviceObject._wrap(raw)
 
 
@@ -308,11 +307,11 @@ def open_shared(descriptor: Any, context: Context | None = None, pool: Any = Non
         raise TypeError(f"context must be a cuarrow.cuda.Context, not {type(ctx).__name__}")
     # A descriptor this process made is refused by ipc_open_shared: no import of our own pool first.
     imported = _import_pool(ctx, pool) if pool is not None and memory == "pool" and not made_here else None
-    kind, schema_capsule, capsules, raw = _lib.ipc_open_shared(ctx._ctx, data, pool=imported)
+    kind, schema_capsule, batches, raw = _lib.ipc_open_shared(ctx._ctx, data, pool=imported)
     if kind == "buffer":
         return CudaBuffer._wrap(raw)
     schema = ipc._schema_from(schema_capsule)
-    return _from_table(kind, DeviceTable.from_batches([ipc._batch_from(schema, c) for c in capsules], schema))
+    return _from_table(kind, DeviceTable.from_batches([ipc._batch_from(schema, b) for b in batches], schema))
 
 
 # ---- multiprocessing: descriptors instead of host copies (opt-in) ---------------------------

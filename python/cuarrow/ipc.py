@@ -28,8 +28,8 @@ from typing import Any
 import pyarrow as pa
 
 from cuarrow import _cuarrow as _lib
-from cuarrow._arrays import DeviceRecordBatch, DeviceTable
-from cuarrow._convert import to_device
+from cuarrow._arrays import DeviceRecordBatch, DeviceTable, _refuse_cast
+from cuarrow._convert import from_device, to_device
 from cuarrow._io import BufferReader
 from cuarrow._memory import Context, CudaBuffer
 
@@ -107,25 +107,48 @@ def _with_metadata(batch: DeviceRecordBatch, pairs: list) -> Any:
     return pa.lib.RecordBatchWithMetadata(batch, pa.KeyValueMetadata(pairs) if pairs else None)
 
 
-def _batch_from(schema: pa.Schema, capsule: Any) -> DeviceRecordBatch:
-    """A DeviceRecordBatch of an "arrow_device_array" capsule the binding
-    made (zero-copy; the reader validated it already)."""
-    data = _lib.import_device_batch(schema.__arrow_c_schema__(), capsule, None, 0)
+def _batch_from(schema: pa.Schema, data: Any) -> DeviceRecordBatch:
+    """A DeviceRecordBatch of a BatchData a reader made (the core's batch as
+    it is: zero-copy, validated by the reader, nothing read back from the
+    device)."""
     return DeviceRecordBatch._wrap(data, schema)
 
 
 def _device_batch(batch: Any, ctx: Context | None, what: str) -> DeviceRecordBatch:
-    """A DeviceRecordBatch of `batch`: as it is, or a pyarrow RecordBatch
-    moved to `ctx`'s device first (one batched copy)."""
+    """A DeviceRecordBatch of `batch`: as it is, a pyarrow RecordBatch moved
+    to `ctx`'s device first (one batched copy), or another library's device
+    record batch (``__arrow_c_device_array__``) imported once, zero-copy."""
     if isinstance(batch, DeviceRecordBatch):
         return batch
     if isinstance(batch, pa.RecordBatch):
         out = to_device(batch, ctx)
         assert isinstance(out, DeviceRecordBatch)
         return out
+    if hasattr(batch, "__arrow_c_device_array__"):
+        imported = from_device(batch)
+        if isinstance(imported, DeviceRecordBatch):
+            return imported
     raise TypeError(
         f"{what}: expected a pyarrow.RecordBatch or cuarrow.cuda.DeviceRecordBatch, got {_type_name(batch)}"
     )
+
+
+def _batch_data(device: DeviceRecordBatch, schema: pa.Schema) -> Any:
+    """The BatchData of `device` under `schema` (a writer's), which its own
+    schema must equal but for metadata (pyarrow's rule): the batch crosses
+    the border as it is, no export and re-import.  A non-nullable field's
+    column must hold no nulls (its null count is known for batches read
+    from IPC; counted from the bitmap otherwise), as the export under a
+    requested schema checked."""
+    own = device.schema
+    if not own.equals(schema, check_metadata=False):
+        raise pa.ArrowInvalid(f"Tried to write record batch with different schema:\n{own}\nvs\n{schema}")
+    for i, f in enumerate(schema):
+        if not f.nullable and (nulls := device.column(i).null_count):
+            raise _refuse_cast("record batch", ValueError(f"field {f.name!r} is non-nullable but has {nulls} nulls"))
+    if own.equals(schema, check_metadata=True):
+        return device._data
+    return device._data.with_schema(schema.__arrow_c_schema__())
 
 
 def _is_path(source: Any) -> bool:
@@ -335,8 +358,7 @@ def serialize_record_batch(batch: Any, ctx: Any) -> CudaBuffer:
     if not isinstance(batch, (pa.RecordBatch, DeviceRecordBatch)):
         raise TypeError(f"expected RecordBatch instance, got {_type_name(batch)}")
     device = _device_batch(batch, ctx, "serialize_record_batch")
-    schema_capsule, array_capsule = device.__arrow_c_device_array__()
-    return CudaBuffer._wrap(_lib.ipc_serialize_record_batch(schema_capsule, array_capsule, ctx._ctx))
+    return CudaBuffer._wrap(_lib.ipc_serialize_record_batch(device._data, ctx._ctx))
 
 
 # ---- readers -------------------------------------------------------------------------
@@ -354,6 +376,7 @@ class _Reader:
         path_reader: Any,
         memory_reader: Any,
         names: Callable[[str, Context], pa.Schema],
+        collect_stats: bool = False,
     ) -> None:
         """A reader of a path (into device memory of `context`; `columns`
         mapped to field positions through `names`) or of device memory."""
@@ -362,7 +385,7 @@ class _Reader:
             ctx = _context_of(context)
             indices = None if columns is None else _column_indices(names(path, ctx), columns, path)
             self._source: CudaBuffer | None = None
-            self._reader: Any = path_reader(path, ctx._ctx, 1, indices)
+            self._reader: Any = path_reader(path, ctx._ctx, 1, indices, bool(collect_stats))
         else:
             if columns is not None:
                 raise NotImplementedError(
@@ -385,6 +408,20 @@ class _Reader:
         """Bytes read from the file so far (None for one in device memory)."""
         return getattr(self._reader, "bytes_read", None)
 
+    def stats(self) -> dict[str, Any] | None:
+        """Where the time of a path reader's reads went (opened with
+        ``collect_stats=True``; the counts always): ``bytes_read``,
+        ``batches``, ``staging_jobs``; seconds of the calling thread in
+        ``metadata_seconds`` (message metadata read and parsed),
+        ``allocate_seconds``, ``staging_seconds`` (in staging jobs, start to
+        end), ``gds_seconds``, ``build_seconds`` (batches built and
+        checked); seconds summed over the staging pipeline's threads in
+        ``pread_seconds``, ``decompress_seconds`` and ``dma_wait_seconds``
+        (waiting for a pinned slot's copy to the device).  None for a
+        reader of device memory."""
+        get = getattr(self._reader, "stats", None)
+        return None if get is None else dict(get())
+
     @property
     def schema(self) -> pa.Schema:
         return self._schema
@@ -402,12 +439,21 @@ class _Reader:
 class RecordBatchStreamReader(_Reader):
     """Reads an IPC stream in device memory (:func:`open_stream`)."""
 
-    def __init__(self, source: Any, *, columns: Any = None, context: Any = None) -> None:
+    def __init__(self, source: Any, *, columns: Any = None, context: Any = None, collect_stats: bool = False) -> None:
         def names(path: str, ctx: Context) -> pa.Schema:
             # A stream starts with its schema: nothing else is read.
             return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
 
-        self._open(source, columns, context, "open_stream", _lib.IpcPathStreamReader, _lib.IpcStreamReader, names)
+        self._open(
+            source,
+            columns,
+            context,
+            "open_stream",
+            _lib.IpcPathStreamReader,
+            _lib.IpcStreamReader,
+            names,
+            collect_stats,
+        )
 
     def read_next_batch(self) -> DeviceRecordBatch:
         """The next batch; StopIteration at the end of the stream."""
@@ -439,19 +485,27 @@ class RecordBatchStreamReader(_Reader):
             yield _with_metadata(_batch_from(self._schema, got[0]), got[1])
 
     def read_all(self) -> DeviceTable:
-        """The remaining batches as a DeviceTable (zero-copy)."""
+        """The remaining batches as a DeviceTable (zero-copy; the batches
+        between dictionaries validated together; from a path, read through
+        staging jobs of many batches each)."""
+        if hasattr(self._reader, "read_all"):
+            return DeviceTable.from_batches(
+                [_batch_from(self._schema, b) for b in self._reader.read_all()], self._schema
+            )
         return DeviceTable.from_batches(list(self), self._schema)
 
 
 class RecordBatchFileReader(_Reader):
     """Reads an IPC file (Feather v2, uncompressed) in device memory (:func:`open_file`)."""
 
-    def __init__(self, source: Any, *, columns: Any = None, context: Any = None) -> None:
+    def __init__(self, source: Any, *, columns: Any = None, context: Any = None, collect_stats: bool = False) -> None:
         def names(path: str, ctx: Context) -> pa.Schema:
             # The footer alone (no column, so no dictionary, is read) names the fields.
             return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, 1, []).footer_schema_capsule())
 
-        self._open(source, columns, context, "open_file", _lib.IpcPathFileReader, _lib.IpcFileReader, names)
+        self._open(
+            source, columns, context, "open_file", _lib.IpcPathFileReader, _lib.IpcFileReader, names, collect_stats
+        )
 
     @property
     def num_record_batches(self) -> int:
@@ -496,6 +550,11 @@ class RecordBatchFileReader(_Reader):
         return [self.get_batch(i) for i in indices]
 
     def read_all(self) -> DeviceTable:
+        if not hasattr(self._reader, "read_batches") and hasattr(self._reader, "read_all"):
+            # In device memory: every batch validated together (one read of their offsets).
+            return DeviceTable.from_batches(
+                [_batch_from(self._schema, b) for b in self._reader.read_all()], self._schema
+            )
         return DeviceTable.from_batches(self._read_batches(list(range(self.num_record_batches))), self._schema)
 
 
@@ -509,7 +568,7 @@ def _included_fields(options: Any) -> list[int] | None:
 
 
 def open_stream(
-    source: Any, *, options: Any = None, memory_pool: Any = None, context: Any = None
+    source: Any, *, options: Any = None, memory_pool: Any = None, context: Any = None, collect_stats: bool = False
 ) -> RecordBatchStreamReader:
     """A reader of the IPC stream in `source`: a CudaBuffer or a
     cuda.BufferReader from its position (batches are DeviceRecordBatches
@@ -518,12 +577,21 @@ def open_stream(
     pinned staging buffers; compressed streams included).
     `options.included_fields` (pyarrow.ipc.IpcReadOptions) selects the
     columns of a stream read by path (only their bytes are read);
-    `memory_pool` is pyarrow's and unused."""
-    return RecordBatchStreamReader(source, columns=_included_fields(options), context=context)
+    `memory_pool` is pyarrow's and unused.  `collect_stats`: time the
+    phases of a path's reads (``reader.stats()``)."""
+    return RecordBatchStreamReader(
+        source, columns=_included_fields(options), context=context, collect_stats=collect_stats
+    )
 
 
 def open_file(
-    source: Any, footer_offset: Any = None, *, options: Any = None, memory_pool: Any = None, context: Any = None
+    source: Any,
+    footer_offset: Any = None,
+    *,
+    options: Any = None,
+    memory_pool: Any = None,
+    context: Any = None,
+    collect_stats: bool = False,
 ) -> RecordBatchFileReader:
     """A reader of the IPC file (Feather v2) in `source`: a CudaBuffer or
     cuda.BufferReader, or a path (read straight into device memory of
@@ -532,10 +600,14 @@ def open_file(
     the file ends where the source ends)."""
     if footer_offset is not None:
         raise NotImplementedError("cuarrow.ipc.open_file: footer_offset is not supported (slice the buffer instead)")
-    return RecordBatchFileReader(source, columns=_included_fields(options), context=context)
+    return RecordBatchFileReader(
+        source, columns=_included_fields(options), context=context, collect_stats=collect_stats
+    )
 
 
-def read_feather(source: Any, columns: Any = None, *, context: Any = None, progress: Any = None) -> DeviceTable:
+def read_feather(
+    source: Any, columns: Any = None, *, context: Any = None, progress: Any = None, stats: dict | None = None
+) -> DeviceTable:
     """The Arrow IPC file (Feather v2) at path `source` as a DeviceTable in
     device memory of `context` (default device 0), read straight to the GPU
     (pyarrow.feather.read_table's shape; compressed files included).
@@ -545,11 +617,15 @@ def read_feather(source: Any, columns: Any = None, *, context: Any = None, progr
     ``progress(batches_done, batches_total, bytes_read)`` called after each
     group of batches.  Every batch is read through one staging job (the
     pipeline's threads read many batches at once); with `progress`, through
-    about 16 jobs, one per report.  An IPC stream:
+    about 16 jobs, one per report.  `stats`: a dict to fill with where
+    the read's time went (the phases timed; keys as
+    ``RecordBatchFileReader.stats()``).  An IPC stream:
     ``open_stream(path).read_all()``."""
     if not _is_path(source):
         raise TypeError(f"read_feather reads a path (str or os.PathLike), got {_type_name(source)}")
-    reader = RecordBatchFileReader(source, columns=columns, context=context)
+    if stats is not None and not isinstance(stats, dict):
+        raise TypeError(f"stats must be None or a dict to fill, not {_type_name(stats)}")
+    reader = RecordBatchFileReader(source, columns=columns, context=context, collect_stats=stats is not None)
     n = reader.num_record_batches
     report = _progress(progress, n, os.fspath(source))
     group = n if progress is None or progress is False else max(1, -(-n // 16))
@@ -558,6 +634,8 @@ def read_feather(source: Any, columns: Any = None, *, context: Any = None, progr
         batches.extend(reader._read_batches(list(range(start, min(n, start + group)))))
         report(len(batches), reader.bytes_read or 0)
     report(None, reader.bytes_read or 0)
+    if stats is not None:
+        stats.update(reader.stats() or {})
     return DeviceTable.from_batches(batches, reader.schema)
 
 
@@ -657,12 +735,7 @@ class _Writer:
         device), with the custom metadata of its message."""
         self._check_open()
         device = _device_batch(batch, self._ctx, "write_batch")
-        if not device.schema.equals(self._schema, check_metadata=False):
-            raise pa.ArrowInvalid(
-                f"Tried to write record batch with different schema:\n{device.schema}\nvs\n{self._schema}"
-            )
-        schema_capsule, array_capsule = device.__arrow_c_device_array__(self._schema.__arrow_c_schema__())
-        self._writer.write(schema_capsule, array_capsule, _pairs(custom_metadata))
+        self._writer.write(_batch_data(device, self._schema), _pairs(custom_metadata))
 
     def write_table(self, table: Any, max_chunksize: int | None = None) -> None:
         """Add a table's batches (a DeviceTable, or a pyarrow Table moved to the writer's device)."""
@@ -687,16 +760,8 @@ class _Writer:
         round trip); to a path, every body then moves in one staging job,
         its workers writing the file in parallel."""
         self._check_open()
-        pairs = []
-        for b in batches:
-            device = _device_batch(b, self._ctx, "write_table")
-            if not device.schema.equals(self._schema, check_metadata=False):
-                raise pa.ArrowInvalid(
-                    f"Tried to write record batch with different schema:\n{device.schema}\nvs\n{self._schema}"
-                )
-            # A requested-schema capsule is consumed by each export: one per batch.
-            pairs.append(device.__arrow_c_device_array__(self._schema.__arrow_c_schema__()))
-        self._writer.write_batches(pairs)
+        data = [_batch_data(_device_batch(b, self._ctx, "write_table"), self._schema) for b in batches]
+        self._writer.write_batches(data)
 
     def write(self, table_or_batch: Any) -> None:
         """write_batch for batches, write_table for tables."""

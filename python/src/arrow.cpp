@@ -41,22 +41,12 @@
 
 #include <cuarrow/arrow/arrow.hpp>
 
+#include "arrow_data.hpp"
 #include "common.hpp"
 
 namespace cuarrow_py {
 
 namespace ca = cuarrow::arrow;
-
-struct ArrayData {
-  ca::field field;  // field.type is the array's type (kept in sync with data.type)
-  ca::array_data data;
-  ca::placement where;
-};
-
-struct BatchData {
-  ca::record_batch batch;
-  ca::placement where;
-};
 
 namespace {
 

@@ -2,11 +2,14 @@
 // and file readers and writer, bound for the facade (cuarrow/ipc.py).
 //
 // It converts only.  Schemas cross as "arrow_schema" capsules and record
-// batches as "arrow_device_array" capsules of their struct array (the
-// facade imports them with import_device_batch into the same BatchData
-// every DeviceRecordBatch holds, and hands batches to the writer through
-// __arrow_c_device_array__); message bodies cross as Buffers (CudaBuffer
-// on the Python side).  What is read stays where it was: batches are
+// batches as BatchData (arrow_data.hpp), the handle every DeviceRecordBatch
+// holds: readers return the core's batch as it is (the reader validated it
+// at its validation level) and writers take it as it is, so no batch is
+// exported to the C Device Data interface and imported again (an import
+// reads offsets back from the device: stream syncs and copies per batch).
+// Foreign device batches reach the writers through the facade, which
+// imports them once (import_device_batch).  Message bodies cross as
+// Buffers (CudaBuffer on the Python side).  What is read stays where it was: batches are
 // zero-copy slices of the message body.  Shared objects (share.hpp) cross
 // as SharedObject (the exporter's side) and descriptor bytes; kinds as
 // their names ("table" ...).  Errors are the C++ layer's:
@@ -24,7 +27,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,7 @@
 #include <cuarrow/ipc/share.hpp>
 #include <cuarrow/ipc/stream.hpp>
 
+#include "arrow_data.hpp"
 #include "common.hpp"
 
 namespace cuarrow_py {
@@ -48,9 +51,8 @@ namespace ca = cuarrow::arrow;
 namespace ci = cuarrow::ipc;
 
 constexpr const char* kSchema = "arrow_schema";
-constexpr const char* kDeviceArray = "arrow_device_array";
 
-// ---- capsules (the C Data / C Device Data interfaces) ---------------------------------
+// ---- schema capsules (the C Data interface) --------------------------------------------
 
 void free_schema(PyObject* cap) noexcept {
   auto* p = static_cast<ArrowSchema*>(PyCapsule_GetPointer(cap, kSchema));
@@ -62,36 +64,17 @@ void free_schema(PyObject* cap) noexcept {
   delete p;
 }
 
-void free_device_array(PyObject* cap) noexcept {
-  auto* p = static_cast<ArrowDeviceArray*>(PyCapsule_GetPointer(cap, kDeviceArray));
-  if (p == nullptr) {
-    PyErr_Clear();
-    return;
-  }
-  if (p->array.release != nullptr) p->array.release(&p->array);
-  delete p;
-}
-
-template <class T>
-nb::object capsule_of(std::unique_ptr<T> owned, const char* name, PyCapsule_Destructor destructor) {
-  PyObject* cap = PyCapsule_New(owned.get(), name, destructor);
-  if (cap == nullptr) {
-    if constexpr (std::is_same_v<T, ArrowSchema>) {
-      if (owned->release != nullptr) owned->release(owned.get());
-    } else {
-      if (owned->array.release != nullptr) owned->array.release(&owned->array);
-    }
-    throw nb::python_error();
-  }
-  owned.release();
-  return nb::steal(cap);
-}
-
 nb::object schema_capsule(const ca::schema& s) {
   auto out = std::make_unique<ArrowSchema>();
   std::memset(static_cast<void*>(out.get()), 0, sizeof(ArrowSchema));
   ca::export_schema(s, out.get());
-  return capsule_of(std::move(out), kSchema, free_schema);
+  PyObject* cap = PyCapsule_New(out.get(), kSchema, free_schema);
+  if (cap == nullptr) {
+    if (out->release != nullptr) out->release(out.get());
+    throw nb::python_error();
+  }
+  out.release();
+  return nb::steal(cap);
 }
 
 // Where a source's memory is: a batch read from it without any buffer
@@ -100,16 +83,10 @@ ca::placement placement_of(const cuarrow::buffer& source) {
   return ca::placement{source.type(), source.is_cpu() ? -1 : source.device_id()};
 }
 
-nb::object batch_capsule(const ca::record_batch& b, const ca::placement& where) {
-  auto out = std::make_unique<ArrowDeviceArray>();
-  std::memset(static_cast<void*>(out.get()), 0, sizeof(ArrowDeviceArray));
-  {
-    nb::gil_scoped_release r;
-    ca::export_options o;
-    o.if_no_buffers = where;
-    ca::export_device_record_batch(b, {}, out.get(), nullptr, o);
-  }
-  return capsule_of(std::move(out), kDeviceArray, free_device_array);
+// A batch read from a source, as the facade's handle: `where` is declared
+// for a batch without any buffer.
+nb::object batch_handle(ca::record_batch b, const ca::placement& where) {
+  return nb::cast(BatchData{std::move(b), where});
 }
 
 // The struct inside a capsule given to us (the facade makes them: checked
@@ -128,25 +105,12 @@ ca::schema schema_of(nb::handle cap) {
   return ca::read_schema(*s);
 }
 
-// A batch moved out of (schema, device array) capsules, zero-copy.
-ca::record_batch batch_of(nb::handle schema_cap, nb::handle array_cap, cuarrow::stream_view s) {
-  ca::schema sc = schema_of(schema_cap);
-  auto* a = struct_of<ArrowDeviceArray>(array_cap, kDeviceArray);
-  if (a->array.release == nullptr) throw nb::value_error("the device array capsule is released");
-  ca::import_options o{ca::validation_level::none};
-  nb::gil_scoped_release r;
-  return ca::import_device_record_batch(a, sc, s, o);
-}
-
-// A list of (schema, device array) capsule pairs, as batches.
-std::vector<ca::record_batch> batches_of(nb::list batches) {
+// A list of BatchData, as the core's batches (copies of handles: a batch's
+// schema and its columns' buffer handles, no device memory).
+std::vector<ca::record_batch> batches_of(const std::vector<const BatchData*>& batches) {
   std::vector<ca::record_batch> bs;
   bs.reserve(batches.size());
-  for (nb::handle item : batches) {
-    auto pair = nb::cast<nb::tuple>(item);
-    if (pair.size() != 2) throw nb::value_error("write_batches: each batch is a (schema, array) capsule pair");
-    bs.push_back(batch_of(pair[0], pair[1], {}));
-  }
+  for (const BatchData* b : batches) bs.push_back(b->batch);
   return bs;
 }
 
@@ -226,12 +190,36 @@ struct PathStreamReader {
   std::mutex mu;
 };
 
-ci::file_read_options path_options_of(int validation, const std::optional<std::vector<int>>& columns) {
+ci::file_read_options path_options_of(int validation, const std::optional<std::vector<int>>& columns,
+                                      bool collect_stats) {
   ci::file_read_options o;
   o.read = options_of(validation);
   o.columns = columns;
+  o.collect_stats = collect_stats;
   return o;
 }
+
+// A reader's read_stats as a dict of its fields.
+nb::dict stats_of(const ci::read_stats& r) {
+  nb::dict d;
+  d["bytes_read"] = r.bytes_read;
+  d["batches"] = r.batches;
+  d["staging_jobs"] = r.staging_jobs;
+  d["metadata_seconds"] = r.metadata_seconds;
+  d["allocate_seconds"] = r.allocate_seconds;
+  d["staging_seconds"] = r.staging_seconds;
+  d["gds_seconds"] = r.gds_seconds;
+  d["build_seconds"] = r.build_seconds;
+  d["pread_seconds"] = r.pread_seconds;
+  d["decompress_seconds"] = r.decompress_seconds;
+  d["dma_wait_seconds"] = r.dma_wait_seconds;
+  return d;
+}
+
+constexpr const char* kStatsDoc =
+    "Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, "
+    "batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, "
+    "build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.";
 
 ca::placement placement_of(const cuarrow::context& ctx) { return {cuarrow::device_type::cuda, ctx.device_number()}; }
 
@@ -242,17 +230,16 @@ template <class W>
 void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_batches_doc) {
   c.def(
        "write",
-       [](W& self, nb::handle schema_cap, nb::handle array_cap, nb::handle custom_metadata) {
-         ca::record_batch b = batch_of(schema_cap, array_cap, {});
+       [](W& self, const BatchData& b, nb::handle custom_metadata) {
          ca::key_value_metadata md = metadata_of(custom_metadata);
          nb::gil_scoped_release r;
          std::lock_guard lock(self.mu);
-         self.w->write(b, md);
+         self.w->write(b.batch, md);
        },
-       nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("custom_metadata") = nb::none(), write_doc)
+       nb::arg("batch"), nb::arg("custom_metadata") = nb::none(), write_doc)
       .def(
           "write_batches",
-          [](W& self, nb::list batches, nb::handle custom_metadata) {
+          [](W& self, const std::vector<const BatchData*>& batches, nb::handle custom_metadata) {
             std::vector<ca::record_batch> bs = batches_of(batches);
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
             nb::gil_scoped_release r;
@@ -276,9 +263,9 @@ void file_reader_methods(nb::class_<Reader>& c) {
               nb::gil_scoped_release g;
               b = self.r.read_batch(i);
             }
-            return batch_capsule(b, self.where);
+            return batch_handle(std::move(b), self.where);
           },
-          nb::arg("i"), "Batch i as an \"arrow_device_array\" capsule.")
+          nb::arg("i"), "Batch i as a BatchData.")
       .def(
           "read_batch_with_metadata",
           [](const Reader& self, int i) {
@@ -287,9 +274,9 @@ void file_reader_methods(nb::class_<Reader>& c) {
               nb::gil_scoped_release g;
               b = self.r.read_batch_with_custom_metadata(i);
             }
-            return nb::make_tuple(batch_capsule(b.batch, self.where), pairs_of(b.custom_metadata));
+            return nb::make_tuple(batch_handle(std::move(b.batch), self.where), pairs_of(b.custom_metadata));
           },
-          nb::arg("i"), "(capsule, [(key, value)]) of batch i and its message's custom metadata.")
+          nb::arg("i"), "(BatchData, [(key, value)]) of batch i and its message's custom metadata.")
       .def_prop_ro("footer_metadata", [](const Reader& self) { return pairs_of(self.r.footer().custom_metadata); });
 }
 
@@ -429,12 +416,11 @@ void bind_ipc_format(nb::module_& m) {
           if (memo != nullptr) lock = std::unique_lock(memo->mu);
           b = ci::read_record_batch(*h, sm, msg.body, memo != nullptr ? memo->memo : no_dictionaries, o);
         }
-        return batch_capsule(b, placement_of(msg.body));
+        return batch_handle(std::move(b), placement_of(msg.body));
       },
       nb::arg("message"), nb::arg("schema_capsule"), nb::arg("dictionary_memo").none() = nb::none(),
       nb::arg("validation") = 1,
-      "The record batch of a message under a schema, as an \"arrow_device_array\" capsule of its struct (buffers "
-      "are slices of the body).");
+      "The record batch of a message under a schema, as a BatchData (buffers are slices of the body).");
 
   nb::class_<StreamReader>(m, "IpcStreamReader", "An IPC stream held in a buffer (cuarrow::ipc::stream_reader).")
       .def(
@@ -456,9 +442,9 @@ void bind_ipc_format(nb::module_& m) {
               b = self.r.read_next();
             }
             if (!b) return nb::none();
-            return batch_capsule(*b, self.where);
+            return batch_handle(std::move(*b), self.where);
           },
-          "The next batch as an \"arrow_device_array\" capsule, or None at the end of the stream.")
+          "The next batch as a BatchData, or None at the end of the stream.")
       .def(
           "read_next_with_metadata",
           [](StreamReader& self) -> nb::object {
@@ -469,9 +455,23 @@ void bind_ipc_format(nb::module_& m) {
               b = self.r.read_next_with_custom_metadata();
             }
             if (!b) return nb::none();
-            return nb::make_tuple(batch_capsule(b->batch, self.where), pairs_of(b->custom_metadata));
+            return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
           },
-          "(capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+          "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+      .def(
+          "read_all",
+          [](StreamReader& self) {
+            std::vector<ca::record_batch> batches;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              batches = self.r.read_all();
+            }
+            nb::list out;
+            for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
+            return out;
+          },
+          "The rest of the stream as BatchData (the batches between dictionaries validated together).")
       .def_prop_ro("position", [](const StreamReader& self) { return self.r.position(); });
 
   auto file_reader =
@@ -482,7 +482,20 @@ void bind_ipc_format(nb::module_& m) {
                 nb::gil_scoped_release r;
                 new (self) FileReader{ci::file_reader(source.buf, options_of(validation)), placement_of(source.buf)};
               },
-              nb::arg("source"), nb::arg("validation") = 1);
+              nb::arg("source"), nb::arg("validation") = 1)
+          .def(
+              "read_all",
+              [](const FileReader& self) {
+                std::vector<ca::record_batch> batches;
+                {
+                  nb::gil_scoped_release g;
+                  batches = self.r.read_all();
+                }
+                nb::list out;
+                for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
+                return out;
+              },
+              "Every batch as BatchData (validated together).");
   file_reader_methods(file_reader);
 
   auto path_file_reader =
@@ -491,13 +504,14 @@ void bind_ipc_format(nb::module_& m) {
           .def(
               "__init__",
               [](PathFileReader* self, std::string path, const cuarrow::context& ctx, int validation,
-                 std::optional<std::vector<int>> columns) {
+                 std::optional<std::vector<int>> columns, bool collect_stats) {
                 nb::gil_scoped_release r;
-                new (self)
-                    PathFileReader{ci::device_file_reader(std::move(path), ctx, path_options_of(validation, columns)),
-                                   placement_of(ctx)};
+                new (self) PathFileReader{
+                    ci::device_file_reader(std::move(path), ctx, path_options_of(validation, columns, collect_stats)),
+                    placement_of(ctx)};
               },
-              nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
+              nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none(),
+              nb::arg("collect_stats") = false)
           .def("footer_schema_capsule",
                [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
           .def(
@@ -509,11 +523,13 @@ void bind_ipc_format(nb::module_& m) {
                   batches = self.r.read_batches(indices);
                 }
                 nb::list out;
-                for (const ca::record_batch& b : batches) out.append(batch_capsule(b, self.where));
+                for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
                 return out;
               },
-              nb::arg("indices"), "The batches `indices` names, read through one staging job, as capsules.")
+              nb::arg("indices"), "The batches `indices` names, read through one staging job, as BatchData.")
           .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
+          .def(
+              "stats", [](const PathFileReader& self) { return stats_of(self.r.stats()); }, kStatsDoc)
           .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
   file_reader_methods(path_file_reader);
 
@@ -522,14 +538,15 @@ void bind_ipc_format(nb::module_& m) {
       .def(
           "__init__",
           [](PathStreamReader* self, std::string path, const cuarrow::context& ctx, int validation,
-             std::optional<std::vector<int>> columns) {
+             std::optional<std::vector<int>> columns, bool collect_stats) {
             nb::gil_scoped_release r;
-            new (self)
-                PathStreamReader{ci::device_stream_reader(std::move(path), ctx, path_options_of(validation, columns)),
-                                 placement_of(ctx),
-                                 {}};
+            new (self) PathStreamReader{
+                ci::device_stream_reader(std::move(path), ctx, path_options_of(validation, columns, collect_stats)),
+                placement_of(ctx),
+                {}};
           },
-          nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none())
+          nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none(),
+          nb::arg("collect_stats") = false)
       .def("schema_capsule", [](const PathStreamReader& self) { return schema_capsule(self.r.schema().schema); })
       .def(
           "read_next_with_metadata",
@@ -541,11 +558,27 @@ void bind_ipc_format(nb::module_& m) {
               b = self.r.read_next_with_custom_metadata();
             }
             if (!b) return nb::none();
-            return nb::make_tuple(batch_capsule(b->batch, self.where), pairs_of(b->custom_metadata));
+            return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
           },
-          "(capsule, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+          "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
       .def_prop_ro("position", [](PathStreamReader& self) { return self.r.position(); })
+      .def(
+          "read_all",
+          [](PathStreamReader& self) {
+            std::vector<ca::record_batch> batches;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              batches = self.r.read_all();
+            }
+            nb::list out;
+            for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
+            return out;
+          },
+          "The rest of the stream as BatchData, read through staging jobs of many batches.")
       .def_prop_ro("bytes_read", [](PathStreamReader& self) { return self.r.bytes_read(); })
+      .def(
+          "stats", [](PathStreamReader& self) { return stats_of(self.r.stats()); }, kStatsDoc)
       .def_prop_ro("read_path", [](PathStreamReader& self) { return ci::to_string(self.r.last_read_path()); });
 
   nb::class_<PathWriter> path_writer(
@@ -578,8 +611,8 @@ void bind_ipc_format(nb::module_& m) {
           },
           "Write the end (a file's footer) and close the file.")
       .def_prop_ro("bytes_written", [](PathWriter& self) { return self.w->bytes_written(); });
-  writer_methods(path_writer, "Write a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.",
-                 "Write batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one "
+  writer_methods(path_writer, "Write a batch (a BatchData under the writer's schema).",
+                 "Write batches given as a list of BatchData in one "
                  "call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: "
                  "None or a list of one [(key, value)] per batch.");
 
@@ -607,19 +640,18 @@ void bind_ipc_format(nb::module_& m) {
             return Buffer{self.w->finish(), false};
           },
           "The stream or file, one device allocation.");
-  writer_methods(writer, "Add a batch given as (\"arrow_schema\", \"arrow_device_array\") capsules.",
-                 "Add batches given as a list of (\"arrow_schema\", \"arrow_device_array\") capsule pairs in one "
+  writer_methods(writer, "Add a batch (a BatchData under the writer's schema).",
+                 "Add batches given as a list of BatchData in one "
                  "call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list "
                  "of one [(key, value)] per batch.");
 
   m.def(
       "ipc_serialize_record_batch",
-      [](nb::handle schema_cap, nb::handle array_cap, const cuarrow::context& ctx, cuarrow::stream_view s) {
-        ca::record_batch b = batch_of(schema_cap, array_cap, s);
+      [](const BatchData& b, const cuarrow::context& ctx, cuarrow::stream_view s) {
         nb::gil_scoped_release r;
-        return Buffer{ci::serialize_record_batch(b, ctx, s), false};
+        return Buffer{ci::serialize_record_batch(b.batch, ctx, s), false};
       },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("context"), nb::arg("stream") = nb::none(),
+      nb::arg("batch"), nb::arg("context"), nb::arg("stream") = nb::none(),
       "One record batch as an encapsulated IPC message in device memory of `context`.");
 
   // ---- whole objects shared with another process (cuarrow/ipc/share.hpp) ----
@@ -657,12 +689,10 @@ void bind_ipc_format(nb::module_& m) {
 
   m.def(
       "ipc_share",
-      [](nb::handle schema_cap, const std::vector<std::pair<nb::object, nb::object>>& batches,
-         const cuarrow::context& ctx, const std::string& kind, cuarrow::stream_view s, const std::string& memory) {
+      [](nb::handle schema_cap, const std::vector<const BatchData*>& batches, const cuarrow::context& ctx,
+         const std::string& kind, cuarrow::stream_view s, const std::string& memory) {
         const ca::schema sc = schema_of(schema_cap);
-        std::vector<ca::record_batch> bs;
-        bs.reserve(batches.size());
-        for (const auto& [sch, arr] : batches) bs.push_back(batch_of(sch, arr, s));
+        const std::vector<ca::record_batch> bs = batches_of(batches);
         const ci::shared_kind k = kind_of(kind);
         const ci::share_options o{share_memory_of(memory)};
         nb::gil_scoped_release r;
@@ -670,7 +700,7 @@ void bind_ipc_format(nb::module_& m) {
       },
       nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("context"), nb::arg("kind"),
       nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
-      "Share record batches given as (\"arrow_schema\", \"arrow_device_array\") capsules, packed into one "
+      "Share record batches (BatchData under the schema), packed into one "
       "allocation of `context`'s device: cuMemAlloc memory (memory=\"legacy\") or the process-wide IPC pool's "
       "(memory=\"pool\").");
   m.def(
@@ -716,13 +746,13 @@ void bind_ipc_format(nb::module_& m) {
         nb::object schema = nb::none();
         if (o.kind != ci::shared_kind::buffer) {
           schema = schema_capsule(o.schema);
-          for (const ca::record_batch& b : o.batches) batches.append(batch_capsule(b, placement_of(o.data)));
+          for (ca::record_batch& b : o.batches) batches.append(batch_handle(std::move(b), placement_of(o.data)));
         }
         return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, Buffer{o.data, false});
       },
       nb::arg("context"), nb::arg("descriptor"), nb::arg("validation") = 1, nb::arg("pool") = nb::none(),
       "Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or "
-      "None, [batch capsules], the opened "
+      "None, [BatchData], the opened "
       "memory as a Buffer).");
 }
 

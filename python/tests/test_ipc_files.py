@@ -309,3 +309,41 @@ def test_write_feather_of_many_batches_in_one_call(ctx, tmp_path, compression):
     got = pa.ipc.open_stream(tmp_path / "many.arrows").read_all()
     assert got.equals(table)
     assert max(len(b) for b in got.to_batches()) <= 150
+
+
+@pytest.mark.parametrize("compression", ["uncompressed", "lz4", "zstd"])
+def test_read_stats_say_where_the_time_went(ctx, tmp_path, compression):
+    table = _wide()
+    path = tmp_path / "stats.arrow"
+    feather.write_feather(table, path, compression=compression)
+    stats = {}
+    got = ipc.read_feather(path, context=ctx, stats=stats)
+    assert got.to_host().equals(table)
+    assert stats["batches"] == len(table.to_batches())
+    assert stats["staging_jobs"] == 1  # every body in one job
+    assert 0 < stats["bytes_read"] <= os.path.getsize(path)
+    assert stats["metadata_seconds"] > 0 and stats["staging_seconds"] > 0 and stats["build_seconds"] > 0
+    assert stats["pread_seconds"] > 0
+    assert (stats["decompress_seconds"] > 0) == (compression != "uncompressed")
+
+
+def test_read_stats_time_nothing_unless_asked(ctx, tmp_path):
+    table = _wide()
+    path = tmp_path / "s.arrows"
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, table.schema) as w:
+        w.write_table(table)
+    reader = ipc.open_stream(path, context=ctx)
+    assert reader.read_all().to_host().equals(table)
+    stats = reader.stats()
+    assert stats["batches"] == len(table.to_batches()) and stats["bytes_read"] == reader.bytes_read
+    assert all(v == 0 for k, v in stats.items() if k.endswith("_seconds"))
+    timed = ipc.open_stream(path, context=ctx, collect_stats=True)
+    timed.read_next_batch()
+    assert timed.stats()["batches"] == 1 and timed.stats()["staging_seconds"] > 0
+    assert ipc.open_stream(_stream_in_device_memory(ctx, table)).stats() is None
+
+
+def _stream_in_device_memory(ctx, table):
+    w = ipc.new_stream(ctx, table.schema)
+    w.write_table(table)
+    return w.close()

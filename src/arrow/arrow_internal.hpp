@@ -150,8 +150,9 @@ inline std::optional<std::int64_t> layout_bytes(const buffer_spec& spec, std::in
 
 // Small integer reads (offsets, run ends, variadic sizes) of an array tree,
 // gathered so that memory outside ordinary host memory is read in ONE batch:
-// every pending read of device memory is queued with copy_to_host_async into
-// one host scratch buffer and the stream is synchronized once; reads of
+// every pending read of device memory is one piece of ONE copy_batch (per
+// stream read on) into one host scratch buffer, synchronized once, with no
+// host function to keep its buffers alive (the caller holds them); reads of
 // pinned or managed memory happen directly after that same synchronization.
 // Reads of ordinary host memory are direct and never pending.
 class probe_cache {

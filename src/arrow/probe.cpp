@@ -1,13 +1,17 @@
 // Batched small reads of array metadata that lives outside host memory.
 //
 // nanoarrow's approach (ArrowDeviceArrayViewCopyAsync): each needed value is
-// gathered with one small asynchronous device-to-host copy into one scratch
-// buffer, then the stream is synchronized once for the whole tree.  Arrow
+// gathered with one small device-to-host copy into one scratch buffer, all
+// of them one batched copy, then the stream is synchronized once for the
+// whole tree.  Arrow
 // C++ instead copies whole offset buffers to the host; we never do.
 #include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "arrow_internal.hpp"
+#include "cuarrow/buffer.hpp"
 #include "cuarrow/context.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
@@ -75,7 +79,7 @@ void probe_cache::fetch(stream_view s) {
   // be had: a device-to-host copy into pageable memory returns only once it
   // has completed, so each one was a whole round trip (2,300 of them when a
   // writer laid out a table of 227 batches); into pinned memory the copies
-  // queue and the one synchronization below waits for them all.  Pinned
+  // queue and the batch's one synchronization waits for them all.  Pinned
   // memory of the first device's context serves that device's reads; others
   // (and a pool at its limit) use the pageable scratch as before.
   std::optional<buffer> pinned;
@@ -91,37 +95,44 @@ void probe_cache::fetch(stream_view s) {
   auto* pin = pinned ? reinterpret_cast<std::uint64_t*>(pinned->mutable_host_data()) : nullptr;
   auto in_pinned = [&](const request& r) { return pin != nullptr && r.buf.device_id() == pinned_device; };
 
-  // Queue every device read; remember which streams need a synchronization
-  // (and on which device: default streams act on the current context).
-  std::vector<std::pair<stream_view, int>> to_sync;
-  auto note = [&](stream_view v, int device) {
-    for (const auto& x : to_sync) {
-      if (x.first == v && (!v.is_default() || x.second == device)) return;
+  // The device reads, per stream they are read on: ONE batched copy each,
+  // synchronized (copy_batch), so that the copies need no host function to
+  // keep their buffers alive (a copy_to_host_async per value queued one
+  // cuLaunchHostFunc each): the sources are held by `todo` and the
+  // destinations by `pinned` / `scratch`, all of which outlive the
+  // synchronization, and a copy_batch that fails midway settles its own
+  // queued copies (copy.cpp settle_after_failure) before it throws.  Pinned
+  // or managed memory is read directly once the stream that orders it has
+  // caught up (one synchronization per such stream).
+  const buffer pageable =
+      wrap_host(scratch.data(), static_cast<std::int64_t>(scratch.size() * sizeof(std::uint64_t)), nullptr, true);
+  std::vector<std::pair<stream_view, int>> reads;    // (stream, device) of the device reads, in order
+  std::vector<std::vector<copy_piece>> pieces;       // one batch per entry of `reads`
+  std::vector<std::pair<stream_view, int>> to_sync;  // streams ordering the pinned and managed reads
+  auto index_of = [](std::vector<std::pair<stream_view, int>>& list, stream_view v, int device) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i].first == v && (!v.is_default() || list[i].second == device)) return i;
     }
-    to_sync.emplace_back(v, device);
+    list.emplace_back(v, device);
+    return list.size() - 1;
   };
-  try {
-    for (std::size_t k = 0; k < todo.size(); ++k) {
-      const request& r = todo[k];
-      if (r.buf.type() == device_type::cuda) {
-        stream_view rs = stream_for_device(s, r.buf.device_id());
-        note(rs, r.buf.device_id());
-        copy_to_host_async(in_pinned(r) ? &pin[k] : &scratch[k], r.buf, r.pos, r.width, rs);
-      } else {
-        // Pinned or managed memory: readable directly once the stream that
-        // orders it has caught up.
-        note(s, r.buf.device_id());
-      }
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    const request& r = todo[k];
+    const auto at = static_cast<std::int64_t>(k * sizeof(std::uint64_t));
+    if (r.buf.type() == device_type::cuda) {
+      const stream_view rs = stream_for_device(s, r.buf.device_id());
+      const std::size_t i = index_of(reads, rs, r.buf.device_id());
+      if (pieces.size() <= i) pieces.resize(i + 1);
+      pieces[i].push_back(copy_piece{in_pinned(r) ? *pinned : pageable, at, r.buf, r.pos, r.width});
+    } else {
+      index_of(to_sync, s, r.buf.device_id());
     }
-  } catch (...) {
-    // Copies already queued write into `scratch`: let them land first.
-    for (const auto& [v, device] : to_sync) {
-      try {
-        synchronize(v, device);
-      } catch (...) {
-      }
-    }
-    throw;
+  }
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    // In the sources' context (copy_batch pushes it), where a default
+    // stream is synchronized.
+    copy_batch(pieces[i], reads[i].first);
+    cuarrow::detail::collect_deferred_releases();
   }
   for (const auto& [v, device] : to_sync) synchronize(v, device);
 

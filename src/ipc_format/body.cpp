@@ -216,7 +216,9 @@ std::map<std::vector<int>, std::int64_t> dictionary_ids(const schema_message& sc
   return ids;
 }
 
-arrow::record_batch read_batch(const record_batch_header& h, const schema_message& schema, const buffer& body,
+// The batch of a header over its body, checked against the header and the
+// schema; not validated yet (validate_batches).
+arrow::record_batch load_batch(const record_batch_header& h, const schema_message& schema, const buffer& body,
                                const dictionary_memo& memo, const read_options& opt,
                                const std::function<std::string(std::size_t)>& column_name) {
   if (h.length < 0) loader::fail("record batch header", "negative length " + num(h.length));
@@ -259,18 +261,34 @@ arrow::record_batch read_batch(const record_batch_header& h, const schema_messag
   batch.schema = schema.schema;
   batch.num_rows = h.length;
   batch.columns = std::move(columns);
-  arrow::validate_options vo;
-  vo.level =
+  return batch;
+}
+
+// Validates loaded batches at opt's level (at least cheaply), all of them
+// together: ONE probe cache, so that the offsets every batch's checks read
+// from the device travel in one batched copy and one synchronization
+// instead of one per batch.
+void validate_batches(std::span<const arrow::record_batch> batches, const read_options& opt,
+                      const std::function<std::string(std::size_t)>& column_name) {
+  const arrow::validation_level level =
       opt.validation == arrow::validation_level::full ? arrow::validation_level::full : arrow::validation_level::cheap;
-  vo.check_utf8 = opt.check_utf8;
   try {
     std::vector<ad::validation_root> roots;
-    for (std::size_t i = 0; i < batch.columns.size(); ++i) roots.push_back({&batch.columns[i], column_name(i)});
+    for (const arrow::record_batch& b : batches) {
+      for (std::size_t i = 0; i < b.columns.size(); ++i) roots.push_back({&b.columns[i], column_name(i)});
+    }
     ad::probe_cache cache;
-    ad::validate_roots(roots, vo.level, vo.check_utf8, opt.stream, cache);
+    ad::validate_roots(roots, level, opt.check_utf8, opt.stream, cache);
   } catch (const arrow::invalid_data& e) {
     throw invalid_message(e.path(), e.reason());
   }
+}
+
+arrow::record_batch read_batch(const record_batch_header& h, const schema_message& schema, const buffer& body,
+                               const dictionary_memo& memo, const read_options& opt,
+                               const std::function<std::string(std::size_t)>& column_name) {
+  arrow::record_batch batch = load_batch(h, schema, body, memo, opt, column_name);
+  validate_batches({&batch, 1}, opt, column_name);
   return batch;
 }
 
@@ -711,6 +729,18 @@ arrow::record_batch read_record_batch(const record_batch_header& header, const s
 }
 
 namespace detail {
+
+std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
+                                                     const dictionary_memo& dictionaries) {
+  const auto& fields = schema.schema.fields;
+  auto name = [&](std::size_t i) { return ad::column_path(fields[i].name); };
+  std::vector<arrow::record_batch> out;
+  out.reserve(batches.size());
+  for (const batch_body& b : batches)
+    out.push_back(load_batch(*b.header, schema, b.body, dictionaries, b.options, name));
+  if (!batches.empty()) validate_batches(out, batches.front().options, name);
+  return out;
+}
 
 std::vector<column_span> column_spans(const record_batch_header& h, const schema_message& schema, metadata_version v) {
   const buffer no_body;

@@ -129,7 +129,9 @@ struct decoded_buffer {
   int fd = -1;
   const std::string* path = nullptr;
   std::atomic<std::int64_t>* bytes_read = nullptr;
-  std::int64_t file_offset = 0;  // the framed bytes in the file
+  std::atomic<std::int64_t>* read_ns = nullptr;        // the reader's timings, when on
+  std::atomic<std::int64_t>* decompress_ns = nullptr;  // likewise
+  std::int64_t file_offset = 0;                        // the framed bytes in the file
   std::size_t framed_size = 0;
   std::size_t size = 0;  // decompressed
   std::string where;
@@ -139,6 +141,7 @@ struct decoded_buffer {
 
   void read_framed(std::vector<std::byte>& into) const {
     into.resize(framed_size);
+    const cuarrow::detail::timed t(read_ns);
     read_file_exactly(fd, *path, file_offset, {reinterpret_cast<unsigned char*>(into.data()), framed_size}, bytes_read);
   }
 
@@ -150,7 +153,10 @@ struct decoded_buffer {
       // framing can add a little).
       thread_local std::vector<std::byte> framed;
       read_framed(framed);
-      decompress(codec, framed, dst, where);
+      {
+        const cuarrow::detail::timed t(decompress_ns);
+        decompress(codec, framed, dst, where);
+      }
       if (framed.capacity() > (std::size_t{64} << 20)) std::vector<std::byte>().swap(framed);
       return;
     }
@@ -158,6 +164,7 @@ struct decoded_buffer {
       std::vector<std::byte> framed;
       read_framed(framed);
       scratch.resize(size);
+      const cuarrow::detail::timed t(decompress_ns);
       decompress(codec, framed, scratch, where);
     });
     std::memcpy(out.data(), scratch.data() + offset, out.size());
@@ -194,6 +201,10 @@ struct file_source {
   file_read_options options;
   std::atomic<std::int64_t> bytes_read{0};
   std::atomic<read_path> last_path{read_path::none};
+  // read_stats: counts always, nanoseconds when options.collect_stats.
+  std::atomic<std::int64_t> batches{0}, staging_jobs{0};
+  std::atomic<std::int64_t> metadata_ns{0}, allocate_ns{0}, staging_ns{0}, gds_ns{0}, build_ns{0}, pread_ns{0},
+      decompress_ns{0}, dma_wait_ns{0};
   // GPUDirect Storage: the file registered with cuFile when this reader
   // uses it, how it runs; why the staging pipeline runs otherwise.  After a
   // cuFile failure `gds_failed` is set and `fallback` says what failed.
@@ -211,6 +222,53 @@ struct file_source {
   std::set<std::int64_t> needed_dictionaries;
 
   stream_view stream_for(stream_view s) const { return s.is_default() ? options.read.stream : s; }
+
+  // Where a phase's nanoseconds go: null (nothing timed) unless asked for.
+  std::atomic<std::int64_t>* timer(std::atomic<std::int64_t>& ns) noexcept {
+    return options.collect_stats ? &ns : nullptr;
+  }
+
+  read_stats stats() const noexcept {
+    auto sec = [](const std::atomic<std::int64_t>& ns) { return static_cast<double>(ns.load()) * 1e-9; };
+    read_stats r;
+    r.bytes_read = bytes_read.load();
+    r.batches = batches.load();
+    r.staging_jobs = staging_jobs.load();
+    r.metadata_seconds = sec(metadata_ns);
+    r.allocate_seconds = sec(allocate_ns);
+    r.staging_seconds = sec(staging_ns);
+    r.gds_seconds = sec(gds_ns);
+    r.build_seconds = sec(build_ns);
+    r.pread_seconds = sec(pread_ns);
+    r.decompress_seconds = sec(decompress_ns);
+    r.dma_wait_seconds = sec(dma_wait_ns);
+    return r;
+  }
+
+  // A batch built over its body (read_record_batch's checks), counted and timed.
+  arrow::record_batch build(const record_batch_header& h, const schema_message& sm, const buffer& body,
+                            const dictionary_memo& memo, const read_options& o) {
+    const cuarrow::detail::timed t(timer(build_ns));
+    arrow::record_batch b = read_record_batch(h, sm, body, memo, o);
+    batches.fetch_add(1);
+    return b;
+  }
+
+  // Batches of one staging job, built and validated together (one batched
+  // read of their offsets, one synchronization, for all of them).
+  std::vector<arrow::record_batch> build(std::span<const record_batch_header> headers, std::span<buffer> bodies,
+                                         std::span<const framed_metadata> metas, const dictionary_memo& memo,
+                                         stream_view s) {
+    const cuarrow::detail::timed t(timer(build_ns));
+    std::vector<batch_body> items;
+    items.reserve(headers.size());
+    for (std::size_t k = 0; k < headers.size(); ++k) {
+      items.push_back({&headers[k], std::move(bodies[k]), read_options_for(metas[k].metadata.version, s)});
+    }
+    std::vector<arrow::record_batch> out = read_record_batches(items, schema, memo);
+    batches.fetch_add(static_cast<std::int64_t>(out.size()));
+    return out;
+  }
 
   void set_reason(std::string r) {
     std::lock_guard lock(reason_mutex);
@@ -313,6 +371,7 @@ struct file_source {
   }
 
   std::optional<framed_metadata> metadata_at(std::int64_t offset, std::int64_t first_read = default_first_read) {
+    const cuarrow::detail::timed t(timer(metadata_ns));
     return read_framed_metadata([this](std::int64_t at, std::int64_t n) { return read(at, n); }, offset, file.size(),
                                 first_read);
   }
@@ -470,6 +529,7 @@ struct file_source {
             src.path = file.path();
             src.file_offset = rq.body_start + r.offset;
             src.bytes_read = &bytes_read;
+            src.read_ns = timer(pread_ns);
             current = &src;
             pl.targets.push_back(target{at, 0, &src});
           }
@@ -491,6 +551,8 @@ struct file_source {
           d.fd = file.fd();
           d.path = &file.path();
           d.bytes_read = &bytes_read;
+          d.read_ns = timer(pread_ns);
+          d.decompress_ns = timer(decompress_ns);
           d.file_offset = rq.body_start + r.offset;
           d.framed_size = static_cast<std::size_t>(r.length);
           d.size = static_cast<std::size_t>(size);
@@ -513,7 +575,10 @@ struct file_source {
     bool any_gds = false, any_staged = false, any_compressed = false, all_empty = true;
     for (std::size_t q = 0; q < plans.size(); ++q) {
       const planned& pl = plans[q];
-      const buffer& body = bodies.emplace_back(allocate_device(ctx, pl.length, sv));
+      const buffer& body = [&]() -> const buffer& {
+        const cuarrow::detail::timed t(timer(allocate_ns));
+        return bodies.emplace_back(allocate_device(ctx, pl.length, sv));
+      }();
       const bool compressed = requests[q].header->compression.has_value();
       any_compressed = any_compressed || compressed;
       all_empty = all_empty && pl.targets.empty();
@@ -526,7 +591,11 @@ struct file_source {
         for (const target& t : pl.targets) {
           parts.push_back({static_cast<std::size_t>(t.at), static_cast<std::size_t>(t.size), t.source->file_offset});
         }
-        if (read_with_gds(body, parts, sv)) {
+        const bool by_gds = [&] {
+          const cuarrow::detail::timed t(timer(gds_ns));
+          return read_with_gds(body, parts, sv);
+        }();
+        if (by_gds) {
           any_gds = true;
           continue;
         }
@@ -545,7 +614,9 @@ struct file_source {
     }
     if (!pieces.empty()) {
       scoped_context guard(ctx.handle());
-      cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads());
+      const cuarrow::detail::timed t(timer(staging_ns));
+      cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads(), timer(dma_wait_ns));
+      staging_jobs.fetch_add(1);
     }
     if (any_gds && !any_staged) {
       last_path.store(read_path::gds);
@@ -631,6 +702,7 @@ int device_file_reader::num_record_batches() const noexcept {
 }
 const dictionary_memo& device_file_reader::dictionaries() const noexcept { return state_->memo; }
 std::int64_t device_file_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }
+read_stats device_file_reader::stats() const noexcept { return state_->stats(); }
 read_path device_file_reader::last_read_path() const noexcept { return state_->last_path.load(); }
 std::string device_file_reader::last_read_path_reason() const { return state_->last_reason(); }
 const std::string& device_file_reader::path() const noexcept { return state_->file.path(); }
@@ -649,7 +721,7 @@ batch_with_metadata device_file_reader::read_batch_with_custom_metadata(int i, s
   detail::framed_metadata m = st.block(b, w, message_kind::record_batch);
   record_batch_header h = st.projected(std::get<record_batch_header>(m.metadata.header), m.metadata.version);
   const buffer body = st.read_body(h, b.offset + m.metadata_size, m.metadata.body_length, s, w);
-  return {read_record_batch(h, st.schema, body, st.memo, st.read_options_for(m.metadata.version, s)),
+  return {st.build(h, st.schema, body, st.memo, st.read_options_for(m.metadata.version, s)),
           std::move(m.metadata.custom_metadata)};
 }
 
@@ -687,13 +759,7 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
     requests.push_back({&headers[k], b.offset + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
   }
   std::vector<buffer> bodies = st.read_bodies(requests, s);
-  std::vector<arrow::record_batch> out;
-  out.reserve(indices.size());
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    out.push_back(read_record_batch(headers[k], st.schema, bodies[k], st.memo,
-                                    st.read_options_for(metas[k].metadata.version, s)));
-  }
-  return out;
+  return st.build(headers, bodies, metas, st.memo, s);
 }
 
 // ---- device_stream_reader ---------------------------------------------------------------
@@ -728,6 +794,7 @@ const schema_message& device_stream_reader::schema() const noexcept { return sta
 const dictionary_memo& device_stream_reader::dictionaries() const noexcept { return state_->memo; }
 std::int64_t device_stream_reader::position() const noexcept { return state_->position; }
 std::int64_t device_stream_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }
+read_stats device_stream_reader::stats() const noexcept { return state_->stats(); }
 read_path device_stream_reader::last_read_path() const noexcept { return state_->last_path.load(); }
 std::string device_stream_reader::last_read_path_reason() const { return state_->last_reason(); }
 const std::string& device_stream_reader::path() const noexcept { return state_->file.path(); }
@@ -761,9 +828,8 @@ std::optional<batch_with_metadata> device_stream_reader::read_next_with_custom_m
       case message_kind::record_batch: {
         record_batch_header h = st.projected(std::get<record_batch_header>(m->metadata.header), m->metadata.version);
         const buffer body = st.read_body(h, body_start, m->metadata.body_length, s, w);
-        batch_with_metadata out{
-            read_record_batch(h, st.schema, body, st.memo, st.read_options_for(m->metadata.version, s)),
-            std::move(m->metadata.custom_metadata)};
+        batch_with_metadata out{st.build(h, st.schema, body, st.memo, st.read_options_for(m->metadata.version, s)),
+                                std::move(m->metadata.custom_metadata)};
         st.position = body_start + m->metadata.body_length;
         return out;
       }
@@ -833,10 +899,7 @@ std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
       requests.push_back({&headers[k], starts[k], metas[k].metadata.body_length, &names[k]});
     }
     std::vector<buffer> bodies = st.read_bodies(requests, s);
-    for (std::size_t k = 0; k < metas.size(); ++k) {
-      out.push_back(read_record_batch(headers[k], st.schema, bodies[k], st.memo,
-                                      st.read_options_for(metas[k].metadata.version, s)));
-    }
+    for (arrow::record_batch& b : st.build(headers, bodies, metas, st.memo, s)) out.push_back(std::move(b));
     st.position = at;
     if (ended) st.done = true;
   }

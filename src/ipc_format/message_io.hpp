@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,5 +74,19 @@ std::vector<column_span> column_spans(const record_batch_header& h, const schema
 /// read_record_batch's checks of the header's buffer ranges against a body
 /// of `body_size` bytes (inside it, not negative, 8-byte aligned offsets).
 void check_body_ranges(const record_batch_header& h, std::int64_t body_size);
+
+/// One record batch message to build: its header, its body, the options
+/// it is read with (they differ in the metadata version only).
+struct batch_body {
+  const record_batch_header* header = nullptr;
+  buffer body;
+  read_options options;
+};
+
+/// read_record_batch of every item, the batches validated together (one
+/// batched read of the offsets the checks need, one synchronization, for
+/// all of them) at the first item's validation level, on its stream.
+std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
+                                                     const dictionary_memo& dictionaries);
 
 }  // namespace cuarrow::ipc::detail

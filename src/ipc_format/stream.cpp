@@ -180,8 +180,44 @@ std::optional<batch_with_metadata> stream_reader::read_next_with_custom_metadata
 }
 
 std::vector<arrow::record_batch> stream_reader::read_all() {
+  // The record batch messages up to the next dictionary batch (which
+  // changes the dictionaries the batches before it are built with) or the
+  // end, built and validated together: one batched read of their offsets
+  // and one synchronization for the run, not one per batch.
   std::vector<arrow::record_batch> out;
-  while (std::optional<arrow::record_batch> b = read_next()) out.push_back(std::move(*b));
+  std::vector<message> pending;
+  auto flush = [&] {
+    std::vector<detail::batch_body> items;
+    items.reserve(pending.size());
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      items.push_back({&std::get<record_batch_header>(pending[k].metadata.header), pending[k].body,
+                       for_message(options_, pending[k])});
+    }
+    for (arrow::record_batch& b : detail::read_record_batches(items, schema_, memo_)) out.push_back(std::move(b));
+    pending.clear();
+  };
+  while (!done_) {
+    const std::int64_t where = position_;
+    std::optional<message> m = read_message(source_, where, options_.stream);
+    if (!m) {
+      done_ = true;
+      break;
+    }
+    position_ = where + m->size;
+    switch (m->kind()) {
+      case message_kind::dictionary_batch:
+        flush();
+        memo_.read(std::get<dictionary_batch_header>(m->metadata.header), m->body, for_message(options_, *m));
+        break;
+      case message_kind::record_batch: pending.push_back(std::move(*m)); break;
+      default:
+        throw invalid_message(detail::message_at(where),
+                              std::string("a ") + kind_name(m->kind()) +
+                                  " message inside a stream (only dictionary and record batches follow "
+                                  "the schema)");
+    }
+  }
+  flush();
   return out;
 }
 
@@ -232,9 +268,21 @@ batch_with_metadata file_reader::read_batch_with_custom_metadata(int i) const {
 }
 
 std::vector<arrow::record_batch> file_reader::read_all() const {
-  std::vector<arrow::record_batch> out;
-  for (int i = 0; i < num_record_batches(); ++i) out.push_back(read_batch(i));
-  return out;
+  // Every batch's message, then the batches built and validated together
+  // (one batched read of their offsets, one synchronization).
+  std::vector<message> messages;
+  messages.reserve(footer_.record_batches.size());
+  for (std::size_t i = 0; i < footer_.record_batches.size(); ++i) {
+    messages.push_back(read_block(footer_.record_batches[i], "record batch", i));
+    detail::expect_kind(messages.back().kind(), message_kind::record_batch,
+                        "file record batch block " + std::to_string(i));
+  }
+  std::vector<detail::batch_body> items;
+  items.reserve(messages.size());
+  for (const message& m : messages) {
+    items.push_back({&std::get<record_batch_header>(m.metadata.header), m.body, for_message(options_, m)});
+  }
+  return detail::read_record_batches(items, footer_.schema, memo_);
 }
 
 // ---- writing ----------------------------------------------------------------------

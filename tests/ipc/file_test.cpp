@@ -523,6 +523,38 @@ TEST_F(IpcFileManyBatches, ReadAllEqualsThePerBatchReads) {
   }
 }
 
+TEST_F(IpcFileManyBatches, StatsCountAndTimeThePhasesWhenAsked) {
+  const std::vector<record_batch> batches = many_batches(12, false, 9);
+  for (const auto& codec : kCodecs) {
+    SCOPED_TRACE(codec ? ipc::to_string(*codec) : "uncompressed");
+    const std::string path = write("stats.arrow", written(batches, ipc::stream_writer::format::file, codec));
+    ipc::file_read_options o;
+    o.collect_stats = true;
+    ipc::device_file_reader r(path, ctx(), o);
+    ASSERT_EQ(r.read_all().size(), batches.size());
+    const ipc::read_stats st = r.stats();
+    EXPECT_EQ(st.batches, static_cast<std::int64_t>(batches.size()));
+    EXPECT_EQ(st.staging_jobs, 1) << "every body in one job";
+    EXPECT_EQ(st.bytes_read, r.bytes_read());
+    EXPECT_GT(st.metadata_seconds, 0);
+    EXPECT_GT(st.staging_seconds, 0);
+    EXPECT_GT(st.build_seconds, 0);
+    EXPECT_GT(st.pread_seconds, 0);
+    EXPECT_EQ(st.decompress_seconds > 0, codec.has_value());
+    EXPECT_EQ(st.gds_seconds, 0);
+
+    ipc::device_file_reader quiet(path, ctx());  // collect_stats off: counted, not timed
+    (void)quiet.read_batch(0);
+    const ipc::read_stats q = quiet.stats();
+    EXPECT_EQ(q.batches, 1);
+    EXPECT_EQ(q.staging_jobs, 1);
+    for (const double sec : {q.metadata_seconds, q.allocate_seconds, q.staging_seconds, q.gds_seconds, q.build_seconds,
+                             q.pread_seconds, q.decompress_seconds, q.dma_wait_seconds}) {
+      EXPECT_EQ(sec, 0);
+    }
+  }
+}
+
 TEST_F(IpcFileManyBatches, ReadBatchesInAnyOrderWithDuplicates) {
   const std::vector<record_batch> batches = many_batches(8, false, 6);
   for (const auto& codec : kCodecs) {

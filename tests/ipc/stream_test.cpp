@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "arrow/arrow_test_util.hpp"
@@ -302,6 +305,54 @@ TEST(IpcStreamHostile, FlippedBytesNeverCrash) {
       (void)r.read_all();
     } catch (const cuarrow::invalid_argument&) {
       // invalid_message or invalid_data: both say what is wrong
+    }
+  }
+}
+
+// read_all validates the batches of a run together (one batched read of
+// their offsets): a bad offset in a later batch is still found and named.
+TEST(IpcStreamHostile, ReadAllFindsABadOffsetInALaterBatch) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  random_arrays gen(11);
+  schema s;
+  s.fields = {field("i", int32()), field("s", utf8())};
+  for (const auto f : {ipc::stream_writer::format::stream, ipc::stream_writer::format::file}) {
+    SCOPED_TRACE(f == ipc::stream_writer::format::file ? "file" : "stream");
+    ipc::stream_writer w(s, ctx, f);
+    for (int k = 0; k < 5; ++k) {
+      record_batch b;
+      b.schema = s;
+      b.num_rows = 100;
+      b.columns = {gen.array(int32(), 100), gen.array(utf8(), 100)};
+      w.write(to_device(b, ctx));
+    }
+    std::vector<std::byte> bytes = to_bytes(w.finish());
+    // The fourth record batch's last offset of "s", past its data.
+    const cuarrow::buffer host = on_host(bytes);
+    std::int64_t at = f == ipc::stream_writer::format::file ? 8 : 0;  // past a file's magic
+    int seen = 0;
+    for (;;) {
+      std::optional<ipc::message> m = ipc::read_message(host, at);
+      ASSERT_TRUE(m.has_value());
+      if (m->kind() == ipc::message_kind::record_batch && ++seen == 4) {
+        const auto& h = std::get<ipc::record_batch_header>(m->metadata.header);
+        ASSERT_EQ(h.buffers.size(), 5U);  // i: validity, values; s: validity, offsets, data
+        const std::int64_t last = at + (m->size - m->body.size()) + h.buffers[3].offset + 100 * 4;
+        const std::int32_t huge = 1 << 30;
+        std::memcpy(bytes.data() + last, &huge, sizeof huge);
+        break;
+      }
+      at += m->size;
+    }
+    auto read_all = [&] {
+      if (f == ipc::stream_writer::format::file) return ipc::file_reader(on_device(bytes)).read_all();
+      return ipc::stream_reader(on_device(bytes)).read_all();
+    };
+    try {
+      (void)read_all();
+      FAIL() << "read_all took a batch whose offsets point past its data";
+    } catch (const ipc::invalid_message& e) {
+      EXPECT_NE(std::string(e.what()).find("\"s\""), std::string::npos) << e.what();
     }
   }
 }

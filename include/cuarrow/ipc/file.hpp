@@ -98,6 +98,27 @@ struct file_read_options {
   std::int64_t max_decompressed_buffer_bytes = std::int64_t{1} << 36;
   /// Which path reads uncompressed bodies (see read_path_preference).
   read_path_preference path = read_path_preference::automatic;
+  /// Time the phases of every read (stats()).  Off, nothing is timed: no
+  /// clock is read.
+  bool collect_stats = false;
+};
+
+/// Where a reader's time went, since it was made (file_read_options::
+/// collect_stats; zeros otherwise, but for the counts).  "Calling thread":
+/// wall time of the thread that called the reader.  "Workers": summed over
+/// the staging pipeline's threads, so it may exceed the wall time.
+struct read_stats {
+  std::int64_t bytes_read = 0;    ///< as bytes_read()
+  std::int64_t batches = 0;       ///< record batches returned
+  std::int64_t staging_jobs = 0;  ///< staging-pipeline jobs run (one per read_batch, one per read_batches)
+  double metadata_seconds = 0;    ///< calling thread: message metadata read (pread) and parsed
+  double allocate_seconds = 0;    ///< calling thread: device allocations of the bodies
+  double staging_seconds = 0;     ///< calling thread: in staging jobs, start to end
+  double gds_seconds = 0;         ///< calling thread: in cuFile reads
+  double build_seconds = 0;       ///< calling thread: batches built over their bodies (checks, validation)
+  double pread_seconds = 0;       ///< workers: pread of body bytes (compressed ones included)
+  double decompress_seconds = 0;  ///< workers: decompression
+  double dma_wait_seconds = 0;    ///< workers and caller: waiting for a slot's host-to-device DMA
 };
 
 /// How a read moved the file's bytes to the device.
@@ -148,6 +169,9 @@ class CUARROW_EXPORT device_file_reader {
 
   /// Bytes read from the file so far (metadata and bodies).
   std::int64_t bytes_read() const noexcept;
+  /// Where the time of the reads so far went (timed when
+  /// options.collect_stats).
+  read_stats stats() const noexcept;
   /// The path the last body read took (none before the first).
   read_path last_read_path() const noexcept;
   /// Why: how cuFile runs, or why the staging pipeline ran (the options
@@ -191,6 +215,7 @@ class CUARROW_EXPORT device_stream_reader {
   std::int64_t position() const noexcept;
 
   std::int64_t bytes_read() const noexcept;
+  read_stats stats() const noexcept;
   read_path last_read_path() const noexcept;
   std::string last_read_path_reason() const;
   const std::string& path() const noexcept;

@@ -1,0 +1,177 @@
+"""Reading and writing IPC batch by batch costs a bounded number of driver
+calls per batch, counted by the emulated driver: batches cross between the
+facade and the binding as the core's own objects (no C Device Data export
+and re-import, which waited on an event and read offsets back from the
+device for every batch), and the small reads of offsets that remain (the
+readers' cheap validation, the writers' layouts) go as one batched copy with
+no host function per value.  A regression that brings a per-batch export,
+import or probe back breaks these counts."""
+
+import ctypes
+
+import pyarrow as pa
+import pytest
+from conftest import EMULATED
+
+from cuarrow import cuda, ipc
+
+pytestmark = pytest.mark.skipif(not EMULATED, reason="counts the emulated driver's calls")
+
+# Calls a batch must not cost at all, on any path: host functions (keep-alives
+# of per-value copies), pointer queries and events (of an export and import).
+NONE_PER_BATCH = ("cuLaunchHostFunc", "cuPointerGetAttributes", "cuEventCreate", "cuEventRecord", "cuStreamWaitEvent")
+
+
+@pytest.fixture(scope="module")
+def emu():
+    lib = ctypes.CDLL(cuda.driver_info()["path"])
+    lib.cuarrow_emu_call_count.restype = ctypes.c_size_t
+    lib.cuarrow_emu_call_count.argtypes = [ctypes.c_char_p]
+    return lib
+
+
+def _table(ctx, n):
+    """`n` batches of a primitive, a string and a list column (the last two
+    have offsets a reader checks and a writer lays out)."""
+    batches = [
+        pa.record_batch(
+            {
+                "i": pa.array(range(k, k + 50), pa.int64()),
+                "s": pa.array([None if j % 7 == 0 else f"v{j}" for j in range(50)]),
+                "l": pa.array([[j, j + 1] for j in range(50)], pa.list_(pa.int32())),
+            }
+        )
+        for k in range(n)
+    ]
+    return cuda.to_device(pa.Table.from_batches(batches), ctx)
+
+
+def _per_batch(emu, ctx, prepare, run, names):
+    """The calls of `names` per batch: (calls for 30 batches - calls for 10) / 20."""
+    counts = []
+    for n in (10, 30):
+        arg = prepare(_table(ctx, n))
+        emu.cuarrow_emu_reset_call_counts()
+        run(arg)
+        counts.append({name: emu.cuarrow_emu_call_count(name.encode()) for name in names})
+    return {name: (counts[1][name] - counts[0][name]) / 20 for name in names}
+
+
+def _check(per_batch, syncs, d2h):
+    for name in NONE_PER_BATCH:
+        assert per_batch[name] == 0, (name, per_batch)
+    assert per_batch["cuStreamSynchronize"] <= syncs, per_batch
+    assert per_batch["cuMemcpyDtoHAsync"] <= d2h, per_batch
+
+
+NAMES = (*NONE_PER_BATCH, "cuStreamSynchronize", "cuMemcpyDtoHAsync")
+
+
+def _stream(ctx, table):
+    w = ipc.new_stream(ctx, table.schema)
+    w.write_table(table)
+    return w.close()
+
+
+def _file(ctx, table):
+    w = ipc.new_file(ctx, table.schema)
+    w.write_table(table)
+    return w.close()
+
+
+def test_reading_a_stream_in_device_memory(emu, ctx):
+    def run(buf):
+        assert ipc.open_stream(buf).read_all().num_rows > 0
+
+    # Per batch: its metadata read to the host (one copy, one sync) and four
+    # small copies of the first and last offsets of the string and list
+    # columns for the reader's cheap validation, which read_all does for
+    # every batch at once (one sync in all).
+    per = _per_batch(emu, ctx, lambda t: _stream(ctx, t), run, NAMES)
+    _check(per, syncs=1, d2h=5)
+
+    def one_by_one(buf):
+        assert sum(len(b) for b in ipc.open_stream(buf)) > 0
+
+    # Batch by batch, each batch's validation is one sync of its own.
+    per = _per_batch(emu, ctx, lambda t: _stream(ctx, t), one_by_one, NAMES)
+    _check(per, syncs=2, d2h=5)
+
+
+def test_reading_a_file_in_device_memory(emu, ctx):
+    def run(buf):
+        r = ipc.open_file(buf)
+        assert sum(len(r.get_batch(i)) for i in range(r.num_record_batches)) > 0
+
+    per = _per_batch(emu, ctx, lambda t: _file(ctx, t), run, NAMES)
+    _check(per, syncs=2, d2h=5)
+    per = _per_batch(emu, ctx, lambda t: _file(ctx, t), lambda buf: ipc.open_file(buf).read_all(), NAMES)
+    _check(per, syncs=1, d2h=5)
+
+
+def test_reading_files_by_path(emu, ctx, tmp_path):
+    def feather(table):
+        path = tmp_path / f"f{table.num_rows}.arrow"
+        ipc.write_feather(table, path, compression="uncompressed")
+        return path
+
+    def stream(table):
+        path = tmp_path / f"s{table.num_rows}.arrows"
+        with ipc.new_stream(path, table.schema) as w:
+            w.write_table(table)
+        return path
+
+    # Bodies come from the file: only the readers' validation reads the
+    # device, for every batch of a staging job at once.
+    per = _per_batch(emu, ctx, feather, lambda p: ipc.read_feather(p, context=ctx), NAMES)
+    _check(per, syncs=0, d2h=4)
+    per = _per_batch(emu, ctx, stream, lambda p: ipc.open_stream(p, context=ctx).read_all(), NAMES)
+    _check(per, syncs=0, d2h=4)
+
+
+def test_writing_batch_by_batch(emu, ctx, tmp_path):
+    def write_batches(table):
+        w = ipc.new_stream(ctx, table.schema)
+        for b in table.to_batches():
+            w.write_batch(b)
+        w.close()
+
+    # Each write lays its batch out: one batched read of its offsets.
+    per = _per_batch(emu, ctx, lambda t: t, write_batches, NAMES)
+    _check(per, syncs=1, d2h=5)
+
+
+def test_writing_tables(emu, ctx, tmp_path):
+    def write_table(table):
+        w = ipc.new_stream(ctx, table.schema)
+        w.write_table(table)
+        w.close()
+
+    # Every batch laid out together: no synchronization per batch.
+    per = _per_batch(emu, ctx, lambda t: t, write_table, NAMES)
+    _check(per, syncs=0, d2h=5)
+    per = _per_batch(
+        emu, ctx, lambda t: t, lambda t: ipc.write_feather(t, tmp_path / "w.arrow", compression="uncompressed"), NAMES
+    )
+    _check(per, syncs=0, d2h=5)
+
+
+def test_foreign_device_batches_are_written(ctx):
+    """An object with __arrow_c_device_array__ (not cuarrow's class) is
+    imported once and written."""
+
+    class Foreign:
+        def __init__(self, batch):
+            self._batch = batch
+            self.schema = batch.schema
+            self.num_columns = batch.num_columns
+
+        def __arrow_c_device_array__(self, requested_schema=None, **kwargs):
+            return self._batch.__arrow_c_device_array__(requested_schema, **kwargs)
+
+    table = _table(ctx, 2)
+    w = ipc.new_stream(ctx, table.schema)
+    for b in table.to_batches():
+        w.write_batch(Foreign(b))
+    got = ipc.open_stream(w.close()).read_all()
+    assert got.to_host().equals(table.to_host())
