@@ -309,8 +309,14 @@ def render_summary(meta: dict[str, Any], res: dict[str, Any]) -> str:
     else:
         out.append(
             f"Target (issue 15): DeviceTable throughput over {o['protocol']} >= {TARGET_UCX_D2D} x the raw "
-            f"device-to-device copy's: {v['ratio']:.3f} x ({v['measure']} medians): {met}."
+            f"device-to-device copy's: {v['ratio']:.3g} x ({v['measure']} medians): {met}."
         )
+        cp = res.get("cupy", {}).get("transfer")
+        if d2d and cp:
+            out.append(
+                f"The comm's own ceiling: a CuPy array of {fmt_size(res['cupy']['nbytes'])} moves at "
+                f"{d2d['median_s'] / cp['median_s']:.3g} x the raw copy's throughput."
+            )
     out.append(
         f"Table / NumPy array: {res['array_ratio']:.2f} x ({v['measure']} medians); task-time ratio: "
         f"{res['task_ratio']:.2f} x.  Data: {'checked, correct' if res['correct'] else '**WRONG**'}."
