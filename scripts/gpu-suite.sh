@@ -246,7 +246,8 @@ write_summary() {  # the summary of the steps run, to $out/summary.md and stdout
 # The wheel built on the CI-like machine (PYTHON=python3.12 scripts/wheel.sh:
 # a cp312-abi3 wheel; carry build/wheel/wheelhouse), installed with nothing
 # else into a fresh venv VENV that sees this machine's numpy and pyarrow
-# (--system-site-packages; no build tools, no registry).  Fails (a NOT RUN
+# (--system-site-packages and the packages of the python3 it was made from;
+# no build tools, no registry).  Fails (a NOT RUN
 # or FAIL line in the summary) when there is no wheel whose tags this Python
 # accepts, or it does not import.
 wheel_venv() {  # wheel_venv VENV
@@ -272,6 +273,12 @@ EOF
   rm -rf "$1"
   unset PYTHONPATH
   step wheel-venv python3 -m venv --system-site-packages "$1"
+  # This machine's python3 is itself a venv (/opt/torch/.venv), whose
+  # packages --system-site-packages does not reach (it reaches the base
+  # interpreter's): a .pth puts them behind the new venv's own site, so the
+  # wheel's cuarrow comes first and numpy, pyarrow, pytest are this machine's.
+  python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+    >"$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_machine_site.pth"
   step wheel-install "$1/bin/python" -m pip install --no-index --no-deps --ignore-installed "$whl"
   "$1/bin/python" -c "import cuarrow" >/dev/null 2>&1
 }

@@ -217,6 +217,37 @@ TEST(MemoryResource, DefaultIsTheIpcPoolWhereSupported) {
       << "the process-wide pool of the device";
 }
 
+TEST(MemoryResource, PoolsReportWhatTheyHoldAndTrimTheirCache) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  EXPECT_FALSE(std::make_shared<cuarrow::plain_device_resource>()->statistics().has_value());
+  if (!ctx.properties().memory_pools_supported) GTEST_SKIP() << "no memory pools on this device";
+  for (std::shared_ptr<cuarrow::device_memory_resource> r :
+       {ctx.memory_resource(),
+        std::shared_ptr<cuarrow::device_memory_resource>(std::make_shared<cuarrow::async_pool_resource>(ctx))}) {
+    SCOPED_TRACE(r->name());
+    ctx.synchronize();
+    const cuarrow::pool_statistics before = r->statistics().value();
+    {
+      cuarrow::buffer b = cuarrow::allocate_device(ctx, 3 << 20, {}, r);
+      ctx.synchronize();
+      const cuarrow::pool_statistics during = r->statistics().value();
+      EXPECT_GE(during.used_bytes, before.used_bytes + (3 << 20));
+      EXPECT_GE(during.reserved_bytes, during.used_bytes);
+    }
+    ctx.synchronize();
+    const cuarrow::pool_statistics after = r->statistics().value();
+    EXPECT_EQ(after.used_bytes, before.used_bytes) << "the buffer went back to the pool";
+    r->trim(0);
+    EXPECT_LE(r->statistics().value().reserved_bytes, after.reserved_bytes);
+    try {
+      r->trim(-1);
+      ADD_FAILURE() << "a negative keep_bytes was accepted";
+    } catch (const cuarrow::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("keep_bytes must be 0 or more, not -1"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(MemoryResource, EnvironmentChoosesTheDefaultResource) {
   cuarrow::context ctx = cuarrow::context::get(0);
   struct restore {

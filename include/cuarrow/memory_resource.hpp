@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cuarrow/context.hpp"
@@ -22,6 +23,13 @@
 #include "cuarrow/stream.hpp"
 
 namespace cuarrow {
+
+/// What a pooled resource holds: bytes of its allocations in use, and bytes
+/// it has from the driver (in use and cached for reuse).
+struct pool_statistics {
+  std::int64_t used_bytes = 0;
+  std::int64_t reserved_bytes = 0;
+};
 
 class CUARROW_EXPORT device_memory_resource {
  public:
@@ -40,6 +48,14 @@ class CUARROW_EXPORT device_memory_resource {
 
   /// A short name for messages and repr, e.g. "cuda_async_pool".
   virtual std::string name() const = 0;
+
+  /// Pooled resources: what the pool holds (cuMemPoolGetAttribute); nullopt
+  /// for others (the default).  Throws cuda_error.
+  virtual std::optional<pool_statistics> statistics() const { return std::nullopt; }
+  /// Pooled resources: return cached memory to the driver, keeping at most
+  /// `keep_bytes` (after the frees queued on streams have run).  Others:
+  /// nothing to do (the default).  Throws cuda_error.
+  virtual void trim(std::int64_t keep_bytes = 0) { (void)keep_bytes; }
 };
 
 /// cuMemAllocAsync / cuMemFreeAsync on the device's default memory pool.
@@ -57,9 +73,8 @@ class CUARROW_EXPORT async_pool_resource final : public device_memory_resource {
   /// waits for the context's work).
   void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
   std::string name() const override { return "cuda_async_pool"; }
-  /// Return cached memory to the driver, keeping at most `keep_bytes`.
-  /// Throws cuda_error.
-  void trim(std::int64_t keep_bytes = 0);
+  std::optional<pool_statistics> statistics() const override;
+  void trim(std::int64_t keep_bytes = 0) override;
 
  private:
   // No context member: the context holds its resource, and a resource
@@ -104,9 +119,8 @@ class CUARROW_EXPORT ipc_pool_resource final : public device_memory_resource {
   /// cuMemFreeAsync on `s`; when `s` was destroyed since, cuMemFree.
   void deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) noexcept override;
   std::string name() const override { return "cuda_ipc_pool"; }
-  /// Return cached memory to the driver, keeping at most `keep_bytes`.
-  /// Throws cuda_error.
-  void trim(std::int64_t keep_bytes = 0);
+  std::optional<pool_statistics> statistics() const override;
+  void trim(std::int64_t keep_bytes = 0) override;
 
   /// The driver's pool.
   CUmemoryPool native_handle() const noexcept { return pool_; }

@@ -103,6 +103,13 @@ class Context:
 
     def memory_resource_name(self) -> str: ...
 
+    def memory_pool_stats(self) -> tuple[int, int] | None:
+        """
+        (used bytes, reserved bytes) of the context's memory resource when it is a pool, else None.
+        """
+
+    def trim_memory_pool(self, keep_bytes: int) -> None: ...
+
     def enable_peer_access(self, peer: Context) -> bool: ...
 
     def __eq__(self, arg: Context, /) -> bool: ...

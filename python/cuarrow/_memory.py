@@ -229,6 +229,23 @@ class Context:
         """Bytes of device memory currently allocated through cuarrow on this context."""
         return self._ctx.bytes_allocated
 
+    def memory_pool_stats(self) -> dict[str, Any]:
+        """The context's device memory resource: ``resource`` (its name:
+        ``"cuda_ipc_pool"`` by default, ``"cuda_async_pool"``, ``"cuda_malloc"``;
+        see ``CUARROW_MEMORY_RESOURCE``), and for pools ``used_bytes`` (in
+        allocations) and ``reserved_bytes`` (held from the driver: in use and
+        cached for reuse; None for resources that are not pools)."""
+        stats = self._ctx.memory_pool_stats()
+        used, reserved = stats if stats is not None else (None, None)
+        return {"resource": self._ctx.memory_resource_name(), "used_bytes": used, "reserved_bytes": reserved}
+
+    def trim_memory_pool(self, keep_bytes: int = 0) -> None:
+        """Give the memory the pool caches back to the driver, keeping at most
+        `keep_bytes` (once the frees queued on streams have run).  The pool
+        keeps up to 1/16 of the device for reuse otherwise.  Nothing to do
+        for resources that are not pools."""
+        self._ctx.trim_memory_pool(_index(keep_bytes, "keep_bytes"))
+
     def transfer_stats(self) -> dict[str, Any]:
         """Data moved by copies issued in this context: bytes host-to-device,
         device-to-host and device-to-device, wall-clock seconds of the

@@ -1,11 +1,13 @@
 // Driver selection, devices, contexts, streams and events.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/tuple.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common.hpp"
 
@@ -246,6 +248,17 @@ void bind_context(nb::module_& m) {
           nb::arg("address"), release_gil())
       .def(
           "memory_resource_name", [](const cuarrow::context& c) { return c.memory_resource()->name(); }, release_gil())
+      .def(
+          "memory_pool_stats",
+          [](const cuarrow::context& c) -> std::optional<std::pair<std::int64_t, std::int64_t>> {
+            const std::optional<cuarrow::pool_statistics> st = c.memory_resource()->statistics();
+            if (!st) return std::nullopt;
+            return std::pair{st->used_bytes, st->reserved_bytes};
+          },
+          release_gil(), "(used bytes, reserved bytes) of the context's memory resource when it is a pool, else None.")
+      .def(
+          "trim_memory_pool", [](const cuarrow::context& c, std::int64_t keep) { c.memory_resource()->trim(keep); },
+          nb::arg("keep_bytes"), release_gil())
       .def("enable_peer_access", &cuarrow::context::enable_peer_access, nb::arg("peer"), release_gil())
       .def("__eq__", [](const cuarrow::context& a, const cuarrow::context& b) { return a == b; })
       .def("__hash__", [](const cuarrow::context& c) { return std::hash<const void*>()(c.handle()); });

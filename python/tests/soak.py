@@ -37,7 +37,7 @@ threads, each picking random operations:
 - ``transfer_options``: the staging pipeline's threshold and chunk changed
   while other threads copy;
 - ``errors``: deliberate misuse (out-of-range positions and slices, too
-  large copies, bad devices, exporting pool memory, non-Arrow input ...),
+  large copies, bad devices, opening a pool handle without its pool, non-Arrow input ...),
   each expecting its typed error.
 
 Pass criteria: no failed check, and the resources after warm-up equal
@@ -116,58 +116,6 @@ def _emulation_lib(cuda):
     lib.cuarrow_emu_primary_ctx_retain_count.argtypes = [ctypes.c_int]
     lib.cuarrow_emu_primary_ctx_retain_count.restype = ctypes.c_int
     return lib
-
-
-class DevicePools:
-    """The devices' default stream-ordered memory pools (where cuarrow's
-    copies allocate), read through the driver's own entry points (real or
-    emulated): bytes in use, bytes reserved, and trimming."""
-
-    USED_MEM_CURRENT = 7  # CU_MEMPOOL_ATTR_USED_MEM_CURRENT
-    RESERVED_MEM_CURRENT = 5  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
-
-    def __init__(self, path, ndev):
-        c = ctypes
-        lib = c.CDLL(path)
-        gpa = lib.cuGetProcAddress_v2
-        gpa.argtypes = [c.c_char_p, c.POINTER(c.c_void_p), c.c_int, c.c_uint64, c.POINTER(c.c_int)]
-        gpa.restype = c.c_int
-
-        def entry(name, *argtypes):
-            p, status = c.c_void_p(), c.c_int(0)
-            rc = gpa(name.encode(), c.byref(p), 12000, 0, c.byref(status))
-            if rc != 0 or not p.value:
-                raise OSError(f"cuGetProcAddress({name}) failed: {rc}")
-            return c.CFUNCTYPE(c.c_int, *argtypes)(p.value)
-
-        device_get = entry("cuDeviceGet", c.POINTER(c.c_int), c.c_int)
-        default_pool = entry("cuDeviceGetDefaultMemPool", c.POINTER(c.c_void_p), c.c_int)
-        self._get = entry("cuMemPoolGetAttribute", c.c_void_p, c.c_int, c.c_void_p)
-        self._trim = entry("cuMemPoolTrimTo", c.c_void_p, c.c_size_t)
-        self.pools = []
-        for d in range(ndev):
-            dev, pool = c.c_int(0), c.c_void_p()
-            if device_get(c.byref(dev), d) or default_pool(c.byref(pool), dev.value):
-                raise OSError(f"no default memory pool for device {d}")
-            self.pools.append(pool.value)
-
-    def _attr(self, d, attr):
-        v = ctypes.c_uint64(0)
-        rc = self._get(self.pools[d], attr, ctypes.byref(v))
-        if rc:
-            raise OSError(f"cuMemPoolGetAttribute({attr}) failed: {rc}")
-        return int(v.value)
-
-    def used(self, d):
-        return self._attr(d, self.USED_MEM_CURRENT)
-
-    def reserved(self, d):
-        return self._attr(d, self.RESERVED_MEM_CURRENT)
-
-    def trim(self, d):
-        rc = self._trim(self.pools[d], 0)
-        if rc:
-            raise OSError(f"cuMemPoolTrimTo failed: {rc}")
 
 
 def _ipc_open(cuda, ctxs, wire, device, opens, write):
@@ -283,11 +231,6 @@ class Soak:
         self.ndev = cuda.Context.get_num_devices()
         self.ctxs = [cuda.Context(d) for d in range(self.ndev)]
         self.emu = _emulation_lib(cuda)
-        try:
-            self.device_pools = DevicePools(cuda.driver_info()["path"], self.ndev)
-        except OSError as e:
-            self.device_pools = None
-            print(f"[soak] device memory pools not readable ({e}); not compared", file=sys.stderr)
         self.defaults = cuda.transfer_options()
         t = self.defaults["staging_threshold_bytes"]
         c = self.defaults["staging_chunk_bytes"]
@@ -437,15 +380,18 @@ class Soak:
             exact[f"device{d}.bytes_allocated"] = c.bytes_allocated
             if not self.emulated:
                 reported[f"device{d}.driver_used_bytes"] = c._ctx.properties["total_memory"] - c._ctx.free_memory()
-        if self.device_pools is not None:
-            for d in range(self.ndev):
-                exact[f"device{d}.pool_used_bytes"] = self.device_pools.used(d)
-                reserved = self.device_pools.reserved(d)
-                reported[f"device{d}.pool_reserved_bytes"] = reserved
-                reported[f"device{d}.pool_cached_bytes"] = reserved - exact[f"device{d}.pool_used_bytes"]
-                if trim:
-                    self.device_pools.trim(d)
-                    reported[f"device{d}.pool_reserved_bytes_after_trim"] = self.device_pools.reserved(d)
+        for d, c in enumerate(self.ctxs):
+            # The context's memory pool (cuarrow's IPC pool by default),
+            # as the library reports it.
+            pool = c.memory_pool_stats()
+            if pool["used_bytes"] is None:
+                continue
+            exact[f"device{d}.pool_used_bytes"] = pool["used_bytes"]
+            reported[f"device{d}.pool_reserved_bytes"] = pool["reserved_bytes"]
+            reported[f"device{d}.pool_cached_bytes"] = pool["reserved_bytes"] - pool["used_bytes"]
+            if trim:
+                c.trim_memory_pool()
+                reported[f"device{d}.pool_reserved_bytes_after_trim"] = c.memory_pool_stats()["reserved_bytes"]
         exact["pyarrow.total_allocated_bytes"] = pa.total_allocated_bytes()
         if trim:
             pa.default_memory_pool().release_unused()
@@ -931,7 +877,10 @@ def op_errors(s, rng, note):
         "index past end": (IndexError, lambda: dbuf[n]),
         "step slice": (IndexError, lambda: dbuf[::2]),
         "new_host_buffer on a missing device": (pa.ArrowInvalid, lambda: cuda.new_host_buffer(8, device=s.ndev + 3)),
-        "export_for_ipc of pool memory": (pa.ArrowInvalid, lambda: dbuf.export_for_ipc()),
+        "open_ipc_buffer of a pool handle without its pool": (
+            pa.ArrowInvalid,
+            lambda: ctx.open_ipc_buffer(cuda.IpcMemHandle.from_buffer(dbuf.export_for_ipc().serialize())),
+        ),
         "to_device of a NumPy array": (TypeError, lambda: cuda.to_device(np.arange(3))),
         "from_device of host data": (TypeError, lambda: cuda.from_device(pa.array([1, 2]))),
         "BufferWriter past end": (OSError, lambda: cuda.BufferWriter(dbuf).write(bytes(n + 1))),

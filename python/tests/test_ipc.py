@@ -210,6 +210,27 @@ def test_copies_open_in_another_process_through_the_pool(ctx, child_env):
     assert pooled.to_pybytes() == expected.tobytes()
 
 
+def test_memory_pool_stats_follow_allocations_and_trim(ctx):
+    ctx.synchronize()
+    before = ctx.memory_pool_stats()
+    assert before["resource"] == "cuda_ipc_pool"
+    buf = ctx.buffer_from_data(bytes(3 << 20))
+    ctx.synchronize()
+    during = ctx.memory_pool_stats()
+    assert during["used_bytes"] >= before["used_bytes"] + (3 << 20)
+    assert during["reserved_bytes"] >= during["used_bytes"]
+    del buf
+    ctx.synchronize()
+    after = ctx.memory_pool_stats()
+    assert after["used_bytes"] == before["used_bytes"]
+    ctx.trim_memory_pool()
+    assert ctx.memory_pool_stats()["reserved_bytes"] <= after["reserved_bytes"]
+    with pytest.raises(pa.ArrowInvalid, match="keep_bytes must be 0 or more, not -1"):
+        ctx.trim_memory_pool(-1)
+    with pytest.raises(TypeError, match="keep_bytes must be an integer"):
+        ctx.trim_memory_pool(1.5)
+
+
 @pytest.mark.parametrize(
     "resource, memory",
     [("cuda_ipc_pool", "pool"), ("cuda_async_pool", None), ("cuda_malloc", "legacy")],

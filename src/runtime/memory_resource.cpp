@@ -60,7 +60,21 @@ void pool_deallocate(std::uintptr_t address, std::int64_t bytes, stream_view s) 
   }
 }
 
+std::optional<pool_statistics> pool_stats(CUmemoryPool pool) {
+  const detail::driver_table& d = detail::driver();
+  if (d.cuMemPoolGetAttribute == nullptr) return std::nullopt;
+  cuuint64_t used = 0, reserved = 0;
+  detail::check(d.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used),
+                "cuMemPoolGetAttribute(USED_MEM_CURRENT)");
+  detail::check(d.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved),
+                "cuMemPoolGetAttribute(RESERVED_MEM_CURRENT)");
+  return pool_statistics{static_cast<std::int64_t>(used), static_cast<std::int64_t>(reserved)};
+}
+
 void pool_trim(CUmemoryPool pool, std::int64_t keep_bytes) {
+  if (keep_bytes < 0) {
+    throw invalid_argument("trim: keep_bytes must be 0 or more, not " + std::to_string(keep_bytes));
+  }
   const detail::driver_table& d = detail::driver();
   if (d.cuMemPoolTrimTo == nullptr) return;
   detail::check(d.cuMemPoolTrimTo(pool, static_cast<size_t>(keep_bytes)), "cuMemPoolTrimTo");
@@ -111,6 +125,8 @@ void async_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes,
 }
 
 void async_pool_resource::trim(std::int64_t keep_bytes) { pool_trim(pool_, keep_bytes); }
+
+std::optional<pool_statistics> async_pool_resource::statistics() const { return pool_stats(pool_); }
 
 ipc_pool_resource::ipc_pool_resource(const context& ctx) : device_(ctx.device_number()) {
   const detail::driver_table& d = detail::driver();
@@ -179,6 +195,8 @@ void ipc_pool_resource::deallocate(std::uintptr_t address, std::int64_t bytes, s
 }
 
 void ipc_pool_resource::trim(std::int64_t keep_bytes) { pool_trim(pool_, keep_bytes); }
+
+std::optional<pool_statistics> ipc_pool_resource::statistics() const { return pool_stats(pool_); }
 
 namespace detail {
 
