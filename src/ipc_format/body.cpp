@@ -730,7 +730,7 @@ arrow::record_batch read_record_batch(const record_batch_header& header, const s
 
 namespace detail {
 
-std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body> batches, const schema_message& schema,
+std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
                                                      const dictionary_memo& dictionaries) {
   const auto& fields = schema.schema.fields;
   auto name = [&](std::size_t i) { return ad::column_path(fields[i].name); };
@@ -738,20 +738,7 @@ std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body>
   out.reserve(batches.size());
   for (const batch_body& b : batches)
     out.push_back(load_batch(*b.header, schema, b.body, dictionaries, b.options, name));
-  return out;
-}
-
-void validate_record_batches(std::span<const arrow::record_batch> loaded, std::span<const batch_body> batches,
-                             const schema_message& schema) {
-  if (batches.empty()) return;
-  const auto& fields = schema.schema.fields;
-  validate_batches(loaded, batches.front().options, [&](std::size_t i) { return ad::column_path(fields[i].name); });
-}
-
-std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
-                                                     const dictionary_memo& dictionaries) {
-  std::vector<arrow::record_batch> out = load_record_batches(batches, schema, dictionaries);
-  validate_record_batches(out, batches, schema);
+  if (!batches.empty()) validate_batches(out, batches.front().options, name);
   return out;
 }
 

@@ -17,9 +17,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <exception>
-#include <functional>
-#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -257,30 +254,18 @@ struct file_source {
     return b;
   }
 
-  // The bodies of `requests` (whose headers are `headers`) read through ONE
-  // staging job, the batches built over their allocations on this thread
-  // while the job runs (host work: on the H200 about 75 us a batch of 17
-  // columns, which came after the job before), then validated together
-  // once it is done (one batched read of their offsets, one
-  // synchronization, for all of them).
-  std::vector<arrow::record_batch> read_and_build(std::span<const body_request> requests,
-                                                  std::span<const record_batch_header> headers,
-                                                  std::span<const framed_metadata> metas, const dictionary_memo& memo,
-                                                  stream_view s) {
+  // Batches of one staging job, built and validated together (one batched
+  // read of their offsets, one synchronization, for all of them).
+  std::vector<arrow::record_batch> build(std::span<const record_batch_header> headers, std::span<buffer> bodies,
+                                         std::span<const framed_metadata> metas, const dictionary_memo& memo,
+                                         stream_view s) {
+    const cuarrow::detail::timed t(timer(build_ns));
     std::vector<batch_body> items;
-    std::vector<arrow::record_batch> out;
-    (void)read_bodies(requests, s, [&](std::span<const buffer> bodies) {
-      const cuarrow::detail::timed t(timer(build_ns));
-      items.reserve(headers.size());
-      for (std::size_t k = 0; k < headers.size(); ++k) {
-        items.push_back({&headers[k], bodies[k], read_options_for(metas[k].metadata.version, s)});
-      }
-      out = load_record_batches(items, schema, memo);
-    });
-    {
-      const cuarrow::detail::timed t(timer(build_ns));
-      validate_record_batches(out, items, schema);
+    items.reserve(headers.size());
+    for (std::size_t k = 0; k < headers.size(); ++k) {
+      items.push_back({&headers[k], std::move(bodies[k]), read_options_for(metas[k].metadata.version, s)});
     }
+    std::vector<arrow::record_batch> out = read_record_batches(items, schema, memo);
     batches.fetch_add(static_cast<std::int64_t>(out.size()));
     return out;
   }
@@ -509,12 +494,7 @@ struct file_source {
   // describe its allocation (uncompressed, packed, 8-byte aligned).  Every
   // body is checked and planned before anything is allocated; a failure
   // releases every allocation and leaves the headers as they were.
-  // `while_staging` (optional): called on this thread with the bodies once
-  // they are allocated and the headers describe them, while the staging job
-  // runs on another; its exception is rethrown after the job ended (the
-  // job's own comes first: the data did not arrive).
-  std::vector<buffer> read_bodies(std::span<const body_request> requests, stream_view s,
-                                  const std::function<void(std::span<const buffer>)>& while_staging = nullptr) {
+  std::vector<buffer> read_bodies(std::span<const body_request> requests, stream_view s) {
     struct target {
       std::int64_t at = 0;
       std::int64_t size = 0;
@@ -632,33 +612,11 @@ struct file_source {
         first = false;
       }
     }
-    // The headers describe the device allocations from here on.
-    for (std::size_t q = 0; q < requests.size(); ++q) {
-      requests[q].header->buffers = std::move(plans[q].out);
-      requests[q].header->compression.reset();
-    }
     if (!pieces.empty()) {
-      auto stage = [&] {
-        scoped_context guard(ctx.handle());
-        const cuarrow::detail::timed t(timer(staging_ns));
-        cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads(), timer(dma_wait_ns));
-      };
-      if (while_staging) {
-        std::future<void> job = std::async(std::launch::async, stage);
-        std::exception_ptr built;
-        try {
-          while_staging(bodies);
-        } catch (...) {
-          built = std::current_exception();
-        }
-        job.get();  // waits for the job; its failure first
-        if (built) std::rethrow_exception(built);
-      } else {
-        stage();
-      }
+      scoped_context guard(ctx.handle());
+      const cuarrow::detail::timed t(timer(staging_ns));
+      cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads(), timer(dma_wait_ns));
       staging_jobs.fetch_add(1);
-    } else if (while_staging) {
-      while_staging(bodies);
     }
     if (any_gds && !any_staged) {
       last_path.store(read_path::gds);
@@ -666,6 +624,10 @@ struct file_source {
     } else {
       last_path.store(read_path::staging);
       set_reason(why_staging(any_compressed, all_empty));
+    }
+    for (std::size_t q = 0; q < requests.size(); ++q) {
+      requests[q].header->buffers = std::move(plans[q].out);
+      requests[q].header->compression.reset();
     }
     return bodies;
   }
@@ -796,7 +758,8 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
     const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
     requests.push_back({&headers[k], b.offset + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
   }
-  return st.read_and_build(requests, headers, metas, st.memo, s);
+  std::vector<buffer> bodies = st.read_bodies(requests, s);
+  return st.build(headers, bodies, metas, st.memo, s);
 }
 
 // ---- device_stream_reader ---------------------------------------------------------------
@@ -935,7 +898,8 @@ std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
     for (std::size_t k = 0; k < metas.size(); ++k) {
       requests.push_back({&headers[k], starts[k], metas[k].metadata.body_length, &names[k]});
     }
-    for (arrow::record_batch& b : st.read_and_build(requests, headers, metas, st.memo, s)) out.push_back(std::move(b));
+    std::vector<buffer> bodies = st.read_bodies(requests, s);
+    for (arrow::record_batch& b : st.build(headers, bodies, metas, st.memo, s)) out.push_back(std::move(b));
     st.position = at;
     if (ended) st.done = true;
   }

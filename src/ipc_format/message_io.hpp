@@ -89,13 +89,4 @@ struct batch_body {
 std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
                                                      const dictionary_memo& dictionaries);
 
-/// The two halves of read_record_batches, for a reader that builds the
-/// batches (host work only: the headers, the schema, the bodies'
-/// addresses; no device read) while their bodies are still being copied,
-/// then validates them once the copies are done.
-std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body> batches, const schema_message& schema,
-                                                     const dictionary_memo& dictionaries);
-void validate_record_batches(std::span<const arrow::record_batch> loaded, std::span<const batch_body> batches,
-                             const schema_message& schema);
-
 }  // namespace cuarrow::ipc::detail
