@@ -42,6 +42,7 @@
 #include <cuarrow/arrow/arrow.hpp>
 
 #include "arrow_data.hpp"
+#include "capsules.hpp"
 #include "common.hpp"
 
 namespace cuarrow_py {
@@ -51,100 +52,6 @@ namespace ca = cuarrow::arrow;
 namespace {
 
 using release_gil = nb::call_guard<nb::gil_scoped_release>;
-
-constexpr const char* kSchema = "arrow_schema";
-constexpr const char* kArray = "arrow_array";
-constexpr const char* kDeviceArray = "arrow_device_array";
-constexpr const char* kStream = "arrow_array_stream";
-constexpr const char* kDeviceStream = "arrow_device_array_stream";
-
-// ---- capsules -------------------------------------------------------------------
-
-template <class T>
-void release_struct(T* p) noexcept {
-  if constexpr (std::is_same_v<T, ArrowDeviceArray>) {
-    if (p->array.release != nullptr) p->array.release(&p->array);
-  } else {
-    if (p->release != nullptr) p->release(p);
-  }
-}
-
-template <class T>
-const char* capsule_name() {
-  if constexpr (std::is_same_v<T, ArrowSchema>) return kSchema;
-  if constexpr (std::is_same_v<T, ArrowArray>) return kArray;
-  if constexpr (std::is_same_v<T, ArrowDeviceArray>) return kDeviceArray;
-  if constexpr (std::is_same_v<T, ArrowArrayStream>) return kStream;
-  if constexpr (std::is_same_v<T, ArrowDeviceArrayStream>) return kDeviceStream;
-}
-
-template <class T>
-void capsule_destructor(PyObject* cap) noexcept {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  auto* p = static_cast<T*>(PyCapsule_GetPointer(cap, capsule_name<T>()));
-  if (p != nullptr) {
-    release_struct(p);
-    delete p;
-  }
-  PyErr_Clear();
-  PyErr_Restore(type, value, tb);
-}
-
-// A capsule owning a new, unfilled struct; fill it through `fill` (which
-// may throw: the capsule then holds a released struct and is dropped).
-template <class T, class Fill>
-nb::object make_capsule(Fill&& fill) {
-  auto owned = std::make_unique<T>();
-  std::memset(static_cast<void*>(owned.get()), 0, sizeof(T));
-  fill(owned.get());
-  PyObject* cap = PyCapsule_New(owned.get(), capsule_name<T>(), capsule_destructor<T>);
-  if (cap == nullptr) {
-    release_struct(owned.get());
-    throw nb::python_error();
-  }
-  owned.release();
-  return nb::steal(cap);
-}
-
-template <class T>
-bool is_released(const T* p) {
-  if constexpr (std::is_same_v<T, ArrowDeviceArray>) {
-    return p->array.release == nullptr;
-  } else {
-    return p->release == nullptr;
-  }
-}
-
-// The struct inside a capsule handed to us, checked: a PyCapsule, of the
-// expected name, with a non-null pointer to an unreleased struct.
-template <class T>
-T* capsule_struct(nb::handle obj, const char* what) {
-  const char* name = capsule_name<T>();
-  if (!PyCapsule_CheckExact(obj.ptr())) {
-    throw nb::type_error(
-        (std::string(what) + " must be a PyCapsule named \"" + name + "\", not " + nb::type_name(obj.type()).c_str())
-            .c_str());
-  }
-  const char* got = PyCapsule_GetName(obj.ptr());
-  if (got == nullptr) PyErr_Clear();
-  if (got == nullptr || std::strcmp(got, name) != 0) {
-    throw nb::type_error((std::string(what) + " must be a PyCapsule named \"" + name + "\", got one named " +
-                          (got == nullptr ? std::string("NULL") : "\"" + std::string(got) + "\""))
-                             .c_str());
-  }
-  auto* p = static_cast<T*>(PyCapsule_GetPointer(obj.ptr(), name));
-  if (p == nullptr) {
-    PyErr_Clear();
-    throw nb::value_error((std::string(what) + ": the \"" + name + "\" capsule holds a NULL pointer").c_str());
-  }
-  if (is_released(p)) {
-    throw ca::invalid_data(what, std::string("the ") + name +
-                                     " capsule's struct is released (release == NULL): it was already consumed; "
-                                     "PyCapsules of the Arrow C interfaces can be imported once");
-  }
-  return p;
-}
 
 ca::validation_level level_of(int v) {
   switch (v) {

@@ -39,6 +39,7 @@
 #include <cuarrow/ipc/stream.hpp>
 
 #include "arrow_data.hpp"
+#include "capsules.hpp"
 #include "common.hpp"
 
 namespace cuarrow_py {
@@ -50,31 +51,10 @@ namespace {
 namespace ca = cuarrow::arrow;
 namespace ci = cuarrow::ipc;
 
-constexpr const char* kSchema = "arrow_schema";
-
-// ---- schema capsules (the C Data interface) --------------------------------------------
-
-void free_schema(PyObject* cap) noexcept {
-  auto* p = static_cast<ArrowSchema*>(PyCapsule_GetPointer(cap, kSchema));
-  if (p == nullptr) {
-    PyErr_Clear();
-    return;
-  }
-  if (p->release != nullptr) p->release(p);
-  delete p;
-}
+// ---- schema capsules (the C Data interface; capsules.hpp) -----------------------------
 
 nb::object schema_capsule(const ca::schema& s) {
-  auto out = std::make_unique<ArrowSchema>();
-  std::memset(static_cast<void*>(out.get()), 0, sizeof(ArrowSchema));
-  ca::export_schema(s, out.get());
-  PyObject* cap = PyCapsule_New(out.get(), kSchema, free_schema);
-  if (cap == nullptr) {
-    if (out->release != nullptr) out->release(out.get());
-    throw nb::python_error();
-  }
-  out.release();
-  return nb::steal(cap);
+  return make_capsule<ArrowSchema>([&](ArrowSchema* out) { ca::export_schema(s, out); });
 }
 
 // Where a source's memory is: a batch read from it without any buffer
@@ -89,21 +69,7 @@ nb::object batch_handle(ca::record_batch b, const ca::placement& where) {
   return nb::cast(BatchData{std::move(b), where});
 }
 
-// The struct inside a capsule given to us (the facade makes them: checked
-// for name and release only).
-template <class T>
-T* struct_of(nb::handle cap, const char* name) {
-  if (!PyCapsule_CheckExact(cap.ptr()) || !PyCapsule_IsValid(cap.ptr(), name)) {
-    throw nb::type_error((std::string("expected a PyCapsule named \"") + name + "\"").c_str());
-  }
-  return static_cast<T*>(PyCapsule_GetPointer(cap.ptr(), name));
-}
-
-ca::schema schema_of(nb::handle cap) {
-  auto* s = struct_of<ArrowSchema>(cap, kSchema);
-  if (s->release == nullptr) throw nb::value_error("the schema capsule is released");
-  return ca::read_schema(*s);
-}
+ca::schema schema_of(nb::handle cap) { return ca::read_schema(*capsule_struct<ArrowSchema>(cap, "schema")); }
 
 // A list of BatchData, as the core's batches (copies of handles: a batch's
 // schema and its columns' buffer handles, no device memory).
