@@ -609,10 +609,10 @@ class IpcStreamReader:
 
     def __init__(self, source: Buffer, validation: int = 1) -> None: ...
 
-    def schema_capsule(self) -> object: ...
-
     def read_next(self) -> object:
         """The next batch as a BatchData, or None at the end of the stream."""
+
+    def schema_capsule(self) -> object: ...
 
     def read_next_with_metadata(self) -> object:
         """
@@ -699,21 +699,6 @@ class IpcPathStreamReader:
 
     def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
 
-    def schema_capsule(self) -> object: ...
-
-    def read_next_with_metadata(self) -> object:
-        """
-        (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
-        """
-
-    @property
-    def position(self) -> int: ...
-
-    def read_all(self) -> list:
-        """
-        The rest of the stream as BatchData, read through staging jobs of many batches.
-        """
-
     @property
     def bytes_read(self) -> int: ...
 
@@ -724,6 +709,21 @@ class IpcPathStreamReader:
 
     @property
     def read_path(self) -> str: ...
+
+    def schema_capsule(self) -> object: ...
+
+    def read_next_with_metadata(self) -> object:
+        """
+        (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
+        """
+
+    def read_all(self) -> list:
+        """
+        The rest of the stream as BatchData, read through staging jobs of many batches.
+        """
+
+    @property
+    def position(self) -> int: ...
 
 class IpcPathWriter:
     """

@@ -69,6 +69,13 @@ nb::object batch_handle(ca::record_batch b, const ca::placement& where) {
   return nb::cast(BatchData{std::move(b), where});
 }
 
+// Batches read from a source, as a list of the facade's handles.
+nb::list batch_handles(std::vector<ca::record_batch> batches, const ca::placement& where) {
+  nb::list out;
+  for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), where));
+  return out;
+}
+
 ca::schema schema_of(nb::handle cap) { return ca::read_schema(*capsule_struct<ArrowSchema>(cap, "schema")); }
 
 // A list of BatchData, as the core's batches (copies of handles: a batch's
@@ -246,6 +253,40 @@ void file_reader_methods(nb::class_<Reader>& c) {
       .def_prop_ro("footer_metadata", [](const Reader& self) { return pairs_of(self.r.footer().custom_metadata); });
 }
 
+// What the stream readers (of a buffer, of a path) share: the schema, the
+// next batch with its message's metadata, the rest of the stream, the
+// position; reads under the reader's lock with the GIL released.
+template <class Reader>
+void stream_reader_methods(nb::class_<Reader>& c, const char* read_all_doc) {
+  c.def("schema_capsule", [](const Reader& self) { return schema_capsule(self.r.schema().schema); })
+      .def(
+          "read_next_with_metadata",
+          [](Reader& self) -> nb::object {
+            std::optional<ci::batch_with_metadata> b;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              b = self.r.read_next_with_custom_metadata();
+            }
+            if (!b) return nb::none();
+            return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
+          },
+          "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+      .def(
+          "read_all",
+          [](Reader& self) {
+            std::vector<ca::record_batch> batches;
+            {
+              nb::gil_scoped_release g;
+              std::lock_guard lock(self.mu);
+              batches = self.r.read_all();
+            }
+            return batch_handles(std::move(batches), self.where);
+          },
+          read_all_doc)
+      .def_prop_ro("position", [](const Reader& self) { return self.r.position(); });
+}
+
 // A writer of a path (file_writer is neither copyable nor movable).
 struct PathWriter {
   std::unique_ptr<ci::file_writer> w;
@@ -388,7 +429,9 @@ void bind_ipc_format(nb::module_& m) {
       nb::arg("validation") = 1,
       "The record batch of a message under a schema, as a BatchData (buffers are slices of the body).");
 
-  nb::class_<StreamReader>(m, "IpcStreamReader", "An IPC stream held in a buffer (cuarrow::ipc::stream_reader).")
+  nb::class_<StreamReader> stream_reader(m, "IpcStreamReader",
+                                         "An IPC stream held in a buffer (cuarrow::ipc::stream_reader).");
+  stream_reader
       .def(
           "__init__",
           [](StreamReader* self, const Buffer& source, int validation) {
@@ -397,7 +440,6 @@ void bind_ipc_format(nb::module_& m) {
                 StreamReader{ci::stream_reader(source.buf, options_of(validation)), placement_of(source.buf), {}};
           },
           nb::arg("source"), nb::arg("validation") = 1)
-      .def("schema_capsule", [](const StreamReader& self) { return schema_capsule(self.r.schema().schema); })
       .def(
           "read_next",
           [](StreamReader& self) -> nb::object {
@@ -410,35 +452,9 @@ void bind_ipc_format(nb::module_& m) {
             if (!b) return nb::none();
             return batch_handle(std::move(*b), self.where);
           },
-          "The next batch as a BatchData, or None at the end of the stream.")
-      .def(
-          "read_next_with_metadata",
-          [](StreamReader& self) -> nb::object {
-            std::optional<ci::batch_with_metadata> b;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              b = self.r.read_next_with_custom_metadata();
-            }
-            if (!b) return nb::none();
-            return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
-          },
-          "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
-      .def(
-          "read_all",
-          [](StreamReader& self) {
-            std::vector<ca::record_batch> batches;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              batches = self.r.read_all();
-            }
-            nb::list out;
-            for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
-            return out;
-          },
-          "The rest of the stream as BatchData (the batches between dictionaries validated together).")
-      .def_prop_ro("position", [](const StreamReader& self) { return self.r.position(); });
+          "The next batch as a BatchData, or None at the end of the stream.");
+  stream_reader_methods(stream_reader,
+                        "The rest of the stream as BatchData (the batches between dictionaries validated together).");
 
   auto file_reader =
       nb::class_<FileReader>(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).")
@@ -457,9 +473,7 @@ void bind_ipc_format(nb::module_& m) {
                   nb::gil_scoped_release g;
                   batches = self.r.read_all();
                 }
-                nb::list out;
-                for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
-                return out;
+                return batch_handles(std::move(batches), self.where);
               },
               "Every batch as BatchData (validated together).");
   file_reader_methods(file_reader);
@@ -488,9 +502,7 @@ void bind_ipc_format(nb::module_& m) {
                   nb::gil_scoped_release g;
                   batches = self.r.read_batches(indices);
                 }
-                nb::list out;
-                for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
-                return out;
+                return batch_handles(std::move(batches), self.where);
               },
               nb::arg("indices"), "The batches `indices` names, read through one staging job, as BatchData.")
           .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
@@ -499,8 +511,9 @@ void bind_ipc_format(nb::module_& m) {
           .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
   file_reader_methods(path_file_reader);
 
-  nb::class_<PathStreamReader>(m, "IpcPathStreamReader",
-                               "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).")
+  nb::class_<PathStreamReader> path_stream_reader(
+      m, "IpcPathStreamReader", "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).");
+  path_stream_reader
       .def(
           "__init__",
           [](PathStreamReader* self, std::string path, const cuarrow::context& ctx, int validation,
@@ -513,39 +526,12 @@ void bind_ipc_format(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none(),
           nb::arg("collect_stats") = false)
-      .def("schema_capsule", [](const PathStreamReader& self) { return schema_capsule(self.r.schema().schema); })
-      .def(
-          "read_next_with_metadata",
-          [](PathStreamReader& self) -> nb::object {
-            std::optional<ci::batch_with_metadata> b;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              b = self.r.read_next_with_custom_metadata();
-            }
-            if (!b) return nb::none();
-            return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
-          },
-          "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
-      .def_prop_ro("position", [](PathStreamReader& self) { return self.r.position(); })
-      .def(
-          "read_all",
-          [](PathStreamReader& self) {
-            std::vector<ca::record_batch> batches;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              batches = self.r.read_all();
-            }
-            nb::list out;
-            for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), self.where));
-            return out;
-          },
-          "The rest of the stream as BatchData, read through staging jobs of many batches.")
       .def_prop_ro("bytes_read", [](PathStreamReader& self) { return self.r.bytes_read(); })
       .def(
           "stats", [](PathStreamReader& self) { return stats_of(self.r.stats()); }, kStatsDoc)
       .def_prop_ro("read_path", [](PathStreamReader& self) { return ci::to_string(self.r.last_read_path()); });
+  stream_reader_methods(path_stream_reader,
+                        "The rest of the stream as BatchData, read through staging jobs of many batches.");
 
   nb::class_<PathWriter> path_writer(
       m, "IpcPathWriter", "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.");
