@@ -3,6 +3,7 @@
 // another (tests of pool IPC).
 #pragma once
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -50,5 +51,25 @@ inline int receive_fd(int sock, std::vector<std::byte>* payload, std::size_t max
   std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
   return fd;
 }
+
+/// A connected Unix socket pair whose child end a child process inherits
+/// across exec (the parent's end is close-on-exec); both closed with it.
+struct socket_pair {
+  int parent = -1, child = -1;
+  socket_pair() {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+      parent = sv[0];
+      child = sv[1];
+      fcntl(parent, F_SETFD, FD_CLOEXEC);
+    }
+  }
+  ~socket_pair() {
+    if (parent >= 0) close(parent);
+    if (child >= 0) close(child);
+  }
+  socket_pair(const socket_pair&) = delete;
+  socket_pair& operator=(const socket_pair&) = delete;
+};
 
 }  // namespace cuarrow_test

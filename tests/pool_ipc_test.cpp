@@ -37,23 +37,6 @@ std::string expect_error(F&& f) {
   return {};
 }
 
-bool pools_supported() {
-  cuarrow::context ctx = cuarrow::context::get(0);
-  if (!ctx.properties().memory_pools_supported) return false;
-  try {
-    cuarrow::ipc_pool_resource probe(ctx);
-    return true;
-  } catch (const cuarrow::cuda_error& e) {
-    if (e.code() == CUDA_ERROR_NOT_SUPPORTED) return false;
-    throw;
-  }
-}
-
-#define REQUIRE_SHAREABLE_POOLS()                                                                    \
-  do {                                                                                               \
-    if (!pools_supported()) GTEST_SKIP() << "this device has no POSIX file-descriptor memory pools"; \
-  } while (0)
-
 // A buffer of an ipc_pool_resource holding `bytes`, written and synchronized.
 cuarrow::buffer pool_buffer(const cuarrow::context& ctx, const std::shared_ptr<cuarrow::device_memory_resource>& pool,
                             const std::vector<std::uint8_t>& bytes) {
@@ -90,22 +73,6 @@ received receive_pool(int sock) {
 
 // Rewrites the checksum of a version-2 handle after a test edited it.
 void reseal_v2(std::vector<std::byte>& wire) { cuarrow_test::reseal_checksum(wire, 112); }
-
-struct socket_pair {
-  int parent = -1, child = -1;  // the child's end is inherited across exec
-  socket_pair() {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
-      parent = sv[0];
-      child = sv[1];
-      fcntl(parent, F_SETFD, FD_CLOEXEC);
-    }
-  }
-  ~socket_pair() {
-    if (parent >= 0) close(parent);
-    if (child >= 0) close(child);
-  }
-};
 
 }  // namespace
 

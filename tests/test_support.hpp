@@ -100,4 +100,23 @@ inline void reseal_checksum(std::vector<std::byte>& wire, std::size_t at) {
   for (std::size_t i = 0; i < 8; ++i) wire[at + i] = static_cast<std::byte>((h >> (8 * i)) & 0xff);
 }
 
+/// Whether device 0 has stream-ordered pools with POSIX file-descriptor
+/// handles (the process-wide IPC pool can be had).
+inline bool pools_supported() {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  if (!ctx.properties().memory_pools_supported) return false;
+  try {
+    (void)cuarrow::ipc_pool_resource::shared_for(ctx);
+    return true;
+  } catch (const cuarrow::cuda_error& e) {
+    if (e.code() == CUDA_ERROR_NOT_SUPPORTED) return false;
+    throw;
+  }
+}
+
 }  // namespace cuarrow_test
+
+#define REQUIRE_SHAREABLE_POOLS()                                                                                  \
+  do {                                                                                                             \
+    if (!cuarrow_test::pools_supported()) GTEST_SKIP() << "this device has no POSIX file-descriptor memory pools"; \
+  } while (0)

@@ -42,6 +42,7 @@ using namespace cuarrow_arrow_test;  // NOLINT
 using cuarrow_test::child_result;
 using cuarrow_test::from_hex;
 using cuarrow_test::run_self;
+using cuarrow_test::socket_pair;
 using cuarrow_test::to_hex;
 namespace ipc = cuarrow::ipc;
 
@@ -122,42 +123,6 @@ std::vector<ipc::shared_object> share_case(const std::vector<item>& items, const
   }
   return out;
 }
-
-bool pools_supported() {
-  const cuarrow::context ctx = cuarrow::context::get(0);
-  if (!ctx.properties().memory_pools_supported) return false;
-  try {
-    (void)cuarrow::ipc_pool_resource::shared_for(ctx);
-    return true;
-  } catch (const cuarrow::cuda_error& e) {
-    if (e.code() == CUDA_ERROR_NOT_SUPPORTED) return false;
-    throw;
-  }
-}
-
-#define REQUIRE_SHAREABLE_POOLS()                                                                    \
-  do {                                                                                               \
-    if (!pools_supported()) GTEST_SKIP() << "this device has no POSIX file-descriptor memory pools"; \
-  } while (0)
-
-// A socketpair whose child end a child process inherits across exec.
-struct socket_pair {
-  int parent = -1, child = -1;
-  socket_pair() {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
-      parent = sv[0];
-      child = sv[1];
-      fcntl(parent, F_SETFD, FD_CLOEXEC);
-    }
-  }
-  ~socket_pair() {
-    if (parent >= 0) close(parent);
-    if (child >= 0) close(child);
-  }
-  socket_pair(const socket_pair&) = delete;
-  socket_pair& operator=(const socket_pair&) = delete;
-};
 
 // Sends the pool of `s` (its descriptor, its id as the payload).
 bool send_pool(int sock, const ipc::shared_object& s) {
