@@ -751,7 +751,10 @@ class IpcWriter:
     Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).
     """
 
-    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None) -> None: ...
+    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None, cuda_malloc: bool = False) -> None:
+        """
+        cuda_malloc: finish() allocates with cuMemAlloc (legacy CUDA IPC can export it) instead of the context's resource.
+        """
 
     def finish(self) -> Buffer:
         """The stream or file, one device allocation."""

@@ -114,7 +114,9 @@ class IpcMemHandle:
         descriptor is this process's, one per pool, open until the process
         ends: do not close it.  Raises ``ArrowInvalid`` for legacy handles
         (which open without a pool) and for handles another process made."""
-        return _pool_fd_of(lambda: _lib.export_ipc_pool(self._handle))[0]
+        if self.memory != "pool":  # the core says so, in its words, when asked
+            _lib.export_ipc_pool(self._handle)
+        return _pool_fd_of(int(self._handle.pool_id), lambda: _lib.export_ipc_pool(self._handle))[0]
 
     def __reduce__(self) -> Any:
         return (_ipc_handle_from_bytes, (self._handle.serialize(),))
@@ -130,18 +132,16 @@ _pool_fds: dict[int, int] = {}
 _pool_fds_lock = threading.Lock()
 
 
-def _pool_fd_of(export: Callable[[], Any]) -> tuple[int, int]:
-    """(fd, pool id) of a pool this process exports, from `export()` (which
-    gives a new descriptor and the pool's id, or None): one descriptor per
-    pool for the process, the extra ones closed."""
+def _pool_fd_of(pool_id: int, export: Callable[[], Any]) -> tuple[int, int]:
+    """(fd, pool id) of the pool `pool_id` this process exports: one
+    descriptor per pool for the process, exported by `export()` (a new
+    descriptor and the pool's id) the first time only."""
     with _pool_fds_lock:
-        exported = export()
-        if exported is None:
-            raise ValueError("this is legacy memory: it has no pool")
-        fd, pool_id = exported
-        if pool_id in _pool_fds:
-            os.close(fd)
-        else:
+        if pool_id not in _pool_fds:
+            fd, exported_id = export()
+            if exported_id != pool_id:  # not expected: the handle names its pool
+                os.close(fd)
+                raise ValueError(f"the pool exported is {exported_id:#x}, not {pool_id:#x}")
             _pool_fds[pool_id] = fd
         return _pool_fds[pool_id], pool_id
 

@@ -95,12 +95,18 @@ def _as_batches(obj: Any) -> tuple[pa.Schema, list[DeviceRecordBatch]]:
     return table.schema, table.to_batches()
 
 
-def _pack(obj: Any) -> tuple[str, int, CudaBuffer]:
-    """(kind, device number, the device bytes) of a device object."""
+def _pack(obj: Any, cuda_malloc: bool = False) -> tuple[str, int, CudaBuffer]:
+    """(kind, device number, the device bytes) of a device object; with
+    `cuda_malloc`, the bytes in cuMemAlloc memory (a copy of a CudaBuffer
+    that is not, or may not be)."""
     if isinstance(obj, CudaBuffer):
-        return "buffer", obj.context.device_number, obj
+        if not cuda_malloc:
+            return "buffer", obj.context.device_number, obj
+        frame = obj.context.new_buffer(obj.size)
+        frame.copy_from_device(obj)
+        return "buffer", obj.context.device_number, frame
     schema, batches = _as_batches(obj)
-    w = ipc.new_stream(obj.context, schema)
+    w = ipc.RecordBatchStreamWriter(obj.context, schema, _cuda_malloc=cuda_malloc)
     for b in batches:
         w.write_batch(b)
     return _KINDS[type(obj)], obj.device_id, w.getvalue()
@@ -195,7 +201,7 @@ class SharedDeviceObject:
         legacy memory.  Raises ``pyarrow.ArrowInvalid`` once released."""
         if self.memory != "pool":
             return None
-        return _exported_pool(self)[1]
+        return int(_lib.ipc_read_shared_descriptor(self.descriptor)[4])  # in the descriptor: nothing exported
 
     def pool_fd(self) -> int | None:
         """Pool memory: a file descriptor of the pool the importer needs,
@@ -248,7 +254,9 @@ def _exported_pool(shared: SharedDeviceObject) -> tuple[int, int]:
     """(fd, pool id) of the pool a pool share lies in, exported once per pool."""
     if shared.memory != "pool":
         raise ValueError("this share is in legacy memory: it has no pool")
-    return _pool_fd_of(shared._shared.export_pool)
+    pool_id = shared.pool_id
+    assert pool_id is not None  # pool memory
+    return _pool_fd_of(pool_id, shared._shared.export_pool)
 
 
 def _share_object(obj: Any, stream: Any = None, memory: str = "legacy") -> SharedDeviceObject:
@@ -389,14 +397,12 @@ def _host_deserialize(header: dict, frames: list) -> Any:
 
 
 def _device_serialize(obj: Any) -> tuple[dict, list]:
-    kind, device_id, buf = _pack(obj)
     # The frame in cuMemAlloc memory: UCX (1.21) moves that with cuda_ipc,
     # but takes stream-ordered pool memory (cuarrow's default resource) for
     # managed memory and copies it through host staging over TCP: 2.5 s
     # instead of milliseconds for 1 GiB on the H200 (docs/sharing.md).  The
-    # device-to-device copy costs about 0.5 ms per GiB there.
-    frame = buf.context.new_buffer(buf.size)
-    frame.copy_from_device(buf)
+    # writer packs straight into it.
+    kind, device_id, frame = _pack(obj, cuda_malloc=True)
     return {"cuarrow": kind, "device": device_id}, [frame]
 
 

@@ -687,7 +687,14 @@ class _Writer:
     _file = False
 
     def __init__(
-        self, sink: Any, schema: Any, *, options: Any = None, metadata: Any = None, compression_level: Any = None
+        self,
+        sink: Any,
+        schema: Any,
+        *,
+        options: Any = None,
+        metadata: Any = None,
+        compression_level: Any = None,
+        _cuda_malloc: bool = False,
     ) -> None:
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"schema must be a pyarrow.Schema, not {_type_name(schema)}")
@@ -715,7 +722,11 @@ class _Writer:
             )
         self._ctx = sink
         self._path = None
-        self._writer = _lib.IpcWriter(schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata))
+        # _cuda_malloc (cuarrow's own use: Dask's cuda frames): the result in
+        # cuMemAlloc memory, which UCX moves with cuda_ipc.
+        self._writer = _lib.IpcWriter(
+            schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata), cuda_malloc=_cuda_malloc
+        )
 
     @property
     def schema(self) -> pa.Schema:

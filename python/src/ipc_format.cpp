@@ -574,16 +574,19 @@ void bind_ipc_format(nb::module_& m) {
       .def(
           "__init__",
           [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, nb::handle footer_metadata,
-             cuarrow::stream_view s) {
+             cuarrow::stream_view s, bool cuda_malloc) {
             ca::schema sc = schema_of(schema_cap);
             new (self) Writer{
                 std::make_unique<ci::stream_writer>(
                     std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
-                    metadata_of(footer_metadata)),
+                    metadata_of(footer_metadata), ci::write_options{},
+                    cuda_malloc ? cuarrow::plain_device_resource::shared() : nullptr),
                 {}};
           },
           nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
-          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none())
+          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none(), nb::arg("cuda_malloc") = false,
+          "cuda_malloc: finish() allocates with cuMemAlloc (legacy CUDA IPC can export it) instead of the context's "
+          "resource.")
       .def(
           "finish",
           [](Writer& self) {

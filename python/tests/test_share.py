@@ -390,6 +390,8 @@ def test_dask_serialization_families(ctx, family):
         assert header["serializer"] == family
         if family == "cuda":
             assert len(frames) == 1 and hasattr(frames[0], "__cuda_array_interface__"), kind
+            # cuMemAlloc memory, which UCX moves with cuda_ipc (a legacy handle, not a pool one)
+            assert frames[0].export_for_ipc().memory == "legacy", kind
         back = deserialize(header, frames, deserializers=[family])
         assert type(back) is type(d) and back.to_host().equals(host), (family, kind)
 
