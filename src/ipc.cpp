@@ -4,7 +4,6 @@
 #include "buffer_factory.hpp"
 #include "ipc_handle_factory.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>

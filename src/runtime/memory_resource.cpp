@@ -9,7 +9,6 @@
 #include <random>
 #include <string>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "cuarrow/error.hpp"
