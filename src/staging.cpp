@@ -315,6 +315,34 @@ void fill_slot(const plan& p, const chunk_range& c, unsigned char* slot, bool st
   }
 }
 
+// The bytes of `captures` (sorted by device address) that land in
+// [device, device + n) copied from `host`, the bytes that go there.
+void capture_range(std::span<const staged_capture> captures, CUdeviceptr device, const unsigned char* host,
+                   std::size_t n) {
+  if (captures.empty() || n == 0) return;
+  const CUdeviceptr end = device + n;
+  // The first capture that may reach into the range (a capture is at most 8 bytes).
+  const CUdeviceptr from = device >= 8 ? device - 8 : 0;
+  auto it = std::lower_bound(captures.begin(), captures.end(), from,
+                             [](const staged_capture& c, CUdeviceptr v) { return c.device < v; });
+  for (; it != captures.end() && it->device < end; ++it) {
+    const CUdeviceptr lo = std::max(it->device, device);
+    const CUdeviceptr hi = std::min(it->device + static_cast<CUdeviceptr>(it->width), end);
+    if (lo >= hi) continue;
+    std::memcpy(it->out + (lo - it->device), host + (lo - device), static_cast<std::size_t>(hi - lo));
+  }
+}
+
+// capture_range of every segment of chunk `c`, filled into `slot`.
+void capture_chunk(std::span<const staged_capture> captures, const plan& p, const chunk_range& c,
+                   const unsigned char* slot) {
+  if (captures.empty()) return;
+  for (std::size_t g = c.first; g < c.end; ++g) {
+    const segment& seg = p.segments[g];
+    capture_range(captures, seg.device, slot + seg.slot_offset, seg.size);
+  }
+}
+
 // One staged job on the pool: the chunks are taken by the workers in turn.
 struct job {
   explicit job(std::size_t n) : chunks(n) {}
@@ -492,7 +520,7 @@ bool is_page_locked(const void* p) {
 }
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads,
-                           std::atomic<std::int64_t>* dma_wait_ns) {
+                           std::atomic<std::int64_t>* dma_wait_ns, std::span<const staged_capture> captures) {
   const std::size_t total = total_bytes(pieces);
   const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
   const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
@@ -511,6 +539,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
           auto* slot = static_cast<unsigned char*>(ws.slot[k]);
           const chunk_range& c = pl.chunks[i];
           fill_slot(pl, c, slot, streaming);
+          capture_chunk(captures, pl, c, slot);
           for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
             copy_host_to_device_async(device, slot + offset, n, s);
           });
@@ -530,6 +559,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
         fill_from_source(*piece.source, 0, scratch);
         from = scratch.data();
       }
+      capture_range(captures, piece.device, from, piece.size);
       copy_host_to_device_async(piece.device, from, piece.size, s);
     }
     synchronize_stream(s);

@@ -49,6 +49,17 @@ struct staged_piece {
   const piece_source* source = nullptr;  // host to device
 };
 
+/// A few bytes to take from the host side of a staged copy: the `width`
+/// (1 to 8) bytes that land at device address `device`, copied into `out`
+/// from the pinned staging slot just before the slot's DMA, so that they
+/// are the bytes the device gets (a reader checks them instead of reading
+/// the device back; reading the source again could see other bytes).
+struct staged_capture {
+  CUdeviceptr device = 0;
+  int width = 0;
+  unsigned char* out = nullptr;
+};
+
 /// Pageable host -> device for every piece, queued on `s` (in context
 /// `ctx`, which must be current) as ONE pipelined job: the pieces are packed
 /// into the pipeline's chunks, so many small buffers move as fast as one
@@ -58,9 +69,13 @@ struct staged_piece {
 /// staging_threads_to_device (the pipeline then pins two more slots for each
 /// extra worker and keeps them).  `dma_wait_ns`, when set, adds the
 /// nanoseconds the workers and the caller spend waiting for a slot's DMA
-/// (the host side waiting on the link; a reader's stats).
+/// (the host side waiting on the link; a reader's stats).  `captures`,
+/// sorted by device address: each one's bytes that lie inside a piece are
+/// written to its `out` (by the workers, before this returns); the caller
+/// asks only for bytes inside its pieces.
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0,
-                           std::atomic<std::int64_t>* dma_wait_ns = nullptr);
+                           std::atomic<std::int64_t>* dma_wait_ns = nullptr,
+                           std::span<const staged_capture> captures = {});
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 
 /// Host -> device for every piece, through ONE pinned block instead of the

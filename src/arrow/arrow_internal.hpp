@@ -157,6 +157,12 @@ inline std::optional<std::int64_t> layout_bytes(const buffer_spec& spec, std::in
 // Reads of ordinary host memory are direct and never pending.
 class probe_cache {
  public:
+  // A value to read: `width` bytes at byte `pos` of `buf`.
+  struct request {
+    buffer buf;
+    std::int64_t pos;
+    int width;
+  };
   // The value, if ordinary host memory or already fetched.
   std::optional<std::int64_t> get(const buffer& b, std::int64_t byte_pos, int width, bool is_signed) const;
   // get(), or queue the read and return nullopt.  The caller has checked
@@ -165,13 +171,16 @@ class probe_cache {
   std::size_t pending() const noexcept { return pending_.size(); }
   // Read every pending request in one batch on `s` (see above).
   void fetch(stream_view s);
+  // The pending requests, handed to a caller that reads them another way
+  // (the file reader takes them from the staging slots that fill the
+  // device) and supply()s what it read; the next pass asks again for any
+  // it does not supply.
+  std::vector<request> take_pending() { return std::exchange(pending_, {}); }
+  // The value of `r`, `raw` its little-endian bytes, read by the caller
+  // from the bytes the device got.
+  void supply(const request& r, std::uint64_t raw);
 
  private:
-  struct request {
-    buffer buf;
-    std::int64_t pos;
-    int width;
-  };
   std::vector<request> pending_;
   std::map<std::pair<std::uintptr_t, int>, std::uint64_t> values_;  // raw little-endian bytes
 };
@@ -224,6 +233,12 @@ bool host_check_reads(const data_type& t, buffer_role role, bool run_ends);
 // batch.  Each tree must live in one place (placement_of).
 void validate_roots(const std::vector<validation_root>& roots, validation_level level, bool check_utf8, stream_view s,
                     probe_cache& cache);
+
+// The first pass of validate_roots' cheap checks, reading nothing: what
+// they need from device memory is queued in `cache` (for a caller that can
+// read it more cheaply than fetch(), then supply()s it).  Throws
+// invalid_data for what the trees' shapes alone show wrong.
+void request_cheap_reads(const std::vector<validation_root>& roots, probe_cache& cache);
 
 // The value of the last offset of an offset-based array (binary, lists, map)
 // from the cache (or host memory), when known.

@@ -675,6 +675,10 @@ void validate_roots(const std::vector<validation_root>& roots, validation_level 
   full.finish();
 }
 
+void request_cheap_reads(const std::vector<validation_root>& roots, probe_cache& cache) {
+  for (const validation_root& r : roots) validator(cache, depth::cheap, false).run(*r.array, r.path);
+}
+
 bool host_check_reads(const data_type& t, buffer_role role, bool run_ends) {
   switch (role) {
     case buffer_role::data:    // utf8 is checked by full validation only

@@ -268,20 +268,31 @@ arrow::record_batch load_batch(const record_batch_header& h, const schema_messag
 // together: ONE probe cache, so that the offsets every batch's checks read
 // from the device travel in one batched copy and one synchronization
 // instead of one per batch.
+std::vector<ad::validation_root> roots_of(std::span<const arrow::record_batch> batches,
+                                          const std::function<std::string(std::size_t)>& column_name) {
+  std::vector<ad::validation_root> roots;
+  for (const arrow::record_batch& b : batches) {
+    for (std::size_t i = 0; i < b.columns.size(); ++i) roots.push_back({&b.columns[i], column_name(i)});
+  }
+  return roots;
+}
+
+// With the reads already in `cache` (supplied by the caller), if any.
 void validate_batches(std::span<const arrow::record_batch> batches, const read_options& opt,
-                      const std::function<std::string(std::size_t)>& column_name) {
+                      const std::function<std::string(std::size_t)>& column_name, ad::probe_cache& cache) {
   const arrow::validation_level level =
       opt.validation == arrow::validation_level::full ? arrow::validation_level::full : arrow::validation_level::cheap;
   try {
-    std::vector<ad::validation_root> roots;
-    for (const arrow::record_batch& b : batches) {
-      for (std::size_t i = 0; i < b.columns.size(); ++i) roots.push_back({&b.columns[i], column_name(i)});
-    }
-    ad::probe_cache cache;
-    ad::validate_roots(roots, level, opt.check_utf8, opt.stream, cache);
+    ad::validate_roots(roots_of(batches, column_name), level, opt.check_utf8, opt.stream, cache);
   } catch (const arrow::invalid_data& e) {
     throw invalid_message(e.path(), e.reason());
   }
+}
+
+void validate_batches(std::span<const arrow::record_batch> batches, const read_options& opt,
+                      const std::function<std::string(std::size_t)>& column_name) {
+  ad::probe_cache cache;
+  validate_batches(batches, opt, column_name, cache);
 }
 
 arrow::record_batch read_batch(const record_batch_header& h, const schema_message& schema, const buffer& body,
@@ -734,12 +745,37 @@ std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body>
                                                      const dictionary_memo& dictionaries) {
   const auto& fields = schema.schema.fields;
   auto name = [&](std::size_t i) { return ad::column_path(fields[i].name); };
+  std::vector<arrow::record_batch> out = load_record_batches(batches, schema, dictionaries);
+  if (!batches.empty()) validate_batches(out, batches.front().options, name);
+  return out;
+}
+
+std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body> batches, const schema_message& schema,
+                                                     const dictionary_memo& dictionaries) {
+  const auto& fields = schema.schema.fields;
+  auto name = [&](std::size_t i) { return ad::column_path(fields[i].name); };
   std::vector<arrow::record_batch> out;
   out.reserve(batches.size());
   for (const batch_body& b : batches)
     out.push_back(load_batch(*b.header, schema, b.body, dictionaries, b.options, name));
-  if (!batches.empty()) validate_batches(out, batches.front().options, name);
   return out;
+}
+
+void request_validation_reads(std::span<const arrow::record_batch> batches, const schema_message& schema,
+                              ad::probe_cache& cache) {
+  const auto& fields = schema.schema.fields;
+  try {
+    ad::request_cheap_reads(roots_of(batches, [&](std::size_t i) { return ad::column_path(fields[i].name); }), cache);
+  } catch (const arrow::invalid_data& e) {
+    throw invalid_message(e.path(), e.reason());
+  }
+}
+
+void validate_record_batches(std::span<const arrow::record_batch> batches, const read_options& options,
+                             const schema_message& schema, ad::probe_cache& cache) {
+  const auto& fields = schema.schema.fields;
+  validate_batches(
+      batches, options, [&](std::size_t i) { return ad::column_path(fields[i].name); }, cache);
 }
 
 std::vector<column_span> column_spans(const record_batch_header& h, const schema_message& schema, metadata_version v) {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <variant>
 
+#include "arrow/arrow_internal.hpp"
 #include "copy_sources.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/gds.hpp"
@@ -243,31 +244,6 @@ struct file_source {
     r.decompress_seconds = sec(decompress_ns);
     r.dma_wait_seconds = sec(dma_wait_ns);
     return r;
-  }
-
-  // A batch built over its body (read_record_batch's checks), counted and timed.
-  arrow::record_batch build(const record_batch_header& h, const schema_message& sm, const buffer& body,
-                            const dictionary_memo& memo, const read_options& o) {
-    const cuarrow::detail::timed t(timer(build_ns));
-    arrow::record_batch b = read_record_batch(h, sm, body, memo, o);
-    batches.fetch_add(1);
-    return b;
-  }
-
-  // Batches of one staging job, built and validated together (one batched
-  // read of their offsets, one synchronization, for all of them).
-  std::vector<arrow::record_batch> build(std::span<const record_batch_header> headers, std::span<buffer> bodies,
-                                         std::span<const framed_metadata> metas, const dictionary_memo& memo,
-                                         stream_view s) {
-    const cuarrow::detail::timed t(timer(build_ns));
-    std::vector<batch_body> items;
-    items.reserve(headers.size());
-    for (std::size_t k = 0; k < headers.size(); ++k) {
-      items.push_back({&headers[k], std::move(bodies[k]), read_options_for(metas[k].metadata.version, s)});
-    }
-    std::vector<arrow::record_batch> out = read_record_batches(items, schema, memo);
-    batches.fetch_add(static_cast<std::int64_t>(out.size()));
-    return out;
   }
 
   void set_reason(std::string r) {
@@ -494,7 +470,18 @@ struct file_source {
   // describe its allocation (uncompressed, packed, 8-byte aligned).  Every
   // body is checked and planned before anything is allocated; a failure
   // releases every allocation and leaves the headers as they were.
-  std::vector<buffer> read_bodies(std::span<const body_request> requests, stream_view s) {
+  // Bodies allocated (and those GPUDirect Storage read, read), the rest
+  // planned as one staging job; the headers' buffers already point into
+  // the bodies.
+  struct planned_bodies {
+    std::vector<buffer> bodies;
+    std::vector<staged_piece> pieces;
+    std::deque<piece_source> sources;    // stable addresses for the pieces
+    std::deque<decoded_buffer> decoded;  // likewise
+    bool any_gds = false, any_staged = false, any_compressed = false, all_empty = true;
+  };
+
+  planned_bodies plan_bodies(std::span<const body_request> requests, stream_view s) {
     struct target {
       std::int64_t at = 0;
       std::int64_t size = 0;
@@ -505,8 +492,9 @@ struct file_source {
       std::vector<body_range> out;
       std::vector<target> targets;
     };
-    std::deque<piece_source> sources;    // stable addresses for the pieces
-    std::deque<decoded_buffer> decoded;  // likewise
+    planned_bodies pb;
+    std::deque<piece_source>& sources = pb.sources;
+    std::deque<decoded_buffer>& decoded = pb.decoded;
     std::vector<planned> plans(requests.size());
     for (std::size_t q = 0; q < requests.size(); ++q) {
       const body_request& rq = requests[q];
@@ -569,10 +557,11 @@ struct file_source {
     }
 
     const stream_view sv = stream_for(s);
-    std::vector<buffer> bodies;
+    std::vector<buffer>& bodies = pb.bodies;
     bodies.reserve(requests.size());
-    std::vector<staged_piece> pieces;
-    bool any_gds = false, any_staged = false, any_compressed = false, all_empty = true;
+    std::vector<staged_piece>& pieces = pb.pieces;
+    bool &any_gds = pb.any_gds, &any_staged = pb.any_staged, &any_compressed = pb.any_compressed,
+         &all_empty = pb.all_empty;
     for (std::size_t q = 0; q < plans.size(); ++q) {
       const planned& pl = plans[q];
       const buffer& body = [&]() -> const buffer& {
@@ -612,24 +601,93 @@ struct file_source {
         first = false;
       }
     }
-    if (!pieces.empty()) {
-      scoped_context guard(ctx.handle());
-      const cuarrow::detail::timed t(timer(staging_ns));
-      cuarrow::detail::staged_host_to_device(ctx.handle(), pieces, sv.handle(), threads(), timer(dma_wait_ns));
-      staging_jobs.fetch_add(1);
-    }
-    if (any_gds && !any_staged) {
-      last_path.store(read_path::gds);
-      set_reason(gds_reason);
-    } else {
-      last_path.store(read_path::staging);
-      set_reason(why_staging(any_compressed, all_empty));
-    }
     for (std::size_t q = 0; q < requests.size(); ++q) {
       requests[q].header->buffers = std::move(plans[q].out);
       requests[q].header->compression.reset();
     }
-    return bodies;
+    return pb;
+  }
+
+  // The staging job of `pb`, `captures` taken on the way (staging.hpp).
+  void stage(const planned_bodies& pb, std::span<const cuarrow::detail::staged_capture> captures, stream_view s) {
+    if (!pb.pieces.empty()) {
+      scoped_context guard(ctx.handle());
+      const cuarrow::detail::timed t(timer(staging_ns));
+      cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
+                                             timer(dma_wait_ns), captures);
+      staging_jobs.fetch_add(1);
+    }
+    if (pb.any_gds && !pb.any_staged) {
+      last_path.store(read_path::gds);
+      set_reason(gds_reason);
+    } else {
+      last_path.store(read_path::staging);
+      set_reason(why_staging(pb.any_compressed, pb.all_empty));
+    }
+  }
+
+  std::vector<buffer> read_bodies(std::span<const body_request> requests, stream_view s) {
+    planned_bodies pb = plan_bodies(requests, s);
+    stage(pb, {}, s);
+    return std::move(pb.bodies);
+  }
+
+  // Record batches read into device memory and validated, their bodies
+  // through ONE staging job.  The batches are built over the allocations
+  // first (nothing read); the offsets their cheap validation checks are
+  // taken from the staging slots on their way to the device, so that the
+  // checks read no device memory and see the very bytes the device got
+  // (reading them from the file again could see other bytes, in a file
+  // changed meanwhile).  What the slots did not carry (bodies GPUDirect
+  // Storage read) is read from the device as before.
+  std::vector<arrow::record_batch> read_batches(std::span<const body_request> requests,
+                                                std::span<const framed_metadata> metas, const dictionary_memo& memo,
+                                                stream_view s) {
+    planned_bodies pb = plan_bodies(requests, s);
+    std::vector<batch_body> items;
+    items.reserve(requests.size());
+    for (std::size_t k = 0; k < requests.size(); ++k) {
+      items.push_back({requests[k].header, pb.bodies[k], read_options_for(metas[k].metadata.version, s)});
+    }
+    arrow::detail::probe_cache cache;
+    std::vector<arrow::record_batch> out;
+    {
+      const cuarrow::detail::timed t(timer(build_ns));
+      out = load_record_batches(items, schema, memo);
+      request_validation_reads(out, schema, cache);
+    }
+    std::vector<arrow::detail::probe_cache::request> reads = cache.take_pending();
+    std::vector<std::uint64_t> raw(reads.size(), 0);
+    std::vector<std::size_t> taken;  // the reads the staging job carries
+    std::vector<cuarrow::detail::staged_capture> captures;
+    {
+      // The pieces' device ranges, in address order, to find each read in.
+      std::vector<std::pair<CUdeviceptr, CUdeviceptr>> ranges;
+      ranges.reserve(pb.pieces.size());
+      for (const staged_piece& p : pb.pieces) ranges.emplace_back(p.device, p.device + p.size);
+      std::sort(ranges.begin(), ranges.end());
+      for (std::size_t k = 0; k < reads.size(); ++k) {
+        const auto& r = reads[k];
+        if (r.buf.type() != device_type::cuda) continue;
+        const CUdeviceptr at = static_cast<CUdeviceptr>(r.buf.address() + static_cast<std::uintptr_t>(r.pos));
+        auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(at, ~CUdeviceptr{0}));
+        if (it == ranges.begin()) continue;
+        --it;
+        if (at < it->first || at + static_cast<CUdeviceptr>(r.width) > it->second) continue;
+        taken.push_back(k);
+        captures.push_back({at, r.width, reinterpret_cast<unsigned char*>(&raw[k])});
+      }
+      std::sort(captures.begin(), captures.end(),
+                [](const cuarrow::detail::staged_capture& a, const cuarrow::detail::staged_capture& b) {
+                  return a.device < b.device;
+                });
+    }
+    stage(pb, captures, s);
+    const cuarrow::detail::timed t(timer(build_ns));
+    for (const std::size_t k : taken) cache.supply(reads[k], raw[k]);
+    if (!items.empty()) validate_record_batches(out, items.front().options, schema, cache);
+    batches.fetch_add(static_cast<std::int64_t>(out.size()));
+    return out;
   }
 
   buffer read_body(record_batch_header& h, std::int64_t body_start, std::int64_t body_length, stream_view s,
@@ -720,9 +778,9 @@ batch_with_metadata device_file_reader::read_batch_with_custom_metadata(int i, s
   const std::string w = "file record batch block " + std::to_string(i);
   detail::framed_metadata m = st.block(b, w, message_kind::record_batch);
   record_batch_header h = st.projected(std::get<record_batch_header>(m.metadata.header), m.metadata.version);
-  const buffer body = st.read_body(h, b.offset + m.metadata_size, m.metadata.body_length, s, w);
-  return {st.build(h, st.schema, body, st.memo, st.read_options_for(m.metadata.version, s)),
-          std::move(m.metadata.custom_metadata)};
+  const detail::body_request rq{&h, b.offset + m.metadata_size, m.metadata.body_length, &w};
+  arrow::record_batch batch = std::move(st.read_batches({&rq, 1}, {&m, 1}, st.memo, s).front());
+  return {std::move(batch), std::move(m.metadata.custom_metadata)};
 }
 
 std::vector<arrow::record_batch> device_file_reader::read_all(stream_view s) const {
@@ -758,8 +816,7 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
     const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
     requests.push_back({&headers[k], b.offset + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
   }
-  std::vector<buffer> bodies = st.read_bodies(requests, s);
-  return st.build(headers, bodies, metas, st.memo, s);
+  return st.read_batches(requests, metas, st.memo, s);
 }
 
 // ---- device_stream_reader ---------------------------------------------------------------
@@ -827,9 +884,9 @@ std::optional<batch_with_metadata> device_stream_reader::read_next_with_custom_m
       }
       case message_kind::record_batch: {
         record_batch_header h = st.projected(std::get<record_batch_header>(m->metadata.header), m->metadata.version);
-        const buffer body = st.read_body(h, body_start, m->metadata.body_length, s, w);
-        batch_with_metadata out{st.build(h, st.schema, body, st.memo, st.read_options_for(m->metadata.version, s)),
-                                std::move(m->metadata.custom_metadata)};
+        const detail::body_request rq{&h, body_start, m->metadata.body_length, &w};
+        arrow::record_batch batch = std::move(st.read_batches({&rq, 1}, {&*m, 1}, st.memo, s).front());
+        batch_with_metadata out{std::move(batch), std::move(m->metadata.custom_metadata)};
         st.position = body_start + m->metadata.body_length;
         return out;
       }
@@ -898,8 +955,7 @@ std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
     for (std::size_t k = 0; k < metas.size(); ++k) {
       requests.push_back({&headers[k], starts[k], metas[k].metadata.body_length, &names[k]});
     }
-    std::vector<buffer> bodies = st.read_bodies(requests, s);
-    for (arrow::record_batch& b : st.build(headers, bodies, metas, st.memo, s)) out.push_back(std::move(b));
+    for (arrow::record_batch& b : st.read_batches(requests, metas, st.memo, s)) out.push_back(std::move(b));
     st.position = at;
     if (ended) st.done = true;
   }

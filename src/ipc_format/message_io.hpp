@@ -15,6 +15,10 @@
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
 
+namespace cuarrow::arrow::detail {
+class probe_cache;
+}
+
 namespace cuarrow::ipc::detail {
 
 /// "RecordBatch", "Schema", ... (Message.fbs names).
@@ -88,5 +92,19 @@ struct batch_body {
 /// all of them) at the first item's validation level, on its stream.
 std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
                                                      const dictionary_memo& dictionaries);
+
+/// read_record_batches in three steps, for a reader that fills the bodies
+/// itself and can see the bytes on their way (the file readers, through
+/// staging): the batches built over the bodies, reading nothing of them;
+/// the reads of device memory their cheap validation needs, queued in
+/// `cache` (throws invalid_message for what the metadata alone shows
+/// wrong); once the bodies are filled, and the caller has supply()d what
+/// it could of those reads, the validation at the first item's level.
+std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body> batches, const schema_message& schema,
+                                                     const dictionary_memo& dictionaries);
+void request_validation_reads(std::span<const arrow::record_batch> batches, const schema_message& schema,
+                              arrow::detail::probe_cache& cache);
+void validate_record_batches(std::span<const arrow::record_batch> batches, const read_options& options,
+                             const schema_message& schema, arrow::detail::probe_cache& cache);
 
 }  // namespace cuarrow::ipc::detail

@@ -26,6 +26,7 @@
 #include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/metadata.hpp"
 #include "cuarrow/ipc/stream.hpp"
+#include "fault_api.hpp"
 #include "test_data.hpp"
 
 namespace cuarrow_ipc_file_test {
@@ -521,6 +522,68 @@ TEST_F(IpcFileManyBatches, ReadAllEqualsThePerBatchReads) {
       }
     }
   }
+}
+
+// The offsets the cheap validation checks are taken from the staging slots
+// on their way to the device (the bytes the device got), not read back
+// from the device: a good file reads without a device-to-host copy (the
+// emulation counts them), and a file whose offsets lie, in any batch and
+// with chunks that cut buffers, is refused naming the column, by read_all,
+// read_batch and a stream's read_all alike.
+TEST_F(IpcFileManyBatches, OffsetsAreCheckedAsTheyPassThroughStaging) {
+  const std::vector<record_batch> batches = many_batches(12, false, 11);
+  const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, std::nullopt);
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  auto device_reads = [&] {
+    return f.calls("cuMemcpyDtoHAsync") + f.calls("cuMemcpyAsync") + f.calls("cuMemcpyBatchAsync");
+  };
+  {
+    const std::string path = write("good.arrow", good);
+    ipc::device_file_reader r(path, ctx());
+    ctx().synchronize();
+    if (f.available()) f.reset_calls();
+    const std::vector<record_batch> all = r.read_all();
+    const std::size_t reads = f.available() ? device_reads() : 0;
+    ASSERT_EQ(all.size(), batches.size());
+    for (std::size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(same_values(batches[i], all[i])) << i;
+    EXPECT_EQ(reads, 0U) << "validation read the device back";
+  }
+  // The last offset of column "s" (utf8) of batch 7 made larger than its data.
+  const ipc::file_footer footer = ipc::read_file_footer(good);
+  const ipc::file_block& b = footer.record_batches[7];
+  const std::span<const std::byte> at(good.data() + b.offset, static_cast<std::size_t>(b.metadata_length));
+  const ipc::message_metadata m = ipc::read_message_metadata(ipc::read_encapsulated_metadata(at).flatbuffer);
+  const auto& h = std::get<ipc::record_batch_header>(m.header);
+  // Buffers: i (validity, values), s (validity, offsets, data), ...
+  const ipc::body_range offsets = h.buffers[3];
+  ASSERT_GT(h.length, 0);
+  std::vector<std::byte> bad = good;
+  const std::size_t last = static_cast<std::size_t>(b.offset + b.metadata_length + offsets.offset + h.length * 4);
+  const std::int32_t lie = std::int32_t{1} << 30;
+  std::memcpy(bad.data() + last, &lie, sizeof lie);
+  const std::string bad_path = write("bad.arrow", bad);
+  auto expect_refused = [](auto&& read) {
+    try {
+      read();
+      ADD_FAILURE() << "a lying offset was read";
+    } catch (const ipc::invalid_message& e) {
+      EXPECT_NE(std::string(e.what()).find("\"s\""), std::string::npos) << e.what();
+    }
+  };
+  ipc::device_file_reader r(bad_path, ctx());
+  expect_refused([&] { (void)r.read_all(); });
+  expect_refused([&] { (void)r.read_batch(7); });
+  EXPECT_TRUE(same_values(batches[6], r.read_batch(6))) << "the reader stays usable";
+  // The same bytes as a stream (the file's messages after its magic).
+  const ipc::file_block& first = footer.record_batches[0];
+  std::vector<std::byte> stream(bad.begin() + 8, bad.begin() + static_cast<std::ptrdiff_t>(first.offset));
+  for (const ipc::file_block& k : footer.record_batches) {
+    stream.insert(stream.end(), bad.begin() + k.offset, bad.begin() + k.offset + k.metadata_length + k.body_length);
+  }
+  const std::vector<std::byte> eos = ipc::end_of_stream_marker();
+  stream.insert(stream.end(), eos.begin(), eos.end());
+  ipc::device_stream_reader sr(write("bad.arrows", stream), ctx());
+  expect_refused([&] { (void)sr.read_all(); });
 }
 
 TEST_F(IpcFileManyBatches, StatsCountAndTimeThePhasesWhenAsked) {
