@@ -2,8 +2,12 @@
 distinct offsets against memcpy into a shared mapping (after ftruncate, or
 posix_fallocate).  Evidence for the Feather writer's design (issue 14's
 write target): whether writing one file in parallel scales on a file system.
+With --cuarrow, instead: cuarrow's ipc.write_feather of a device table of
+that size, one child process per CUARROW_STAGING_THREADS value (the
+writer's pwrite threads), to see where the writer stands against the file's
+own ceiling.
 
-    python3 bench/write_scaling_probe.py [DIR] [--gib N]
+    python3 bench/write_scaling_probe.py [DIR] [--gib N] [--cuarrow]
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -57,11 +63,45 @@ def by_mapping(path: str, n: int, threads: int, data: np.ndarray, fallocate: boo
     return n / dt / 1e9
 
 
+_WRITER = """
+import os, sys, time
+import numpy as np, pyarrow as pa
+from cuarrow import cuda, ipc
+n, path = int(sys.argv[1]), sys.argv[2]
+cols = 16
+rows = n // (8 * cols)
+t = pa.table({f"c{i}": np.arange(i, i + rows, dtype=np.int64) for i in range(cols)})
+dt = cuda.to_device(pa.Table.from_batches(t.to_batches(max_chunksize=1 << 16)))
+best = []
+for _ in range(3):
+    t0 = time.perf_counter()
+    ipc.write_feather(dt, path, compression="uncompressed")
+    best.append(time.perf_counter() - t0)
+    os.remove(path)
+print(f"{rows * cols * 8 / min(best) / 1e9:.2f}")
+"""
+
+
+def by_cuarrow(path: str, n: int, threads: int) -> str:
+    env = dict(os.environ, CUARROW_STAGING_THREADS=str(threads))
+    r = subprocess.run([sys.executable, "-c", _WRITER, str(n), path], env=env, capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else f"failed: {r.stderr.strip().splitlines()[-1:]}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", nargs="?", default="/tmp")
     ap.add_argument("--gib", type=float, default=2.0)
+    ap.add_argument("--cuarrow", action="store_true", help="cuarrow's write_feather by writer thread count")
     a = ap.parse_args()
+    if a.cuarrow:
+        n = int(a.gib * (1 << 30))
+        path = os.path.join(a.dir, "cuarrow-write-probe.arrow")
+        print(f"cuarrow ipc.write_feather of a {a.gib} GiB device table (16 int64 columns, 64 Ki-row batches) into {a.dir}")
+        print("CUARROW_STAGING_THREADS  GB/s (best of 3)")
+        for t in (1, 2, 4, 8, 12):
+            print(f"{t:23d}  {by_cuarrow(path, n, t)}", flush=True)
+        return
     n = int(a.gib * (1 << 30)) // CHUNK * CHUNK
     data = np.frombuffer(os.urandom(CHUNK), dtype=np.uint8)
     path = os.path.join(a.dir, "cuarrow-write-probe.bin")

@@ -75,6 +75,23 @@ void collect_placement(const array_data& a, const std::string& path, std::option
   if (a.dictionary) collect_placement(*a.dictionary, detail::dictionary_path(path), found, found_at);
 }
 
+// collect_placement without the paths: false at the first buffer that
+// lives elsewhere than those before it (then collect_placement says where).
+// Every batch read or moved asks this of each column; the paths cost
+// string allocations per buffer.
+bool one_placement(const array_data& a, std::optional<placement>& found) {
+  for (const buffer& b : a.buffers) {
+    if (b.size() == 0) continue;
+    const placement p = placement::of(b.type(), b.device_id());
+    if (!found) found = p;
+    else if (!(*found == p)) return false;
+  }
+  for (const array_data& c : a.children) {
+    if (!one_placement(c, found)) return false;
+  }
+  return !a.dictionary || one_placement(*a.dictionary, found);
+}
+
 const context* find_context(const array_data& a) {
   for (const buffer& b : a.buffers) {
     if (b.size() > 0 && b.get_context()) return &*b.get_context();
@@ -100,8 +117,10 @@ placement placement_of(const array_data& array) { return placement_of(array, pla
 
 placement placement_of(const array_data& array, const placement& if_no_buffers) {
   std::optional<placement> found;
+  if (one_placement(array, found)) return found.value_or(if_no_buffers);
+  found.reset();
   std::string found_at;
-  collect_placement(array, "array", found, found_at);
+  collect_placement(array, "array", found, found_at);  // throws, naming the buffers
   return found.value_or(if_no_buffers);
 }
 

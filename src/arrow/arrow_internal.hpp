@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <cstring>
-#include <map>
+#include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -175,14 +177,24 @@ class probe_cache {
   // (the file reader takes them from the staging slots that fill the
   // device) and supply()s what it read; the next pass asks again for any
   // it does not supply.
-  std::vector<request> take_pending() { return std::exchange(pending_, {}); }
+  std::vector<request> take_pending() {
+    pending_keys_.clear();
+    return std::exchange(pending_, {});
+  }
   // The value of `r`, `raw` its little-endian bytes, read by the caller
   // from the bytes the device got.
   void supply(const request& r, std::uint64_t raw);
 
  private:
+  // (address, width): what a request or a value is known by.
+  struct key_hash {
+    std::size_t operator()(const std::pair<std::uintptr_t, int>& k) const noexcept {
+      return std::hash<std::uintptr_t>()(k.first * 8 + static_cast<std::uintptr_t>(k.second));
+    }
+  };
   std::vector<request> pending_;
-  std::map<std::pair<std::uintptr_t, int>, std::uint64_t> values_;  // raw little-endian bytes
+  std::unordered_set<std::pair<std::uintptr_t, int>, key_hash> pending_keys_;           // pending_'s keys
+  std::unordered_map<std::pair<std::uintptr_t, int>, std::uint64_t, key_hash> values_;  // raw little-endian bytes
 };
 
 // The primary context to work on data of device `device_id` in (a

@@ -41,12 +41,9 @@ std::optional<std::int64_t> probe_cache::get(const buffer& b, std::int64_t byte_
 std::optional<std::int64_t> probe_cache::get_or_request(const buffer& b, std::int64_t byte_pos, int width,
                                                         bool is_signed) {
   if (auto v = get(b, byte_pos, width, is_signed)) return v;
-  for (const request& r : pending_) {
-    if (r.buf.address() + static_cast<std::uintptr_t>(r.pos) == b.address() + static_cast<std::uintptr_t>(byte_pos) &&
-        r.width == width) {
-      return std::nullopt;
-    }
-  }
+  // Each value is read once however often it is asked for (a hash set: a
+  // file of 226 batches asks for ~2,700).
+  if (!pending_keys_.insert({b.address() + static_cast<std::uintptr_t>(byte_pos), width}).second) return std::nullopt;
   pending_.push_back(request{b, byte_pos, width});
   return std::nullopt;
 }
@@ -76,8 +73,7 @@ stream_view stream_for_device(stream_view s, int device) {
 
 void probe_cache::fetch(stream_view s) {
   if (pending_.empty()) return;
-  std::vector<request> todo;
-  todo.swap(pending_);
+  std::vector<request> todo = take_pending();
   std::vector<std::uint64_t> scratch(todo.size(), 0);
   // Device values land in PINNED scratch (from the result pool) where it can
   // be had: a device-to-host copy into pageable memory returns only once it
