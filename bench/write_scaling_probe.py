@@ -97,7 +97,8 @@ def main() -> None:
     if a.cuarrow:
         n = int(a.gib * (1 << 30))
         path = os.path.join(a.dir, "cuarrow-write-probe.arrow")
-        print(f"cuarrow ipc.write_feather of a {a.gib} GiB device table (16 int64 columns, 64 Ki-row batches) into {a.dir}")
+        table = f"a {a.gib} GiB device table (16 int64 columns, 64 Ki-row batches)"
+        print(f"cuarrow ipc.write_feather of {table} into {a.dir}")
         print("CUARROW_STAGING_THREADS  GB/s (best of 3)")
         for t in (1, 2, 4, 8, 12):
             print(f"{t:23d}  {by_cuarrow(path, n, t)}", flush=True)
