@@ -30,6 +30,7 @@ import pyarrow as pa
 from cuarrow import _cuarrow as _lib
 from cuarrow._arrays import DeviceRecordBatch, DeviceTable, _refuse_cast
 from cuarrow._convert import from_device, to_device
+from cuarrow._device import CUDA as _CUDA
 from cuarrow._io import BufferReader
 from cuarrow._memory import Context, CudaBuffer
 
@@ -386,6 +387,8 @@ class _Reader:
             indices = None if columns is None else _column_indices(names(path, ctx), columns, path)
             self._source: CudaBuffer | None = None
             self._reader: Any = path_reader(path, ctx._ctx, 1, indices, bool(collect_stats))
+            # Every batch read by path lies in device memory of `ctx`.
+            self._where: tuple[int, int] | None = (_CUDA, ctx.device_number)
         else:
             if columns is not None:
                 raise NotImplementedError(
@@ -394,6 +397,7 @@ class _Reader:
                 )
             self._source = _source_buffer(source, what)
             self._reader = memory_reader(self._source)
+            self._where = None
         self._schema = _schema_from(self._reader.schema_capsule())
 
     @property
@@ -636,7 +640,9 @@ def read_feather(
     report(None, reader.bytes_read or 0)
     if stats is not None:
         stats.update(reader.stats() or {})
-    return DeviceTable.from_batches(batches, reader.schema)
+    # The reader's own batches: of its schema, on its device (what
+    # from_batches would check batch by batch, a binding call each).
+    return DeviceTable._make(batches, reader.schema, reader._where or (_CUDA, 0))
 
 
 def _progress(progress: Any, total: int | None, what: str) -> Callable[[int | None, int], None]:
