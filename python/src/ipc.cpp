@@ -11,9 +11,6 @@
 #include "common.hpp"
 
 namespace cuarrow_py {
-namespace {
-using release_gil = nb::call_guard<nb::gil_scoped_release>;
-}  // namespace
 
 void bind_ipc(nb::module_& m) {
   nb::class_<cuarrow::ipc_memory_handle>(
@@ -24,7 +21,6 @@ void bind_ipc(nb::module_& m) {
       .def_prop_ro("size", &cuarrow::ipc_memory_handle::size)
       .def_prop_ro("offset", &cuarrow::ipc_memory_handle::offset)
       .def_prop_ro("device_id", &cuarrow::ipc_memory_handle::device_id)
-      .def_prop_ro("exported_by_this_process", &cuarrow::ipc_memory_handle::exported_by_this_process)
       .def_prop_ro(
           "memory",
           [](const cuarrow::ipc_memory_handle& h) {
@@ -54,13 +50,8 @@ void bind_ipc(nb::module_& m) {
   m.def(
       "export_ipc_pool",
       [](const cuarrow::ipc_memory_handle& h) {
-        std::optional<cuarrow::shareable_pool> p;
-        {
-          nb::gil_scoped_release r;
-          p.emplace(cuarrow::export_pool(h));
-        }
-        const std::uint64_t id = p->pool_id();
-        return nb::make_tuple(p->release(), id);
+        cuarrow::shareable_pool p = released([&] { return cuarrow::export_pool(h); });
+        return pool_descriptor(p);
       },
       nb::arg("handle"),
       "(a new descriptor of the pool of a pool handle this process exported, owned by the caller; the pool's id).");
