@@ -18,10 +18,13 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <cuarrow/cuarrow.hpp>
 
@@ -103,6 +106,14 @@ void take_fields(T& v, const nb::dict& options, const char* name, M T::*member, 
     throw nb::type_error((std::string(name) + ": missing, or not of the option's type").c_str());
   }
   take_fields(v, options, rest...);
+}
+
+/// Host bytes as Python bytes, and Python bytes as a span of bytes.
+inline nb::bytes bytes_of(const std::vector<std::byte>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+inline std::span<const std::byte> span_of(const nb::bytes& b) {
+  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
 }
 
 /// (a new descriptor of the pool, now the caller's; the pool's id).

@@ -3,11 +3,6 @@
 // (cuarrow.cuda.IpcMemHandle, pyarrow's name and behaviour, wraps these.)
 #include <nanobind/stl/string.h>
 
-#include <cstddef>
-#include <optional>
-#include <span>
-#include <vector>
-
 #include "common.hpp"
 
 namespace cuarrow_py {
@@ -29,19 +24,11 @@ void bind_ipc(nb::module_& m) {
           "\"legacy\" (cuMemAlloc memory) or \"pool\" (memory of a shareable pool: opened through the pool).")
       .def_prop_ro("pool_id", &cuarrow::ipc_memory_handle::pool_id)
       .def(
-          "serialize",
-          [](const cuarrow::ipc_memory_handle& h) {
-            std::vector<std::byte> v = h.serialize();
-            return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-          },
+          "serialize", [](const cuarrow::ipc_memory_handle& h) { return bytes_of(h.serialize()); },
           "The handle as bytes (cuarrow's wire format: version 1 for legacy handles, 2 for pool handles).")
       .def("describe", &cuarrow::ipc_memory_handle::describe)
       .def_static(
-          "deserialize",
-          [](nb::bytes data) {
-            return cuarrow::ipc_memory_handle::deserialize(
-                std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.c_str()), data.size()));
-          },
+          "deserialize", [](nb::bytes data) { return cuarrow::ipc_memory_handle::deserialize(span_of(data)); },
           nb::arg("data"), "Read serialize()'s bytes or pyarrow.cuda's format (72 bytes, 8 for an empty buffer).");
 
   m.def(

@@ -87,10 +87,6 @@ std::vector<ca::record_batch> batches_of(const std::vector<const BatchData*>& ba
   return bs;
 }
 
-nb::bytes bytes_of(const std::vector<std::byte>& v) {
-  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
 // Custom metadata crosses as a list of (bytes, bytes) pairs, in order.
 ca::key_value_metadata metadata_of(nb::handle pairs) {
   ca::key_value_metadata out;
@@ -275,10 +271,6 @@ void reader_methods(nb::class_<Reader<R>>& c, const char* read_all_doc = nullptr
   } else {
     c.def("__init__", &init_buffer_reader<R>, nb::arg("source"));
   }
-}
-
-std::span<const std::byte> span_of(const nb::bytes& b) {
-  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
 }
 
 // A writer, into device memory (stream_writer) or to a path (file_writer);
