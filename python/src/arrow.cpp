@@ -327,11 +327,7 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro(
           "raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
           "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
-      .def_prop_ro("has_validity_buffer",
-                   [](const ArrayData& a) {
-                     return ca::layout_of(a.data.type).has_validity && !a.data.buffers.empty() &&
-                            a.data.buffers[0].size() > 0;
-                   })
+      .def_prop_ro("has_validity_buffer", [](const ArrayData& a) { return a.data.has_validity_bitmap(); })
       .def(
           "buffers",
           [](const ArrayData& a) {
