@@ -396,8 +396,7 @@ void bind_arrow(nb::module_& m) {
       .def(
           "with_field",
           [](const ArrayData& a, nb::handle schema_capsule) {
-            auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
-            ca::field f = ca::read_field(*s);
+            ca::field f = field_of(schema_capsule, "the requested schema capsule");
             ca::check_field_of(f, a.data);
             ArrayData out = a;
             out.field = std::move(f);
@@ -441,8 +440,7 @@ void bind_arrow(nb::module_& m) {
       .def(
           "with_schema",
           [](const BatchData& b, nb::handle schema_capsule) {
-            auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
-            return BatchData{b.batch.with_schema(ca::read_schema(*s)), b.where};
+            return BatchData{b.batch.with_schema(schema_of(schema_capsule, "the requested schema capsule")), b.where};
           },
           nb::arg("schema_capsule"),
           "The same batch under another schema whose fields have the columns' physical types.")
@@ -494,7 +492,7 @@ void bind_arrow(nb::module_& m) {
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
          std::optional<ArrayData> dictionary, int device_type, int device_id, cuarrow::stream_view stream) {
         // Under the capsule's field, which keeps extension metadata.
-        ca::field f = ca::read_field(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
+        ca::field f = field_of(schema_capsule);
         std::vector<cuarrow::buffer> bufs;
         for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
         std::vector<ca::array_data> kids;
@@ -515,8 +513,7 @@ void bind_arrow(nb::module_& m) {
       "batch_from_arrays",
       [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
          cuarrow::stream_view stream) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ca::schema sc = ca::read_schema(*s);
+        ca::schema sc = schema_of(schema_capsule);
         std::vector<ca::array_data> cols;
         cols.reserve(columns.size());
         for (const ArrayData& c : columns) cols.push_back(c.data);

@@ -107,4 +107,16 @@ T* capsule_struct(nb::handle obj, const char* what) {
   return p;
 }
 
+// What an "arrow_schema" capsule describes: a schema (a struct's fields and
+// metadata), or a field; and a schema as a new capsule.
+inline ca::schema schema_of(nb::handle cap, const char* what = "the schema capsule") {
+  return ca::read_schema(*capsule_struct<ArrowSchema>(cap, what));
+}
+inline ca::field field_of(nb::handle cap, const char* what = "the schema capsule") {
+  return ca::read_field(*capsule_struct<ArrowSchema>(cap, what));
+}
+inline nb::object schema_capsule(const ca::schema& s) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* out) { ca::export_schema(s, out); });
+}
+
 }  // namespace cuarrow_py

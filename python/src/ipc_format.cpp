@@ -51,12 +51,6 @@ namespace {
 namespace ca = cuarrow::arrow;
 namespace ci = cuarrow::ipc;
 
-// ---- schema capsules (the C Data interface; capsules.hpp) -----------------------------
-
-nb::object schema_capsule(const ca::schema& s) {
-  return make_capsule<ArrowSchema>([&](ArrowSchema* out) { ca::export_schema(s, out); });
-}
-
 // Where a source's memory is: a batch read from it without any buffer
 // (empty columns, nulls) is labelled with it.
 ca::placement placement_of(const cuarrow::buffer& source) {
@@ -75,8 +69,6 @@ nb::list batch_handles(std::vector<ca::record_batch> batches, const ca::placemen
   for (ca::record_batch& b : batches) out.append(batch_handle(std::move(b), where));
   return out;
 }
-
-ca::schema schema_of(nb::handle cap) { return ca::read_schema(*capsule_struct<ArrowSchema>(cap, "schema")); }
 
 // A list of BatchData, as the core's batches (copies of handles: a batch's
 // schema and its columns' buffer handles, no device memory).
