@@ -159,10 +159,6 @@ std::vector<std::int64_t> cai_ints(nb::handle v, const char* what) {
   // Limited-API calls only (the stable-ABI wheel): no PySequence_Fast_* macros.
   const Py_ssize_t n = PySequence_Size(v.ptr());
   if (n < 0) throw nb::python_error();
-  if (n > cuarrow::max_tensor_ndim) {
-    throw cuarrow::invalid_argument("__cuda_array_interface__: " + std::to_string(n) + " entries in " + what +
-                                    " (at most " + std::to_string(cuarrow::max_tensor_ndim) + " dimensions)");
-  }
   std::vector<std::int64_t> out;
   for (Py_ssize_t i = 0; i < n; ++i) {
     nb::object item = nb::steal(PySequence_GetItem(v.ptr(), i));
