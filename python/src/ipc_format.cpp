@@ -170,14 +170,6 @@ constexpr const char* kStatsDoc =
     "batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, "
     "build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.";
 
-// The header of a message of the kind `Header` is the header of.
-template <class Header>
-const Header& header_of(const ci::message& msg, const char* who, const char* kind) {
-  const auto* h = std::get_if<Header>(&msg.metadata.header);
-  if (h == nullptr) throw cuarrow::invalid_argument(std::string(who) + ": not a " + kind + " message");
-  return *h;
-}
-
 // A read that changes a reader's or a memo's state: with the GIL released,
 // under the object's lock.
 template <class T, class F>
@@ -300,9 +292,7 @@ void bind_ipc_format(nb::module_& m) {
           nb::arg("stream") = nb::none(), "The message as host bytes (prefix, metadata, padding, body).")
       .def(
           "schema_capsule",
-          [](const ci::message& msg) {
-            return schema_capsule(header_of<ci::schema_message>(msg, "IPC message", "schema").schema);
-          },
+          [](const ci::message& msg) { return schema_capsule(msg.metadata.schema_header("IPC message").schema); },
           "An \"arrow_schema\" capsule of a schema message's schema.");
 
   m.def(
@@ -317,14 +307,14 @@ void bind_ipc_format(nb::module_& m) {
       .def(
           "__init__",
           [](DictionaryMemo* self, const ci::message& schema_message) {
-            const auto& sm = header_of<ci::schema_message>(schema_message, "IPC dictionary memo", "schema");
+            const auto& sm = schema_message.metadata.schema_header("IPC dictionary memo");
             new (self) DictionaryMemo{sm, ci::dictionary_memo(sm), {}};
           },
           nb::arg("schema_message"), "The dictionary fields of a schema message, no dictionary yet.")
       .def(
           "read",
           [](DictionaryMemo& self, const ci::message& msg) {
-            const auto& h = header_of<ci::dictionary_batch_header>(msg, "IPC dictionary memo", "dictionary batch");
+            const auto& h = msg.metadata.dictionary_batch("IPC dictionary memo");
             ci::read_options o;
             o.version = msg.metadata.version;
             locked(self, [&] { self.memo.read(h, msg.body, o); });
@@ -334,7 +324,7 @@ void bind_ipc_format(nb::module_& m) {
   m.def(
       "ipc_read_record_batch",
       [](const ci::message& msg, nb::handle schema_cap, DictionaryMemo* memo) {
-        const auto& h = header_of<ci::record_batch_header>(msg, "IPC read_record_batch", "record batch");
+        const auto& h = msg.metadata.record_batch("IPC read_record_batch");
         ci::schema_message sm;
         sm.schema = schema_of(schema_cap);
         if (memo != nullptr) sm.dictionaries = memo->schema.dictionaries;
