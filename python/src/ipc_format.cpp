@@ -130,7 +130,7 @@ template <class R>
 struct Reader {
   R r;
   ca::placement where;
-  std::mutex mu;  // the stream readers' position
+  std::mutex mu;  // held by reads that change the reader (a stream's position)
 };
 using StreamReader = Reader<ci::stream_reader>;
 using FileReader = Reader<ci::file_reader>;
