@@ -666,7 +666,7 @@ class DeviceArray(_DeviceData):
         """Check the array's structure (``full``: every value too, which copies
         the array to the host).  Raises ``pyarrow.ArrowInvalid`` naming the
         problem and where."""
-        self._data.validate(2 if full else 1)
+        self._data.validate(full)
 
     # -- interchange --------------------------------------------------------------
     def __arrow_c_device_array__(self, requested_schema: Any = None, **kwargs: Any) -> tuple[Any, Any]:

@@ -38,9 +38,6 @@ def device_count() -> int:
 def get_device_properties(ordinal: int) -> dict:
     """Properties of device `ordinal` as a dict."""
 
-def shutdown() -> None:
-    """Release the primary contexts cuarrow retained."""
-
 def pinned_pool_stats() -> dict:
     """
     Bytes the pinned result pool holds (cached and in use) and has handed out.
@@ -57,8 +54,10 @@ def trim_pinned_pool() -> None:
 def get_transfer_options() -> dict:
     """The transfer options in force."""
 
-def set_transfer_options(staging_threshold_bytes: int, staging_chunk_bytes: int, staging_threads: int, staging_threads_to_device: int, pinned_pool_limit_bytes: int, staging_streaming_store_limit_bytes: int) -> None:
-    """Change the transfer options for later copies."""
+def set_transfer_options(**kwargs) -> None:
+    """
+    Change the transfer options for later copies (every field of get_transfer_options, by name).
+    """
 
 class Context:
     """A CUDA context (a device's primary context unless wrapped)."""
@@ -109,8 +108,6 @@ class Context:
         """
 
     def trim_memory_pool(self, keep_bytes: int) -> None: ...
-
-    def enable_peer_access(self, peer: Context) -> bool: ...
 
     def __eq__(self, arg: Context, /) -> bool: ...
 
@@ -191,22 +188,13 @@ class Buffer:
     def is_mutable(self) -> bool: ...
 
     @property
-    def is_host_accessible(self) -> bool: ...
-
-    @property
     def raw_context(self) -> Context | None: ...
-
-    @property
-    def free_stream_handle(self) -> int: ...
 
     def describe(self) -> str:
         """Where and what the memory is; never reads it."""
 
     def raw_slice(self, offset: int, length: int, host_view: bool = False) -> Buffer:
         """A zero-copy slice [offset, offset + length); out_of_range checked."""
-
-    def raw_read_only(self, host_view: bool = False) -> Buffer:
-        """The same memory, read-only."""
 
 def allocate_device(context: Context, size: int, stream: object | None = None, plain: bool = False) -> Buffer:
     """
@@ -225,9 +213,6 @@ def copy_into_host(dst: object, src: Buffer) -> None:
 
 def allocate_pinned(context: Context, size: int) -> Buffer:
     """Pinned (page-locked) host memory, mapped for the device."""
-
-def allocate_host(size: int) -> Buffer:
-    """Ordinary host memory, 64-byte aligned."""
 
 def wrap_device(context: Context, address: int, size: int, owner: object | None, is_mutable: bool = True) -> Buffer:
     """
@@ -278,7 +263,7 @@ def to_dlpack_typed(buffer: Buffer, byte_offset: int, code: int, bits: int, shap
 
 def dlpack_info(capsule: object) -> dict:
     """
-    The checked description of an unconsumed DLPack capsule (cuarrow::read_dlpack): dtype, shape, strides in bytes, device, data (byte_offset applied), span and contiguity.
+    The checked description of an unconsumed DLPack capsule (cuarrow::read_dlpack): dtype, shape, strides in bytes, device, data (byte_offset applied), C contiguity.
     """
 
 def read_cai(desc: object) -> dict:
@@ -310,9 +295,6 @@ class ArrayData:
     @property
     def raw_null_count(self) -> int:
         """The null count as stored: -1 when unknown."""
-
-    @property
-    def type_string(self) -> str: ...
 
     @property
     def placement(self) -> tuple[int, int]:
@@ -372,7 +354,10 @@ class ArrayData:
         An "arrow_schema" capsule of the array's field (type, name, nullability, metadata).
         """
 
-    def validate(self, level: int = 1, stream: object | None = None) -> None: ...
+    def validate(self, full: bool = False, stream: object | None = None) -> None:
+        """
+        cuarrow::arrow::validate: cheaply (structure and sizes), or `full` (every value).
+        """
 
 class BatchData:
     """
@@ -405,12 +390,12 @@ class BatchData:
         An "arrow_schema" capsule of the batch's schema (a struct, with the schema's metadata).
         """
 
-def import_array(schema_capsule: object, array_capsule: object, validation: int = 1) -> ArrayData:
+def import_array(schema_capsule: object, array_capsule: object) -> ArrayData:
     """
     Import a host array from "arrow_schema" and "arrow_array" capsules (the array is moved out of its capsule; the schema is read and left to its capsule).
     """
 
-def import_batch(schema_capsule: object, array_capsule: object, validation: int = 1) -> BatchData:
+def import_batch(schema_capsule: object, array_capsule: object) -> BatchData:
     """
     Import a host record batch (a struct array without nulls) from capsules.
     """
@@ -423,27 +408,27 @@ def device_array_placement(device_array_capsule: object) -> tuple[int, int]:
     (ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.
     """
 
-def import_device_array(schema_capsule: object, device_array_capsule: object, stream: object | None = None, validation: int = 1) -> ArrayData:
+def import_device_array(schema_capsule: object, device_array_capsule: object, stream: object | None = None) -> ArrayData:
     """
     Import a device array; `stream` waits for its sync event and orders the reads of its offsets.
     """
 
-def import_device_batch(schema_capsule: object, device_array_capsule: object, stream: object | None = None, validation: int = 1) -> BatchData:
+def import_device_batch(schema_capsule: object, device_array_capsule: object, stream: object | None = None) -> BatchData:
     """Import a device record batch."""
 
-def read_stream(capsule: object, mode: int = 0, validation: int = 1) -> tuple:
+def read_stream(capsule: object, mode: int = 0) -> tuple:
     """
     Read a host stream ("arrow_array_stream") to its end: (is_batches, schema capsule, [ArrayData or BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.
     """
 
-def read_device_stream(capsule: object, mode: int = 0, stream: object | None = None, validation: int = 1) -> tuple:
+def read_device_stream(capsule: object, mode: int = 0, stream: object | None = None) -> tuple:
     """
     Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).
     """
 
-def make_array(schema_capsule: object, length: int, null_count: int, offset: int, buffers: Sequence[Buffer | None], children: Sequence[ArrayData], dictionary: ArrayData | None, device_type: int, device_id: int, validation: int = 1, stream: object | None = None) -> ArrayData:
+def make_array(schema_capsule: object, length: int, null_count: int, offset: int, buffers: Sequence[Buffer | None], children: Sequence[ArrayData], dictionary: ArrayData | None, device_type: int, device_id: int, stream: object | None = None) -> ArrayData:
     """
-    cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` (at least cheaply).  The placement is declared for an array without buffers.
+    cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated cheaply.  The placement is declared for an array without buffers.
     """
 
 def batch_from_arrays(schema_capsule: object, columns: Sequence[ArrayData], device_type: int, device_id: int, stream: object | None = None) -> BatchData:
@@ -451,12 +436,12 @@ def batch_from_arrays(schema_capsule: object, columns: Sequence[ArrayData], devi
     cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.
     """
 
-def arrays_to_device(arrays: object, context: Context, stream: object | None = None, validation: int = 0) -> list[ArrayData]:
+def arrays_to_device(arrays: object, context: Context, stream: object | None = None) -> list[ArrayData]:
     """
     Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is synchronized once at the end.
     """
 
-def batches_to_device(batches: object, context: Context, stream: object | None = None, validation: int = 0) -> list[BatchData]:
+def batches_to_device(batches: object, context: Context, stream: object | None = None) -> list[BatchData]:
     """Record batches on the context's device, as arrays_to_device."""
 
 class HostTransfer:
@@ -509,9 +494,6 @@ class IpcMemoryHandle:
 
     @property
     def device_id(self) -> int: ...
-
-    @property
-    def exported_by_this_process(self) -> bool: ...
 
     @property
     def memory(self) -> str:
@@ -596,10 +578,10 @@ class IpcDictionaryMemo:
     def __init__(self, schema_message: IpcMessage) -> None:
         """The dictionary fields of a schema message, no dictionary yet."""
 
-    def read(self, message: IpcMessage, validation: int = 1) -> None:
+    def read(self, message: IpcMessage) -> None:
         """Read a dictionary batch message (a delta appends)."""
 
-def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionary_memo: IpcDictionaryMemo | None = None, validation: int = 1) -> object:
+def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionary_memo: IpcDictionaryMemo | None = None) -> object:
     """
     The record batch of a message under a schema, as a BatchData (buffers are slices of the body).
     """
@@ -607,10 +589,7 @@ def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionar
 class IpcStreamReader:
     """An IPC stream held in a buffer (cuarrow::ipc::stream_reader)."""
 
-    def __init__(self, source: Buffer, validation: int = 1) -> None: ...
-
-    def read_next(self) -> object:
-        """The next batch as a BatchData, or None at the end of the stream."""
+    def __init__(self, source: Buffer) -> None: ...
 
     def schema_capsule(self) -> object: ...
 
@@ -619,21 +598,18 @@ class IpcStreamReader:
         (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
         """
 
+    @property
+    def position(self) -> int: ...
+
     def read_all(self) -> list:
         """
         The rest of the stream as BatchData (the batches between dictionaries validated together).
         """
 
-    @property
-    def position(self) -> int: ...
-
 class IpcFileReader:
     """An IPC file held in a buffer (cuarrow::ipc::file_reader)."""
 
-    def __init__(self, source: Buffer, validation: int = 1) -> None: ...
-
-    def read_all(self) -> list:
-        """Every batch as BatchData (validated together)."""
+    def __init__(self, source: Buffer) -> None: ...
 
     def schema_capsule(self) -> object: ...
 
@@ -651,12 +627,42 @@ class IpcFileReader:
     @property
     def footer_metadata(self) -> list: ...
 
+    def read_all(self) -> list:
+        """Every batch as BatchData (validated together)."""
+
 class IpcPathFileReader:
     """
     An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).
     """
 
-    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
+    def __init__(self, path: str, context: Context, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
+
+    def schema_capsule(self) -> object: ...
+
+    @property
+    def num_record_batches(self) -> int: ...
+
+    def read_batch(self, i: int) -> object:
+        """Batch i as a BatchData."""
+
+    def read_batch_with_metadata(self, i: int) -> tuple:
+        """
+        (BatchData, [(key, value)]) of batch i and its message's custom metadata.
+        """
+
+    @property
+    def footer_metadata(self) -> list: ...
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    def stats(self) -> dict:
+        """
+        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
+        """
+
+    @property
+    def read_path(self) -> str: ...
 
     def footer_schema_capsule(self) -> object: ...
 
@@ -665,50 +671,12 @@ class IpcPathFileReader:
         The batches `indices` names, read through one staging job, as BatchData.
         """
 
-    @property
-    def bytes_read(self) -> int: ...
-
-    def stats(self) -> dict:
-        """
-        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
-        """
-
-    @property
-    def read_path(self) -> str: ...
-
-    def schema_capsule(self) -> object: ...
-
-    @property
-    def num_record_batches(self) -> int: ...
-
-    def read_batch(self, i: int) -> object:
-        """Batch i as a BatchData."""
-
-    def read_batch_with_metadata(self, i: int) -> tuple:
-        """
-        (BatchData, [(key, value)]) of batch i and its message's custom metadata.
-        """
-
-    @property
-    def footer_metadata(self) -> list: ...
-
 class IpcPathStreamReader:
     """
     An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).
     """
 
-    def __init__(self, path: str, context: Context, validation: int = 1, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
-
-    @property
-    def bytes_read(self) -> int: ...
-
-    def stats(self) -> dict:
-        """
-        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
-        """
-
-    @property
-    def read_path(self) -> str: ...
+    def __init__(self, path: str, context: Context, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
 
     def schema_capsule(self) -> object: ...
 
@@ -717,20 +685,34 @@ class IpcPathStreamReader:
         (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
         """
 
+    @property
+    def position(self) -> int: ...
+
     def read_all(self) -> list:
         """
         The rest of the stream as BatchData, read through staging jobs of many batches.
         """
 
     @property
-    def position(self) -> int: ...
+    def bytes_read(self) -> int: ...
+
+    def stats(self) -> dict:
+        """
+        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
+        """
+
+    @property
+    def read_path(self) -> str: ...
 
 class IpcPathWriter:
     """
     Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.
     """
 
-    def __init__(self, path: str, schema_capsule: object, file: bool = True, footer_metadata: object | None = None, stream: object | None = None, compression: str | None = None, level: int | None = None, min_space_savings: float | None = None) -> None: ...
+    def __init__(self, path: str, schema_capsule: object, file: bool = True, footer_metadata: object | None = None, stream: object | None = None, compression: str | None = None, level: int | None = None, min_space_savings: float | None = None) -> None:
+        """
+        compression: "lz4", "zstd" or None; level and min_space_savings: the codec's, or None.
+        """
 
     def close(self) -> None:
         """Write the end (a file's footer) and close the file."""
@@ -831,7 +813,7 @@ def ipc_read_shared_descriptor(descriptor: bytes) -> tuple:
     (kind, exporter's device, bytes, memory, pool id, made by this process) of a descriptor, checked; opens nothing.
     """
 
-def ipc_open_shared(context: Context, descriptor: bytes, validation: int = 1, pool: ImportedPool | None = None) -> tuple:
+def ipc_open_shared(context: Context, descriptor: bytes, pool: ImportedPool | None = None) -> tuple:
     """
     Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or None, [BatchData], the opened memory as a Buffer).
     """

@@ -386,7 +386,7 @@ class _Reader:
             ctx = _context_of(context)
             indices = None if columns is None else _column_indices(names(path, ctx), columns, path)
             self._source: CudaBuffer | None = None
-            self._reader: Any = path_reader(path, ctx._ctx, 1, indices, bool(collect_stats))
+            self._reader: Any = path_reader(path, ctx._ctx, indices, bool(collect_stats))
             # Every batch read by path lies in device memory of `ctx`.
             self._where: tuple[int, int] | None = (_CUDA, ctx.device_number)
         else:
@@ -505,7 +505,7 @@ class RecordBatchFileReader(_Reader):
     def __init__(self, source: Any, *, columns: Any = None, context: Any = None, collect_stats: bool = False) -> None:
         def names(path: str, ctx: Context) -> pa.Schema:
             # The footer alone (no column, so no dictionary, is read) names the fields.
-            return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, 1, []).footer_schema_capsule())
+            return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, []).footer_schema_capsule())
 
         self._open(
             source, columns, context, "open_file", _lib.IpcPathFileReader, _lib.IpcFileReader, names, collect_stats

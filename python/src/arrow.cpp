@@ -51,19 +51,14 @@ namespace ca = cuarrow::arrow;
 
 namespace {
 
-using release_gil = nb::call_guard<nb::gil_scoped_release>;
-
-ca::validation_level level_of(int v) {
-  switch (v) {
-    case 0: return ca::validation_level::none;
-    case 1: return ca::validation_level::cheap;
-    case 2: return ca::validation_level::full;
-    default: throw cuarrow::invalid_argument("validation level must be 0 (none), 1 (cheap) or 2 (full)");
-  }
-}
-
 ca::placement placement_from(int type, int id) {
   return ca::placement::of(static_cast<cuarrow::device_type>(type), id);
+}
+
+// (device type code, device id) of data, or `declared` when it has no buffer.
+std::pair<int, int> placement_pair(const ca::array_data& d, const ca::placement& declared) {
+  const ca::placement p = ca::placement_of(d, declared);
+  return {static_cast<int>(p.type), p.device_id};
 }
 
 // ---- the paired array and batch bindings ------------------------------------------
@@ -219,12 +214,7 @@ nb::tuple to_host_begin(nb::handle src, cuarrow::stream_view s) {
   nb::list capsules;
   if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
   auto begin = [&] { return with_values(items, [&](auto values) { return ca::to_host_for_export(values, s); }); };
-  std::optional<decltype(begin())> t;
-  {
-    nb::gil_scoped_release r;
-    t.emplace(begin());
-  }
-  auto shared = std::make_shared<decltype(begin())>(std::move(*t));
+  auto shared = std::make_shared<decltype(begin())>(released(begin));
   for (const auto& item : shared->data()) {
     capsules.append(make_capsule<ArrowArray>([&](ArrowArray* out) {
       nb::gil_scoped_release r;
@@ -235,45 +225,64 @@ nb::tuple to_host_begin(nb::handle src, cuarrow::stream_view s) {
 }
 
 // Copies of the borrowed items on the context's device, in one batched copy.
+// Not validated again: the items were checked when they were made (import,
+// make_array) or are cuarrow's own.
 template <class T>
-std::vector<T> to_device(nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, int validation) {
+std::vector<T> to_device(nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s) {
   const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_device").c_str());
   std::vector<T> out;
   if (items.empty()) return out;
-  ca::array_transfer_options o{level_of(validation)};
+  const ca::array_transfer_options o{ca::validation_level::none};
   const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
-  auto moved = [&] {
-    nb::gil_scoped_release r;
-    return with_values(items, [&](auto values) { return ca::to_device(values, ctx, s, o); });
-  }();
+  auto moved =
+      released([&] { return with_values(items, [&](auto values) { return ca::to_device(values, ctx, s, o); }); });
   out.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) out.push_back(kind<T>::like(*items[i], std::move(moved[i]), where));
   return out;
 }
 
 template <class T>
-T import_host(nb::handle schema_capsule, nb::handle array_capsule, int validation) {
+T import_host(nb::handle schema_capsule, nb::handle array_capsule) {
   auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
   auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
   auto meta = kind<T>::meta(*s);
-  ca::import_options o{level_of(validation)};
   nb::gil_scoped_release r;
-  auto value = kind<T>::import(a, meta, o);
+  auto value = kind<T>::import(a, meta, ca::import_options{});
   return kind<T>::make(std::move(meta), std::move(value), ca::placement{});
 }
 
 template <class T>
-T import_device(nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream,
-                int validation) {
+T import_device(nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream) {
   auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
   auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
   auto meta = kind<T>::meta(*s);
-  ca::import_options o{level_of(validation)};
-  const cuarrow::device_type t = ca::from_arrow_device_type(a->device_type);
-  const ca::placement declared = placement_from(static_cast<int>(t), static_cast<int>(a->device_id));
+  const ca::placement declared = ca::placement::of(ca::from_arrow_device_type(a->device_type), a->device_id);
   nb::gil_scoped_release r;
-  auto value = kind<T>::import(a, meta, stream, o);
+  auto value = kind<T>::import(a, meta, stream, ca::import_options{});
   return kind<T>::make(std::move(meta), std::move(value), declared);
+}
+
+// A host or device C stream read to its end: (is_batches, schema capsule,
+// [ArrayData or BatchData]), and for a device stream its device type.
+template <class Reader, class C>
+nb::tuple read_to_end(nb::handle capsule, int mode, cuarrow::stream_view s) {
+  constexpr bool device = std::is_same_v<C, ArrowDeviceArrayStream>;
+  auto* in = capsule_struct<C>(capsule, device ? "the device stream capsule" : "the stream capsule");
+  std::optional<Reader> reader;
+  ca::stream_contents all;
+  {
+    nb::gil_scoped_release g;
+    reader.emplace(in, ca::import_options{}, items_of(mode));
+    if constexpr (device) {
+      all = reader->read_all(s);
+    } else {
+      all = reader->read_all();
+    }
+  }
+  nb::object schema = take_schema(reader->take_c_schema());
+  nb::list items = handles_of(all, reader->root_field());
+  if constexpr (device) return nb::make_tuple(reader->reads_batches(), schema, items, static_cast<int>(reader->type()));
+  return nb::make_tuple(reader->reads_batches(), schema, items);
 }
 
 // ("arrow_schema", "arrow_device_array") capsules; an item without buffers
@@ -312,23 +321,13 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro(
           "raw_null_count", [](const ArrayData& a) { return a.data.null_count; },
           "The null count as stored: -1 when unknown.")
-      .def_prop_ro("type_string", [](const ArrayData& a) { return a.data.type.to_string(); })
       .def_prop_ro(
-          "placement",
-          [](const ArrayData& a) {
-            ca::placement p = ca::placement_of(a.data, a.where);
-            return std::make_pair(static_cast<int>(p.type), p.device_id);
-          },
-          "(device type code, device id) of the memory; the declared placement for an array without "
-          "buffers.")
+          "placement", [](const ArrayData& a) { return placement_pair(a.data, a.where); },
+          "(device type code, device id) of the memory; the declared placement for an array without buffers.")
       .def_prop_ro(
           "raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
           "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
-      .def_prop_ro("has_validity_buffer",
-                   [](const ArrayData& a) {
-                     return ca::layout_of(a.data.type).has_validity && !a.data.buffers.empty() &&
-                            a.data.buffers[0].size() > 0;
-                   })
+      .def_prop_ro("has_validity_buffer", [](const ArrayData& a) { return a.data.has_validity_bitmap(); })
       .def(
           "buffers",
           [](const ArrayData& a) {
@@ -397,8 +396,7 @@ void bind_arrow(nb::module_& m) {
       .def(
           "with_field",
           [](const ArrayData& a, nb::handle schema_capsule) {
-            auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
-            ca::field f = ca::read_field(*s);
+            ca::field f = field_of(schema_capsule, "the requested schema capsule");
             ca::check_field_of(f, a.data);
             ArrayData out = a;
             out.field = std::move(f);
@@ -411,22 +409,19 @@ void bind_arrow(nb::module_& m) {
            "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
       .def(
           "validate",
-          [](const ArrayData& a, int level, cuarrow::stream_view stream) {
+          [](const ArrayData& a, bool full, cuarrow::stream_view stream) {
             ca::validate_options o;
-            o.level = level_of(level);
+            if (full) o.level = ca::validation_level::full;
             nb::gil_scoped_release r;
             ca::validate(a.data, o, stream);
           },
-          nb::arg("level") = 1, nb::arg("stream") = nb::none());
+          nb::arg("full") = false, nb::arg("stream") = nb::none(),
+          "cuarrow::arrow::validate: cheaply (structure and sizes), or `full` (every value).");
 
   nb::class_<BatchData>(m, "BatchData", "A record batch (cuarrow::arrow::record_batch) with its declared placement.")
       .def_prop_ro("num_rows", [](const BatchData& b) { return b.batch.num_rows; })
       .def_prop_ro("num_columns", [](const BatchData& b) { return b.batch.columns.size(); })
-      .def_prop_ro("placement",
-                   [](const BatchData& b) {
-                     ca::placement p = ca::placement_of(b.batch.to_struct(), b.where);
-                     return std::make_pair(static_cast<int>(p.type), p.device_id);
-                   })
+      .def_prop_ro("placement", [](const BatchData& b) { return placement_pair(b.batch.to_struct(), b.where); })
       .def_prop_ro("raw_context", [](const BatchData& b) { return ca::context_of(b.batch.to_struct(), b.where); })
       .def("columns",
            [](const BatchData& b) {
@@ -445,8 +440,7 @@ void bind_arrow(nb::module_& m) {
       .def(
           "with_schema",
           [](const BatchData& b, nb::handle schema_capsule) {
-            auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the requested schema capsule");
-            return BatchData{b.batch.with_schema(ca::read_schema(*s)), b.where};
+            return BatchData{b.batch.with_schema(schema_of(schema_capsule, "the requested schema capsule")), b.where};
           },
           nb::arg("schema_capsule"),
           "The same batch under another schema whose fields have the columns' physical types.")
@@ -455,11 +449,10 @@ void bind_arrow(nb::module_& m) {
 
   // ---- import -----------------------------------------------------------------------
   m.def("import_array", &import_host<ArrayData>, nb::arg("schema_capsule"), nb::arg("array_capsule"),
-        nb::arg("validation") = 1,
         "Import a host array from \"arrow_schema\" and \"arrow_array\" capsules (the array is moved out of its "
         "capsule; the schema is read and left to its capsule).");
   m.def("import_batch", &import_host<BatchData>, nb::arg("schema_capsule"), nb::arg("array_capsule"),
-        nb::arg("validation") = 1, "Import a host record batch (a struct array without nulls) from capsules.");
+        "Import a host record batch (a struct array without nulls) from capsules.");
   m.def(
       "schema_capsule_format",
       [](nb::handle schema_capsule) {
@@ -476,79 +469,51 @@ void bind_arrow(nb::module_& m) {
       },
       nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
   m.def("import_device_array", &import_device<ArrayData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
-        nb::arg("stream") = nb::none(), nb::arg("validation") = 1,
+        nb::arg("stream") = nb::none(),
         "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
   m.def("import_device_batch", &import_device<BatchData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
-        nb::arg("stream") = nb::none(), nb::arg("validation") = 1, "Import a device record batch.");
+        nb::arg("stream") = nb::none(), "Import a device record batch.");
 
   m.def(
       "read_stream",
-      [](nb::handle capsule, int mode, int validation) {
-        auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
-        ca::import_options o{level_of(validation)};
-        std::optional<ca::array_stream_reader> reader;
-        ca::stream_contents all;
-        {
-          nb::gil_scoped_release g;
-          reader.emplace(in, o, items_of(mode));
-          all = reader->read_all();
-        }
-        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()),
-                              handles_of(all, reader->root_field()));
+      [](nb::handle capsule, int mode) {
+        return read_to_end<ca::array_stream_reader, ArrowArrayStream>(capsule, mode, cuarrow::stream_view());
       },
-      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("validation") = 1,
+      nb::arg("capsule"), nb::arg("mode") = 0,
       "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
       "BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.");
-  m.def(
-      "read_device_stream",
-      [](nb::handle capsule, int mode, cuarrow::stream_view s, int validation) {
-        auto* in = capsule_struct<ArrowDeviceArrayStream>(capsule, "the device stream capsule");
-        ca::import_options o{level_of(validation)};
-        std::optional<ca::device_array_stream_reader> reader;
-        ca::stream_contents all;
-        {
-          nb::gil_scoped_release g;
-          reader.emplace(in, o, items_of(mode));
-          all = reader->read_all(s);
-        }
-        return nb::make_tuple(reader->reads_batches(), take_schema(reader->take_c_schema()),
-                              handles_of(all, reader->root_field()), static_cast<int>(reader->type()));
-      },
-      nb::arg("capsule"), nb::arg("mode") = 0, nb::arg("stream") = nb::none(), nb::arg("validation") = 1,
-      "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
+  m.def("read_device_stream", &read_to_end<ca::device_array_stream_reader, ArrowDeviceArrayStream>, nb::arg("capsule"),
+        nb::arg("mode") = 0, nb::arg("stream") = nb::none(),
+        "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
 
   m.def(
       "make_array",
       [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
          std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
-         std::optional<ArrayData> dictionary, int device_type, int device_id, int validation,
-         cuarrow::stream_view stream) {
+         std::optional<ArrayData> dictionary, int device_type, int device_id, cuarrow::stream_view stream) {
         // Under the capsule's field, which keeps extension metadata.
-        ca::field f = ca::read_field(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
+        ca::field f = field_of(schema_capsule);
         std::vector<cuarrow::buffer> bufs;
         for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
         std::vector<ca::array_data> kids;
         for (ArrayData& c : children) kids.push_back(std::move(c.data));
         std::shared_ptr<const ca::array_data> dict;
         if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
-        ca::validate_options o;
-        o.level = level_of(validation);
         nb::gil_scoped_release r;
         ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
-                                          std::move(dict), o, stream);
+                                          std::move(dict), ca::validate_options{}, stream);
         return ArrayData{std::move(f), std::move(d), placement_from(device_type, device_id)};
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("validation") = 1, nb::arg("stream") = nb::none(),
-      "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated at `validation` "
-      "(at least cheaply).  The placement is declared for an array without buffers.");
+      nb::arg("stream") = nb::none(),
+      "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated cheaply.  The "
+      "placement is declared for an array without buffers.");
   m.def(
       "batch_from_arrays",
       [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
          cuarrow::stream_view stream) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        ca::schema sc = ca::read_schema(*s);
+        ca::schema sc = schema_of(schema_capsule);
         std::vector<ca::array_data> cols;
         cols.reserve(columns.size());
         for (const ArrayData& c : columns) cols.push_back(c.data);
@@ -562,12 +527,11 @@ void bind_arrow(nb::module_& m) {
 
   // ---- transfers ----------------------------------------------------------------------
   m.def("arrays_to_device", &to_device<ArrayData>, nb::arg("arrays"), nb::arg("context"),
-        nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
+        nb::arg("stream") = nb::none(),
         "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
         "synchronized once at the end.");
   m.def("batches_to_device", &to_device<BatchData>, nb::arg("batches"), nb::arg("context"),
-        nb::arg("stream") = nb::none(), nb::arg("validation") = 0,
-        "Record batches on the context's device, as arrays_to_device.");
+        nb::arg("stream") = nb::none(), "Record batches on the context's device, as arrays_to_device.");
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
   m.def("batches_to_host_begin", &to_host_begin<BatchData>, nb::arg("batches"), nb::arg("stream") = nb::none(),

@@ -18,8 +18,6 @@
 namespace cuarrow_py {
 namespace {
 
-using release_gil = nb::call_guard<nb::gil_scoped_release>;
-
 // A buffer-protocol view of a Python object, released (with the GIL held)
 // when this goes out of scope.
 class host_view {
@@ -49,15 +47,20 @@ cuarrow::buffer host_range(const host_view& v, std::int64_t offset, std::int64_t
   return cuarrow::wrap_host(v.data(), v.size(), nullptr).slice(offset, size);
 }
 
-// pyarrow.cuda raises ValueError (not ArrowInvalid) for its argument ranges.
-template <class F>
-auto pyarrow_range(F&& resolve) {
-  try {
-    return resolve();
-  } catch (const cuarrow::out_of_range& e) {
-    throw nb::value_error(e.what());
+// A cuarrow::ranges function raising ValueError for what it refuses:
+// pyarrow.cuda's type for its argument ranges (not ArrowInvalid).
+template <auto F>
+struct pyarrow_range;
+template <class... A, std::int64_t (*F)(A...)>
+struct pyarrow_range<F> {
+  static std::int64_t call(A... a) {
+    try {
+      return F(a...);
+    } catch (const cuarrow::out_of_range& e) {
+      throw nb::value_error(e.what());
+    }
   }
-}
+};
 
 // ---- buffer protocol --------------------------------------------------------
 
@@ -159,10 +162,7 @@ void bind_buffer(nb::module_& m) {
       .def_prop_ro("raw_device_type", [](const Buffer& b) { return static_cast<int>(b.buf.type()); })
       .def_prop_ro("device_id", [](const Buffer& b) { return b.buf.device_id(); })
       .def_prop_ro("is_mutable", [](const Buffer& b) { return b.buf.is_mutable(); })
-      .def_prop_ro("is_host_accessible", [](const Buffer& b) { return b.buf.is_host_accessible(); })
       .def_prop_ro("raw_context", [](const Buffer& b) { return b.buf.get_context(); })
-      .def_prop_ro("free_stream_handle",
-                   [](const Buffer& b) { return reinterpret_cast<std::uintptr_t>(b.buf.free_stream().handle()); })
       .def(
           "describe", [](const Buffer& b) { return b.buf.describe(); }, "Where and what the memory is; never reads it.")
       .def(
@@ -171,10 +171,7 @@ void bind_buffer(nb::module_& m) {
             return make(b.buf.slice(offset, length), host_view);
           },
           nb::arg("offset"), nb::arg("length"), nb::arg("host_view") = false,
-          "A zero-copy slice [offset, offset + length); out_of_range checked.")
-      .def(
-          "raw_read_only", [](const Buffer& b, bool host_view) { return make(b.buf.as_read_only(), host_view); },
-          nb::arg("host_view") = false, "The same memory, read-only.");
+          "A zero-copy slice [offset, offset + length); out_of_range checked.");
 
   // ---- allocation and wrapping ---------------------------------------------
   m.def(
@@ -215,9 +212,6 @@ void bind_buffer(nb::module_& m) {
       [](const cuarrow::context& ctx, std::int64_t size) { return make(cuarrow::allocate_pinned(ctx, size), true); },
       nb::arg("context"), nb::arg("size"), release_gil(), "Pinned (page-locked) host memory, mapped for the device.");
   m.def(
-      "allocate_host", [](std::int64_t size) { return make(cuarrow::allocate_host(size), true); }, nb::arg("size"),
-      release_gil(), "Ordinary host memory, 64-byte aligned.");
-  m.def(
       "wrap_device",
       [](const cuarrow::context& ctx, std::uintptr_t address, std::int64_t size, nb::handle owner, bool is_mutable) {
         auto keep = python_owner(owner);
@@ -228,35 +222,16 @@ void bind_buffer(nb::module_& m) {
       "A view of memory someone else owns; `owner` is kept alive while the view (or any slice) lives.");
 
   // ---- pyarrow.cuda's argument ranges (cuarrow::ranges), as ValueError --------
-  m.def(
-      "read_count",
-      [](std::int64_t size, std::int64_t position, std::int64_t nbytes, std::int64_t dst_size) {
-        return pyarrow_range([&] { return cuarrow::ranges::read_count(size, position, nbytes, dst_size); });
-      },
-      nb::arg("size"), nb::arg("position"), nb::arg("nbytes"), nb::arg("dst_size") = -1,
-      "Bytes CudaBuffer.copy_to_host copies (cuarrow::ranges::read_count).");
-  m.def(
-      "write_count",
-      [](std::int64_t size, std::int64_t position, std::int64_t nbytes, std::int64_t src_size, bool src_is_host) {
-        return pyarrow_range(
-            [&] { return cuarrow::ranges::write_count(size, position, nbytes, src_size, src_is_host); });
-      },
-      nb::arg("size"), nb::arg("position"), nb::arg("nbytes"), nb::arg("src_size"), nb::arg("src_is_host"),
-      "Bytes copy_from_host / copy_from_device copy (cuarrow::ranges::write_count).");
-  m.def(
-      "source_count",
-      [](std::int64_t src_size, std::int64_t offset, std::int64_t size) {
-        return pyarrow_range([&] { return cuarrow::ranges::source_count(src_size, offset, size); });
-      },
-      nb::arg("src_size"), nb::arg("offset"), nb::arg("size"),
-      "Bytes Context.buffer_from_data takes (cuarrow::ranges::source_count).");
-  m.def(
-      "slice_length",
-      [](std::int64_t size, std::int64_t offset, std::optional<std::int64_t> length) {
-        return pyarrow_range([&] { return cuarrow::ranges::slice_length(size, offset, length); });
-      },
-      nb::arg("size"), nb::arg("offset"), nb::arg("length").none(),
-      "The length of CudaBuffer.slice (cuarrow::ranges::slice_length).");
+  m.def("read_count", &pyarrow_range<&cuarrow::ranges::read_count>::call, nb::arg("size"), nb::arg("position"),
+        nb::arg("nbytes"), nb::arg("dst_size") = -1,
+        "Bytes CudaBuffer.copy_to_host copies (cuarrow::ranges::read_count).");
+  m.def("write_count", &pyarrow_range<&cuarrow::ranges::write_count>::call, nb::arg("size"), nb::arg("position"),
+        nb::arg("nbytes"), nb::arg("src_size"), nb::arg("src_is_host"),
+        "Bytes copy_from_host / copy_from_device copy (cuarrow::ranges::write_count).");
+  m.def("source_count", &pyarrow_range<&cuarrow::ranges::source_count>::call, nb::arg("src_size"), nb::arg("offset"),
+        nb::arg("size"), "Bytes Context.buffer_from_data takes (cuarrow::ranges::source_count).");
+  m.def("slice_length", &pyarrow_range<&cuarrow::ranges::slice_length>::call, nb::arg("size"), nb::arg("offset"),
+        nb::arg("length").none(), "The length of CudaBuffer.slice (cuarrow::ranges::slice_length).");
 
   // ---- copies ---------------------------------------------------------------
   m.def(
@@ -293,12 +268,7 @@ void bind_buffer(nb::module_& m) {
       "copy_to_new_host",
       [](const Buffer& src, std::int64_t src_offset, std::int64_t size, cuarrow::stream_view stream) {
         cuarrow::buffer part = src.buf.slice(src_offset, size);
-        cuarrow::buffer out;
-        {
-          nb::gil_scoped_release r;
-          out = cuarrow::copy_to_new_host(part, stream);
-        }
-        return Buffer{std::move(out), true};
+        return Buffer{released([&] { return cuarrow::copy_to_new_host(part, stream); }), true};
       },
       nb::arg("src"), nb::arg("src_offset"), nb::arg("size"), nb::arg("stream") = nb::none(),
       "A new host buffer (exposing the buffer protocol) holding `size` bytes of `src` from `src_offset`: pinned "

@@ -24,13 +24,19 @@ inline constexpr const char* kDeviceStream = "arrow_device_array_stream";
 
 // ---- capsules -------------------------------------------------------------------
 
+// The struct that holds the release callback (a device array's array).
+template <class T>
+auto* releasable(T* p) {
+  if constexpr (std::is_same_v<std::remove_const_t<T>, ArrowDeviceArray>) {
+    return &p->array;
+  } else {
+    return p;
+  }
+}
+
 template <class T>
 void release_struct(T* p) noexcept {
-  if constexpr (std::is_same_v<T, ArrowDeviceArray>) {
-    if (p->array.release != nullptr) p->array.release(&p->array);
-  } else {
-    if (p->release != nullptr) p->release(p);
-  }
+  if (auto* r = releasable(p); r->release != nullptr) r->release(r);
 }
 
 template <class T>
@@ -71,15 +77,6 @@ nb::object make_capsule(Fill&& fill) {
   return nb::steal(cap);
 }
 
-template <class T>
-bool is_released(const T* p) {
-  if constexpr (std::is_same_v<T, ArrowDeviceArray>) {
-    return p->array.release == nullptr;
-  } else {
-    return p->release == nullptr;
-  }
-}
-
 // The struct inside a capsule handed to us, checked: a PyCapsule, of the
 // expected name, with a non-null pointer to an unreleased struct.
 template <class T>
@@ -102,12 +99,24 @@ T* capsule_struct(nb::handle obj, const char* what) {
     PyErr_Clear();
     throw nb::value_error((std::string(what) + ": the \"" + name + "\" capsule holds a NULL pointer").c_str());
   }
-  if (is_released(p)) {
+  if (releasable(p)->release == nullptr) {
     throw ca::invalid_data(what, std::string("the ") + name +
                                      " capsule's struct is released (release == NULL): it was already consumed; "
                                      "PyCapsules of the Arrow C interfaces can be imported once");
   }
   return p;
+}
+
+// What an "arrow_schema" capsule describes: a schema (a struct's fields and
+// metadata), or a field; and a schema as a new capsule.
+inline ca::schema schema_of(nb::handle cap, const char* what = "the schema capsule") {
+  return ca::read_schema(*capsule_struct<ArrowSchema>(cap, what));
+}
+inline ca::field field_of(nb::handle cap, const char* what = "the schema capsule") {
+  return ca::read_field(*capsule_struct<ArrowSchema>(cap, what));
+}
+inline nb::object schema_capsule(const ca::schema& s) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* out) { ca::export_schema(s, out); });
 }
 
 }  // namespace cuarrow_py

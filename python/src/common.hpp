@@ -18,8 +18,13 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <cuarrow/cuarrow.hpp>
 
@@ -64,6 +69,58 @@ class cleanup_gil {
   bool held_ = false;
   PyGILState_STATE state_{};
 };
+
+using release_gil = nb::call_guard<nb::gil_scoped_release>;
+
+/// fn() with the GIL released: for a call that can block, whose result (a
+/// C++ value) is converted afterwards, with the GIL held again.
+template <class F>
+auto released(F&& fn) {
+  nb::gil_scoped_release r;
+  return fn();
+}
+
+/// A core struct's fields as a dict: fields_dict(v, "name", &T::name, ...)
+/// sets d["name"] = v.name for each (name, member) pair.
+template <class T>
+void put_fields(nb::dict&, const T&) {}
+template <class T, class M, class... Rest>
+void put_fields(nb::dict& d, const T& v, const char* name, M T::*member, Rest... rest) {
+  d[name] = v.*member;
+  put_fields(d, v, rest...);
+}
+template <class T, class... Fields>
+nb::dict fields_dict(const T& v, Fields... fields) {
+  nb::dict d;
+  put_fields(d, v, fields...);
+  return d;
+}
+
+/// The reverse, for options given by name: v.name = options["name"] for
+/// each pair (TypeError for a missing name or a value of another type).
+template <class T>
+void take_fields(T&, const nb::dict&) {}
+template <class T, class M, class... Rest>
+void take_fields(T& v, const nb::dict& options, const char* name, M T::*member, Rest... rest) {
+  if (!options.contains(name) || !nb::try_cast(options[name], v.*member)) {
+    throw nb::type_error((std::string(name) + ": missing, or not of the option's type").c_str());
+  }
+  take_fields(v, options, rest...);
+}
+
+/// Host bytes as Python bytes, and Python bytes as a span of bytes.
+inline nb::bytes bytes_of(const std::vector<std::byte>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+inline std::span<const std::byte> span_of(const nb::bytes& b) {
+  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
+}
+
+/// (a new descriptor of the pool, now the caller's; the pool's id).
+inline nb::tuple pool_descriptor(cuarrow::shareable_pool& p) {
+  const std::uint64_t id = p.pool_id();
+  return nb::make_tuple(p.release(), id);
+}
 
 void bind_errors(nb::module_& m);
 void bind_context(nb::module_& m);

@@ -14,20 +14,26 @@
 namespace cuarrow_py {
 namespace {
 
-using release_gil = nb::call_guard<nb::gil_scoped_release>;
-
 std::uintptr_t handle_int(const void* h) { return reinterpret_cast<std::uintptr_t>(h); }
 
 nb::dict properties_dict(const cuarrow::device_properties& p) {
-  nb::dict d;
-  d["ordinal"] = p.ordinal;
-  d["name"] = p.name;
-  d["total_memory"] = p.total_memory;
+  using P = cuarrow::device_properties;
+  nb::dict d = fields_dict(p, "ordinal", &P::ordinal, "name", &P::name, "total_memory", &P::total_memory, "pci_bus_id",
+                           &P::pci_bus_id, "memory_pools_supported", &P::memory_pools_supported, "unified_addressing",
+                           &P::unified_addressing);
   d["compute_capability"] = nb::make_tuple(p.compute_capability_major, p.compute_capability_minor);
-  d["pci_bus_id"] = p.pci_bus_id;
-  d["memory_pools_supported"] = p.memory_pools_supported;
-  d["unified_addressing"] = p.unified_addressing;
   return d;
+}
+
+// The transfer options' fields, as fields_dict's (name, member) pairs, for
+// get_transfer_options and set_transfer_options.
+template <class F>
+auto transfer_option_fields(F&& f) {
+  using O = cuarrow::transfer_options;
+  return f("staging_threshold_bytes", &O::staging_threshold_bytes, "staging_chunk_bytes", &O::staging_chunk_bytes,
+           "staging_threads", &O::staging_threads, "staging_threads_to_device", &O::staging_threads_to_device,
+           "pinned_pool_limit_bytes", &O::pinned_pool_limit_bytes, "staging_streaming_store_limit_bytes",
+           &O::staging_streaming_store_limit_bytes);
 }
 
 // getattr(obj, name), or nullopt when it raises AttributeError (hasattr's
@@ -136,43 +142,23 @@ void bind_context(nb::module_& m) {
   m.def("device_count", &cuarrow::device_count, release_gil(), "Number of CUDA devices (loads the driver).");
   m.def(
       "get_device_properties",
-      [](int ordinal) {
-        cuarrow::device_properties p;
-        {
-          nb::gil_scoped_release r;
-          p = cuarrow::get_device_properties(ordinal);
-        }
-        return properties_dict(p);
-      },
+      [](int ordinal) { return properties_dict(released([&] { return cuarrow::get_device_properties(ordinal); })); },
       nb::arg("ordinal"), "Properties of device `ordinal` as a dict.");
-  m.def("shutdown", &cuarrow::shutdown, release_gil(), "Release the primary contexts cuarrow retained.");
   m.def(
       "pinned_pool_stats",
       [] {
-        cuarrow::pinned_pool_statistics p = cuarrow::pinned_pool_stats();
-        nb::dict d;
-        d["pinned_bytes"] = p.pinned_bytes;
-        d["in_use_bytes"] = p.in_use_bytes;
-        return d;
+        using P = cuarrow::pinned_pool_statistics;
+        return fields_dict(cuarrow::pinned_pool_stats(), "pinned_bytes", &P::pinned_bytes, "in_use_bytes",
+                           &P::in_use_bytes);
       },
       "Bytes the pinned result pool holds (cached and in use) and has handed out.");
   m.def(
       "gds_status",
       [] {
-        cuarrow::gds_info g;
-        {
-          nb::gil_scoped_release r;
-          g = cuarrow::gds_status();
-        }
-        nb::dict d;
-        d["mode"] = g.mode;
-        d["loaded"] = g.loaded;
-        d["usable"] = g.usable;
-        d["compat_mode"] = g.compat_mode;
-        d["available"] = g.available;
-        d["library"] = g.library;
-        d["reason"] = g.reason;
-        return d;
+        using G = cuarrow::gds_info;
+        return fields_dict(released(cuarrow::gds_status), "mode", &G::mode, "loaded", &G::loaded, "usable", &G::usable,
+                           "compat_mode", &G::compat_mode, "available", &G::available, "library", &G::library, "reason",
+                           &G::reason);
       },
       "Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict "
       "(loads libcufile unless CUARROW_GDS=off).");
@@ -180,33 +166,17 @@ void bind_context(nb::module_& m) {
   m.def(
       "get_transfer_options",
       [] {
-        cuarrow::transfer_options o = cuarrow::get_transfer_options();
-        nb::dict d;
-        d["staging_threshold_bytes"] = o.staging_threshold_bytes;
-        d["staging_chunk_bytes"] = o.staging_chunk_bytes;
-        d["staging_threads"] = o.staging_threads;
-        d["staging_threads_to_device"] = o.staging_threads_to_device;
-        d["pinned_pool_limit_bytes"] = o.pinned_pool_limit_bytes;
-        d["staging_streaming_store_limit_bytes"] = o.staging_streaming_store_limit_bytes;
-        return d;
+        return transfer_option_fields([](auto... f) { return fields_dict(cuarrow::get_transfer_options(), f...); });
       },
       "The transfer options in force.");
   m.def(
       "set_transfer_options",
-      [](std::int64_t threshold, std::int64_t chunk, int threads, int threads_to_device, std::int64_t pool_limit,
-         std::int64_t streaming_limit) {
+      [](const nb::kwargs& options) {
         cuarrow::transfer_options o;
-        o.staging_threshold_bytes = threshold;
-        o.staging_chunk_bytes = chunk;
-        o.staging_threads = threads;
-        o.staging_threads_to_device = threads_to_device;
-        o.pinned_pool_limit_bytes = pool_limit;
-        o.staging_streaming_store_limit_bytes = streaming_limit;
+        transfer_option_fields([&](auto... f) { take_fields(o, options, f...); });
         cuarrow::set_transfer_options(o);
       },
-      nb::arg("staging_threshold_bytes"), nb::arg("staging_chunk_bytes"), nb::arg("staging_threads"),
-      nb::arg("staging_threads_to_device"), nb::arg("pinned_pool_limit_bytes"),
-      nb::arg("staging_streaming_store_limit_bytes"), "Change the transfer options for later copies.");
+      "Change the transfer options for later copies (every field of get_transfer_options, by name).");
 
   // ---- contexts -----------------------------------------------------------
   nb::class_<cuarrow::context>(m, "Context", "A CUDA context (a device's primary context unless wrapped).")
@@ -223,17 +193,12 @@ void bind_context(nb::module_& m) {
       .def(
           "transfer_stats",
           [](const cuarrow::context& c) {
-            cuarrow::transfer_statistics t = c.transfer_stats();
-            nb::dict d;
-            d["host_to_device_bytes"] = t.host_to_device_bytes;
-            d["device_to_host_bytes"] = t.device_to_host_bytes;
-            d["device_to_device_bytes"] = t.device_to_device_bytes;
-            d["host_to_device_seconds"] = t.host_to_device_seconds;
-            d["device_to_host_seconds"] = t.device_to_host_seconds;
-            d["device_to_device_seconds"] = t.device_to_device_seconds;
-            d["staged_bytes"] = t.staged_bytes;
-            d["copies"] = t.copies;
-            return d;
+            using T = cuarrow::transfer_statistics;
+            return fields_dict(c.transfer_stats(), "host_to_device_bytes", &T::host_to_device_bytes,
+                               "device_to_host_bytes", &T::device_to_host_bytes, "device_to_device_bytes",
+                               &T::device_to_device_bytes, "host_to_device_seconds", &T::host_to_device_seconds,
+                               "device_to_host_seconds", &T::device_to_host_seconds, "device_to_device_seconds",
+                               &T::device_to_device_seconds, "staged_bytes", &T::staged_bytes, "copies", &T::copies);
           },
           "Bytes (and, for synchronous copies, seconds) moved by copies issued in this context.")
       .def("reset_transfer_stats", &cuarrow::context::reset_transfer_stats)
@@ -259,7 +224,6 @@ void bind_context(nb::module_& m) {
       .def(
           "trim_memory_pool", [](const cuarrow::context& c, std::int64_t keep) { c.memory_resource()->trim(keep); },
           nb::arg("keep_bytes"), release_gil())
-      .def("enable_peer_access", &cuarrow::context::enable_peer_access, nb::arg("peer"), release_gil())
       .def("__eq__", [](const cuarrow::context& a, const cuarrow::context& b) { return a == b; })
       .def("__hash__", [](const cuarrow::context& c) { return std::hash<const void*>()(c.handle()); });
 

@@ -78,29 +78,21 @@ nb::object export_dlpack_typed(const Buffer& b, std::int64_t byte_offset, std::u
   return capsule_of(cuarrow::export_dlpack(b.buf, byte_offset, dtype, shape));
 }
 
-// A tensor_info as a Python dict (the facade's view of a checked tensor).
+nb::tuple tuple_of(const std::vector<std::int64_t>& v) {
+  nb::list l;
+  for (std::int64_t n : v) l.append(n);
+  return nb::tuple(l);
+}
+
+// What the facade reads of a checked tensor (tensor_info), as a dict.
 nb::dict info_dict(const cuarrow::tensor_info& t) {
-  nb::list shape, strides;
-  for (std::int64_t n : t.shape) shape.append(n);
-  for (std::int64_t n : t.strides) strides.append(n);
-  nb::dict d;
-  d["data"] = t.data;
+  using T = cuarrow::tensor_info;
+  nb::dict d = fields_dict(t, "data", &T::data, "code", &T::code, "bits", &T::bits, "lanes", &T::lanes, "c_contiguous",
+                           &T::c_contiguous);
   d["device"] = nb::make_tuple(t.device_type, t.device_id);
-  d["kind"] = std::string(1, t.kind);
-  d["code"] = t.code;
-  d["bits"] = t.bits;
-  d["lanes"] = t.lanes;
   d["typestr"] = t.typestr.empty() ? nb::object(nb::none()) : nb::object(nb::str(t.typestr.c_str()));
-  d["itemsize"] = t.itemsize;
-  d["shape"] = nb::tuple(shape);
-  d["strides"] = nb::tuple(strides);  // in bytes
-  d["strides_given"] = t.strides_given;
-  d["read_only"] = t.read_only;
-  d["elements"] = t.elements;
-  d["span_offset"] = t.span_offset;
-  d["span_length"] = t.span_length;
-  d["c_contiguous"] = t.c_contiguous;
-  d["contiguous"] = t.contiguous;
+  d["shape"] = tuple_of(t.shape);
+  d["strides"] = tuple_of(t.strides);  // in bytes
   return d;
 }
 
@@ -135,11 +127,7 @@ struct tensor_owner {
 Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
   auto [managed, versioned, info] = open_capsule(capsule);
   auto owner = std::make_shared<tensor_owner>(tensor_owner{managed, versioned});
-  cuarrow::buffer view;
-  {
-    nb::gil_scoped_release r;
-    view = cuarrow::wrap_tensor(ctx, info, owner);
-  }
+  cuarrow::buffer view = released([&] { return cuarrow::wrap_tensor(ctx, info, owner); });
   // Every check passed: take ownership (the view of an empty tensor does not
   // keep the owner, which then calls the deleter at once).
   if (PyCapsule_SetName(capsule.ptr(), versioned ? kUsedVersionedName : kUsedName) != 0) throw nb::python_error();
@@ -171,10 +159,6 @@ std::vector<std::int64_t> cai_ints(nb::handle v, const char* what) {
   // Limited-API calls only (the stable-ABI wheel): no PySequence_Fast_* macros.
   const Py_ssize_t n = PySequence_Size(v.ptr());
   if (n < 0) throw nb::python_error();
-  if (n > cuarrow::max_tensor_ndim) {
-    throw cuarrow::invalid_argument("__cuda_array_interface__: " + std::to_string(n) + " entries in " + what +
-                                    " (at most " + std::to_string(cuarrow::max_tensor_ndim) + " dimensions)");
-  }
   std::vector<std::int64_t> out;
   for (Py_ssize_t i = 0; i < n; ++i) {
     nb::object item = nb::steal(PySequence_GetItem(v.ptr(), i));
@@ -244,7 +228,7 @@ void bind_dlpack(nb::module_& m) {
         "A DLPack capsule of a typed, compact row-major tensor over part of a buffer; keeps the memory alive.");
   m.def("dlpack_info", &dlpack_info, nb::arg("capsule"),
         "The checked description of an unconsumed DLPack capsule (cuarrow::read_dlpack): dtype, shape, strides "
-        "in bytes, device, data (byte_offset applied), span and contiguity.");
+        "in bytes, device, data (byte_offset applied), C contiguity.");
   m.def("read_cai", &read_cai, nb::arg("desc"),
         "The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); "
         "a mask is refused; device None (a CAI does not say).");

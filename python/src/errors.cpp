@@ -60,12 +60,11 @@ void raise_cuda(PyObject* cls, PyObject* fallback, const std::string& message, n
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
-  } catch (const cuarrow::out_of_memory& e) {
-    raise_cuda(types().out_of_memory, PyExc_MemoryError, "Cuda error " + std::to_string(e.code()) + ": " + e.what(),
-               nb::int_(e.code()), nb::str(e.name().c_str()), nb::str(e.operation().c_str()));
   } catch (const cuarrow::cuda_error& e) {
-    raise_cuda(types().cuda_error, PyExc_OSError, "Cuda error " + std::to_string(e.code()) + ": " + e.what(),
-               nb::int_(e.code()), nb::str(e.name().c_str()), nb::str(e.operation().c_str()));
+    const bool oom = dynamic_cast<const cuarrow::out_of_memory*>(&e) != nullptr;
+    raise_cuda(oom ? types().out_of_memory : types().cuda_error, oom ? PyExc_MemoryError : PyExc_OSError,
+               "Cuda error " + std::to_string(e.code()) + ": " + e.what(), nb::int_(e.code()),
+               nb::str(e.name().c_str()), nb::str(e.operation().c_str()));
   } catch (const cuarrow::driver_error& e) {
     raise_cuda(types().driver_error, PyExc_OSError, e.what(), nb::none(), nb::none(), nb::none());
   } catch (const cuarrow::invalid_argument& e) {

@@ -3,17 +3,9 @@
 // (cuarrow.cuda.IpcMemHandle, pyarrow's name and behaviour, wraps these.)
 #include <nanobind/stl/string.h>
 
-#include <cstddef>
-#include <optional>
-#include <span>
-#include <vector>
-
 #include "common.hpp"
 
 namespace cuarrow_py {
-namespace {
-using release_gil = nb::call_guard<nb::gil_scoped_release>;
-}  // namespace
 
 void bind_ipc(nb::module_& m) {
   nb::class_<cuarrow::ipc_memory_handle>(
@@ -24,7 +16,6 @@ void bind_ipc(nb::module_& m) {
       .def_prop_ro("size", &cuarrow::ipc_memory_handle::size)
       .def_prop_ro("offset", &cuarrow::ipc_memory_handle::offset)
       .def_prop_ro("device_id", &cuarrow::ipc_memory_handle::device_id)
-      .def_prop_ro("exported_by_this_process", &cuarrow::ipc_memory_handle::exported_by_this_process)
       .def_prop_ro(
           "memory",
           [](const cuarrow::ipc_memory_handle& h) {
@@ -33,19 +24,11 @@ void bind_ipc(nb::module_& m) {
           "\"legacy\" (cuMemAlloc memory) or \"pool\" (memory of a shareable pool: opened through the pool).")
       .def_prop_ro("pool_id", &cuarrow::ipc_memory_handle::pool_id)
       .def(
-          "serialize",
-          [](const cuarrow::ipc_memory_handle& h) {
-            std::vector<std::byte> v = h.serialize();
-            return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-          },
+          "serialize", [](const cuarrow::ipc_memory_handle& h) { return bytes_of(h.serialize()); },
           "The handle as bytes (cuarrow's wire format: version 1 for legacy handles, 2 for pool handles).")
       .def("describe", &cuarrow::ipc_memory_handle::describe)
       .def_static(
-          "deserialize",
-          [](nb::bytes data) {
-            return cuarrow::ipc_memory_handle::deserialize(
-                std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.c_str()), data.size()));
-          },
+          "deserialize", [](nb::bytes data) { return cuarrow::ipc_memory_handle::deserialize(span_of(data)); },
           nb::arg("data"), "Read serialize()'s bytes or pyarrow.cuda's format (72 bytes, 8 for an empty buffer).");
 
   m.def(
@@ -54,13 +37,8 @@ void bind_ipc(nb::module_& m) {
   m.def(
       "export_ipc_pool",
       [](const cuarrow::ipc_memory_handle& h) {
-        std::optional<cuarrow::shareable_pool> p;
-        {
-          nb::gil_scoped_release r;
-          p.emplace(cuarrow::export_pool(h));
-        }
-        const std::uint64_t id = p->pool_id();
-        return nb::make_tuple(p->release(), id);
+        cuarrow::shareable_pool p = released([&] { return cuarrow::export_pool(h); });
+        return pool_descriptor(p);
       },
       nb::arg("handle"),
       "(a new descriptor of the pool of a pool handle this process exported, owned by the caller; the pool's id).");

@@ -51,12 +51,6 @@ namespace {
 namespace ca = cuarrow::arrow;
 namespace ci = cuarrow::ipc;
 
-// ---- schema capsules (the C Data interface; capsules.hpp) -----------------------------
-
-nb::object schema_capsule(const ca::schema& s) {
-  return make_capsule<ArrowSchema>([&](ArrowSchema* out) { ca::export_schema(s, out); });
-}
-
 // Where a source's memory is: a batch read from it without any buffer
 // (empty columns, nulls) is labelled with it.
 ca::placement placement_of(const cuarrow::buffer& source) {
@@ -76,8 +70,6 @@ nb::list batch_handles(std::vector<ca::record_batch> batches, const ca::placemen
   return out;
 }
 
-ca::schema schema_of(nb::handle cap) { return ca::read_schema(*capsule_struct<ArrowSchema>(cap, "schema")); }
-
 // A list of BatchData, as the core's batches (copies of handles: a batch's
 // schema and its columns' buffer handles, no device memory).
 std::vector<ca::record_batch> batches_of(const std::vector<const BatchData*>& batches) {
@@ -85,10 +77,6 @@ std::vector<ca::record_batch> batches_of(const std::vector<const BatchData*>& ba
   bs.reserve(batches.size());
   for (const BatchData* b : batches) bs.push_back(b->batch);
   return bs;
-}
-
-nb::bytes bytes_of(const std::vector<std::byte>& v) {
-  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
 // Custom metadata crosses as a list of (bytes, bytes) pairs, in order.
@@ -122,12 +110,6 @@ nb::list pairs_of(const ca::key_value_metadata& md) {
   return out;
 }
 
-ci::read_options options_of(int validation) {
-  ci::read_options o;
-  o.validation = validation >= 2 ? ca::validation_level::full : ca::validation_level::cheap;
-  return o;
-}
-
 // The objects below are used with the GIL released: those whose C++ state
 // changes (a memo being filled, a stream reader's position, a writer) hold
 // a mutex, taken after the GIL is released, so Python threads sharing one
@@ -141,52 +123,46 @@ struct DictionaryMemo {
   std::mutex mu;
 };
 
-// Readers with where their source lives.
-struct StreamReader {
-  ci::stream_reader r;
+// A reader (of a buffer: stream_reader, file_reader; of a path, into device
+// memory: device_stream_reader, device_file_reader) with where what it
+// reads lives.
+template <class R>
+struct Reader {
+  R r;
   ca::placement where;
-  std::mutex mu;
+  std::mutex mu;  // held by reads that change the reader (a stream's position)
 };
-struct FileReader {
-  ci::file_reader r;
-  ca::placement where;
-};
+using StreamReader = Reader<ci::stream_reader>;
+using FileReader = Reader<ci::file_reader>;
+using PathFileReader = Reader<ci::device_file_reader>;
+using PathStreamReader = Reader<ci::device_stream_reader>;
 
-// Readers of files by path, which read into device memory of their context.
-struct PathFileReader {
-  ci::device_file_reader r;
-  ca::placement where;
-};
-struct PathStreamReader {
-  ci::device_stream_reader r;
-  ca::placement where;
-  std::mutex mu;
-};
-
-ci::file_read_options path_options_of(int validation, const std::optional<std::vector<int>>& columns,
-                                      bool collect_stats) {
+// __init__ of a reader of a path into device memory of `ctx`.
+template <class R>
+void init_path_reader(Reader<R>* self, std::string path, const cuarrow::context& ctx,
+                      std::optional<std::vector<int>> columns, bool collect_stats) {
   ci::file_read_options o;
-  o.read = options_of(validation);
-  o.columns = columns;
+  o.columns = std::move(columns);
   o.collect_stats = collect_stats;
-  return o;
+  nb::gil_scoped_release r;
+  new (self) Reader<R>{R(std::move(path), ctx, o), {cuarrow::device_type::cuda, ctx.device_number()}, {}};
+}
+
+// __init__ of a reader of a buffer.
+template <class R>
+void init_buffer_reader(Reader<R>* self, const Buffer& source) {
+  nb::gil_scoped_release r;
+  new (self) Reader<R>{R(source.buf, ci::read_options{}), placement_of(source.buf), {}};
 }
 
 // A reader's read_stats as a dict of its fields.
 nb::dict stats_of(const ci::read_stats& r) {
-  nb::dict d;
-  d["bytes_read"] = r.bytes_read;
-  d["batches"] = r.batches;
-  d["staging_jobs"] = r.staging_jobs;
-  d["metadata_seconds"] = r.metadata_seconds;
-  d["allocate_seconds"] = r.allocate_seconds;
-  d["staging_seconds"] = r.staging_seconds;
-  d["gds_seconds"] = r.gds_seconds;
-  d["build_seconds"] = r.build_seconds;
-  d["pread_seconds"] = r.pread_seconds;
-  d["decompress_seconds"] = r.decompress_seconds;
-  d["dma_wait_seconds"] = r.dma_wait_seconds;
-  return d;
+  using S = ci::read_stats;
+  return fields_dict(r, "bytes_read", &S::bytes_read, "batches", &S::batches, "staging_jobs", &S::staging_jobs,
+                     "metadata_seconds", &S::metadata_seconds, "allocate_seconds", &S::allocate_seconds,
+                     "staging_seconds", &S::staging_seconds, "gds_seconds", &S::gds_seconds, "build_seconds",
+                     &S::build_seconds, "pread_seconds", &S::pread_seconds, "decompress_seconds",
+                     &S::decompress_seconds, "dma_wait_seconds", &S::dma_wait_seconds);
 }
 
 constexpr const char* kStatsDoc =
@@ -194,7 +170,15 @@ constexpr const char* kStatsDoc =
     "batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, "
     "build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.";
 
-ca::placement placement_of(const cuarrow::context& ctx) { return {cuarrow::device_type::cuda, ctx.device_number()}; }
+// A read that changes a reader's or a memo's state: with the GIL released,
+// under the object's lock.
+template <class T, class F>
+auto locked(T& self, F&& fn) {
+  return released([&] {
+    std::lock_guard lock(self.mu);
+    return fn();
+  });
+}
 
 // write / write_batches of the writers into device memory and to a path
 // (both hold `w`, a writer with write(batch, metadata) and write(span, span),
@@ -205,9 +189,7 @@ void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_b
        "write",
        [](W& self, const BatchData& b, nb::handle custom_metadata) {
          ca::key_value_metadata md = metadata_of(custom_metadata);
-         nb::gil_scoped_release r;
-         std::lock_guard lock(self.mu);
-         self.w->write(b.batch, md);
+         locked(self, [&] { self.w->write(b.batch, md); });
        },
        nb::arg("batch"), nb::arg("custom_metadata") = nb::none(), write_doc)
       .def(
@@ -215,127 +197,75 @@ void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_b
           [](W& self, const std::vector<const BatchData*>& batches, nb::handle custom_metadata) {
             std::vector<ca::record_batch> bs = batches_of(batches);
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.w->write(bs, mds);
+            locked(self, [&] { self.w->write(bs, mds); });
           },
           nb::arg("batches"), nb::arg("custom_metadata") = nb::none(), write_batches_doc);
 }
 
-// What both file readers (in memory, by path) offer: the schema, the
-// footer's custom metadata, and any batch by index.
-template <class Reader>
-void file_reader_methods(nb::class_<Reader>& c) {
-  c.def("schema_capsule", [](const Reader& self) { return schema_capsule(self.r.schema().schema); })
-      .def_prop_ro("num_record_batches", [](const Reader& self) { return self.r.num_record_batches(); })
-      .def(
-          "read_batch",
-          [](const Reader& self, int i) {
-            ca::record_batch b;
-            {
-              nb::gil_scoped_release g;
-              b = self.r.read_batch(i);
-            }
-            return batch_handle(std::move(b), self.where);
-          },
-          nb::arg("i"), "Batch i as a BatchData.")
-      .def(
-          "read_batch_with_metadata",
-          [](const Reader& self, int i) {
-            ci::batch_with_metadata b;
-            {
-              nb::gil_scoped_release g;
-              b = self.r.read_batch_with_custom_metadata(i);
-            }
-            return nb::make_tuple(batch_handle(std::move(b.batch), self.where), pairs_of(b.custom_metadata));
-          },
-          nb::arg("i"), "(BatchData, [(key, value)]) of batch i and its message's custom metadata.")
-      .def_prop_ro("footer_metadata", [](const Reader& self) { return pairs_of(self.r.footer().custom_metadata); });
-}
-
-// What the stream readers (of a buffer, of a path) share: the schema, the
-// next batch with its message's metadata, the rest of the stream, the
-// position; reads under the reader's lock with the GIL released.
-template <class Reader>
-void stream_reader_methods(nb::class_<Reader>& c, const char* read_all_doc) {
-  c.def("schema_capsule", [](const Reader& self) { return schema_capsule(self.r.schema().schema); })
-      .def(
-          "read_next_with_metadata",
-          [](Reader& self) -> nb::object {
-            std::optional<ci::batch_with_metadata> b;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              b = self.r.read_next_with_custom_metadata();
-            }
-            if (!b) return nb::none();
-            return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
-          },
-          "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
-      .def(
-          "read_all",
-          [](Reader& self) {
-            std::vector<ca::record_batch> batches;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              batches = self.r.read_all();
-            }
-            return batch_handles(std::move(batches), self.where);
-          },
-          read_all_doc)
-      .def_prop_ro("position", [](const Reader& self) { return self.r.position(); });
-}
-
-// A writer of a path (file_writer is neither copyable nor movable).
-struct PathWriter {
-  std::unique_ptr<ci::file_writer> w;
-  std::mutex mu;
-};
-
-// write_options from the facade's plain values: codec "lz4" / "zstd" or
-// None, level and min_space_savings or None.
-ci::write_options write_options_of(const std::optional<std::string>& codec, std::optional<int> level,
-                                   std::optional<double> min_space_savings) {
-  ci::write_options o;
-  if (codec) {
-    if (*codec == "lz4" || *codec == "lz4_frame") {
-      o.compression = ci::compression_codec::lz4_frame;
-    } else if (*codec == "zstd") {
-      o.compression = ci::compression_codec::zstd;
-    } else {
-      throw cuarrow::invalid_argument("compression must be \"lz4\", \"zstd\" or None, not \"" + *codec + "\"");
-    }
+// What the readers offer.  Every reader: the schema.  File readers (in
+// memory, by path): the footer's custom metadata and any batch by index.
+// Stream readers: the next batch with its message's metadata, the
+// position.  All but the file reader of a path (read_batches): every batch
+// left.  Readers of paths: what they read and how.
+template <class R>
+void reader_methods(nb::class_<Reader<R>>& c, const char* read_all_doc = nullptr) {
+  using Self = Reader<R>;
+  c.def("schema_capsule", [](const Self& self) { return schema_capsule(self.r.schema().schema); });
+  if constexpr (requires(const R& r) { r.footer(); }) {
+    c.def_prop_ro("num_record_batches", [](const Self& self) { return self.r.num_record_batches(); })
+        .def(
+            "read_batch",
+            [](const Self& self, int i) {
+              return batch_handle(released([&] { return self.r.read_batch(i); }), self.where);
+            },
+            nb::arg("i"), "Batch i as a BatchData.")
+        .def(
+            "read_batch_with_metadata",
+            [](const Self& self, int i) {
+              ci::batch_with_metadata b = released([&] { return self.r.read_batch_with_custom_metadata(i); });
+              return nb::make_tuple(batch_handle(std::move(b.batch), self.where), pairs_of(b.custom_metadata));
+            },
+            nb::arg("i"), "(BatchData, [(key, value)]) of batch i and its message's custom metadata.")
+        .def_prop_ro("footer_metadata", [](const Self& self) { return pairs_of(self.r.footer().custom_metadata); });
+  } else {
+    c.def(
+         "read_next_with_metadata",
+         [](Self& self) -> nb::object {
+           std::optional<ci::batch_with_metadata> b =
+               locked(self, [&] { return self.r.read_next_with_custom_metadata(); });
+           if (!b) return nb::none();
+           return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
+         },
+         "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
+        .def_prop_ro("position", [](const Self& self) { return self.r.position(); });
   }
-  o.compress.level = level;
-  o.compress.min_space_savings = min_space_savings;
-  return o;
-}
-
-ci::shared_kind kind_of(const std::string& name) {
-  for (int k = 1; k <= 5; ++k) {
-    const auto kind = static_cast<ci::shared_kind>(k);
-    if (name == ci::to_string(kind)) return kind;
+  if (read_all_doc != nullptr) {
+    c.def(
+        "read_all",
+        [](Self& self) { return batch_handles(locked(self, [&] { return self.r.read_all(); }), self.where); },
+        read_all_doc);
   }
-  throw cuarrow::invalid_argument("not a kind of shared object: \"" + name + "\"");
-}
-
-ci::share_memory share_memory_of(const std::string& name) {
-  for (ci::share_memory m : {ci::share_memory::legacy, ci::share_memory::pool}) {
-    if (name == ci::to_string(m)) return m;
+  if constexpr (requires(const R& r) { r.stats(); }) {
+    c.def("__init__", &init_path_reader<R>, nb::arg("path"), nb::arg("context"), nb::arg("columns").none() = nb::none(),
+          nb::arg("collect_stats") = false)
+        .def_prop_ro("bytes_read", [](const Self& self) { return self.r.bytes_read(); })
+        .def(
+            "stats", [](const Self& self) { return stats_of(self.r.stats()); }, kStatsDoc)
+        .def_prop_ro("read_path", [](const Self& self) { return ci::to_string(self.r.last_read_path()); });
+  } else {
+    c.def("__init__", &init_buffer_reader<R>, nb::arg("source"));
   }
-  throw cuarrow::invalid_argument("memory must be \"legacy\" or \"pool\", not \"" + name + "\"");
 }
 
-std::span<const std::byte> span_of(const nb::bytes& b) {
-  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
-}
-
-// A writer (stream_writer is neither copyable nor movable).
+// A writer, into device memory (stream_writer) or to a path (file_writer);
+// neither is copyable nor movable.
+template <class W>
 struct Writer {
-  std::unique_ptr<ci::stream_writer> w;
+  std::unique_ptr<W> w;
   std::mutex mu;
 };
+using PathWriter = Writer<ci::file_writer>;
+using DeviceWriter = Writer<ci::stream_writer>;
 
 }  // namespace
 
@@ -357,181 +287,82 @@ void bind_ipc_format(nb::module_& m) {
       .def(
           "serialize",
           [](const ci::message& msg, cuarrow::stream_view s) {
-            std::vector<std::byte> out;
-            {
-              nb::gil_scoped_release r;
-              out = ci::serialize_to_host(msg, s);
-            }
-            return bytes_of(out);
+            return bytes_of(released([&] { return ci::serialize_to_host(msg, s); }));
           },
           nb::arg("stream") = nb::none(), "The message as host bytes (prefix, metadata, padding, body).")
       .def(
           "schema_capsule",
-          [](const ci::message& msg) {
-            const auto* sm = std::get_if<ci::schema_message>(&msg.metadata.header);
-            if (sm == nullptr) throw cuarrow::invalid_argument("IPC message: not a schema message");
-            return schema_capsule(sm->schema);
-          },
+          [](const ci::message& msg) { return schema_capsule(msg.metadata.schema_header("IPC message").schema); },
           "An \"arrow_schema\" capsule of a schema message's schema.");
 
   m.def(
       "ipc_read_message",
       [](const Buffer& source, std::int64_t offset, cuarrow::stream_view s) {
-        nb::gil_scoped_release r;
         return ci::read_message(source.buf, offset, s);
       },
-      nb::arg("source"), nb::arg("offset") = 0, nb::arg("stream") = nb::none(),
+      nb::arg("source"), nb::arg("offset") = 0, nb::arg("stream") = nb::none(), release_gil(),
       "The message at `offset` of `source`; None at the end-of-stream marker or the end of `source`.");
 
   nb::class_<DictionaryMemo>(m, "IpcDictionaryMemo", "The dictionaries of a stream, by id.")
       .def(
           "__init__",
           [](DictionaryMemo* self, const ci::message& schema_message) {
-            const auto* sm = std::get_if<ci::schema_message>(&schema_message.metadata.header);
-            if (sm == nullptr) throw cuarrow::invalid_argument("IPC dictionary memo: not a schema message");
-            new (self) DictionaryMemo{*sm, ci::dictionary_memo(*sm), {}};
+            const auto& sm = schema_message.metadata.schema_header("IPC dictionary memo");
+            new (self) DictionaryMemo{sm, ci::dictionary_memo(sm), {}};
           },
           nb::arg("schema_message"), "The dictionary fields of a schema message, no dictionary yet.")
       .def(
           "read",
-          [](DictionaryMemo& self, const ci::message& msg, int validation) {
-            const auto* h = std::get_if<ci::dictionary_batch_header>(&msg.metadata.header);
-            if (h == nullptr) throw cuarrow::invalid_argument("IPC dictionary memo: not a dictionary batch message");
-            ci::read_options o = options_of(validation);
+          [](DictionaryMemo& self, const ci::message& msg) {
+            const auto& h = msg.metadata.dictionary_batch("IPC dictionary memo");
+            ci::read_options o;
             o.version = msg.metadata.version;
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.memo.read(*h, msg.body, o);
+            locked(self, [&] { self.memo.read(h, msg.body, o); });
           },
-          nb::arg("message"), nb::arg("validation") = 1, "Read a dictionary batch message (a delta appends).");
+          nb::arg("message"), "Read a dictionary batch message (a delta appends).");
 
   m.def(
       "ipc_read_record_batch",
-      [](const ci::message& msg, nb::handle schema_cap, DictionaryMemo* memo, int validation) {
-        const auto* h = std::get_if<ci::record_batch_header>(&msg.metadata.header);
-        if (h == nullptr) throw cuarrow::invalid_argument("IPC read_record_batch: not a record batch message");
+      [](const ci::message& msg, nb::handle schema_cap, DictionaryMemo* memo) {
+        const auto& h = msg.metadata.record_batch("IPC read_record_batch");
         ci::schema_message sm;
         sm.schema = schema_of(schema_cap);
         if (memo != nullptr) sm.dictionaries = memo->schema.dictionaries;
         static const ci::dictionary_memo no_dictionaries;
-        ci::read_options o = options_of(validation);
+        ci::read_options o;
         o.version = msg.metadata.version;
-        ca::record_batch b;
-        {
-          nb::gil_scoped_release r;
+        ca::record_batch b = released([&] {
           std::unique_lock<std::mutex> lock;
           if (memo != nullptr) lock = std::unique_lock(memo->mu);
-          b = ci::read_record_batch(*h, sm, msg.body, memo != nullptr ? memo->memo : no_dictionaries, o);
-        }
+          return ci::read_record_batch(h, sm, msg.body, memo != nullptr ? memo->memo : no_dictionaries, o);
+        });
         return batch_handle(std::move(b), placement_of(msg.body));
       },
       nb::arg("message"), nb::arg("schema_capsule"), nb::arg("dictionary_memo").none() = nb::none(),
-      nb::arg("validation") = 1,
       "The record batch of a message under a schema, as a BatchData (buffers are slices of the body).");
 
   nb::class_<StreamReader> stream_reader(m, "IpcStreamReader",
                                          "An IPC stream held in a buffer (cuarrow::ipc::stream_reader).");
-  stream_reader
+  reader_methods(stream_reader,
+                 "The rest of the stream as BatchData (the batches between dictionaries validated "
+                 "together).");
+  nb::class_<FileReader> file_reader(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).");
+  reader_methods(file_reader, "Every batch as BatchData (validated together).");
+  nb::class_<PathFileReader> path_file_reader(
+      m, "IpcPathFileReader", "An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).");
+  reader_methods(path_file_reader);
+  path_file_reader
+      .def("footer_schema_capsule",
+           [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
       .def(
-          "__init__",
-          [](StreamReader* self, const Buffer& source, int validation) {
-            nb::gil_scoped_release r;
-            new (self)
-                StreamReader{ci::stream_reader(source.buf, options_of(validation)), placement_of(source.buf), {}};
+          "read_batches",
+          [](const PathFileReader& self, const std::vector<int>& indices) {
+            return batch_handles(released([&] { return self.r.read_batches(indices); }), self.where);
           },
-          nb::arg("source"), nb::arg("validation") = 1)
-      .def(
-          "read_next",
-          [](StreamReader& self) -> nb::object {
-            std::optional<ca::record_batch> b;
-            {
-              nb::gil_scoped_release g;
-              std::lock_guard lock(self.mu);
-              b = self.r.read_next();
-            }
-            if (!b) return nb::none();
-            return batch_handle(std::move(*b), self.where);
-          },
-          "The next batch as a BatchData, or None at the end of the stream.");
-  stream_reader_methods(stream_reader,
-                        "The rest of the stream as BatchData (the batches between dictionaries validated together).");
-
-  auto file_reader =
-      nb::class_<FileReader>(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).")
-          .def(
-              "__init__",
-              [](FileReader* self, const Buffer& source, int validation) {
-                nb::gil_scoped_release r;
-                new (self) FileReader{ci::file_reader(source.buf, options_of(validation)), placement_of(source.buf)};
-              },
-              nb::arg("source"), nb::arg("validation") = 1)
-          .def(
-              "read_all",
-              [](const FileReader& self) {
-                std::vector<ca::record_batch> batches;
-                {
-                  nb::gil_scoped_release g;
-                  batches = self.r.read_all();
-                }
-                return batch_handles(std::move(batches), self.where);
-              },
-              "Every batch as BatchData (validated together).");
-  file_reader_methods(file_reader);
-
-  auto path_file_reader =
-      nb::class_<PathFileReader>(m, "IpcPathFileReader",
-                                 "An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).")
-          .def(
-              "__init__",
-              [](PathFileReader* self, std::string path, const cuarrow::context& ctx, int validation,
-                 std::optional<std::vector<int>> columns, bool collect_stats) {
-                nb::gil_scoped_release r;
-                new (self) PathFileReader{
-                    ci::device_file_reader(std::move(path), ctx, path_options_of(validation, columns, collect_stats)),
-                    placement_of(ctx)};
-              },
-              nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none(),
-              nb::arg("collect_stats") = false)
-          .def("footer_schema_capsule",
-               [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
-          .def(
-              "read_batches",
-              [](const PathFileReader& self, const std::vector<int>& indices) {
-                std::vector<ca::record_batch> batches;
-                {
-                  nb::gil_scoped_release g;
-                  batches = self.r.read_batches(indices);
-                }
-                return batch_handles(std::move(batches), self.where);
-              },
-              nb::arg("indices"), "The batches `indices` names, read through one staging job, as BatchData.")
-          .def_prop_ro("bytes_read", [](const PathFileReader& self) { return self.r.bytes_read(); })
-          .def(
-              "stats", [](const PathFileReader& self) { return stats_of(self.r.stats()); }, kStatsDoc)
-          .def_prop_ro("read_path", [](const PathFileReader& self) { return ci::to_string(self.r.last_read_path()); });
-  file_reader_methods(path_file_reader);
-
+          nb::arg("indices"), "The batches `indices` names, read through one staging job, as BatchData.");
   nb::class_<PathStreamReader> path_stream_reader(
       m, "IpcPathStreamReader", "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).");
-  path_stream_reader
-      .def(
-          "__init__",
-          [](PathStreamReader* self, std::string path, const cuarrow::context& ctx, int validation,
-             std::optional<std::vector<int>> columns, bool collect_stats) {
-            nb::gil_scoped_release r;
-            new (self) PathStreamReader{
-                ci::device_stream_reader(std::move(path), ctx, path_options_of(validation, columns, collect_stats)),
-                placement_of(ctx),
-                {}};
-          },
-          nb::arg("path"), nb::arg("context"), nb::arg("validation") = 1, nb::arg("columns").none() = nb::none(),
-          nb::arg("collect_stats") = false)
-      .def_prop_ro("bytes_read", [](PathStreamReader& self) { return self.r.bytes_read(); })
-      .def(
-          "stats", [](PathStreamReader& self) { return stats_of(self.r.stats()); }, kStatsDoc)
-      .def_prop_ro("read_path", [](PathStreamReader& self) { return ci::to_string(self.r.last_read_path()); });
-  stream_reader_methods(path_stream_reader,
-                        "The rest of the stream as BatchData, read through staging jobs of many batches.");
+  reader_methods(path_stream_reader, "The rest of the stream as BatchData, read through staging jobs of many batches.");
 
   nb::class_<PathWriter> path_writer(
       m, "IpcPathWriter", "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.");
@@ -543,7 +374,10 @@ void bind_ipc_format(nb::module_& m) {
              std::optional<double> min_space_savings) {
             ca::schema sc = schema_of(schema_cap);
             ca::key_value_metadata md = metadata_of(footer_metadata);
-            ci::write_options o = write_options_of(codec, level, min_space_savings);
+            ci::write_options o;
+            if (codec) o.compression = ci::compression_codec_of(*codec);
+            o.compress.level = level;
+            o.compress.min_space_savings = min_space_savings;
             nb::gil_scoped_release r;
             new (self) PathWriter{std::make_unique<ci::file_writer>(
                                       std::move(path), std::move(sc),
@@ -553,14 +387,10 @@ void bind_ipc_format(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("schema_capsule"), nb::arg("file") = true, nb::arg("footer_metadata") = nb::none(),
           nb::arg("stream") = nb::none(), nb::arg("compression") = nb::none(), nb::arg("level") = nb::none(),
-          nb::arg("min_space_savings") = nb::none())
+          nb::arg("min_space_savings") = nb::none(),
+          "compression: \"lz4\", \"zstd\" or None; level and min_space_savings: the codec's, or None.")
       .def(
-          "close",
-          [](PathWriter& self) {
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            self.w->close();
-          },
+          "close", [](PathWriter& self) { locked(self, [&] { self.w->close(); }); },
           "Write the end (a file's footer) and close the file.")
       .def_prop_ro("bytes_written", [](PathWriter& self) { return self.w->bytes_written(); });
   writer_methods(path_writer, "Write a batch (a BatchData under the writer's schema).",
@@ -568,15 +398,15 @@ void bind_ipc_format(nb::module_& m) {
                  "call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: "
                  "None or a list of one [(key, value)] per batch.");
 
-  nb::class_<Writer> writer(m, "IpcWriter",
-                            "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).");
+  nb::class_<DeviceWriter> writer(m, "IpcWriter",
+                                  "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).");
   writer
       .def(
           "__init__",
-          [](Writer* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file, nb::handle footer_metadata,
-             cuarrow::stream_view s, bool cuda_malloc) {
+          [](DeviceWriter* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file,
+             nb::handle footer_metadata, cuarrow::stream_view s, bool cuda_malloc) {
             ca::schema sc = schema_of(schema_cap);
-            new (self) Writer{
+            new (self) DeviceWriter{
                 std::make_unique<ci::stream_writer>(
                     std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
                     metadata_of(footer_metadata), ci::write_options{},
@@ -589,10 +419,8 @@ void bind_ipc_format(nb::module_& m) {
           "resource.")
       .def(
           "finish",
-          [](Writer& self) {
-            nb::gil_scoped_release r;
-            std::lock_guard lock(self.mu);
-            return Buffer{self.w->finish(), false};
+          [](DeviceWriter& self) {
+            return Buffer{locked(self, [&] { return self.w->finish(); }), false};
           },
           "The stream or file, one device allocation.");
   writer_methods(writer, "Add a batch (a BatchData under the writer's schema).",
@@ -603,10 +431,9 @@ void bind_ipc_format(nb::module_& m) {
   m.def(
       "ipc_serialize_record_batch",
       [](const BatchData& b, const cuarrow::context& ctx, cuarrow::stream_view s) {
-        nb::gil_scoped_release r;
         return Buffer{ci::serialize_record_batch(b.batch, ctx, s), false};
       },
-      nb::arg("batch"), nb::arg("context"), nb::arg("stream") = nb::none(),
+      nb::arg("batch"), nb::arg("context"), nb::arg("stream") = nb::none(), release_gil(),
       "One record batch as an encapsulated IPC message in device memory of `context`.");
 
   // ---- whole objects shared with another process (cuarrow/ipc/share.hpp) ----
@@ -622,9 +449,7 @@ void bind_ipc_format(nb::module_& m) {
           "export_pool",
           [](const ci::shared_object& o) -> nb::object {
             std::optional<cuarrow::shareable_pool> p = o.export_pool();
-            if (!p) return nb::none();
-            const std::uint64_t id = p->pool_id();
-            return nb::make_tuple(p->release(), id);
+            return p ? nb::object(pool_descriptor(*p)) : nb::none();
           },
           "Pool memory: (a new descriptor of the pool, owned by the caller; the pool's id).  Legacy: None.")
       .def_prop_ro("released", &ci::shared_object::released)
@@ -648,10 +473,9 @@ void bind_ipc_format(nb::module_& m) {
          const std::string& kind, cuarrow::stream_view s, const std::string& memory) {
         const ca::schema sc = schema_of(schema_cap);
         const std::vector<ca::record_batch> bs = batches_of(batches);
-        const ci::shared_kind k = kind_of(kind);
-        const ci::share_options o{share_memory_of(memory)};
-        nb::gil_scoped_release r;
-        return ci::share(sc, bs, ctx, s, k, o);
+        const ci::shared_kind k = ci::shared_kind_of(kind);
+        const ci::share_options o{ci::share_memory_of(memory)};
+        return released([&] { return ci::share(sc, bs, ctx, s, k, o); });
       },
       nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("context"), nb::arg("kind"),
       nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
@@ -661,21 +485,15 @@ void bind_ipc_format(nb::module_& m) {
   m.def(
       "ipc_share_buffer",
       [](const Buffer& b, cuarrow::stream_view s, const std::string& memory) {
-        const ci::share_options o{share_memory_of(memory)};
-        nb::gil_scoped_release r;
-        return ci::share(b.buf, s, o);
+        const ci::share_options o{ci::share_memory_of(memory)};
+        return released([&] { return ci::share(b.buf, s, o); });
       },
       nb::arg("buffer"), nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
       "Share device memory: itself, or a copy in memory of the kind asked for.");
-  m.def(
-      "ipc_import_shared_pool",
-      [](const cuarrow::context& ctx, int fd, std::uint64_t pool_id) {
-        nb::gil_scoped_release r;
-        return ci::import_shared_pool(ctx, fd, pool_id);
-      },
-      nb::arg("context"), nb::arg("fd"), nb::arg("pool_id"),
-      "The exporter's pool imported into `context`, once per process (cached by context and pool id); `fd` "
-      "stays the caller's.");
+  m.def("ipc_import_shared_pool", &ci::import_shared_pool, nb::arg("context"), nb::arg("fd"), nb::arg("pool_id"),
+        release_gil(),
+        "The exporter's pool imported into `context`, once per process (cached by context and pool id); `fd` "
+        "stays the caller's.");
   m.def(
       "ipc_read_shared_descriptor",
       [](nb::bytes descriptor) {
@@ -689,26 +507,21 @@ void bind_ipc_format(nb::module_& m) {
       "nothing.");
   m.def(
       "ipc_open_shared",
-      [](const cuarrow::context& ctx, nb::bytes descriptor, int validation,
-         std::optional<cuarrow::imported_pool> pool) {
-        ci::opened_shared o;
-        {
-          nb::gil_scoped_release r;
-          o = pool ? ci::open_shared(ctx, span_of(descriptor), *pool, options_of(validation))
-                   : ci::open_shared(ctx, span_of(descriptor), options_of(validation));
-        }
+      [](const cuarrow::context& ctx, nb::bytes descriptor, std::optional<cuarrow::imported_pool> pool) {
+        ci::opened_shared o = released([&] {
+          return pool ? ci::open_shared(ctx, span_of(descriptor), *pool) : ci::open_shared(ctx, span_of(descriptor));
+        });
         nb::list batches;
         nb::object schema = nb::none();
         if (o.kind != ci::shared_kind::buffer) {
           schema = schema_capsule(o.schema);
-          for (ca::record_batch& b : o.batches) batches.append(batch_handle(std::move(b), placement_of(o.data)));
+          batches = batch_handles(std::move(o.batches), placement_of(o.data));
         }
         return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, Buffer{o.data, false});
       },
-      nb::arg("context"), nb::arg("descriptor"), nb::arg("validation") = 1, nb::arg("pool") = nb::none(),
+      nb::arg("context"), nb::arg("descriptor"), nb::arg("pool") = nb::none(),
       "Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or "
-      "None, [BatchData], the opened "
-      "memory as a Buffer).");
+      "None, [BatchData], the opened memory as a Buffer).");
 }
 
 }  // namespace cuarrow_py

@@ -34,6 +34,10 @@ array_data array_data::without_validity() const {
   return out;
 }
 
+bool array_data::has_validity_bitmap() const {
+  return layout_of(type).has_validity && !buffers.empty() && buffers[0].size() > 0;
+}
+
 array_data array_data::dictionary_indices() const {
   if (type.id != type_id::dictionary) {
     throw invalid_argument("indices: not a dictionary array (" + type.to_string() + ")");

@@ -269,6 +269,13 @@ const char* to_string(compression_codec codec) noexcept {
   return "unknown";
 }
 
+compression_codec compression_codec_of(std::string_view name) {
+  if (name == "lz4" || name == "lz4_frame") return compression_codec::lz4_frame;
+  if (name == "zstd") return compression_codec::zstd;
+  throw invalid_argument("compression must be \"lz4\" (or \"lz4_frame\") or \"zstd\", not \"" + std::string(name) +
+                         "\"");
+}
+
 bool codec_available(compression_codec codec) noexcept {
   switch (codec) {
     case compression_codec::lz4_frame: return CUARROW_HAVE_LZ4 != 0;

@@ -111,6 +111,21 @@ const char* to_string(share_memory m) noexcept {
   return "unknown";
 }
 
+shared_kind shared_kind_of(std::string_view name) {
+  for (shared_kind k : {shared_kind::table, shared_kind::record_batch, shared_kind::array, shared_kind::chunked_array,
+                        shared_kind::buffer}) {
+    if (name == to_string(k)) return k;
+  }
+  throw invalid_argument("not a kind of shared object: \"" + std::string(name) + "\"");
+}
+
+share_memory share_memory_of(std::string_view name) {
+  for (share_memory m : {share_memory::legacy, share_memory::pool}) {
+    if (name == to_string(m)) return m;
+  }
+  throw invalid_argument("memory must be \"legacy\" or \"pool\", not \"" + std::string(name) + "\"");
+}
+
 // ---- exporter ------------------------------------------------------------------------
 
 std::vector<std::byte> shared_object::descriptor() const {

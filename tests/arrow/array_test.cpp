@@ -179,6 +179,9 @@ TEST(ArrowArray, AFieldLabelsAnArrayOfItsType) {
 TEST(ArrowArray, ValidityAndDictionaryIndicesOverTheSameBuffers) {
   array_data a = primitive<std::int32_t>(int32(), {1, std::nullopt, 3});
   array_data bare = a.without_validity();
+  EXPECT_TRUE(a.has_validity_bitmap());
+  EXPECT_FALSE(bare.has_validity_bitmap());
+  EXPECT_FALSE(primitive<std::int32_t>(int32(), {1, 2}).has_validity_bitmap());
   EXPECT_EQ(bare.null_count, 0);
   EXPECT_EQ(bare.buffers[0].size(), 0);
   EXPECT_EQ(bare.buffers[1].address(), a.buffers[1].address());

@@ -91,6 +91,11 @@ INSTANTIATE_TEST_SUITE_P(Both, Codec, ::testing::ValuesIn(both),
 TEST(CodecNames, NamesAndAvailabilityAgree) {
   EXPECT_STREQ(cuarrow::ipc::to_string(compression_codec::lz4_frame), "lz4_frame");
   EXPECT_STREQ(cuarrow::ipc::to_string(compression_codec::zstd), "zstd");
+  // Names as given in Python (pyarrow says "lz4" for the frame format).
+  EXPECT_EQ(cuarrow::ipc::compression_codec_of("lz4"), compression_codec::lz4_frame);
+  EXPECT_EQ(cuarrow::ipc::compression_codec_of("lz4_frame"), compression_codec::lz4_frame);
+  EXPECT_EQ(cuarrow::ipc::compression_codec_of("zstd"), compression_codec::zstd);
+  EXPECT_THROW(cuarrow::ipc::compression_codec_of("snappy"), cuarrow::invalid_argument);
   std::vector<compression_codec> expected;
   for (auto c : both)
     if (cuarrow::ipc::codec_available(c)) expected.push_back(c);

@@ -187,6 +187,9 @@ TEST(IpcMetadata, SchemaOfEveryTypeRoundTrips) {
   std::get<ipc::schema_message>(m.header).features = {1, 2};
   const auto back = round_trip(m);
   EXPECT_EQ(back.kind(), ipc::message_kind::schema);
+  EXPECT_EQ(&back.schema_header("test"), &std::get<ipc::schema_message>(back.header));
+  EXPECT_THROW((void)back.record_batch("test"), cuarrow::invalid_argument);
+  EXPECT_THROW((void)back.dictionary_batch("test"), cuarrow::invalid_argument);
   const auto& s = std::get<ipc::schema_message>(back.header);
   const auto& expected = std::get<ipc::schema_message>(m.header);
   ASSERT_EQ(s.schema.fields.size(), expected.schema.fields.size());

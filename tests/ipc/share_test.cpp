@@ -415,6 +415,17 @@ TEST(Share, KindsMustMatchTheirShape) {
   EXPECT_NO_THROW((void)ipc::share(two.sch, twice, ctx, {}, ipc::shared_kind::table));
 }
 
+TEST(Share, KindAndMemoryNamesReadBack) {
+  for (auto k : {ipc::shared_kind::table, ipc::shared_kind::record_batch, ipc::shared_kind::array,
+                 ipc::shared_kind::chunked_array, ipc::shared_kind::buffer}) {
+    EXPECT_EQ(ipc::shared_kind_of(ipc::to_string(k)), k);
+  }
+  for (auto m : {ipc::share_memory::legacy, ipc::share_memory::pool})
+    EXPECT_EQ(ipc::share_memory_of(ipc::to_string(m)), m);
+  EXPECT_THROW((void)ipc::shared_kind_of("tensor"), cuarrow::invalid_argument);
+  EXPECT_THROW((void)ipc::share_memory_of("managed"), cuarrow::invalid_argument);
+}
+
 TEST(Share, ReleaseDropsTheMemoryAndTheDescriptor) {
   const cuarrow::context ctx = cuarrow::context::get(0);
   const std::int64_t before = ctx.bytes_allocated();

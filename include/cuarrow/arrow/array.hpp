@@ -52,6 +52,10 @@ struct CUARROW_EXPORT array_data {
   /// The same array over the same buffers without its validity bitmap (null
   /// count 0): null slots show whatever values they hold.
   array_data without_validity() const;
+  /// Whether the array has a validity bitmap: its type has one (not null,
+  /// unions, run-end encoded) and buffers[0] is not empty (an absent bitmap
+  /// means no nulls).
+  bool has_validity_bitmap() const;
   /// The indices of a dictionary array: an integer array over the same
   /// buffers.  Throws invalid_argument for other arrays.
   array_data dictionary_indices() const;

@@ -39,6 +39,10 @@ namespace cuarrow::ipc {
 /// "lz4_frame" or "zstd" (Message.fbs names, lower case).
 CUARROW_EXPORT const char* to_string(compression_codec codec) noexcept;
 
+/// The codec a name asks for: "lz4" or "lz4_frame" (pyarrow's names of the
+/// LZ4 frame format), "zstd".  Throws invalid_argument for any other name.
+CUARROW_EXPORT compression_codec compression_codec_of(std::string_view name);
+
 /// Whether this build of cuarrow was built with the codec's library.
 CUARROW_EXPORT bool codec_available(compression_codec codec) noexcept;
 

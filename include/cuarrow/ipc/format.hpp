@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -123,6 +124,12 @@ struct message_metadata {
   arrow::key_value_metadata custom_metadata;
 
   CUARROW_EXPORT message_kind kind() const noexcept;
+  /// The header of a message of that kind; for another kind, throws
+  /// invalid_argument "<who>: not a schema message" (likewise "dictionary
+  /// batch", "record batch").
+  CUARROW_EXPORT const schema_message& schema_header(std::string_view who) const;
+  CUARROW_EXPORT const dictionary_batch_header& dictionary_batch(std::string_view who) const;
+  CUARROW_EXPORT const record_batch_header& record_batch(std::string_view who) const;
 };
 
 /// File.fbs Block: where a message of a file lies.

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
@@ -56,6 +57,9 @@ enum class shared_kind : std::uint8_t { table = 1, record_batch = 2, array = 3, 
 /// "table", "record_batch", "array", "chunked_array", "buffer".
 CUARROW_EXPORT const char* to_string(shared_kind k) noexcept;
 
+/// The kind to_string names; throws invalid_argument for any other name.
+CUARROW_EXPORT shared_kind shared_kind_of(std::string_view name);
+
 /// Where share() packs what it shares.
 enum class share_memory : std::uint8_t {
   /// One cuMemAlloc allocation, a legacy CUDA IPC handle (descriptor version
@@ -71,6 +75,9 @@ enum class share_memory : std::uint8_t {
 
 /// "legacy", "pool".
 CUARROW_EXPORT const char* to_string(share_memory m) noexcept;
+
+/// The memory to_string names; throws invalid_argument for any other name.
+CUARROW_EXPORT share_memory share_memory_of(std::string_view name);
 
 /// How share() shares.
 struct share_options {
