@@ -421,6 +421,17 @@ std::size_t total_bytes(std::span<const staged_piece> pieces) {
   return total;
 }
 
+// How many threads write one file.  Buffered writes to one file take its
+// inode's lock one at a time on Linux (tmpfs, ext4, xfs), so more threads
+// only contend: on the H200 machine write_feather into /dev/shm ran at
+// 3.5 GB/s with one writer and 2.2-2.6 with 2 to 12
+// (bench/write_scaling_probe.py --cuarrow).  The DMAs still overlap the
+// writes (each worker drains one slot while the next fills).
+int file_write_threads() {
+  static const int n = static_cast<int>(std::clamp<std::int64_t>(env_int("CUARROW_FILE_WRITE_THREADS", 1), 1, 256));
+  return n;
+}
+
 bool ramp_enabled() {
   static const bool on = env_int("CUARROW_STAGING_RAMP", 1) != 0;  // a tuning knob for bench/staging_sweep.py
   return on;
@@ -588,41 +599,44 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
 
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, const output_file* file) {
   const bool streaming = streaming_stores_to_host();
-  const bool done = staged(ctx, pieces, false, [&](worker_slots& ws, job& j, const plan& pl) {
-    // Double-buffered: the DMA of a worker's next chunk runs while it
-    // copies the previous one out of the other slot.
-    auto drain = [&](int k, std::size_t i) {
-      ws.event[k]->synchronize();
-      const auto* slot = static_cast<const unsigned char*>(ws.slot[k]);
-      const chunk_range& c = pl.chunks[i];
-      if (file != nullptr) {
-        write_chunk(*file, pl, c, slot);
-        return;
-      }
-      for (std::size_t g = c.first; g < c.end; ++g) {
-        const segment& seg = pl.segments[g];
-        if (seg.dst != nullptr) copy_bytes(seg.dst, slot + seg.slot_offset, seg.size, streaming);
-      }
-    };
-    int turn = 0;
-    int pending_slot = -1;
-    std::size_t pending = 0;
-    std::size_t i = 0;
-    while (j.take(i)) {
-      const int k = turn;
-      turn ^= 1;
-      auto* slot = static_cast<unsigned char*>(ws.slot[k]);
-      for_each_run(pl, pl.chunks[i], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-        copy_device_to_host_async(slot + offset, device, n, s);
-      });
-      ws.event[k]->record(s);
-      *ws.recorded[k] = 1;
-      if (pending_slot >= 0) drain(pending_slot, pending);
-      pending_slot = k;
-      pending = i;
-    }
-    if (pending_slot >= 0 && !j.failed.load()) drain(pending_slot, pending);
-  });
+  const bool done = staged(
+      ctx, pieces, false,
+      [&](worker_slots& ws, job& j, const plan& pl) {
+        // Double-buffered: the DMA of a worker's next chunk runs while it
+        // copies the previous one out of the other slot.
+        auto drain = [&](int k, std::size_t i) {
+          ws.event[k]->synchronize();
+          const auto* slot = static_cast<const unsigned char*>(ws.slot[k]);
+          const chunk_range& c = pl.chunks[i];
+          if (file != nullptr) {
+            write_chunk(*file, pl, c, slot);
+            return;
+          }
+          for (std::size_t g = c.first; g < c.end; ++g) {
+            const segment& seg = pl.segments[g];
+            if (seg.dst != nullptr) copy_bytes(seg.dst, slot + seg.slot_offset, seg.size, streaming);
+          }
+        };
+        int turn = 0;
+        int pending_slot = -1;
+        std::size_t pending = 0;
+        std::size_t i = 0;
+        while (j.take(i)) {
+          const int k = turn;
+          turn ^= 1;
+          auto* slot = static_cast<unsigned char*>(ws.slot[k]);
+          for_each_run(pl, pl.chunks[i], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
+            copy_device_to_host_async(slot + offset, device, n, s);
+          });
+          ws.event[k]->record(s);
+          *ws.recorded[k] = 1;
+          if (pending_slot >= 0) drain(pending_slot, pending);
+          pending_slot = k;
+          pending = i;
+        }
+        if (pending_slot >= 0 && !j.failed.load()) drain(pending_slot, pending);
+      },
+      file != nullptr ? file_write_threads() : 0);
   if (!done && file != nullptr) {
     bounce_to_file(*file, pieces, s);
   } else if (!done) {
@@ -645,7 +659,7 @@ void write_host_to_file(const output_file& file, std::span<const host_file_piece
     total += p.size;
   }
   const int workers =
-      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.staging_threads)), parts.size()));
+      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(file_write_threads()), parts.size()));
   if (total < 2 * chunk || workers < 2) {
     for (const host_file_piece& p : parts) file.write_at(p.src, p.size, p.file_offset);
     return;

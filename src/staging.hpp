@@ -90,8 +90,10 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
 /// Device -> pageable host for every piece, after the work queued on `s`.
 /// Returns once every destination holds its data.  With `file`, each
 /// piece goes to the file at its file_offset instead (host_dst unused): a
-/// worker writes its chunk from the pinned slot the DMA filled; without
-/// pinned memory, through a bounce buffer of one chunk.
+/// worker writes its chunk from the pinned slot the DMA filled (one worker,
+/// CUARROW_FILE_WRITE_THREADS to change it: a file takes buffered writes
+/// one at a time); without pinned memory, through a bounce buffer of one
+/// chunk.
 void staged_device_to_host(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s,
                            const output_file* file = nullptr);
 void staged_device_to_host(CUcontext ctx, void* dst, CUdeviceptr src, std::size_t n, CUstream s);
@@ -104,9 +106,10 @@ struct host_file_piece {
 };
 
 /// Writes every piece into `file` (pwrite at its offset), cut into
-/// staging_chunk_bytes parts written concurrently by up to staging_threads
-/// of the pipeline's workers (one job on its pool, taking its turn with the
-/// staged copies); below two chunks in all, by the calling thread.  For the
+/// staging_chunk_bytes parts, by the calling thread (with
+/// CUARROW_FILE_WRITE_THREADS > 1, that many of the pipeline's workers
+/// write concurrently, one job on its pool; below two chunks in all, the
+/// calling thread still).  For the
 /// compressed bodies of the IPC file writer, which are host memory.  Throws
 /// the first io_error; the other parts may or may not have been written.
 void write_host_to_file(const output_file& file, std::span<const host_file_piece> pieces);
