@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message ipc_body ipc_stream share_descriptor"
+targets="schema_import metadata_blob array_import ipc_handle tensor_reader stream_reader ipc_codec ipc_message ipc_body ipc_stream ipc_file share_descriptor"
 seconds=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +45,14 @@ mkdir -p "$corpus/ipc_stream"
 for f in tests/ipc/data/*.arrow tests/ipc/data/*.arrows; do
   { printf '\000'; cat "$f"; } >"$corpus/ipc_stream/host_$(basename "$f")"
   { printf '\001'; cat "$f"; } >"$corpus/ipc_stream/device_$(basename "$f")"
+done
+
+# ipc_file: the same files read by path, whole (first byte 0) and projected
+# to their first column (1).
+mkdir -p "$corpus/ipc_file"
+for f in tests/ipc/data/*.arrow tests/ipc/data/*.arrows; do
+  { printf '\000'; cat "$f"; } >"$corpus/ipc_file/whole_$(basename "$f")"
+  { printf '\001'; cat "$f"; } >"$corpus/ipc_file/first_$(basename "$f")"
 done
 
 export CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1
