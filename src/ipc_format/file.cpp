@@ -34,6 +34,7 @@
 #include "message_io.hpp"
 #include "runtime/runtime.hpp"
 #include "staging.hpp"
+#include "worker_pool.hpp"
 
 namespace cuarrow::ipc {
 namespace {
@@ -710,38 +711,48 @@ struct file_source {
 
 namespace {
 
-// body(k) for every k < n: on the calling thread for a few, else on up to
-// four threads, each a contiguous range (the metadata of many batches, a
-// small pread and a parse each: 226 of them took 1 ms on one thread, a
-// tenth of a projected read).  Throws what body threw for the lowest k.
+// Threads of their own for the metadata of many batches (not the staging
+// pipeline's: another reader's job may hold it), one job at a time.
+struct metadata_threads {
+  std::mutex mutex;
+  cuarrow::detail::worker_pool pool;
+};
+
+metadata_threads& the_metadata_threads() {
+  static auto* t = new metadata_threads;
+  return *t;
+}
+
+// body(k) for every k < n: on the calling thread for a few (or while
+// another reader uses the threads), else on up to four threads, each a
+// contiguous range (the metadata of many batches, a small pread and a
+// parse each: 226 of them took 1 ms on one thread, a tenth of a projected
+// read).  Throws what body threw for the lowest k.
 template <class F>
 void for_each_index(std::size_t n, F body) {
   constexpr std::size_t kPerThread = 48;
   const std::size_t hardware = std::max(1U, std::thread::hardware_concurrency());
   const std::size_t threads = std::min({std::size_t{4}, hardware, n / kPerThread});
-  if (threads <= 1) {
+  metadata_threads& mt = the_metadata_threads();
+  std::unique_lock lock(mt.mutex, std::defer_lock);
+  if (threads <= 1 || !lock.try_lock()) {
     for (std::size_t k = 0; k < n; ++k) body(k);
     return;
   }
   std::vector<std::exception_ptr> error(threads);
   std::vector<std::size_t> failed_at(threads, n);
-  {
-    std::vector<std::jthread> pool;
-    pool.reserve(threads);
-    for (std::size_t t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        for (std::size_t k = n * t / threads; k < n * (t + 1) / threads; ++k) {
-          try {
-            body(k);
-          } catch (...) {
-            error[t] = std::current_exception();
-            failed_at[t] = k;
-            return;
-          }
-        }
-      });
+  mt.pool.run(static_cast<int>(threads), [&](int w) {
+    const auto t = static_cast<std::size_t>(w);
+    for (std::size_t k = n * t / threads; k < n * (t + 1) / threads; ++k) {
+      try {
+        body(k);
+      } catch (...) {
+        error[t] = std::current_exception();
+        failed_at[t] = k;
+        return;
+      }
     }
-  }
+  });
   const auto first = std::min_element(failed_at.begin(), failed_at.end());
   if (*first < n) std::rethrow_exception(error[static_cast<std::size_t>(first - failed_at.begin())]);
 }
