@@ -729,31 +729,31 @@ struct layout_pass {
   }
 };
 
+// The validation path of each column of `schema`'s batches: column "name".
+std::function<std::string(std::size_t)> column_names(const schema_message& schema) {
+  return [&fields = schema.schema.fields](std::size_t i) { return ad::column_path(fields[i].name); };
+}
+
 }  // namespace
 
 arrow::record_batch read_record_batch(const record_batch_header& header, const schema_message& schema,
                                       const buffer& body, const dictionary_memo& dictionaries,
                                       const read_options& options) {
-  const auto& fields = schema.schema.fields;
-  return read_batch(header, schema, body, dictionaries, options,
-                    [&](std::size_t i) { return ad::column_path(fields[i].name); });
+  return read_batch(header, schema, body, dictionaries, options, column_names(schema));
 }
 
 namespace detail {
 
 std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body> batches, const schema_message& schema,
                                                      const dictionary_memo& dictionaries) {
-  const auto& fields = schema.schema.fields;
-  auto name = [&](std::size_t i) { return ad::column_path(fields[i].name); };
   std::vector<arrow::record_batch> out = load_record_batches(batches, schema, dictionaries);
-  if (!batches.empty()) validate_batches(out, batches.front().options, name);
+  if (!batches.empty()) validate_batches(out, batches.front().options, column_names(schema));
   return out;
 }
 
 std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body> batches, const schema_message& schema,
                                                      const dictionary_memo& dictionaries) {
-  const auto& fields = schema.schema.fields;
-  auto name = [&](std::size_t i) { return ad::column_path(fields[i].name); };
+  const auto name = column_names(schema);
   std::vector<arrow::record_batch> out;
   out.reserve(batches.size());
   for (const batch_body& b : batches)
@@ -763,9 +763,8 @@ std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body>
 
 void request_validation_reads(std::span<const arrow::record_batch> batches, const schema_message& schema,
                               ad::probe_cache& cache) {
-  const auto& fields = schema.schema.fields;
   try {
-    ad::request_cheap_reads(roots_of(batches, [&](std::size_t i) { return ad::column_path(fields[i].name); }), cache);
+    ad::request_cheap_reads(roots_of(batches, column_names(schema)), cache);
   } catch (const arrow::invalid_data& e) {
     throw invalid_message(e.path(), e.reason());
   }
@@ -773,9 +772,7 @@ void request_validation_reads(std::span<const arrow::record_batch> batches, cons
 
 void validate_record_batches(std::span<const arrow::record_batch> batches, const read_options& options,
                              const schema_message& schema, ad::probe_cache& cache) {
-  const auto& fields = schema.schema.fields;
-  validate_batches(
-      batches, options, [&](std::size_t i) { return ad::column_path(fields[i].name); }, cache);
+  validate_batches(batches, options, column_names(schema), cache);
 }
 
 std::vector<column_span> column_spans(const record_batch_header& h, const schema_message& schema, metadata_version v) {
