@@ -9,6 +9,7 @@
 #include "cuarrow/gds.hpp"
 #include "cuarrow/ipc.hpp"
 #include "cuarrow/memory_resource.hpp"
+#include "cuarrow/nvcomp.hpp"
 #include "cuarrow/stream.hpp"
 #include "cuarrow/version.hpp"
 

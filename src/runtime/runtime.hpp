@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "context_state.hpp"   // contexts' state, stream registry, order_after
 #include "cuarrow/stream.hpp"  // stream_view
@@ -207,5 +208,27 @@ class gds_file {
   bool direct_ = false;
   bool compat_mode_ = false;
 };
+
+// ---- nvCOMP (nvcomp.cpp; cuarrow::nvcomp_status() says whether) -----------------------
+
+/// One ZSTD frame in device memory and where it decompresses to.
+struct gpu_zstd_chunk {
+  CUdeviceptr compressed = 0;
+  std::size_t compressed_size = 0;
+  CUdeviceptr out = 0;
+  std::size_t size = 0;  ///< the size it must decompress to, exactly
+};
+
+/// The alignment nvCOMP needs of compressed inputs and of outputs (the
+/// larger of the two), or 0 when nvcomp_status() is not available.
+std::size_t gpu_zstd_alignment() noexcept;
+
+/// Decompresses every chunk on the GPU with nvCOMP (one batched call on
+/// stream `s` of context `ctx`, after the stream's earlier work) and waits
+/// for it.  Returns, per chunk, an empty string, or what went wrong (nvCOMP's
+/// status, or a size other than `size`).  Throws cuarrow::error when nvCOMP
+/// is not available or refuses the call, the CUDA error when the device
+/// faults, out_of_memory for its scratch memory.
+std::vector<std::string> gpu_zstd_decompress(CUcontext ctx, std::span<const gpu_zstd_chunk> chunks, CUstream s);
 
 }  // namespace cuarrow::detail
