@@ -86,6 +86,7 @@ L_PREAD = "preadv, {threads} threads, into host memory"
 L_FEATHER = "feather.read_table + cuda.to_device"
 L_MMAP = "ipc.open_file(memory_map).read_all + cuda.to_device"
 L_READ = "ipc.read_feather(path)"
+L_READ_GPU = "ipc.read_feather(path, gpu_decompression=True)"
 L_OPEN = "ipc.open_file(path).read_all()"
 L_PROJ_CA = "ipc.read_feather(path, columns=…)"
 L_PROJ_PA = "feather.read_table(columns=…) + cuda.to_device"
@@ -430,6 +431,22 @@ def read_cases(s: Setup, pread: ThreadedPread, notes: list[str]) -> list[Case]:
             cases.append(
                 C(group, "cuarrow", L_READ, lambda p=cpath: read_feather(p), verify=lambda t: same_data(t, table))
             )
+    nvcomp = getattr(s.ipc, "nvcomp_status", None)
+    status = nvcomp() if nvcomp is not None else {"available": False, "reason": "this cuarrow has no nvcomp_status"}
+    if read_feather is not None and status["available"]:
+        zpath = str(s.files["zstd"])
+        cases.append(
+            C(
+                G_ZSTD,
+                "cuarrow",
+                L_READ_GPU,
+                lambda: read_feather(zpath, gpu_decompression=True),
+                note=f"nvCOMP {status['version']} on the GPU (opt-in: for trusted files)",
+                verify=lambda t: same_data(t, table),
+            )
+        )
+    else:
+        notes.append(f"ZSTD on the GPU not measured: {status['reason']}")
     return cases
 
 
@@ -681,6 +698,9 @@ def evaluate_targets(results: list[dict[str, Any]], data_bytes: int) -> list[dic
         r = _find(results, group, "cuarrow", L_READ)
         if r is not None:
             rate(r, floor)
+    r = _find(results, G_ZSTD, "cuarrow", L_READ_GPU)
+    if r is not None:
+        rate(r, 10.0)
     msgs = sorted((r for r in results if r["group"] == G_MSG), key=lambda r: r["nbytes"])
     if msgs:
         top = msgs[-1]

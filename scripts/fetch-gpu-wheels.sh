@@ -47,6 +47,14 @@ for heavy in numpy pandas pyarrow; do
     exit 1
   fi
 done
-ls -1 "$dest"
+# nvCOMP 6 (libnvcomp.so.6, 25 MiB; the package's `nvcomp` extra) apart, in
+# build/wheels-nvcomp: GPU decompression of ZSTD bodies
+# (file_read_options::gpu_decompression).  Carried only for the runs that
+# need it: with build/wheels and build/gpu it fits the carry limit, with
+# the UCX site it would not.
+rm -rf build/wheels-nvcomp
+python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
+  --platform manylinux_2_28_x86_64 -d build/wheels-nvcomp "nvidia-libnvcomp-cu13==6.0.0.12"
+ls -1 "$dest" build/wheels-nvcomp
 echo "fetch-gpu-wheels: $(ls "$dest"/*.whl | wc -l) wheels, $(du -sh "$dest" | cut -f1) in $dest" \
   "(dask $dask_v, distributed $distributed_v); carry it: [\"build/wheels\", ...]"

@@ -385,7 +385,17 @@ if [ -f pyproject.toml ]; then
     step dask-wheels python3 scripts/install-wheels.py build/wheels /tmp/cuarrow-deps
     use_python /tmp/cuarrow-deps
   fi
+  if [ -d build/wheels-nvcomp ]; then
+    # nvCOMP 6 from its wheel, found by the package as a user's would be;
+    # the C++ readers' GPU decompression runs over the real library too.
+    step nvcomp-wheel python3 -m pip install -q --no-index --no-deps --target /tmp/cuarrow-nvcomp build/wheels-nvcomp/*.whl
+    use_python /tmp/cuarrow-nvcomp
+    nvlib=/tmp/cuarrow-nvcomp/nvidia/libnvcomp/lib64/libnvcomp.so.6
+    [ -x $bin/cuarrow_nvcomp_test ] && step cpp-nvcomp-real-library env CUARROW_NVCOMP_LIBRARY=$nvlib \
+      $bin/cuarrow_nvcomp_test "--gtest_filter=Nvcomp.Fake*:Nvcomp.Pyarrow*:Nvcomp.Many*:Nvcomp.Lz4*:Nvcomp.Corrupt*"
+  fi
   use_python /tmp/cuarrow-site
+  [ -d build/wheels-nvcomp ] && step nvcomp-status python3 -c "from cuarrow import ipc; print(ipc.nvcomp_status())"
   step python-suite python3 -m pytest -q -rs python/tests -p no:cacheprovider
   step python-demo python3 -m cuarrow.demo
   if [ "${2:-}" = --bench ]; then

@@ -48,6 +48,11 @@ def gds_status() -> dict:
     Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict (loads libcufile unless CUARROW_GDS=off).
     """
 
+def nvcomp_status() -> dict:
+    """
+    Whether file readers can decompress ZSTD on the GPU (nvCOMP), and why not: the core's nvcomp_status() as a dict (loads libnvcomp unless CUARROW_NVCOMP=off).
+    """
+
 def trim_pinned_pool() -> None:
     """Unpin and free the pool's cached blocks."""
 
@@ -635,7 +640,7 @@ class IpcPathFileReader:
     An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).
     """
 
-    def __init__(self, path: str, context: Context, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
+    def __init__(self, path: str, context: Context, columns: Sequence[int] | None = None, collect_stats: bool = False, gpu_decompression: bool = False) -> None: ...
 
     def schema_capsule(self) -> object: ...
 
@@ -658,11 +663,14 @@ class IpcPathFileReader:
 
     def stats(self) -> dict:
         """
-        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
+        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds, gpu_decompress_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
         """
 
     @property
     def read_path(self) -> str: ...
+
+    @property
+    def read_path_reason(self) -> str: ...
 
     def footer_schema_capsule(self) -> object: ...
 
@@ -676,7 +684,7 @@ class IpcPathStreamReader:
     An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).
     """
 
-    def __init__(self, path: str, context: Context, columns: Sequence[int] | None = None, collect_stats: bool = False) -> None: ...
+    def __init__(self, path: str, context: Context, columns: Sequence[int] | None = None, collect_stats: bool = False, gpu_decompression: bool = False) -> None: ...
 
     def schema_capsule(self) -> object: ...
 
@@ -698,11 +706,14 @@ class IpcPathStreamReader:
 
     def stats(self) -> dict:
         """
-        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
+        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds, gpu_decompress_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
         """
 
     @property
     def read_path(self) -> str: ...
+
+    @property
+    def read_path_reason(self) -> str: ...
 
 class IpcPathWriter:
     """

@@ -43,6 +43,7 @@ __all__ = [
     "RecordBatchStreamWriter",
     "new_file",
     "new_stream",
+    "nvcomp_status",
     "open_file",
     "open_stream",
     "read_feather",
@@ -378,6 +379,7 @@ class _Reader:
         memory_reader: Any,
         names: Callable[[str, Context], pa.Schema],
         collect_stats: bool = False,
+        gpu_decompression: bool = False,
     ) -> None:
         """A reader of a path (into device memory of `context`; `columns`
         mapped to field positions through `names`) or of device memory."""
@@ -386,7 +388,8 @@ class _Reader:
             ctx = _context_of(context)
             indices = None if columns is None else _column_indices(names(path, ctx), columns, path)
             self._source: CudaBuffer | None = None
-            self._reader: Any = path_reader(path, ctx._ctx, indices, bool(collect_stats))
+            _nvcomp_wheel_default()
+            self._reader: Any = path_reader(path, ctx._ctx, indices, bool(collect_stats), bool(gpu_decompression))
             # Every batch read by path lies in device memory of `ctx`.
             self._where: tuple[int, int] | None = (_CUDA, ctx.device_number)
         else:
@@ -408,6 +411,13 @@ class _Reader:
         return getattr(self._reader, "read_path", None)
 
     @property
+    def read_path_reason(self) -> str | None:
+        """Why the last read took its path, in a sentence (whether ZSTD
+        bodies were decompressed on the GPU among it); None for a reader of
+        device memory."""
+        return getattr(self._reader, "read_path_reason", None)
+
+    @property
     def bytes_read(self) -> int | None:
         """Bytes read from the file so far (None for one in device memory)."""
         return getattr(self._reader, "bytes_read", None)
@@ -421,7 +431,8 @@ class _Reader:
         end), ``gds_seconds``, ``build_seconds`` (batches built and
         checked); seconds summed over the staging pipeline's threads in
         ``pread_seconds``, ``decompress_seconds`` and ``dma_wait_seconds``
-        (waiting for a pinned slot's copy to the device).  None for a
+        (waiting for a pinned slot's copy to the device); nvCOMP's
+        decompression, waited for, in ``gpu_decompress_seconds``.  None for a
         reader of device memory."""
         get = getattr(self._reader, "stats", None)
         return None if get is None else dict(get())
@@ -443,7 +454,15 @@ class _Reader:
 class RecordBatchStreamReader(_Reader):
     """Reads an IPC stream in device memory (:func:`open_stream`)."""
 
-    def __init__(self, source: Any, *, columns: Any = None, context: Any = None, collect_stats: bool = False) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        columns: Any = None,
+        context: Any = None,
+        collect_stats: bool = False,
+        gpu_decompression: bool = False,
+    ) -> None:
         def names(path: str, ctx: Context) -> pa.Schema:
             # A stream starts with its schema: nothing else is read.
             return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
@@ -457,6 +476,7 @@ class RecordBatchStreamReader(_Reader):
             _lib.IpcStreamReader,
             names,
             collect_stats,
+            gpu_decompression,
         )
 
     def read_next_batch(self) -> DeviceRecordBatch:
@@ -502,13 +522,29 @@ class RecordBatchStreamReader(_Reader):
 class RecordBatchFileReader(_Reader):
     """Reads an IPC file (Feather v2, uncompressed) in device memory (:func:`open_file`)."""
 
-    def __init__(self, source: Any, *, columns: Any = None, context: Any = None, collect_stats: bool = False) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        columns: Any = None,
+        context: Any = None,
+        collect_stats: bool = False,
+        gpu_decompression: bool = False,
+    ) -> None:
         def names(path: str, ctx: Context) -> pa.Schema:
             # The footer alone (no column, so no dictionary, is read) names the fields.
             return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, []).footer_schema_capsule())
 
         self._open(
-            source, columns, context, "open_file", _lib.IpcPathFileReader, _lib.IpcFileReader, names, collect_stats
+            source,
+            columns,
+            context,
+            "open_file",
+            _lib.IpcPathFileReader,
+            _lib.IpcFileReader,
+            names,
+            collect_stats,
+            gpu_decompression,
         )
 
     @property
@@ -572,7 +608,13 @@ def _included_fields(options: Any) -> list[int] | None:
 
 
 def open_stream(
-    source: Any, *, options: Any = None, memory_pool: Any = None, context: Any = None, collect_stats: bool = False
+    source: Any,
+    *,
+    options: Any = None,
+    memory_pool: Any = None,
+    context: Any = None,
+    collect_stats: bool = False,
+    gpu_decompression: bool = False,
 ) -> RecordBatchStreamReader:
     """A reader of the IPC stream in `source`: a CudaBuffer or a
     cuda.BufferReader from its position (batches are DeviceRecordBatches
@@ -582,9 +624,19 @@ def open_stream(
     `options.included_fields` (pyarrow.ipc.IpcReadOptions) selects the
     columns of a stream read by path (only their bytes are read);
     `memory_pool` is pyarrow's and unused.  `collect_stats`: time the
-    phases of a path's reads (``reader.stats()``)."""
+    phases of a path's reads (``reader.stats()``).  `gpu_decompression`:
+    decompress the ZSTD bodies of a path on the GPU with nvCOMP when it is
+    installed (:func:`nvcomp_status`; ``pip install
+    nvidia-libnvcomp-cu13``), else on the host.  Only for files you trust:
+    nvCOMP does not promise a clean error for corrupt data, and a GPU fault
+    ends the process's use of the device (``reader.read_path_reason`` says
+    what ran)."""
     return RecordBatchStreamReader(
-        source, columns=_included_fields(options), context=context, collect_stats=collect_stats
+        source,
+        columns=_included_fields(options),
+        context=context,
+        collect_stats=collect_stats,
+        gpu_decompression=gpu_decompression,
     )
 
 
@@ -596,6 +648,7 @@ def open_file(
     memory_pool: Any = None,
     context: Any = None,
     collect_stats: bool = False,
+    gpu_decompression: bool = False,
 ) -> RecordBatchFileReader:
     """A reader of the IPC file (Feather v2) in `source`: a CudaBuffer or
     cuda.BufferReader, or a path (read straight into device memory of
@@ -605,12 +658,22 @@ def open_file(
     if footer_offset is not None:
         raise NotImplementedError("cuarrow.ipc.open_file: footer_offset is not supported (slice the buffer instead)")
     return RecordBatchFileReader(
-        source, columns=_included_fields(options), context=context, collect_stats=collect_stats
+        source,
+        columns=_included_fields(options),
+        context=context,
+        collect_stats=collect_stats,
+        gpu_decompression=gpu_decompression,
     )
 
 
 def read_feather(
-    source: Any, columns: Any = None, *, context: Any = None, progress: Any = None, stats: dict | None = None
+    source: Any,
+    columns: Any = None,
+    *,
+    context: Any = None,
+    progress: Any = None,
+    stats: dict | None = None,
+    gpu_decompression: bool = False,
 ) -> DeviceTable:
     """The Arrow IPC file (Feather v2) at path `source` as a DeviceTable in
     device memory of `context` (default device 0), read straight to the GPU
@@ -623,13 +686,20 @@ def read_feather(
     pipeline's threads read many batches at once); with `progress`, through
     about 16 jobs, one per report.  `stats`: a dict to fill with where
     the read's time went (the phases timed; keys as
-    ``RecordBatchFileReader.stats()``).  An IPC stream:
-    ``open_stream(path).read_all()``."""
+    ``RecordBatchFileReader.stats()``).  `gpu_decompression`: ZSTD bodies
+    decompressed on the GPU by nvCOMP, for files you trust (see
+    :func:`open_stream`).  An IPC stream: ``open_stream(path).read_all()``."""
     if not _is_path(source):
         raise TypeError(f"read_feather reads a path (str or os.PathLike), got {_type_name(source)}")
     if stats is not None and not isinstance(stats, dict):
         raise TypeError(f"stats must be None or a dict to fill, not {_type_name(stats)}")
-    reader = RecordBatchFileReader(source, columns=columns, context=context, collect_stats=stats is not None)
+    reader = RecordBatchFileReader(
+        source,
+        columns=columns,
+        context=context,
+        collect_stats=stats is not None,
+        gpu_decompression=gpu_decompression,
+    )
     n = reader.num_record_batches
     report = _progress(progress, n, os.fspath(source))
     group = n if progress is None or progress is False else max(1, -(-n // 16))
@@ -643,6 +713,37 @@ def read_feather(
     # The reader's own batches: of its schema, on its device (what
     # from_batches would check batch by batch, a binding call each).
     return DeviceTable._make(batches, reader.schema, reader._where or (_CUDA, 0))
+
+
+def nvcomp_status() -> dict[str, Any]:
+    """Whether readers asked for ``gpu_decompression`` get it: nvCOMP's
+    ``mode`` (CUARROW_NVCOMP), ``available``, ``version``, ``library`` and,
+    in a sentence, the ``reason``.  Loads libnvcomp on first call (from the
+    nvidia-libnvcomp-cu13 wheel when it is installed, else
+    CUARROW_NVCOMP_LIBRARY or the loader's libnvcomp.so.6); computed once a
+    process."""
+    _nvcomp_wheel_default()
+    return dict(_lib.nvcomp_status())
+
+
+def _nvcomp_wheel_default() -> None:
+    """Point the core at the nvidia-libnvcomp-cu13 wheel's libnvcomp.so.6
+    when that wheel is installed and CUARROW_NVCOMP_LIBRARY is not set (the
+    core reads the variable once, when a reader first asks for nvCOMP)."""
+    if os.environ.get("CUARROW_NVCOMP_LIBRARY"):
+        return
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia.libnvcomp")
+    except (ImportError, ValueError):
+        return
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    for root in roots:
+        candidate = os.path.join(root, "lib64", "libnvcomp.so.6")
+        if os.path.isfile(candidate):
+            os.environ["CUARROW_NVCOMP_LIBRARY"] = candidate
+            return
 
 
 def _progress(progress: Any, total: int | None, what: str) -> Callable[[int | None, int], None]:

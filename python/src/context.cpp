@@ -162,6 +162,15 @@ void bind_context(nb::module_& m) {
       },
       "Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict "
       "(loads libcufile unless CUARROW_GDS=off).");
+  m.def(
+      "nvcomp_status",
+      [] {
+        using N = cuarrow::nvcomp_info;
+        return fields_dict(released(cuarrow::nvcomp_status), "mode", &N::mode, "available", &N::available, "version",
+                           &N::version, "library", &N::library, "reason", &N::reason);
+      },
+      "Whether file readers can decompress ZSTD on the GPU (nvCOMP), and why not: the core's nvcomp_status() as a "
+      "dict (loads libnvcomp unless CUARROW_NVCOMP=off).");
   m.def("trim_pinned_pool", &cuarrow::trim_pinned_pool, release_gil(), "Unpin and free the pool's cached blocks.");
   m.def(
       "get_transfer_options",

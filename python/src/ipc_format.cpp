@@ -140,10 +140,11 @@ using PathStreamReader = Reader<ci::device_stream_reader>;
 // __init__ of a reader of a path into device memory of `ctx`.
 template <class R>
 void init_path_reader(Reader<R>* self, std::string path, const cuarrow::context& ctx,
-                      std::optional<std::vector<int>> columns, bool collect_stats) {
+                      std::optional<std::vector<int>> columns, bool collect_stats, bool gpu_decompression) {
   ci::file_read_options o;
   o.columns = std::move(columns);
   o.collect_stats = collect_stats;
+  o.gpu_decompression = gpu_decompression;
   nb::gil_scoped_release r;
   new (self) Reader<R>{R(std::move(path), ctx, o), {cuarrow::device_type::cuda, ctx.device_number()}, {}};
 }
@@ -162,13 +163,15 @@ nb::dict stats_of(const ci::read_stats& r) {
                      "metadata_seconds", &S::metadata_seconds, "allocate_seconds", &S::allocate_seconds,
                      "staging_seconds", &S::staging_seconds, "gds_seconds", &S::gds_seconds, "build_seconds",
                      &S::build_seconds, "pread_seconds", &S::pread_seconds, "decompress_seconds",
-                     &S::decompress_seconds, "dma_wait_seconds", &S::dma_wait_seconds);
+                     &S::decompress_seconds, "dma_wait_seconds", &S::dma_wait_seconds, "gpu_decompress_seconds",
+                     &S::gpu_decompress_seconds);
 }
 
 constexpr const char* kStatsDoc =
     "Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, "
     "batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, "
-    "build_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.";
+    "build_seconds, gpu_decompress_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, "
+    "dma_wait_seconds.";
 
 // A read that changes a reader's or a memo's state: with the GIL released,
 // under the object's lock.
@@ -247,11 +250,12 @@ void reader_methods(nb::class_<Reader<R>>& c, const char* read_all_doc = nullptr
   }
   if constexpr (requires(const R& r) { r.stats(); }) {
     c.def("__init__", &init_path_reader<R>, nb::arg("path"), nb::arg("context"), nb::arg("columns").none() = nb::none(),
-          nb::arg("collect_stats") = false)
+          nb::arg("collect_stats") = false, nb::arg("gpu_decompression") = false)
         .def_prop_ro("bytes_read", [](const Self& self) { return self.r.bytes_read(); })
         .def(
             "stats", [](const Self& self) { return stats_of(self.r.stats()); }, kStatsDoc)
-        .def_prop_ro("read_path", [](const Self& self) { return ci::to_string(self.r.last_read_path()); });
+        .def_prop_ro("read_path", [](const Self& self) { return ci::to_string(self.r.last_read_path()); })
+        .def_prop_ro("read_path_reason", [](const Self& self) { return self.r.last_read_path_reason(); });
   } else {
     c.def("__init__", &init_buffer_reader<R>, nb::arg("source"));
   }

@@ -5,6 +5,9 @@ what pyarrow reads; projection reads only the chosen columns' bytes;
 compressed files decompress; bad paths and files raise clear errors."""
 
 import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -347,3 +350,63 @@ def _stream_in_device_memory(ctx, table):
     w = ipc.new_stream(ctx, table.schema)
     w.write_table(table)
     return w.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_gpu_decompression_reads_the_same_and_says_what_ran(ctx, tmp_path, kind):
+    table = _wide(rows=8000, chunks=4)
+    status = ipc.nvcomp_status()
+    assert set(status) == {"mode", "available", "version", "library", "reason"}
+    if kind == "file":
+        path = _write_file(tmp_path / "z.arrow", table, "zstd")
+        reader = ipc.open_file(path, collect_stats=True, gpu_decompression=True)
+    else:
+        path = _write_stream(tmp_path / "z.arrows", table, "zstd")
+        reader = ipc.open_stream(path, collect_stats=True, gpu_decompression=True)
+    assert reader.read_all().to_host().equals(table)
+    stats = reader.stats()
+    if status["available"]:
+        assert "decompressed on the GPU by nvCOMP " + status["version"] in reader.read_path_reason
+        assert stats["gpu_decompress_seconds"] > 0
+    else:
+        # Asked for and not there: the host decompressed it, and says why.
+        assert "not on the GPU as asked" in reader.read_path_reason
+        assert status["reason"] in reader.read_path_reason
+        assert stats["gpu_decompress_seconds"] == 0
+        assert stats["decompress_seconds"] > 0
+    # Not asked for: the host path, whatever is installed.
+    plain = ipc.open_file(path) if kind == "file" else ipc.open_stream(path)
+    assert plain.read_all().to_host().equals(table)
+    assert "nvCOMP" not in plain.read_path_reason
+    if kind == "file":
+        assert ipc.read_feather(path, gpu_decompression=True).to_host().equals(table)
+
+
+@pytest.mark.skipif(
+    cuda.is_emulated() or not ipc.nvcomp_status()["available"],
+    reason="needs a real GPU and nvCOMP 6 (pip install nvidia-libnvcomp-cu13, or CUARROW_NVCOMP_LIBRARY)",
+)
+def test_gpu_decompression_of_a_corrupt_frame_is_arrow_invalid(ctx, tmp_path):
+    table = _wide(rows=8000, chunks=2)
+    path = _write_file(tmp_path / "z.arrow", table, "zstd")
+    data = bytearray(path.read_bytes())
+    frame = data.index(b"\x28\xb5\x2f\xfd")  # the first ZSTD frame; its header stays intact
+    data[frame + 24 : frame + 64] = b"\xff" * 40
+    bad = tmp_path / "bad.arrow"
+    bad.write_bytes(bytes(data))
+    # In a child process: nvCOMP promises no clean error for corrupt data,
+    # and a GPU fault would end this process's use of the device.
+    code = (
+        "import sys, pyarrow as pa\n"
+        "from cuarrow import ipc\n"
+        "try:\n"
+        "    ipc.read_feather(sys.argv[1], gpu_decompression=True)\n"
+        "except pa.ArrowInvalid as e:\n"
+        "    print('ArrowInvalid:', e)\n"
+        "    print(ipc.read_feather(sys.argv[2], gpu_decompression=True).num_rows)\n"
+    )
+    argv = [sys.executable, "-c", code, str(bad), str(path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"ArrowInvalid: .*buffers\[\d+\]", done.stdout), done.stdout
+    assert done.stdout.strip().splitlines()[-1] == str(table.num_rows)

@@ -310,6 +310,21 @@ std::int64_t decompressed_size(std::span<const std::byte> framed, std::int64_t l
   return size;
 }
 
+std::int64_t zstd_frame_content_size(std::span<const std::byte> frame) noexcept {
+#if CUARROW_HAVE_ZSTD
+  if (frame.empty()) return -1;
+  const unsigned long long n = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ||
+      n > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
+    return -1;
+  }
+  return static_cast<std::int64_t>(n);
+#else
+  (void)frame;
+  return -1;
+#endif
+}
+
 void decompress(compression_codec codec, std::span<const std::byte> framed, std::span<std::byte> out,
                 std::string_view where) {
   const std::int64_t size = decompressed_size(framed, std::numeric_limits<std::int64_t>::max(), where);

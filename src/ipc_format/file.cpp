@@ -30,6 +30,7 @@
 #include "cuarrow/gds.hpp"
 #include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "cuarrow/nvcomp.hpp"
 #include "gds_copy.hpp"
 #include "message_io.hpp"
 #include "runtime/runtime.hpp"
@@ -207,7 +208,12 @@ struct file_source {
   // read_stats: counts always, nanoseconds when options.collect_stats.
   std::atomic<std::int64_t> batches{0}, staging_jobs{0};
   std::atomic<std::int64_t> metadata_ns{0}, allocate_ns{0}, staging_ns{0}, gds_ns{0}, build_ns{0}, pread_ns{0},
-      decompress_ns{0}, dma_wait_ns{0};
+      decompress_ns{0}, dma_wait_ns{0}, gpu_decompress_ns{0};
+  // GPU decompression (gpu_zstd()): decided once, at the first ZSTD body.
+  std::once_flag gpu_once;
+  bool gpu_on = false;
+  std::string gpu_version;
+  std::string gpu_why_not;
   // GPUDirect Storage: the file registered with cuFile when this reader
   // uses it, how it runs; why the staging pipeline runs otherwise.  After a
   // cuFile failure `gds_failed` is set and `fallback` says what failed.
@@ -245,6 +251,7 @@ struct file_source {
     r.pread_seconds = sec(pread_ns);
     r.decompress_seconds = sec(decompress_ns);
     r.dma_wait_seconds = sec(dma_wait_ns);
+    r.gpu_decompress_seconds = sec(gpu_decompress_ns);
     return r;
   }
 
@@ -443,17 +450,13 @@ struct file_source {
     return std::max(hardware, cuarrow::detail::current_transfer_options().staging_threads_to_device);
   }
 
-  // The decompressed size of the compressed buffer of `length` bytes at
-  // file offset `at`, from its 8-byte prefix (read on the calling thread).
-  std::int64_t compressed_buffer_size(std::int64_t at, std::int64_t length, const std::string& where) {
-    std::vector<std::byte> prefix = read(at, std::min<std::int64_t>(length, frame_prefix_bytes));
+  // The decompressed size of the compressed buffer of `length` bytes whose
+  // first bytes (its 8-byte prefix, and more) are `head`.
+  std::int64_t compressed_buffer_size(std::span<const std::byte> head, std::int64_t length, const std::string& where) {
     if (length <= frame_prefix_bytes) {
-      return decompressed_size(prefix, options.max_decompressed_buffer_bytes, where);  // checks the short ones
+      return decompressed_size(head, options.max_decompressed_buffer_bytes, where);  // checks the short ones
     }
-    std::int64_t declared = 0;
-    for (int k = 7; k >= 0; --k)
-      declared = declared << 8 | static_cast<std::int64_t>(prefix[static_cast<std::size_t>(k)]);
-    if (declared == -1) {  // stored uncompressed: its size is the rest of the buffer
+    if (load_prefix(head) == -1) {  // stored uncompressed: its size is the rest of the buffer
       // decompressed_size checks the limit over the whole buffer; with the
       // prefix alone, the same check is made on the length the rest gives.
       const std::int64_t size = length - frame_prefix_bytes;
@@ -463,7 +466,35 @@ struct file_source {
       }
       return size;
     }
-    return decompressed_size(prefix, options.max_decompressed_buffer_bytes, where);
+    return decompressed_size(head.first(frame_prefix_bytes), options.max_decompressed_buffer_bytes, where);
+  }
+
+  static std::int64_t load_prefix(std::span<const std::byte> head) {
+    std::int64_t declared = 0;
+    for (int k = 7; k >= 0; --k)
+      declared = declared << 8 | static_cast<std::int64_t>(head[static_cast<std::size_t>(k)]);
+    return declared;
+  }
+
+  // Whether ZSTD bodies go to the GPU (nvCOMP): asked for, available, and
+  // at an alignment the body layout (8-byte) gives.  Decided once a reader.
+  bool gpu_zstd() {
+    std::call_once(gpu_once, [&] {
+      if (!options.gpu_decompression) return;
+      const nvcomp_info n = nvcomp_status();
+      if (!n.available) {
+        gpu_why_not = n.reason;
+      } else if (!codec_available(compression_codec::zstd)) {
+        gpu_why_not = "this cuarrow was built without libzstd, which checks each frame's header on the host";
+      } else if (cuarrow::detail::gpu_zstd_alignment() > 8) {
+        gpu_why_not = "nvCOMP " + n.version + " asks for " + std::to_string(cuarrow::detail::gpu_zstd_alignment()) +
+                      "-byte aligned buffers; Arrow bodies are 8-byte aligned";
+      } else {
+        gpu_version = n.version;
+        gpu_on = true;
+      }
+    });
+    return gpu_on;
   }
 
   // Reads the buffers each request's header names (of the body at file
@@ -480,6 +511,11 @@ struct file_source {
     std::vector<staged_piece> pieces;
     std::deque<piece_source> sources;    // stable addresses for the pieces
     std::deque<decoded_buffer> decoded;  // likewise
+    // ZSTD buffers nvCOMP decompresses after the staging job: their framed
+    // bytes are staged into `scratch`, then decompressed into the bodies.
+    buffer scratch;
+    std::vector<cuarrow::detail::gpu_zstd_chunk> gpu_chunks;
+    std::vector<std::string> gpu_names;
     bool any_gds = false, any_staged = false, any_compressed = false, all_empty = true;
   };
 
@@ -498,6 +534,14 @@ struct file_source {
     std::deque<piece_source>& sources = pb.sources;
     std::deque<decoded_buffer>& decoded = pb.decoded;
     std::vector<planned> plans(requests.size());
+    // The ZSTD frames nvCOMP decompresses: request, buffer, where the frame
+    // lies in the file (after its prefix), its name for errors.
+    struct gpu_frame {
+      std::size_t request = 0, buffer = 0;
+      std::int64_t file_offset = 0, size = 0;
+      std::string name;
+    };
+    std::vector<gpu_frame> gpu;
     for (std::size_t q = 0; q < requests.size(); ++q) {
       const body_request& rq = requests[q];
       const record_batch_header& h = *rq.header;
@@ -529,13 +573,39 @@ struct file_source {
           pl.length = at + (file_end - file_start);
         }
       } else {
+        const bool to_gpu = *h.compression == compression_codec::zstd && gpu_zstd();
         for (std::size_t i = 0; i < h.buffers.size(); ++i) {
           const body_range r = h.buffers[i];
           if (r.length == 0) continue;
           const std::string name = *rq.where + " buffers[" + std::to_string(i) + "]";
-          const std::int64_t size = compressed_buffer_size(rq.body_start + r.offset, r.length, name);
+          const std::int64_t at = rq.body_start + r.offset;
+          // With nvCOMP, the frame's header too: it must declare the size
+          // the prefix does before a GPU kernel sees the frame.
+          const std::vector<std::byte> head =
+              read(at, std::min<std::int64_t>(r.length, to_gpu ? frame_prefix_bytes + 18 : frame_prefix_bytes));
+          const std::int64_t size = compressed_buffer_size(head, r.length, name);
           pl.out[i] = body_range{pad8(pl.length), size};
           if (size == 0) continue;
+          pl.length = pl.out[i].offset + size;
+          if (to_gpu && r.length > frame_prefix_bytes) {
+            if (load_prefix(head) == -1) {
+              // Stored uncompressed: its bytes go straight into the body.
+              piece_source& src = sources.emplace_back();
+              src.fd = file.fd();
+              src.path = file.path();
+              src.file_offset = at + frame_prefix_bytes;
+              src.bytes_read = &bytes_read;
+              src.read_ns = timer(pread_ns);
+              pl.targets.push_back(target{pl.out[i].offset, size, &src});
+              continue;
+            }
+            if (zstd_frame_content_size(std::span(head).subspan(frame_prefix_bytes)) == size) {
+              gpu.push_back({q, i, at + frame_prefix_bytes, r.length - frame_prefix_bytes, name});
+              continue;
+            }
+            // A frame that does not state its size, or states another (the
+            // first of several frames, or a lie): the host decides.
+          }
           decoded_buffer& d = decoded.emplace_back();
           d.codec = *h.compression;
           d.fd = file.fd();
@@ -543,7 +613,7 @@ struct file_source {
           d.bytes_read = &bytes_read;
           d.read_ns = timer(pread_ns);
           d.decompress_ns = timer(decompress_ns);
-          d.file_offset = rq.body_start + r.offset;
+          d.file_offset = at;
           d.framed_size = static_cast<std::size_t>(r.length);
           d.size = static_cast<std::size_t>(size);
           d.left = d.size;
@@ -553,7 +623,6 @@ struct file_source {
           decoded_buffer* dp = &d;
           src.produce = [dp](std::size_t offset, std::span<unsigned char> o) { dp->produce(offset, o); };
           pl.targets.push_back(target{pl.out[i].offset, size, &src});
-          pl.length = pl.out[i].offset + size;
         }
       }
     }
@@ -592,15 +661,70 @@ struct file_source {
         }
       }
       any_staged = any_staged || !pl.targets.empty();
-      bool first = true;  // never merged with the previous body's piece: another allocation
+      // Never merged with the previous body's piece (another allocation),
+      // nor across a buffer nvCOMP writes later: only padding travels in
+      // the same DMA.
+      std::int64_t end = -1;
       for (const target& t : pl.targets) {
         staged_piece p;
         p.device = static_cast<CUdeviceptr>(body.address() + static_cast<std::uintptr_t>(t.at));
         p.size = static_cast<std::size_t>(t.size);
-        p.merge_with_previous = !first;  // the padding between them travels in the same DMA
+        p.merge_with_previous = end >= 0 && t.at - end < 8;
         p.source = t.source;
         pieces.push_back(p);
-        first = false;
+        end = t.at + t.size;
+      }
+    }
+    if (!gpu.empty()) {
+      // The frames, packed 8-byte aligned into one scratch allocation and
+      // staged there by the same job as the rest.
+      std::vector<std::int64_t> at(gpu.size());
+      std::int64_t length = 0;
+      for (std::size_t k = 0; k < gpu.size(); ++k) {
+        at[k] = pad8(length);
+        length = at[k] + gpu[k].size;
+      }
+      {
+        const cuarrow::detail::timed t(timer(allocate_ns));
+        pb.scratch = allocate_device(ctx, length, sv);
+      }
+      const auto base = static_cast<CUdeviceptr>(pb.scratch.address());
+      any_staged = true;
+      all_empty = false;
+      {
+        // Bodies nvCOMP writes into are zeroed first, as the staging path
+        // zeroes the padding between buffers (queued before the staging
+        // job's DMAs, on the same stream).
+        scoped_context guard(ctx.handle());
+        std::size_t last = requests.size();
+        for (const gpu_frame& g : gpu) {
+          if (g.request == last) continue;
+          last = g.request;
+          const buffer& b = bodies[g.request];
+          cuarrow::detail::memset_async(static_cast<CUdeviceptr>(b.address()), 0, static_cast<std::size_t>(b.size()),
+                                        sv.handle());
+        }
+      }
+      for (std::size_t k = 0; k < gpu.size(); ++k) {
+        const gpu_frame& g = gpu[k];
+        piece_source& src = sources.emplace_back();
+        src.fd = file.fd();
+        src.path = file.path();
+        src.file_offset = g.file_offset;
+        src.bytes_read = &bytes_read;
+        src.read_ns = timer(pread_ns);
+        staged_piece p;
+        p.device = base + static_cast<CUdeviceptr>(at[k]);
+        p.size = static_cast<std::size_t>(g.size);
+        p.merge_with_previous = k > 0;
+        p.source = &src;
+        pieces.push_back(p);
+        const body_range out = plans[g.request].out[g.buffer];
+        pb.gpu_chunks.push_back(
+            {p.device, p.size,
+             static_cast<CUdeviceptr>(bodies[g.request].address() + static_cast<std::uintptr_t>(out.offset)),
+             static_cast<std::size_t>(out.length)});
+        pb.gpu_names.push_back(g.name);
       }
     }
     for (std::size_t q = 0; q < requests.size(); ++q) {
@@ -619,12 +743,26 @@ struct file_source {
                                              timer(dma_wait_ns), captures);
       staging_jobs.fetch_add(1);
     }
+    if (!pb.gpu_chunks.empty()) {
+      const cuarrow::detail::timed t(timer(gpu_decompress_ns));
+      const std::vector<std::string> failed =
+          cuarrow::detail::gpu_zstd_decompress(ctx.handle(), pb.gpu_chunks, stream_for(s).handle());
+      for (std::size_t k = 0; k < failed.size(); ++k) {
+        if (!failed[k].empty()) throw invalid_message(pb.gpu_names[k], failed[k]);
+      }
+    }
     if (pb.any_gds && !pb.any_staged) {
       last_path.store(read_path::gds);
       set_reason(gds_reason);
     } else {
       last_path.store(read_path::staging);
-      set_reason(why_staging(pb.any_compressed, pb.all_empty));
+      std::string why = why_staging(pb.any_compressed, pb.all_empty);
+      if (!pb.gpu_chunks.empty()) {
+        why += "; its ZSTD buffers were decompressed on the GPU by nvCOMP " + gpu_version;
+      } else if (pb.any_compressed && options.gpu_decompression && !gpu_why_not.empty()) {
+        why += "; decompressed on the host, not on the GPU as asked: " + gpu_why_not;
+      }
+      set_reason(std::move(why));
     }
   }
 

@@ -73,6 +73,12 @@ CUARROW_EXPORT void decompress(compression_codec codec, std::span<const std::byt
 /// How to compress.  The defaults are Arrow C++'s (pyarrow's
 /// IpcWriteOptions(compression=...)): level 1 for both codecs, every
 /// non-empty buffer compressed.
+/// The decompressed size a ZSTD frame's header declares, from the frame's
+/// first bytes (18 are always enough; fewer may be): -1 when they do not
+/// start a ZSTD frame, the header does not state its size (it may not), or
+/// libzstd was not built in.  Reads nothing beyond `frame`; never throws.
+CUARROW_EXPORT std::int64_t zstd_frame_content_size(std::span<const std::byte> frame) noexcept;
+
 struct compress_options {
   /// The codec's level; unset: 1 (LZ4 fast mode, ZSTD level 1).
   std::optional<int> level;

@@ -98,6 +98,17 @@ struct file_read_options {
   std::int64_t max_decompressed_buffer_bytes = std::int64_t{1} << 36;
   /// Which path reads uncompressed bodies (see read_path_preference).
   read_path_preference path = read_path_preference::automatic;
+  /// Decompress ZSTD bodies on the GPU with nvCOMP (include/cuarrow/
+  /// nvcomp.hpp) when nvcomp_status().available: the framed bytes are
+  /// staged to the device and decompressed there in one batched call per
+  /// read, instead of on the host threads.  Off by default: nvCOMP does not
+  /// promise a clean error for corrupt input (a crafted frame could make
+  /// the GPU fault), so use it for files you trust.  The host still checks
+  /// each frame's header (the decompressed size it declares must be the
+  /// buffer's) and each chunk's status and size afterwards.  A frame that
+  /// does not state its size, and LZ4 bodies, are decompressed on the host;
+  /// without nvCOMP everything is, and last_read_path_reason() says why.
+  bool gpu_decompression = false;
   /// Time the phases of every read (stats()).  Off, nothing is timed: no
   /// clock is read.
   bool collect_stats = false;
@@ -108,17 +119,18 @@ struct file_read_options {
 /// wall time of the thread that called the reader.  "Workers": summed over
 /// the staging pipeline's threads, so it may exceed the wall time.
 struct read_stats {
-  std::int64_t bytes_read = 0;    ///< as bytes_read()
-  std::int64_t batches = 0;       ///< record batches returned
-  std::int64_t staging_jobs = 0;  ///< staging-pipeline jobs run (one per read_batch, one per read_batches)
-  double metadata_seconds = 0;    ///< calling thread: message metadata read (pread) and parsed
-  double allocate_seconds = 0;    ///< calling thread: device allocations of the bodies
-  double staging_seconds = 0;     ///< calling thread: in staging jobs, start to end
-  double gds_seconds = 0;         ///< calling thread: in cuFile reads
-  double build_seconds = 0;       ///< calling thread: batches built over their bodies (checks, validation)
-  double pread_seconds = 0;       ///< workers: pread of body bytes (compressed ones included)
-  double decompress_seconds = 0;  ///< workers: decompression
-  double dma_wait_seconds = 0;    ///< workers and caller: waiting for a slot's host-to-device DMA
+  std::int64_t bytes_read = 0;        ///< as bytes_read()
+  std::int64_t batches = 0;           ///< record batches returned
+  std::int64_t staging_jobs = 0;      ///< staging-pipeline jobs run (one per read_batch, one per read_batches)
+  double metadata_seconds = 0;        ///< calling thread: message metadata read (pread) and parsed
+  double allocate_seconds = 0;        ///< calling thread: device allocations of the bodies
+  double staging_seconds = 0;         ///< calling thread: in staging jobs, start to end
+  double gds_seconds = 0;             ///< calling thread: in cuFile reads
+  double build_seconds = 0;           ///< calling thread: batches built over their bodies (checks, validation)
+  double pread_seconds = 0;           ///< workers: pread of body bytes (compressed ones included)
+  double decompress_seconds = 0;      ///< workers: decompression
+  double dma_wait_seconds = 0;        ///< workers and caller: waiting for a slot's host-to-device DMA
+  double gpu_decompress_seconds = 0;  ///< calling thread: nvCOMP decompression (gpu_decompression), waited for
 };
 
 /// How a read moved the file's bytes to the device.
