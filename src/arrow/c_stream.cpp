@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "c_internal.hpp"
 #include "cuarrow/arrow/c_data.hpp"
@@ -137,6 +139,22 @@ error stream_failure(const Stream& st, const char* what, int code) {
 }
 
 }  // namespace
+
+namespace {
+
+template <class T>
+std::function<std::optional<T>()> items_in_order(std::vector<T> items) {
+  auto state = std::make_shared<std::pair<std::vector<T>, std::size_t>>(std::move(items), 0);
+  return [state]() -> std::optional<T> {
+    if (state->second == state->first.size()) return std::nullopt;
+    return std::move(state->first[state->second++]);
+  };
+}
+
+}  // namespace
+
+batch_source source_of(std::vector<record_batch> items) { return items_in_order(std::move(items)); }
+array_source source_of(std::vector<array_data> items) { return items_in_order(std::move(items)); }
 
 void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* out) {
   if (out == nullptr) throw invalid_argument("export_array_stream: null output ArrowArrayStream");

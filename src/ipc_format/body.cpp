@@ -844,6 +844,13 @@ const data_type& dictionary_memo::value_type(std::int64_t id) const { return fin
 
 const schema_message& dictionary_memo::dictionary_schema(std::int64_t id) const { return find(id).values; }
 
+std::vector<dictionary_field> dictionary_memo::fields() const {
+  std::vector<dictionary_field> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) out.push_back(dictionary_field{id, e.path});
+  return out;
+}
+
 std::shared_ptr<const array_data> dictionary_memo::get(std::int64_t id) const {
   const auto it = entries_.find(id);
   return it == entries_.end() ? nullptr : it->second.dictionary;

@@ -189,6 +189,41 @@ TEST(ArrowCData, ChildrenCanBeMovedOut) {
   EXPECT_TRUE(same_values(s.children[1], b));
 }
 
+// c_release calls a struct's release callback once and leaves it released
+// (a device array: its array's); c_owned releases what it holds, once,
+// wherever it was moved.
+TEST(ArrowCData, StructsAreReleasedOnce) {
+  static int releases = 0;
+  releases = 0;
+  ArrowArray a{};
+  a.release = [](ArrowArray* self) {
+    ++releases;
+    self->release = nullptr;
+  };
+  EXPECT_FALSE(c_released(a));
+  c_release(a);
+  c_release(a);
+  EXPECT_TRUE(c_released(a));
+  EXPECT_EQ(releases, 1);
+
+  ArrowDeviceArray d{};
+  d.array.release = [](ArrowArray*) { ++releases; };  // leaves release set: c_release clears it
+  EXPECT_FALSE(c_released(d));
+  c_release(d);
+  c_release(d);
+  EXPECT_TRUE(c_released(d));
+  EXPECT_EQ(releases, 2);
+
+  owned_device_array first;
+  first->array.release = [](ArrowArray*) { ++releases; };
+  owned_device_array second(std::move(first));
+  EXPECT_TRUE(first.is_released());
+  EXPECT_FALSE(second.is_released());
+  first = std::move(second);
+  first.reset();
+  EXPECT_EQ(releases, 3);
+}
+
 // ---- malformed structs -----------------------------------------------------------------------
 
 TEST(ArrowCData, ReleasedStructsAreRefused) {
