@@ -156,7 +156,7 @@ namespace {
 void check_count(std::int64_t nbytes, const char* name) {
   if (nbytes < -1) {
     throw argument_out_of_range(std::string(name) + " argument must be non-negative (or -1 for all), got " +
-                       std::to_string(nbytes));
+                                std::to_string(nbytes));
   }
 }
 
@@ -187,8 +187,8 @@ std::int64_t write_count(std::int64_t size, std::int64_t position, std::int64_t 
   const std::int64_t room = size - position;
   if (nbytes == -1) return std::min(room, src_size);
   if (nbytes > src_size) {
-    throw argument_out_of_range(std::string("requested more to copy than available from ") + (src_is_host ? "host" : "device") +
-                       " buffer");
+    throw argument_out_of_range(std::string("requested more to copy than available from ") +
+                                (src_is_host ? "host" : "device") + " buffer");
   }
   if (nbytes > room) throw argument_out_of_range("requested more to copy than available in device buffer");
   return nbytes;
