@@ -56,7 +56,7 @@ def _looks_like_batch(obj: Any, schema_capsule: Any) -> bool:
         return False
     if not (hasattr(obj, "num_columns") and hasattr(obj, "schema")):
         return False
-    return _lib.schema_capsule_format(schema_capsule) == "+s"
+    return _lib.is_struct_schema(schema_capsule)
 
 
 # Copies to the device are not validated again: every ArrayData and

@@ -408,11 +408,9 @@ void bind_arrow(nb::module_& m) {
   m.def("import_array", &import_host<ArrayData>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
   m.def("import_batch", &import_host<BatchData>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
   m.def(
-      "schema_capsule_format",
+      "is_struct_schema",
       [](nb::handle schema_capsule) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        if (s->format == nullptr) throw ca::invalid_data("schema", "NULL format string");
-        return std::string(s->format);
+        return ca::is_struct_schema(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
       },
       nb::arg("schema_capsule"));
   m.def(

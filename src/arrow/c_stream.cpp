@@ -239,7 +239,7 @@ void read_stream_schema(Stream& st, const char* what, stream_items items, owned_
   const int rc = st.get_schema(&st, c_schema.get());
   if (rc != 0) throw stream_failure(st, (std::string(what) + ".get_schema").c_str(), rc);
   if (c_schema.is_released()) throw invalid_data(what, "get_schema returned a released ArrowSchema");
-  const bool is_struct = c_schema->format != nullptr && std::string_view(c_schema->format) == "+s";
+  const bool is_struct = is_struct_schema(*c_schema.get());
   batches = items == stream_items::batches || (items == stream_items::by_schema && is_struct);
   if (batches && is_struct) {
     schema = read_schema(*c_schema.get());

@@ -51,6 +51,21 @@ TEST(ArrowCData, RecordBatchRoundTripsWithItsSchema) {
   }
 }
 
+// is_struct_schema reads the format only: a batch's schema is a struct, a
+// field of another type is not, nor is a NULL format (read_schema refuses
+// both).
+TEST(ArrowCData, OnlyAStructSchemaDescribesARecordBatch) {
+  owned_schema sch;
+  export_schema(cuarrow::arrow::schema{{field{"x", int32()}}, {}}, sch.get());
+  EXPECT_TRUE(is_struct_schema(*sch.get()));
+  owned_schema f;
+  export_field(field{"x", int32()}, f.get());
+  EXPECT_FALSE(is_struct_schema(*f.get()));
+  EXPECT_THROW((void)read_schema(*f.get()), invalid_format);
+  ArrowSchema null_format{};
+  EXPECT_FALSE(is_struct_schema(null_format));
+}
+
 TEST(ArrowCData, ImportedBuffersKeepTheProducerAlive) {
   owned_array arr;
   array_data back;

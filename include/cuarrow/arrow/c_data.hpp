@@ -158,6 +158,10 @@ inline constexpr std::int64_t max_metadata_bytes = std::int64_t{1} << 26;
 /// out-of-bounds metadata encoding, bad flags).
 CUARROW_EXPORT field read_field(const ArrowSchema& in);
 CUARROW_EXPORT arrow::schema read_schema(const ArrowSchema& in);
+/// Whether `in` can describe a record batch: a struct ("+s"), the one
+/// format read_schema takes.  Reads the format only (NULL: false), so it
+/// says nothing of the rest of the schema.
+CUARROW_EXPORT bool is_struct_schema(const ArrowSchema& in) noexcept;
 /// Read, then release `in` (always, even on failure).
 CUARROW_EXPORT field import_field(ArrowSchema* in);
 CUARROW_EXPORT arrow::schema import_schema(ArrowSchema* in);
