@@ -1,25 +1,9 @@
-// Typed Arrow data: cuarrow::arrow bound for the facade (cuarrow/_arrays.py).
-//
-// Two handle classes, both plain values over the C++ model (copying one
-// copies buffer handles, not memory):
-//   ArrayData  an array_data with the field it belongs to (name, nullability,
-//              metadata: extension types live in the field's metadata) and
-//              the placement it was declared to have.  An array without any
-//              buffer (a null array, some empty arrays) has no placement of
-//              its own; the declared one is what it reports and exports.
-//   BatchData  a record_batch, with its declared placement.
-//
-// Everything crosses to Python as PyCapsules of the C Data / C Device Data /
-// C Stream interfaces (names "arrow_schema", "arrow_array",
-// "arrow_device_array", "arrow_array_stream", "arrow_device_array_stream"):
-// pyarrow turns them into its own objects.  Capsules made here release their
-// struct in their destructor unless a consumer moved it out (release NULL).
-// Capsules given to us are checked (exact type, name, not released) before
-// anything reads them; an import moves the struct out, so the capsule's
-// destructor then only frees its memory.
-//
-// The GIL is released around transfers, imports of device data (which read
-// offsets from the device) and synchronizations.
+// Typed Arrow data: cuarrow::arrow bound for the facade (cuarrow/_arrays.py),
+// over the handles ArrayData and BatchData (arrow_data.hpp).  Data crosses to
+// Python as PyCapsules of the C Data / C Device Data / C Stream interfaces
+// (capsules.hpp), which pyarrow turns into its own objects.  The GIL is
+// released around transfers, imports of device data (which read offsets from
+// the device) and synchronizations.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>

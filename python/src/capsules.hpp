@@ -1,6 +1,10 @@
 // The PyCapsules of the Arrow C Data / C Device Data / C Stream interfaces,
 // made and read in one place for the typed-data binding (arrow.cpp) and the
-// IPC-format binding (ipc_format.cpp).
+// IPC-format binding (ipc_format.cpp).  A capsule made here releases its
+// struct in its destructor unless a consumer moved it out (release NULL).
+// One given to us is checked (exact type, name, not released) before
+// anything reads it; an import moves the struct out, so the capsule's
+// destructor then only frees its memory.
 #pragma once
 
 #include <cstring>

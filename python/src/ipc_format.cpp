@@ -1,20 +1,11 @@
 // The Arrow IPC format over device memory: cuarrow::ipc's messages, stream
-// and file readers and writer, bound for the facade (cuarrow/ipc.py).
-//
-// It converts only.  Schemas cross as "arrow_schema" capsules and record
-// batches as BatchData (arrow_data.hpp), the handle every DeviceRecordBatch
-// holds: readers return the core's batch as it is (the reader validated it
-// at its validation level) and writers take it as it is, so no batch is
-// exported to the C Device Data interface and imported again (an import
-// reads offsets back from the device: stream syncs and copies per batch).
-// Foreign device batches reach the writers through the facade, which
-// imports them once (import_device_batch).  Message bodies cross as
-// Buffers (CudaBuffer on the Python side).  What is read stays where it was: batches are
-// zero-copy slices of the message body.  Shared objects (share.hpp) cross
-// as SharedObject (the exporter's side) and descriptor bytes; kinds as
-// their names ("table" ...).  Errors are the C++ layer's:
-// cuarrow::ipc::invalid_message is a cuarrow::invalid_argument, which
-// errors.cpp turns into pyarrow.ArrowInvalid.
+// and file readers and writers, bound for the facade (cuarrow/ipc.py).
+// Schemas cross as "arrow_schema" capsules, record batches as BatchData
+// (arrow_data.hpp: the core's batch as a reader made it, or as a writer
+// takes it), message bodies as Buffers, shared objects (share.hpp) as
+// SharedObject and descriptor bytes, kinds as their names ("table" ...).
+// What is read stays where it was: batches are zero-copy slices of the
+// message body.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
