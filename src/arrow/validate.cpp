@@ -415,7 +415,7 @@ class validator {
   // Nulls of the whole child (what Arrow C++ counts), declared or counted.
   std::int64_t nulls_of(const array_data& c) const {
     if (c.null_count >= 0 || !reads_values()) return c.null_count;
-    if (c.buffers.empty() || c.buffers[0].size() == 0) return 0;
+    if (!c.has_validity_bitmap()) return 0;
     return c.length - count_set_bits(host(c.buffers[0]), c.offset, c.length);
   }
 
