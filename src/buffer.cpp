@@ -155,13 +155,13 @@ namespace {
 
 void check_count(std::int64_t nbytes, const char* name) {
   if (nbytes < -1) {
-    throw out_of_range(std::string(name) + " argument must be non-negative (or -1 for all), got " +
-                       std::to_string(nbytes));
+    throw argument_out_of_range(std::string(name) + " argument must be non-negative (or -1 for all), got " +
+                                std::to_string(nbytes));
   }
 }
 
 void check_position(std::int64_t size, std::int64_t position) {
-  if (position < 0 || position > size) throw out_of_range("position argument is out-of-range");
+  if (position < 0 || position > size) throw argument_out_of_range("position argument is out-of-range");
 }
 
 }  // namespace
@@ -171,12 +171,12 @@ std::int64_t read_count(std::int64_t size, std::int64_t position, std::int64_t n
   check_position(size, position);
   const std::int64_t available = size - position;
   if (dst_size < 0) {
-    if (nbytes > available) throw out_of_range("requested more to copy than available from device buffer");
+    if (nbytes > available) throw argument_out_of_range("requested more to copy than available from device buffer");
     return nbytes == -1 ? available : nbytes;
   }
   if (nbytes == -1) return std::min(available, dst_size);
-  if (nbytes > dst_size) throw out_of_range("requested copy does not fit into host buffer");
-  if (nbytes > available) throw out_of_range("requested more to copy than available from device buffer");
+  if (nbytes > dst_size) throw argument_out_of_range("requested copy does not fit into host buffer");
+  if (nbytes > available) throw argument_out_of_range("requested more to copy than available from device buffer");
   return nbytes;
 }
 
@@ -187,10 +187,10 @@ std::int64_t write_count(std::int64_t size, std::int64_t position, std::int64_t 
   const std::int64_t room = size - position;
   if (nbytes == -1) return std::min(room, src_size);
   if (nbytes > src_size) {
-    throw out_of_range(std::string("requested more to copy than available from ") + (src_is_host ? "host" : "device") +
-                       " buffer");
+    throw argument_out_of_range(std::string("requested more to copy than available from ") +
+                                (src_is_host ? "host" : "device") + " buffer");
   }
-  if (nbytes > room) throw out_of_range("requested more to copy than available in device buffer");
+  if (nbytes > room) throw argument_out_of_range("requested more to copy than available in device buffer");
   return nbytes;
 }
 
@@ -198,19 +198,19 @@ std::int64_t source_count(std::int64_t src_size, std::int64_t offset, std::int64
   check_count(size, "size");
   // pyarrow refuses an offset at the end of a non-empty source.
   if (offset < 0 || offset > src_size || (src_size != 0 && offset == src_size)) {
-    throw out_of_range("offset argument is out-of-range");
+    throw argument_out_of_range("offset argument is out-of-range");
   }
   if (size == -1) return src_size - offset;
-  if (size > src_size - offset) throw out_of_range("requested larger slice than available in device buffer");
+  if (size > src_size - offset) throw argument_out_of_range("requested larger slice than available in device buffer");
   return size;
 }
 
 std::int64_t slice_length(std::int64_t size, std::int64_t offset, std::optional<std::int64_t> length) {
   if (offset < 0 || (size != 0 && offset >= size) || (size == 0 && offset != 0)) {
-    throw out_of_range("offset argument is out-of-range");
+    throw argument_out_of_range("offset argument is out-of-range");
   }
   if (!length) return size - offset;
-  if (*length < 0) throw out_of_range("length argument must be non-negative, got " + std::to_string(*length));
+  if (*length < 0) throw argument_out_of_range("length argument must be non-negative, got " + std::to_string(*length));
   return std::min(*length, size - offset);
 }
 

@@ -184,6 +184,8 @@ tensor_info read_dlpack(const dlpack::DLManagedTensorVersioned& v) {
   return read_dlpack(v.dl_tensor, (v.flags & dlpack::kFlagReadOnly) != 0);
 }
 
+tensor_info read_dlpack(const dlpack::DLManagedTensor& t) { return read_dlpack(t.dl_tensor); }
+
 tensor_info read_cuda_array_interface(const cuda_array_interface& cai) {
   const char* what = "__cuda_array_interface__";
   if (cai.version && (*cai.version < 0 || *cai.version > 3)) {

@@ -1,6 +1,7 @@
 // Tensors and buffers (tensor.hpp): a view of a checked tensor's bytes, and
 // DLPack tensors over a buffer's bytes for export.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
@@ -50,6 +51,42 @@ buffer view_of(const context& ctx, const tensor_info& t, std::shared_ptr<const v
 
 buffer wrap_tensor(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner) {
   return view_of(ctx, t, std::move(owner), dlpack_source);
+}
+
+namespace {
+
+// The owner of a managed tensor from_dlpack imports: calls its deleter
+// (through `run`, when given) once the import has taken it.
+template <class Managed>
+struct managed_owner {
+  Managed* t;
+  deleter_call run;
+  bool taken = false;
+  ~managed_owner() {
+    if (!taken || t->deleter == nullptr) return;
+    const std::function<void()> call = [m = t] { m->deleter(m); };
+    run ? run(call) : call();
+  }
+};
+
+template <class Managed>
+buffer import_managed(const context& ctx, Managed* t, const tensor_info& info, deleter_call run) {
+  auto owner = std::make_shared<managed_owner<Managed>>(managed_owner<Managed>{t, std::move(run)});
+  buffer view = wrap_tensor(ctx, info, owner);
+  owner->taken = true;
+  return view;
+}
+
+}  // namespace
+
+buffer from_dlpack(const context& ctx, dlpack::DLManagedTensorVersioned* t, deleter_call run) {
+  if (t == nullptr) throw invalid_argument("from_dlpack: a null DLManagedTensorVersioned");
+  return import_managed(ctx, t, read_dlpack(*t), std::move(run));
+}
+
+buffer from_dlpack(const context& ctx, dlpack::DLManagedTensor* t, deleter_call run) {
+  if (t == nullptr) throw invalid_argument("from_dlpack: a null DLManagedTensor");
+  return import_managed(ctx, t, read_dlpack(*t), std::move(run));
 }
 
 std::optional<dlpack::DLDevice> locate_cuda_array_interface(const tensor_info& t) {

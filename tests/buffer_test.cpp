@@ -350,13 +350,14 @@ TEST(Buffer, AllocationOnAForeignStreamOutlivesThatStream) {
 }
 
 // pyarrow.cuda's argument rules (cuarrow::ranges): the counts, and the
-// messages pyarrow users match on.
+// messages pyarrow users match on, thrown as argument_out_of_range (which
+// the Python layer raises as pyarrow.cuda does, a plain ValueError).
 namespace {
 template <class F>
 std::string range_error(F&& f) {
   try {
     f();
-  } catch (const cuarrow::out_of_range& e) {
+  } catch (const cuarrow::argument_out_of_range& e) {
     return e.what();
   }
   return "no error";

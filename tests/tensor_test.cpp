@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -233,6 +234,61 @@ TEST(Tensor, WrapViewsTheSpanAndKeepsTheOwner) {
   EXPECT_EQ(view.size(), 0);
   EXPECT_EQ(view.type(), device_type::cuda);
   EXPECT_TRUE(alive.expired());
+}
+
+// A legacy managed tensor of float32 over `mem` whose deleter counts its
+// calls.
+struct counted_tensor {
+  dl d;
+  dlpack::DLManagedTensor m{};
+  int deleted = 0;
+  counted_tensor(const buffer& mem, std::vector<std::int64_t> shape) : d(std::move(shape)) {
+    d.t.data = reinterpret_cast<void*>(mem.address());
+    m.dl_tensor = d.t;
+    m.manager_ctx = this;
+    m.deleter = [](dlpack::DLManagedTensor* self) { ++static_cast<counted_tensor*>(self->manager_ctx)->deleted; };
+  }
+};
+
+// from_dlpack takes a managed tensor over once it is accepted: the deleter
+// runs (through the caller's hook, when given) when the last handle of the
+// view goes, at once for an empty tensor; a refused tensor stays the
+// caller's.
+TEST(Tensor, FromDLPackTakesTheTensorOverOnceItIsAccepted) {
+  const context ctx = context::get(0);
+  const buffer mem = allocate_device(ctx, 256);
+  counted_tensor c(mem, {16});
+  buffer view = from_dlpack(ctx, &c.m);
+  EXPECT_EQ(view.address(), mem.address());
+  EXPECT_EQ(view.size(), 64);
+  buffer part = view.slice(8, 8);
+  view = buffer();
+  EXPECT_EQ(c.deleted, 0) << "a slice of the view keeps the tensor";
+  part = buffer();
+  EXPECT_EQ(c.deleted, 1);
+
+  counted_tensor on_host(mem, {16});
+  on_host.m.dl_tensor.device = {dlpack::kDLCPU, 0};
+  EXPECT_THROW((void)from_dlpack(ctx, &on_host.m), memory_kind_error);
+  EXPECT_EQ(on_host.deleted, 0) << "a refused tensor stays the caller's";
+
+  counted_tensor empty(mem, {0});
+  EXPECT_EQ(from_dlpack(ctx, &empty.m).size(), 0);
+  EXPECT_EQ(empty.deleted, 1);
+
+  const std::vector<std::int64_t> shape{4, 4};
+  int hooked = 0;
+  view = from_dlpack(ctx, export_dlpack_versioned(mem, 16, {dlpack::kDLFloat, 32, 1}, shape),
+                     [&](const std::function<void()>& deleter) {
+                       ++hooked;
+                       deleter();
+                     });
+  EXPECT_EQ(view.address(), mem.address() + 16);
+  EXPECT_EQ(view.size(), 64);
+  EXPECT_EQ(hooked, 0);
+  view = buffer();
+  EXPECT_EQ(hooked, 1);
+  EXPECT_THROW((void)from_dlpack(ctx, static_cast<dlpack::DLManagedTensor*>(nullptr)), invalid_argument);
 }
 
 TEST(Tensor, WrapViewsPinnedMemoryAtItsDeviceAddress) {

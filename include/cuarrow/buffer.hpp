@@ -152,8 +152,8 @@ class CUARROW_EXPORT buffer {
 
 /// pyarrow.cuda's argument rules for byte positions and counts, in one place:
 /// each resolves the arguments of one kind of call against the sizes
-/// involved, or throws out_of_range with pyarrow's message (the text
-/// pyarrow.cuda users match on).  A count of -1 means "all there is" (or
+/// involved, or throws argument_out_of_range with pyarrow's message (the
+/// text pyarrow.cuda users match on).  A count of -1 means "all there is" (or
 /// "as much as fits" when the other side's size is given); other negative
 /// counts are refused.
 namespace ranges {

@@ -6,6 +6,7 @@
 //   ├─ driver_error             no usable driver: missing library, too old, no device
 //   ├─ invalid_argument         the caller passed something wrong
 //   │   ├─ out_of_range         a position or length outside a buffer
+//   │   │   └─ argument_out_of_range  an argument outside pyarrow.cuda's ranges (cuarrow::ranges)
 //   │   ├─ device_mismatch      memory, stream or event of the wrong device
 //   │   └─ read_only            a write into an immutable buffer
 //   ├─ host_access_error        host code asked for a host pointer to device memory
@@ -82,6 +83,14 @@ class CUARROW_EXPORT invalid_argument : public error {
 class CUARROW_EXPORT out_of_range : public invalid_argument {
  public:
   using invalid_argument::invalid_argument;
+};
+
+/// An argument outside the range a call takes, by pyarrow.cuda's rules
+/// (cuarrow::ranges), with pyarrow's message.  pyarrow.cuda raises these as
+/// a plain ValueError, not as invalid data: the Python layer does the same.
+class CUARROW_EXPORT argument_out_of_range : public out_of_range {
+ public:
+  using out_of_range::out_of_range;
 };
 
 class CUARROW_EXPORT device_mismatch : public invalid_argument {

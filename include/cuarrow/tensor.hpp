@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -126,6 +127,8 @@ CUARROW_EXPORT tensor_info read_dlpack(const dlpack::DLTensor& t, bool read_only
 
 /// Checks the version of a versioned DLPack tensor (major 1), then reads it.
 CUARROW_EXPORT tensor_info read_dlpack(const dlpack::DLManagedTensorVersioned& t);
+/// Reads the tensor of a legacy (unversioned) managed tensor.
+CUARROW_EXPORT tensor_info read_dlpack(const dlpack::DLManagedTensor& t);
 
 /// The fields of a __cuda_array_interface__ dictionary (v0 to v3), as a
 /// binding extracts them (integers that do not fit an int64 are refused
@@ -173,6 +176,21 @@ CUARROW_EXPORT std::optional<dlpack::DLDevice> locate_cuda_array_interface(const
 /// elements leave gaps or overlap ("array data is non-contiguous"),
 /// cuda_error from the address query.
 CUARROW_EXPORT buffer wrap_tensor(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner);
+
+/// Calls a producer's deleter for from_dlpack (given the call to make).
+using deleter_call = std::function<void(const std::function<void()>& deleter)>;
+
+/// DLPack import: a view, as wrap_tensor makes it, of the bytes a managed
+/// tensor covers (read_dlpack; for a versioned one, its version checked
+/// first), which takes the tensor over once every check has passed: its
+/// deleter runs when the last handle of the view, or of any slice of it,
+/// goes away (at once for an empty tensor).  When it throws, the tensor
+/// stays the caller's.  `run`, when given, is called with the deleter's call
+/// instead of making it directly, on whichever thread drops the last handle
+/// (a binding takes its interpreter's lock there).  Throws invalid_argument
+/// for a null tensor, and as read_dlpack and wrap_tensor.
+CUARROW_EXPORT buffer from_dlpack(const context& ctx, dlpack::DLManagedTensorVersioned* t, deleter_call run = {});
+CUARROW_EXPORT buffer from_dlpack(const context& ctx, dlpack::DLManagedTensor* t, deleter_call run = {});
 
 /// A view of the bytes a __cuda_array_interface__ covers: read
 /// (read_cuda_array_interface), located (locate_cuda_array_interface) and

@@ -56,15 +56,18 @@ def _looks_like_batch(obj: Any, schema_capsule: Any) -> bool:
         return False
     if not (hasattr(obj, "num_columns") and hasattr(obj, "schema")):
         return False
-    return _lib.schema_capsule_format(schema_capsule) == "+s"
+    return _lib.is_struct_schema(schema_capsule)
 
 
+# Copies to the device are not validated again: every ArrayData and
+# BatchData was checked when it was made (an import, make_array, an IPC
+# read) or is cuarrow's own copy of one.
 def _arrays_to(ctx: Context, arrays: list[Any], stream: Any) -> list[Any]:
-    return _lib.arrays_to_device(arrays, ctx._ctx, stream)
+    return _lib.arrays_to_device(arrays, ctx._ctx, stream, validate=False)
 
 
 def _batches_to(ctx: Context, batches: list[Any], stream: Any) -> list[Any]:
-    return _lib.batches_to_device(batches, ctx._ctx, stream)
+    return _lib.batches_to_device(batches, ctx._ctx, stream, validate=False)
 
 
 def _known_null_count(data: Any) -> Any:

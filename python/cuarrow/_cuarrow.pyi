@@ -5,77 +5,44 @@ Bindings of the cuarrow C++ library (use cuarrow.cuda, the pyarrow.cuda-compatib
 from collections.abc import Sequence
 
 
-def _set_error_types(cuda_error: object, out_of_memory: object, driver_error: object, invalid: object) -> None:
-    """
-    Install the Python exception classes C++ errors are translated to (called once by cuarrow.cuda).
-    """
+def _set_error_types(cuda_error: object, out_of_memory: object, driver_error: object, invalid: object) -> None: ...
 
-def select_driver(path_or_emulated: str) -> None:
-    """
-    Choose the driver library before first use: a path, "emulated", or "" for libcuda.so.1.
-    """
+def select_driver(path_or_emulated: str) -> None: ...
 
-def load_driver() -> None:
-    """Load the CUDA driver now (normally done on first use)."""
+def load_driver() -> None: ...
 
-def driver_is_emulated() -> bool:
-    """True once a driver is loaded and it is cuarrow's host emulation."""
+def driver_is_emulated() -> bool: ...
 
-def driver_version() -> int:
-    """The loaded driver's CUDA version as CUDA encodes it (13000 = 13.0)."""
+def driver_version() -> int: ...
 
-def driver_path() -> str:
-    """The path the driver was loaded from."""
+def driver_path() -> str: ...
 
-def probe_real_driver() -> tuple[int, str]:
-    """
-    (number of devices, why none) of the real CUDA driver (libcuda.so.1), asked apart from cuarrow's own driver choice, which stays open.
-    """
+def probe_real_driver() -> tuple[int, str]: ...
 
-def device_count() -> int:
-    """Number of CUDA devices (loads the driver)."""
+def device_count() -> int: ...
 
-def get_device_properties(ordinal: int) -> dict:
-    """Properties of device `ordinal` as a dict."""
+def get_device_properties(ordinal: int) -> dict: ...
 
-def pinned_pool_stats() -> dict:
-    """
-    Bytes the pinned result pool holds (cached and in use) and has handed out.
-    """
+def pinned_pool_stats() -> dict: ...
 
-def gds_status() -> dict:
-    """
-    Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict (loads libcufile unless CUARROW_GDS=off).
-    """
+def gds_status() -> dict: ...
 
-def nvcomp_status() -> dict:
-    """
-    Whether file readers can decompress ZSTD on the GPU (nvCOMP), and why not: the core's nvcomp_status() as a dict (loads libnvcomp unless CUARROW_NVCOMP=off).
-    """
+def nvcomp_status() -> dict: ...
 
-def trim_pinned_pool() -> None:
-    """Unpin and free the pool's cached blocks."""
+def trim_pinned_pool() -> None: ...
 
-def get_transfer_options() -> dict:
-    """The transfer options in force."""
+def get_transfer_options() -> dict: ...
 
-def set_transfer_options(**kwargs) -> None:
-    """
-    Change the transfer options for later copies (every field of get_transfer_options, by name).
-    """
+def set_transfer_options(**kwargs) -> None: ...
 
 class Context:
     """A CUDA context (a device's primary context unless wrapped)."""
 
     @staticmethod
-    def get(device_number: int = 0) -> Context:
-        """The primary context of a device."""
+    def get(device_number: int = 0) -> Context: ...
 
     @staticmethod
-    def wrap(handle: int) -> Context:
-        """
-        Adopt a CUcontext created elsewhere (the same as get(n) for a primary context).
-        """
+    def wrap(handle: int) -> Context: ...
 
     @property
     def device_number(self) -> int: ...
@@ -89,10 +56,7 @@ class Context:
     @property
     def bytes_allocated(self) -> int: ...
 
-    def transfer_stats(self) -> dict:
-        """
-        Bytes (and, for synchronous copies, seconds) moved by copies issued in this context.
-        """
+    def transfer_stats(self) -> dict: ...
 
     def reset_transfer_stats(self) -> None: ...
 
@@ -107,10 +71,7 @@ class Context:
 
     def memory_resource_name(self) -> str: ...
 
-    def memory_pool_stats(self) -> tuple[int, int] | None:
-        """
-        (used bytes, reserved bytes) of the context's memory resource when it is a pool, else None.
-        """
+    def memory_pool_stats(self) -> tuple[int, int] | None: ...
 
     def trim_memory_pool(self, keep_bytes: int) -> None: ...
 
@@ -146,10 +107,7 @@ class Event:
     @property
     def raw_context(self) -> Context: ...
 
-    def record(self, stream: object | None = None) -> None:
-        """
-        Capture the work queued so far on `stream` (default: the legacy default stream).
-        """
+    def record(self, stream: object | None = None) -> None: ...
 
     def query(self) -> bool: ...
 
@@ -157,25 +115,16 @@ class Event:
 
     def elapsed_ms_since(self, start: Event) -> float: ...
 
-def check_stream(stream: object | None) -> None:
-    """
-    Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any work).
-    """
+def check_stream(stream: object | None) -> None: ...
 
-def stream_wait_for_default(context: Context, stream: object) -> None:
-    """
-    Make a stream wait for the work queued so far on the legacy default stream of a context.
-    """
+def stream_wait_for_default(context: Context, stream: object) -> None: ...
 
 class Buffer:
     """
     A handle to memory that knows where it lives (cuarrow::buffer).  Exports the buffer protocol only when made for host memory.
     """
 
-    def __init__(self, other: Buffer, host_view: bool = False) -> None:
-        """
-        Another handle to the same memory (host_view: export the buffer protocol, host memory only).
-        """
+    def __init__(self, other: Buffer, host_view: bool = False) -> None: ...
 
     @property
     def address(self) -> int: ...
@@ -195,96 +144,47 @@ class Buffer:
     @property
     def raw_context(self) -> Context | None: ...
 
-    def describe(self) -> str:
-        """Where and what the memory is; never reads it."""
+    def describe(self) -> str: ...
 
-    def raw_slice(self, offset: int, length: int, host_view: bool = False) -> Buffer:
-        """A zero-copy slice [offset, offset + length); out_of_range checked."""
+    def raw_slice(self, offset: int, length: int, host_view: bool = False) -> Buffer: ...
 
-def allocate_device(context: Context, size: int, stream: object | None = None, plain: bool = False) -> Buffer:
-    """
-    Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc (plain_device_resource): memory CUDA IPC can export, which pool memory is not.
-    """
+def allocate_device(context: Context, size: int, stream: object | None = None, plain: bool = False) -> Buffer: ...
 
-def buffer_from_host(context: Context, src: object) -> Buffer:
-    """
-    A new device buffer holding a copy of a whole host object (buffer protocol, contiguous); synchronous. One call for buffer_from_data's common case: what a small copy costs is mostly calls.
-    """
+def buffer_from_host(context: Context, src: object) -> Buffer: ...
 
-def copy_into_host(dst: object, src: Buffer) -> None:
-    """
-    Copy as much of a buffer as fits into writable host memory (buffer protocol, contiguous); synchronous. One call for copy_to_host(buf=...)'s common case.
-    """
+def copy_into_host(dst: object, src: Buffer) -> None: ...
 
-def allocate_pinned(context: Context, size: int) -> Buffer:
-    """Pinned (page-locked) host memory, mapped for the device."""
+def allocate_pinned(context: Context, size: int) -> Buffer: ...
 
-def wrap_device(context: Context, address: int, size: int, owner: object | None, is_mutable: bool = True) -> Buffer:
-    """
-    A view of memory someone else owns; `owner` is kept alive while the view (or any slice) lives.
-    """
+def wrap_device(context: Context, address: int, size: int, owner: object | None, is_mutable: bool = True) -> Buffer: ...
 
-def read_count(size: int, position: int, nbytes: int, dst_size: int = -1) -> int:
-    """Bytes CudaBuffer.copy_to_host copies (cuarrow::ranges::read_count)."""
+def read_count(size: int, position: int, nbytes: int, dst_size: int = -1) -> int: ...
 
-def write_count(size: int, position: int, nbytes: int, src_size: int, src_is_host: bool) -> int:
-    """
-    Bytes copy_from_host / copy_from_device copy (cuarrow::ranges::write_count).
-    """
+def write_count(size: int, position: int, nbytes: int, src_size: int, src_is_host: bool) -> int: ...
 
-def source_count(src_size: int, offset: int, size: int) -> int:
-    """Bytes Context.buffer_from_data takes (cuarrow::ranges::source_count)."""
+def source_count(src_size: int, offset: int, size: int) -> int: ...
 
-def slice_length(size: int, offset: int, length: int | None) -> int:
-    """The length of CudaBuffer.slice (cuarrow::ranges::slice_length)."""
+def slice_length(size: int, offset: int, length: int | None) -> int: ...
 
-def copy(dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: object | None = None) -> None:
-    """
-    Copy between any two buffers, queued on the stream, which is synchronized before returning.
-    """
+def copy(dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: object | None = None) -> None: ...
 
-def copy_from_host(dst: Buffer, dst_offset: int, src: object, src_offset: int, size: int, stream: object | None = None) -> None:
-    """
-    Copy `size` bytes of a host object (buffer protocol) into a buffer; synchronous.
-    """
+def copy_from_host(dst: Buffer, dst_offset: int, src: object, src_offset: int, size: int, stream: object | None = None) -> None: ...
 
-def copy_to_host(dst: object, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: object | None = None) -> None:
-    """
-    Copy `size` bytes of a buffer into a writable host object; synchronous.
-    """
+def copy_to_host(dst: object, dst_offset: int, src: Buffer, src_offset: int, size: int, stream: object | None = None) -> None: ...
 
-def copy_to_new_host(src: Buffer, src_offset: int, size: int, stream: object | None = None) -> Buffer:
-    """
-    A new host buffer (exposing the buffer protocol) holding `size` bytes of `src` from `src_offset`: pinned memory from cuarrow's result pool when there is room, so the DMA writes at the link's speed; synchronous.
-    """
+def copy_to_new_host(src: Buffer, src_offset: int, size: int, stream: object | None = None) -> Buffer: ...
 
-def fill(dst: Buffer, offset: int, size: int, value: int, stream: object | None = None) -> None:
-    """Set bytes to a value; synchronous."""
+def fill(dst: Buffer, offset: int, size: int, value: int, stream: object | None = None) -> None: ...
 
-def to_dlpack_typed(buffer: Buffer, byte_offset: int, code: int, bits: int, shape: Sequence[int], versioned: bool = True, copied: bool = False) -> object:
-    """
-    A DLPack capsule of a typed, compact row-major tensor over part of a buffer; keeps the memory alive.
-    """
+def to_dlpack_typed(buffer: Buffer, byte_offset: int, code: int, bits: int, shape: Sequence[int], versioned: bool = True, copied: bool = False) -> object: ...
 
-def dlpack_info(capsule: object) -> dict:
-    """
-    The checked description of an unconsumed DLPack capsule (cuarrow::read_dlpack): dtype, shape, strides in bytes, device, data (byte_offset applied), C contiguity.
-    """
+def dlpack_info(capsule: object) -> dict: ...
 
-def read_cai(desc: object) -> dict:
-    """
-    The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); a mask is refused; device None (a CAI does not say).
-    """
+def read_cai(desc: object) -> dict: ...
 
-def from_cai(desc: object, context: Context | None, owner: object | None, stream: object | None = None) -> Buffer:
-    """
-    A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive (cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; `stream` waits for the CAI's stream (None: the host waits for it).
-    """
+def from_cai(desc: object, context: Context | None, owner: object | None, stream: object | None = None) -> Buffer: ...
 
-def from_dlpack(capsule: object, context: Context) -> Buffer:
-    """
-    A view of the contiguous bytes of a DLPack tensor in CUDA memory; takes ownership of the capsule.
-    """
+def from_dlpack(capsule: object, context: Context) -> Buffer: ...
 
 class ArrayData:
     """
@@ -298,71 +198,38 @@ class ArrayData:
     def offset(self) -> int: ...
 
     @property
-    def raw_null_count(self) -> int:
-        """The null count as stored: -1 when unknown."""
+    def raw_null_count(self) -> int: ...
 
     @property
-    def placement(self) -> tuple[int, int]:
-        """
-        (device type code, device id) of the memory; the declared placement for an array without buffers.
-        """
+    def placement(self) -> tuple[int, int]: ...
 
     @property
-    def raw_context(self) -> Context | None:
-        """
-        The context of the memory (cuarrow::arrow::context_of); None for host memory.
-        """
+    def raw_context(self) -> Context | None: ...
 
     @property
     def has_validity_buffer(self) -> bool: ...
 
-    def buffers(self) -> list[Buffer]:
-        """
-        This node's buffers in layout order (view types: validity, views, then the data buffers); absent buffers are empty.
-        """
+    def buffers(self) -> list[Buffer]: ...
 
-    def children(self) -> list[ArrayData]:
-        """
-        The child arrays as stored (their own offsets; a struct's offset is not applied).
-        """
+    def children(self) -> list[ArrayData]: ...
 
-    def dictionary(self) -> ArrayData | None:
-        """The dictionary of a dictionary array; None otherwise."""
+    def dictionary(self) -> ArrayData | None: ...
 
-    def indices(self) -> ArrayData:
-        """
-        The indices of a dictionary array, as an integer array over the same buffers.
-        """
+    def indices(self) -> ArrayData: ...
 
-    def slice(self, offset: int, length: int) -> ArrayData:
-        """A zero-copy slice (out_of_range checked)."""
+    def slice(self, offset: int, length: int) -> ArrayData: ...
 
-    def without_validity(self) -> ArrayData:
-        """
-        The same array over the same buffers with the validity bitmap dropped (null slots show whatever values they hold).
-        """
+    def without_validity(self) -> ArrayData: ...
 
-    def null_count(self, stream: object | None = None) -> int:
-        """
-        The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to the host for that, once per call).
-        """
+    def null_count(self, stream: object | None = None) -> int: ...
 
     def with_null_count(self, null_count: int) -> ArrayData: ...
 
-    def with_field(self, schema_capsule: object) -> ArrayData:
-        """
-        The same array under another field of the same physical type (another name, nullability or extension metadata); invalid_argument otherwise.
-        """
+    def with_field(self, schema_capsule: object) -> ArrayData: ...
 
-    def schema_capsule(self) -> object:
-        """
-        An "arrow_schema" capsule of the array's field (type, name, nullability, metadata).
-        """
+    def schema_capsule(self) -> object: ...
 
-    def validate(self, full: bool = False, stream: object | None = None) -> None:
-        """
-        cuarrow::arrow::validate: cheaply (structure and sizes), or `full` (every value).
-        """
+    def validate(self, full: bool = False, stream: object | None = None) -> None: ...
 
 class BatchData:
     """
@@ -385,106 +252,52 @@ class BatchData:
 
     def slice(self, offset: int, length: int) -> BatchData: ...
 
-    def with_schema(self, schema_capsule: object) -> BatchData:
-        """
-        The same batch under another schema whose fields have the columns' physical types.
-        """
+    def with_schema(self, schema_capsule: object) -> BatchData: ...
 
-    def schema_capsule(self) -> object:
-        """
-        An "arrow_schema" capsule of the batch's schema (a struct, with the schema's metadata).
-        """
+    def schema_capsule(self) -> object: ...
 
-def import_array(schema_capsule: object, array_capsule: object) -> ArrayData:
-    """
-    Import a host array from "arrow_schema" and "arrow_array" capsules (the array is moved out of its capsule; the schema is read and left to its capsule).
-    """
+def import_array(schema_capsule: object, array_capsule: object) -> ArrayData: ...
 
-def import_batch(schema_capsule: object, array_capsule: object) -> BatchData:
-    """
-    Import a host record batch (a struct array without nulls) from capsules.
-    """
+def import_batch(schema_capsule: object, array_capsule: object) -> BatchData: ...
 
-def schema_capsule_format(schema_capsule: object) -> str:
-    """The format string of an unconsumed schema capsule ("+s" for a struct)."""
+def is_struct_schema(schema_capsule: object) -> bool: ...
 
-def device_array_placement(device_array_capsule: object) -> tuple[int, int]:
-    """
-    (ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.
-    """
+def device_array_placement(device_array_capsule: object) -> tuple[int, int]: ...
 
-def import_device_array(schema_capsule: object, device_array_capsule: object, stream: object | None = None) -> ArrayData:
-    """
-    Import a device array; `stream` waits for its sync event and orders the reads of its offsets.
-    """
+def import_device_array(schema_capsule: object, device_array_capsule: object, stream: object | None = None) -> ArrayData: ...
 
-def import_device_batch(schema_capsule: object, device_array_capsule: object, stream: object | None = None) -> BatchData:
-    """Import a device record batch."""
+def import_device_batch(schema_capsule: object, device_array_capsule: object, stream: object | None = None) -> BatchData: ...
 
-def read_stream(capsule: object, mode: int = 0) -> tuple:
-    """
-    Read a host stream ("arrow_array_stream") to its end: (is_batches, schema capsule, [ArrayData or BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.
-    """
+def read_stream(capsule: object, mode: int = 0) -> tuple: ...
 
-def read_device_stream(capsule: object, mode: int = 0, stream: object | None = None) -> tuple:
-    """
-    Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).
-    """
+def read_device_stream(capsule: object, mode: int = 0, stream: object | None = None) -> tuple: ...
 
-def make_array(schema_capsule: object, length: int, null_count: int, offset: int, buffers: Sequence[Buffer | None], children: Sequence[ArrayData], dictionary: ArrayData | None, device_type: int, device_id: int, stream: object | None = None) -> ArrayData:
-    """
-    cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated cheaply.  The placement is declared for an array without buffers.
-    """
+def make_array(schema_capsule: object, length: int, null_count: int, offset: int, buffers: Sequence[Buffer | None], children: Sequence[ArrayData], dictionary: ArrayData | None, device_type: int, device_id: int, stream: object | None = None) -> ArrayData: ...
 
-def batch_from_arrays(schema_capsule: object, columns: Sequence[ArrayData], device_type: int, device_id: int, stream: object | None = None) -> BatchData:
-    """
-    cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.
-    """
+def batch_from_arrays(schema_capsule: object, columns: Sequence[ArrayData], device_type: int, device_id: int, stream: object | None = None) -> BatchData: ...
 
-def arrays_to_device(arrays: object, context: Context, stream: object | None = None) -> list[ArrayData]:
-    """
-    Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is synchronized once at the end.
-    """
+def arrays_to_device(arrays: object, context: Context, stream: object | None = None, validate: bool = True) -> list[ArrayData]: ...
 
-def batches_to_device(batches: object, context: Context, stream: object | None = None) -> list[BatchData]:
-    """Record batches on the context's device, as arrays_to_device."""
+def batches_to_device(batches: object, context: Context, stream: object | None = None, validate: bool = True) -> list[BatchData]: ...
 
 class HostTransfer:
     """Host copies in flight: wait() before reading the data."""
 
-    def wait(self) -> None:
-        """Waits for the copies (once; later calls return at once)."""
+    def wait(self) -> None: ...
 
-def batches_to_host_begin(batches: object, stream: object | None = None) -> tuple:
-    """
-    (HostTransfer, ["arrow_array" capsule]) for record batches (of one device) copied to host memory in one batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types pyarrow's importer reads (binary and string offsets, ...) have been waited for already.
-    """
+def batches_to_host_begin(batches: object, stream: object | None = None) -> tuple: ...
 
-def arrays_to_host_begin(arrays: object, stream: object | None = None) -> tuple:
-    """
-    (HostTransfer, ["arrow_array" capsule]) for arrays (of one device) copied to host memory in one batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for types pyarrow's importer reads).
-    """
+def arrays_to_host_begin(arrays: object, stream: object | None = None) -> tuple: ...
 
-def capsule_address(capsule: object) -> int:
-    """
-    The address of the unreleased ArrowArray in an "arrow_array" capsule (for pyarrow's _import_from_c, which takes the schema as a pyarrow object; the capsule must outlive the import).
-    """
+def capsule_address(capsule: object) -> int: ...
 
-def export_device_array(array: ArrayData, stream: object | None = None) -> tuple:
-    """
-    ("arrow_schema", "arrow_device_array") capsules; the sync event is recorded on `stream`.
-    """
+def export_device_array(array: ArrayData, stream: object | None = None) -> tuple: ...
 
-def export_device_batch(batch: BatchData, stream: object | None = None) -> tuple:
-    """Device capsules of a record batch."""
+def export_device_batch(batch: BatchData, stream: object | None = None) -> tuple: ...
 
-def export_device_array_stream(schema_capsule: object, chunks: Sequence[ArrayData], device_type: int, device_id: int) -> object:
-    """
-    An "arrow_device_array_stream" capsule yielding the chunks (each with its sync event).
-    """
+def export_device_array_stream(schema_capsule: object, chunks: Sequence[ArrayData], device_type: int, device_id: int) -> object: ...
 
-def export_device_batch_stream(schema_capsule: object, batches: Sequence[BatchData], device_type: int, device_id: int) -> object:
-    """An "arrow_device_array_stream" capsule yielding the record batches."""
+def export_device_batch_stream(schema_capsule: object, batches: Sequence[BatchData], device_type: int, device_id: int) -> object: ...
 
 class IpcMemoryHandle:
     """
@@ -501,46 +314,25 @@ class IpcMemoryHandle:
     def device_id(self) -> int: ...
 
     @property
-    def memory(self) -> str:
-        """
-        "legacy" (cuMemAlloc memory) or "pool" (memory of a shareable pool: opened through the pool).
-        """
+    def memory(self) -> str: ...
 
     @property
     def pool_id(self) -> int: ...
 
-    def serialize(self) -> bytes:
-        """
-        The handle as bytes (cuarrow's wire format: version 1 for legacy handles, 2 for pool handles).
-        """
+    def serialize(self) -> bytes: ...
 
     def describe(self) -> str: ...
 
     @staticmethod
-    def deserialize(data: bytes) -> IpcMemoryHandle:
-        """
-        Read serialize()'s bytes or pyarrow.cuda's format (72 bytes, 8 for an empty buffer).
-        """
+    def deserialize(data: bytes) -> IpcMemoryHandle: ...
 
-def export_ipc(buffer: Buffer) -> IpcMemoryHandle:
-    """
-    An IPC handle of device memory (cuMemAlloc memory, or a shareable pool's) for other processes.
-    """
+def export_ipc(buffer: Buffer) -> IpcMemoryHandle: ...
 
-def export_ipc_pool(handle: IpcMemoryHandle) -> tuple:
-    """
-    (a new descriptor of the pool of a pool handle this process exported, owned by the caller; the pool's id).
-    """
+def export_ipc_pool(handle: IpcMemoryHandle) -> tuple: ...
 
-def open_ipc_pool(pool: ImportedPool, handle: IpcMemoryHandle) -> Buffer:
-    """
-    Open a pool handle another process exported, through its pool imported here (an ImportedPool).
-    """
+def open_ipc_pool(pool: ImportedPool, handle: IpcMemoryHandle) -> Buffer: ...
 
-def open_ipc(context: Context, handle: IpcMemoryHandle) -> Buffer:
-    """
-    Open a handle another process exported, as device memory of `context`'s device.
-    """
+def open_ipc(context: Context, handle: IpcMemoryHandle) -> Buffer: ...
 
 class IpcMessage:
     """
@@ -554,8 +346,7 @@ class IpcMessage:
     def version(self) -> int: ...
 
     @property
-    def metadata(self) -> bytes:
-        """The FlatBuffers Message (with its padding), host bytes."""
+    def metadata(self) -> bytes: ...
 
     @property
     def body(self) -> Buffer: ...
@@ -566,30 +357,20 @@ class IpcMessage:
     @property
     def size(self) -> int: ...
 
-    def serialize(self, stream: object | None = None) -> bytes:
-        """The message as host bytes (prefix, metadata, padding, body)."""
+    def serialize(self, stream: object | None = None) -> bytes: ...
 
-    def schema_capsule(self) -> object:
-        """An "arrow_schema" capsule of a schema message's schema."""
+    def schema_capsule(self) -> object: ...
 
-def ipc_read_message(source: Buffer, offset: int = 0, stream: object | None = None) -> IpcMessage | None:
-    """
-    The message at `offset` of `source`; None at the end-of-stream marker or the end of `source`.
-    """
+def ipc_read_message(source: Buffer, offset: int = 0, stream: object | None = None) -> IpcMessage | None: ...
 
 class IpcDictionaryMemo:
     """The dictionaries of a stream, by id."""
 
-    def __init__(self, schema_message: IpcMessage) -> None:
-        """The dictionary fields of a schema message, no dictionary yet."""
+    def __init__(self, schema_message: IpcMessage) -> None: ...
 
-    def read(self, message: IpcMessage) -> None:
-        """Read a dictionary batch message (a delta appends)."""
+    def read(self, message: IpcMessage) -> None: ...
 
-def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionary_memo: IpcDictionaryMemo | None = None) -> object:
-    """
-    The record batch of a message under a schema, as a BatchData (buffers are slices of the body).
-    """
+def ipc_read_record_batch(message: IpcMessage, schema_capsule: object, dictionary_memo: IpcDictionaryMemo | None = None) -> object: ...
 
 class IpcStreamReader:
     """An IPC stream held in a buffer (cuarrow::ipc::stream_reader)."""
@@ -598,18 +379,12 @@ class IpcStreamReader:
 
     def schema_capsule(self) -> object: ...
 
-    def read_next_with_metadata(self) -> object:
-        """
-        (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
-        """
+    def read_next_with_metadata(self) -> object: ...
 
     @property
     def position(self) -> int: ...
 
-    def read_all(self) -> list:
-        """
-        The rest of the stream as BatchData (the batches between dictionaries validated together).
-        """
+    def read_all(self) -> list: ...
 
 class IpcFileReader:
     """An IPC file held in a buffer (cuarrow::ipc::file_reader)."""
@@ -621,19 +396,14 @@ class IpcFileReader:
     @property
     def num_record_batches(self) -> int: ...
 
-    def read_batch(self, i: int) -> object:
-        """Batch i as a BatchData."""
+    def read_batch(self, i: int) -> object: ...
 
-    def read_batch_with_metadata(self, i: int) -> tuple:
-        """
-        (BatchData, [(key, value)]) of batch i and its message's custom metadata.
-        """
+    def read_batch_with_metadata(self, i: int) -> tuple: ...
 
     @property
     def footer_metadata(self) -> list: ...
 
-    def read_all(self) -> list:
-        """Every batch as BatchData (validated together)."""
+    def read_all(self) -> list: ...
 
 class IpcPathFileReader:
     """
@@ -647,13 +417,9 @@ class IpcPathFileReader:
     @property
     def num_record_batches(self) -> int: ...
 
-    def read_batch(self, i: int) -> object:
-        """Batch i as a BatchData."""
+    def read_batch(self, i: int) -> object: ...
 
-    def read_batch_with_metadata(self, i: int) -> tuple:
-        """
-        (BatchData, [(key, value)]) of batch i and its message's custom metadata.
-        """
+    def read_batch_with_metadata(self, i: int) -> tuple: ...
 
     @property
     def footer_metadata(self) -> list: ...
@@ -661,10 +427,7 @@ class IpcPathFileReader:
     @property
     def bytes_read(self) -> int: ...
 
-    def stats(self) -> dict:
-        """
-        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds, gpu_decompress_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
-        """
+    def stats(self) -> dict: ...
 
     @property
     def read_path(self) -> str: ...
@@ -674,10 +437,7 @@ class IpcPathFileReader:
 
     def footer_schema_capsule(self) -> object: ...
 
-    def read_batches(self, indices: Sequence[int]) -> list:
-        """
-        The batches `indices` names, read through one staging job, as BatchData.
-        """
+    def read_batches(self, indices: Sequence[int]) -> list: ...
 
 class IpcPathStreamReader:
     """
@@ -688,26 +448,17 @@ class IpcPathStreamReader:
 
     def schema_capsule(self) -> object: ...
 
-    def read_next_with_metadata(self) -> object:
-        """
-        (BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.
-        """
+    def read_next_with_metadata(self) -> object: ...
 
     @property
     def position(self) -> int: ...
 
-    def read_all(self) -> list:
-        """
-        The rest of the stream as BatchData, read through staging jobs of many batches.
-        """
+    def read_all(self) -> list: ...
 
     @property
     def bytes_read(self) -> int: ...
 
-    def stats(self) -> dict:
-        """
-        Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, build_seconds, gpu_decompress_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, dma_wait_seconds.
-        """
+    def stats(self) -> dict: ...
 
     @property
     def read_path(self) -> str: ...
@@ -720,58 +471,38 @@ class IpcPathWriter:
     Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.
     """
 
-    def __init__(self, path: str, schema_capsule: object, file: bool = True, footer_metadata: object | None = None, stream: object | None = None, compression: str | None = None, level: int | None = None, min_space_savings: float | None = None) -> None:
-        """
-        compression: "lz4", "zstd" or None; level and min_space_savings: the codec's, or None.
-        """
+    def __init__(self, path: str, schema_capsule: object, file: bool = True, footer_metadata: object | None = None, stream: object | None = None, compression: str | None = None, level: int | None = None, min_space_savings: float | None = None) -> None: ...
 
-    def close(self) -> None:
-        """Write the end (a file's footer) and close the file."""
+    def close(self) -> None: ...
 
     @property
     def bytes_written(self) -> int: ...
 
-    def write(self, batch: BatchData, custom_metadata: object | None = None) -> None:
-        """Write a batch (a BatchData under the writer's schema)."""
+    def write(self, batch: BatchData, custom_metadata: object | None = None) -> None: ...
 
-    def write_batches(self, batches: Sequence[BatchData], custom_metadata: object | None = None) -> None:
-        """
-        Write batches given as a list of BatchData in one call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: None or a list of one [(key, value)] per batch.
-        """
+    def write_batches(self, batches: Sequence[BatchData], custom_metadata: object | None = None) -> None: ...
 
 class IpcWriter:
     """
     Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).
     """
 
-    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None, cuda_malloc: bool = False) -> None:
-        """
-        cuda_malloc: finish() allocates with cuMemAlloc (legacy CUDA IPC can export it) instead of the context's resource.
-        """
+    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None, cuda_malloc: bool = False) -> None: ...
 
-    def finish(self) -> Buffer:
-        """The stream or file, one device allocation."""
+    def finish(self) -> Buffer: ...
 
-    def write(self, batch: BatchData, custom_metadata: object | None = None) -> None:
-        """Add a batch (a BatchData under the writer's schema)."""
+    def write(self, batch: BatchData, custom_metadata: object | None = None) -> None: ...
 
-    def write_batches(self, batches: Sequence[BatchData], custom_metadata: object | None = None) -> None:
-        """
-        Add batches given as a list of BatchData in one call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list of one [(key, value)] per batch.
-        """
+    def write_batches(self, batches: Sequence[BatchData], custom_metadata: object | None = None) -> None: ...
 
-def ipc_serialize_record_batch(batch: BatchData, context: Context, stream: object | None = None) -> Buffer:
-    """
-    One record batch as an encapsulated IPC message in device memory of `context`.
-    """
+def ipc_serialize_record_batch(batch: BatchData, context: Context, stream: object | None = None) -> Buffer: ...
 
 class SharedObject:
     """
     The exporter's side of a shared object (cuarrow::ipc::shared_object): owns the shared device memory until released.
     """
 
-    def descriptor(self) -> bytes:
-        """The descriptor another process opens (136 bytes)."""
+    def descriptor(self) -> bytes: ...
 
     @property
     def kind(self) -> str: ...
@@ -779,10 +510,7 @@ class SharedObject:
     @property
     def memory(self) -> str: ...
 
-    def export_pool(self) -> object:
-        """
-        Pool memory: (a new descriptor of the pool, owned by the caller; the pool's id).  Legacy: None.
-        """
+    def export_pool(self) -> object: ...
 
     @property
     def released(self) -> bool: ...
@@ -790,8 +518,7 @@ class SharedObject:
     @property
     def data(self) -> Buffer: ...
 
-    def release(self) -> None:
-        """Drop this process's hold on the shared memory."""
+    def release(self) -> None: ...
 
 class ImportedPool:
     """
@@ -804,29 +531,14 @@ class ImportedPool:
     @property
     def device_number(self) -> int: ...
 
-def ipc_share(schema_capsule: object, batches: Sequence[BatchData], context: Context, kind: str, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
-    """
-    Share record batches (BatchData under the schema), packed into one allocation of `context`'s device: cuMemAlloc memory (memory="legacy") or the process-wide IPC pool's (memory="pool").
-    """
+def ipc_share(schema_capsule: object, batches: Sequence[BatchData], context: Context, kind: str, stream: object | None = None, memory: str = 'legacy') -> SharedObject: ...
 
-def ipc_share_buffer(buffer: Buffer, stream: object | None = None, memory: str = 'legacy') -> SharedObject:
-    """
-    Share device memory: itself, or a copy in memory of the kind asked for.
-    """
+def ipc_share_buffer(buffer: Buffer, stream: object | None = None, memory: str = 'legacy') -> SharedObject: ...
 
-def ipc_import_shared_pool(context: Context, fd: int, pool_id: int) -> ImportedPool:
-    """
-    The exporter's pool imported into `context`, once per process (cached by context and pool id); `fd` stays the caller's.
-    """
+def ipc_import_shared_pool(context: Context, fd: int, pool_id: int) -> ImportedPool: ...
 
-def ipc_read_shared_descriptor(descriptor: bytes) -> tuple:
-    """
-    (kind, exporter's device, bytes, memory, pool id, made by this process) of a descriptor, checked; opens nothing.
-    """
+def ipc_read_shared_descriptor(descriptor: bytes) -> tuple: ...
 
-def ipc_open_shared(context: Context, descriptor: bytes, pool: ImportedPool | None = None) -> tuple:
-    """
-    Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or None, [BatchData], the opened memory as a Buffer).
-    """
+def ipc_open_shared(context: Context, descriptor: bytes, pool: ImportedPool | None = None) -> tuple: ...
 
 __version__: str

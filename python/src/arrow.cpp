@@ -1,25 +1,9 @@
-// Typed Arrow data: cuarrow::arrow bound for the facade (cuarrow/_arrays.py).
-//
-// Two handle classes, both plain values over the C++ model (copying one
-// copies buffer handles, not memory):
-//   ArrayData  an array_data with the field it belongs to (name, nullability,
-//              metadata: extension types live in the field's metadata) and
-//              the placement it was declared to have.  An array without any
-//              buffer (a null array, some empty arrays) has no placement of
-//              its own; the declared one is what it reports and exports.
-//   BatchData  a record_batch, with its declared placement.
-//
-// Everything crosses to Python as PyCapsules of the C Data / C Device Data /
-// C Stream interfaces (names "arrow_schema", "arrow_array",
-// "arrow_device_array", "arrow_array_stream", "arrow_device_array_stream"):
-// pyarrow turns them into its own objects.  Capsules made here release their
-// struct in their destructor unless a consumer moved it out (release NULL).
-// Capsules given to us are checked (exact type, name, not released) before
-// anything reads them; an import moves the struct out, so the capsule's
-// destructor then only frees its memory.
-//
-// The GIL is released around transfers, imports of device data (which read
-// offsets from the device) and synchronizations.
+// Typed Arrow data: cuarrow::arrow bound for the facade (cuarrow/_arrays.py),
+// over the handles ArrayData and BatchData (arrow_data.hpp).  Data crosses to
+// Python as PyCapsules of the C Data / C Device Data / C Stream interfaces
+// (capsules.hpp), which pyarrow turns into its own objects.  The GIL is
+// released around transfers, imports of device data (which read offsets from
+// the device) and synchronizations.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -194,16 +178,6 @@ nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
   return items;
 }
 
-// A source yielding `items` (arrays, or batches) in order.
-template <class T>
-auto source_of(std::vector<T> items) {
-  auto state = std::make_shared<std::pair<std::vector<T>, std::size_t>>(std::move(items), 0);
-  return [state]() -> std::optional<T> {
-    if (state->second == state->first.size()) return std::nullopt;
-    return std::move(state->first[state->second++]);
-  };
-}
-
 // (HostTransfer, [capsule]) of the borrowed items copied to the host by one
 // to_host_for_export (which validates the source cheaply and checks what
 // host readers index with: device objects may hold imported data): the
@@ -224,15 +198,14 @@ nb::tuple to_host_begin(nb::handle src, cuarrow::stream_view s) {
   return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
 }
 
-// Copies of the borrowed items on the context's device, in one batched copy.
-// Not validated again: the items were checked when they were made (import,
-// make_array) or are cuarrow's own.
+// Copies of the borrowed items on the context's device, in one batched copy,
+// validated cheaply first or not at all.
 template <class T>
-std::vector<T> to_device(nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s) {
+std::vector<T> to_device(nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, bool validate) {
   const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_device").c_str());
   std::vector<T> out;
   if (items.empty()) return out;
-  const ca::array_transfer_options o{ca::validation_level::none};
+  const ca::array_transfer_options o{validate ? ca::validation_level::cheap : ca::validation_level::none};
   const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
   auto moved =
       released([&] { return with_values(items, [&](auto values) { return ca::to_device(values, ctx, s, o); }); });
@@ -305,8 +278,8 @@ nb::object export_device_stream(nb::handle schema_capsule, std::vector<T> items,
   std::vector<std::remove_cvref_t<decltype(kind<T>::value(items[0]))>> roots;
   for (T& item : items) roots.push_back(std::move(kind<T>::value(item)));
   return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
-    ca::export_device_array_stream(std::move(meta), source_of(std::move(roots)), placement_from(device_type, device_id),
-                                   cuarrow::stream_view(), out);
+    ca::export_device_array_stream(std::move(meta), ca::source_of(std::move(roots)),
+                                   placement_from(device_type, device_id), cuarrow::stream_view(), out);
   });
 }
 
@@ -318,63 +291,39 @@ void bind_arrow(nb::module_& m) {
                         "An Arrow array (cuarrow::arrow::array_data) with its field and declared placement.")
       .def_prop_ro("length", [](const ArrayData& a) { return a.data.length; })
       .def_prop_ro("offset", [](const ArrayData& a) { return a.data.offset; })
-      .def_prop_ro(
-          "raw_null_count", [](const ArrayData& a) { return a.data.null_count; },
-          "The null count as stored: -1 when unknown.")
-      .def_prop_ro(
-          "placement", [](const ArrayData& a) { return placement_pair(a.data, a.where); },
-          "(device type code, device id) of the memory; the declared placement for an array without buffers.")
-      .def_prop_ro(
-          "raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); },
-          "The context of the memory (cuarrow::arrow::context_of); None for host memory.")
+      .def_prop_ro("raw_null_count", [](const ArrayData& a) { return a.data.null_count; })
+      .def_prop_ro("placement", [](const ArrayData& a) { return placement_pair(a.data, a.where); })
+      .def_prop_ro("raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); })
       .def_prop_ro("has_validity_buffer", [](const ArrayData& a) { return a.data.has_validity_bitmap(); })
-      .def(
-          "buffers",
-          [](const ArrayData& a) {
-            std::vector<Buffer> out;
-            for (const cuarrow::buffer& b : a.data.buffers) out.push_back(Buffer{b, false});
-            return out;
-          },
-          "This node's buffers in layout order (view types: validity, views, then the data buffers); absent "
-          "buffers are empty.")
-      .def(
-          "children",
-          [](const ArrayData& a) {
-            std::vector<ArrayData> out;
-            for (std::size_t i = 0; i < a.data.children.size(); ++i) {
-              ca::field f = i < a.data.type.children.size() ? a.data.type.children[i] : ca::field();
-              out.push_back(ArrayData{std::move(f), a.data.children[i], a.where});
-            }
-            return out;
-          },
-          "The child arrays as stored (their own offsets; a struct's offset is not applied).")
-      .def(
-          "dictionary",
-          [](const ArrayData& a) -> std::optional<ArrayData> {
-            if (!a.data.dictionary) return std::nullopt;
-            return ArrayData{ca::field("", a.data.dictionary->type), *a.data.dictionary, a.where};
-          },
-          "The dictionary of a dictionary array; None otherwise.")
-      .def(
-          "indices",
-          [](const ArrayData& a) {
-            ca::array_data d = a.data.dictionary_indices();
-            return ArrayData{ca::field(a.field.name, d.type, a.field.nullable), std::move(d), a.where};
-          },
-          "The indices of a dictionary array, as an integer array over the same buffers.")
+      .def("buffers", [](const ArrayData& a) { return a.data.buffers; })
+      .def("children",
+           [](const ArrayData& a) {
+             std::vector<ArrayData> out;
+             for (std::size_t i = 0; i < a.data.children.size(); ++i) {
+               out.push_back(ArrayData{a.data.type.children.at(i), a.data.children[i], a.where});
+             }
+             return out;
+           })
+      .def("dictionary",
+           [](const ArrayData& a) -> std::optional<ArrayData> {
+             if (!a.data.dictionary) return std::nullopt;
+             return ArrayData{ca::field("", a.data.dictionary->type), *a.data.dictionary, a.where};
+           })
+      .def("indices",
+           [](const ArrayData& a) {
+             ca::array_data d = a.data.dictionary_indices();
+             return ArrayData{ca::field(a.field.name, d.type, a.field.nullable), std::move(d), a.where};
+           })
       .def(
           "slice",
           [](const ArrayData& a, std::int64_t offset, std::int64_t length) {
             return ArrayData{a.field, a.data.slice(offset, length), a.where};
           },
-          nb::arg("offset"), nb::arg("length"), "A zero-copy slice (out_of_range checked).")
-      .def(
-          "without_validity",
-          [](const ArrayData& a) {
-            return ArrayData{a.field, a.data.without_validity(), a.where};
-          },
-          "The same array over the same buffers with the validity bitmap dropped (null slots show whatever "
-          "values they hold).")
+          nb::arg("offset"), nb::arg("length"))
+      .def("without_validity",
+           [](const ArrayData& a) {
+             return ArrayData{a.field, a.data.without_validity(), a.where};
+           })
       .def(
           "null_count",
           [](const ArrayData& a, cuarrow::stream_view stream) -> std::int64_t {
@@ -382,9 +331,7 @@ void bind_arrow(nb::module_& m) {
             nb::gil_scoped_release r;
             return ca::compute_null_count(a.data, stream);
           },
-          nb::arg("stream") = nb::none(),
-          "The number of nulls; when unknown, counted from the validity bitmap (a device bitmap is copied to "
-          "the host for that, once per call).")
+          nb::arg("stream") = nb::none())
       .def(
           "with_null_count",
           [](const ArrayData& a, std::int64_t n) {
@@ -402,11 +349,8 @@ void bind_arrow(nb::module_& m) {
             out.field = std::move(f);
             return out;
           },
-          nb::arg("schema_capsule"),
-          "The same array under another field of the same physical type (another name, nullability or "
-          "extension metadata); invalid_argument otherwise.")
-      .def("schema_capsule", &schema_capsule_of<ArrayData>,
-           "An \"arrow_schema\" capsule of the array's field (type, name, nullability, metadata).")
+          nb::arg("schema_capsule"))
+      .def("schema_capsule", &schema_capsule_of<ArrayData>)
       .def(
           "validate",
           [](const ArrayData& a, bool full, cuarrow::stream_view stream) {
@@ -415,8 +359,7 @@ void bind_arrow(nb::module_& m) {
             nb::gil_scoped_release r;
             ca::validate(a.data, o, stream);
           },
-          nb::arg("full") = false, nb::arg("stream") = nb::none(),
-          "cuarrow::arrow::validate: cheaply (structure and sizes), or `full` (every value).");
+          nb::arg("full") = false, nb::arg("stream") = nb::none());
 
   nb::class_<BatchData>(m, "BatchData", "A record batch (cuarrow::arrow::record_batch) with its declared placement.")
       .def_prop_ro("num_rows", [](const BatchData& b) { return b.batch.num_rows; })
@@ -442,59 +385,48 @@ void bind_arrow(nb::module_& m) {
           [](const BatchData& b, nb::handle schema_capsule) {
             return BatchData{b.batch.with_schema(schema_of(schema_capsule, "the requested schema capsule")), b.where};
           },
-          nb::arg("schema_capsule"),
-          "The same batch under another schema whose fields have the columns' physical types.")
-      .def("schema_capsule", &schema_capsule_of<BatchData>,
-           "An \"arrow_schema\" capsule of the batch's schema (a struct, with the schema's metadata).");
+          nb::arg("schema_capsule"))
+      .def("schema_capsule", &schema_capsule_of<BatchData>);
 
   // ---- import -----------------------------------------------------------------------
-  m.def("import_array", &import_host<ArrayData>, nb::arg("schema_capsule"), nb::arg("array_capsule"),
-        "Import a host array from \"arrow_schema\" and \"arrow_array\" capsules (the array is moved out of its "
-        "capsule; the schema is read and left to its capsule).");
-  m.def("import_batch", &import_host<BatchData>, nb::arg("schema_capsule"), nb::arg("array_capsule"),
-        "Import a host record batch (a struct array without nulls) from capsules.");
+  m.def("import_array", &import_host<ArrayData>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def("import_batch", &import_host<BatchData>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
   m.def(
-      "schema_capsule_format",
+      "is_struct_schema",
       [](nb::handle schema_capsule) {
-        auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-        if (s->format == nullptr) throw ca::invalid_data("schema", "NULL format string");
-        return std::string(s->format);
+        return ca::is_struct_schema(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
       },
-      nb::arg("schema_capsule"), "The format string of an unconsumed schema capsule (\"+s\" for a struct).");
+      nb::arg("schema_capsule"));
   m.def(
       "device_array_placement",
       [](nb::handle device_array_capsule) {
         auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
         return std::make_pair(static_cast<int>(a->device_type), static_cast<std::int64_t>(a->device_id));
       },
-      nb::arg("device_array_capsule"), "(ARROW_DEVICE_* code, device id) of an unconsumed device array capsule.");
+      nb::arg("device_array_capsule"));
   m.def("import_device_array", &import_device<ArrayData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
-        nb::arg("stream") = nb::none(),
-        "Import a device array; `stream` waits for its sync event and orders the reads of its offsets.");
+        nb::arg("stream") = nb::none());
   m.def("import_device_batch", &import_device<BatchData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
-        nb::arg("stream") = nb::none(), "Import a device record batch.");
+        nb::arg("stream") = nb::none());
 
   m.def(
       "read_stream",
       [](nb::handle capsule, int mode) {
         return read_to_end<ca::array_stream_reader, ArrowArrayStream>(capsule, mode, cuarrow::stream_view());
       },
-      nb::arg("capsule"), nb::arg("mode") = 0,
-      "Read a host stream (\"arrow_array_stream\") to its end: (is_batches, schema capsule, [ArrayData or "
-      "BatchData]).  mode 0 decides by the schema (struct: batches), 1 arrays, 2 batches.");
+      nb::arg("capsule"), nb::arg("mode") = 0);
   m.def("read_device_stream", &read_to_end<ca::device_array_stream_reader, ArrowDeviceArrayStream>, nb::arg("capsule"),
-        nb::arg("mode") = 0, nb::arg("stream") = nb::none(),
-        "Read a device stream to its end: (is_batches, schema capsule, [ArrayData or BatchData], device type).");
+        nb::arg("mode") = 0, nb::arg("stream") = nb::none());
 
   m.def(
       "make_array",
       [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
-         std::vector<std::optional<Buffer>> buffers, std::vector<ArrayData> children,
+         std::vector<std::optional<cuarrow::buffer>> buffers, std::vector<ArrayData> children,
          std::optional<ArrayData> dictionary, int device_type, int device_id, cuarrow::stream_view stream) {
         // Under the capsule's field, which keeps extension metadata.
         ca::field f = field_of(schema_capsule);
         std::vector<cuarrow::buffer> bufs;
-        for (const auto& b : buffers) bufs.push_back(b ? b->buf : cuarrow::buffer());
+        for (auto& b : buffers) bufs.push_back(std::move(b).value_or(cuarrow::buffer()));
         std::vector<ca::array_data> kids;
         for (ArrayData& c : children) kids.push_back(std::move(c.data));
         std::shared_ptr<const ca::array_data> dict;
@@ -506,9 +438,7 @@ void bind_arrow(nb::module_& m) {
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("stream") = nb::none(),
-      "cuarrow::arrow::make_array over buffers (None: absent), children and a dictionary, validated cheaply.  The "
-      "placement is declared for an array without buffers.");
+      nb::arg("stream") = nb::none());
   m.def(
       "batch_from_arrays",
       [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
@@ -522,45 +452,30 @@ void bind_arrow(nb::module_& m) {
         return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, stream), where};
       },
       nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("stream") = nb::none(),
-      "cuarrow::arrow::make_record_batch: a batch of the schema over the columns, checked before it is returned.");
+      nb::arg("stream") = nb::none());
 
   // ---- transfers ----------------------------------------------------------------------
   m.def("arrays_to_device", &to_device<ArrayData>, nb::arg("arrays"), nb::arg("context"),
-        nb::arg("stream") = nb::none(),
-        "Copies of the arrays on the context's device: one batched copy on `stream` for all of them, which is "
-        "synchronized once at the end.");
+        nb::arg("stream") = nb::none(), nb::arg("validate") = true);
   m.def("batches_to_device", &to_device<BatchData>, nb::arg("batches"), nb::arg("context"),
-        nb::arg("stream") = nb::none(), "Record batches on the context's device, as arrays_to_device.");
+        nb::arg("stream") = nb::none(), nb::arg("validate") = true);
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
-      .def("wait", &HostTransfer::wait, release_gil(), "Waits for the copies (once; later calls return at once).");
-  m.def("batches_to_host_begin", &to_host_begin<BatchData>, nb::arg("batches"), nb::arg("stream") = nb::none(),
-        "(HostTransfer, [\"arrow_array\" capsule]) for record batches (of one device) copied to host memory in one "
-        "batched copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait().  Types "
-        "pyarrow's importer reads (binary and string offsets, ...) have been waited for already.");
-  m.def("arrays_to_host_begin", &to_host_begin<ArrayData>, nb::arg("arrays"), nb::arg("stream") = nb::none(),
-        "(HostTransfer, [\"arrow_array\" capsule]) for arrays (of one device) copied to host memory in one batched "
-        "copy: the capsules describe the host data, whose bytes are valid after HostTransfer.wait() (already, for "
-        "types pyarrow's importer reads).");
+      .def("wait", &HostTransfer::wait, release_gil());
+  m.def("batches_to_host_begin", &to_host_begin<BatchData>, nb::arg("batches"), nb::arg("stream") = nb::none());
+  m.def("arrays_to_host_begin", &to_host_begin<ArrayData>, nb::arg("arrays"), nb::arg("stream") = nb::none());
   m.def(
       "capsule_address",
       [](nb::handle capsule) {
         return reinterpret_cast<std::uintptr_t>(capsule_struct<ArrowArray>(capsule, "capsule"));
       },
-      nb::arg("capsule"),
-      "The address of the unreleased ArrowArray in an \"arrow_array\" capsule (for pyarrow's _import_from_c, which "
-      "takes the schema as a pyarrow object; the capsule must outlive the import).");
+      nb::arg("capsule"));
   // ---- export ---------------------------------------------------------------------------
-  m.def("export_device_array", &export_device<ArrayData>, nb::arg("array"), nb::arg("stream") = nb::none(),
-        "(\"arrow_schema\", \"arrow_device_array\") capsules; the sync event is recorded on `stream`.");
-  m.def("export_device_batch", &export_device<BatchData>, nb::arg("batch"), nb::arg("stream") = nb::none(),
-        "Device capsules of a record batch.");
+  m.def("export_device_array", &export_device<ArrayData>, nb::arg("array"), nb::arg("stream") = nb::none());
+  m.def("export_device_batch", &export_device<BatchData>, nb::arg("batch"), nb::arg("stream") = nb::none());
   m.def("export_device_array_stream", &export_device_stream<ArrayData>, nb::arg("schema_capsule"), nb::arg("chunks"),
-        nb::arg("device_type"), nb::arg("device_id"),
-        "An \"arrow_device_array_stream\" capsule yielding the chunks (each with its sync event).");
+        nb::arg("device_type"), nb::arg("device_id"));
   m.def("export_device_batch_stream", &export_device_stream<BatchData>, nb::arg("schema_capsule"), nb::arg("batches"),
-        nb::arg("device_type"), nb::arg("device_id"),
-        "An \"arrow_device_array_stream\" capsule yielding the record batches.");
+        nb::arg("device_type"), nb::arg("device_id"));
 }
 
 }  // namespace cuarrow_py

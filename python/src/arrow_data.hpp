@@ -3,7 +3,8 @@
 // whose readers hand batches to the facade as BatchData and whose writers
 // take them so: a batch crosses the border as the core's value, with no
 // C Device Data export and re-import (which would read offsets back from
-// the device to check what the core built and checked already).
+// the device to check what the core built and checked already).  Both are
+// plain values: copying one copies buffer handles, not memory.
 #pragma once
 
 #include <cuarrow/arrow/arrow.hpp>

@@ -47,21 +47,6 @@ cuarrow::buffer host_range(const host_view& v, std::int64_t offset, std::int64_t
   return cuarrow::wrap_host(v.data(), v.size(), nullptr).slice(offset, size);
 }
 
-// A cuarrow::ranges function raising ValueError for what it refuses:
-// pyarrow.cuda's type for its argument ranges (not ArrowInvalid).
-template <auto F>
-struct pyarrow_range;
-template <class... A, std::int64_t (*F)(A...)>
-struct pyarrow_range<F> {
-  static std::int64_t call(A... a) {
-    try {
-      return F(a...);
-    } catch (const cuarrow::out_of_range& e) {
-      throw nb::value_error(e.what());
-    }
-  }
-};
-
 // ---- buffer protocol --------------------------------------------------------
 
 char empty_bytes[1] = {0};
@@ -94,8 +79,6 @@ void buffer_releasebuffer(PyObject*, Py_buffer*) noexcept {}
 PyType_Slot buffer_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(buffer_getbuffer)},
                               {Py_bf_releasebuffer, reinterpret_cast<void*>(buffer_releasebuffer)},
                               {0, nullptr}};
-
-Buffer make(cuarrow::buffer b, bool host_view) { return Buffer{std::move(b), host_view}; }
 
 }  // namespace
 
@@ -155,34 +138,29 @@ void bind_buffer(nb::module_& m) {
           [](Buffer* self, const Buffer& other, bool host_view) {
             new (self) Buffer{other.buf, host_view};
           },
-          nb::arg("other"), nb::arg("host_view") = false,
-          "Another handle to the same memory (host_view: export the buffer protocol, host memory only).")
+          nb::arg("other"), nb::arg("host_view") = false)
       .def_prop_ro("address", [](const Buffer& b) { return b.buf.address(); })
       .def_prop_ro("size", [](const Buffer& b) { return b.buf.size(); })
       .def_prop_ro("raw_device_type", [](const Buffer& b) { return static_cast<int>(b.buf.type()); })
       .def_prop_ro("device_id", [](const Buffer& b) { return b.buf.device_id(); })
       .def_prop_ro("is_mutable", [](const Buffer& b) { return b.buf.is_mutable(); })
       .def_prop_ro("raw_context", [](const Buffer& b) { return b.buf.get_context(); })
-      .def(
-          "describe", [](const Buffer& b) { return b.buf.describe(); }, "Where and what the memory is; never reads it.")
+      .def("describe", [](const Buffer& b) { return b.buf.describe(); })
       .def(
           "raw_slice",
           [](const Buffer& b, std::int64_t offset, std::int64_t length, bool host_view) {
-            return make(b.buf.slice(offset, length), host_view);
+            return Buffer{b.buf.slice(offset, length), host_view};
           },
-          nb::arg("offset"), nb::arg("length"), nb::arg("host_view") = false,
-          "A zero-copy slice [offset, offset + length); out_of_range checked.");
+          nb::arg("offset"), nb::arg("length"), nb::arg("host_view") = false);
 
   // ---- allocation and wrapping ---------------------------------------------
   m.def(
       "allocate_device",
       [](const cuarrow::context& ctx, std::int64_t size, cuarrow::stream_view stream, bool plain) {
         auto resource = plain ? cuarrow::plain_device_resource::shared() : nullptr;
-        return make(cuarrow::allocate_device(ctx, size, stream, std::move(resource)), false);
+        return cuarrow::allocate_device(ctx, size, stream, std::move(resource));
       },
-      nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false, release_gil(),
-      "Device memory (uninitialized) from the context's memory resource, or, with plain=True, from cuMemAlloc "
-      "(plain_device_resource): memory CUDA IPC can export, which pool memory is not.");
+      nb::arg("context"), nb::arg("size"), nb::arg("stream") = nb::none(), nb::arg("plain") = false, release_gil());
   m.def(
       "buffer_from_host",
       [](const cuarrow::context& ctx, nb::handle src) {
@@ -190,96 +168,76 @@ void bind_buffer(nb::module_& m) {
         const void* data = v.data();
         const std::int64_t n = v.size();
         nb::gil_scoped_release r;
-        return make(cuarrow::copy_to_device(ctx, data, n), false);
+        return cuarrow::copy_to_device(ctx, data, n);
       },
-      nb::arg("context"), nb::arg("src"),
-      "A new device buffer holding a copy of a whole host object (buffer protocol, contiguous); synchronous. "
-      "One call for buffer_from_data's common case: what a small copy costs is mostly calls.");
+      nb::arg("context"), nb::arg("src"));
   m.def(
       "copy_into_host",
-      [](nb::handle dst, const Buffer& src) {
+      [](nb::handle dst, const cuarrow::buffer& src) {
         host_view v(dst, true);
         void* data = v.data();
-        const std::int64_t n = cuarrow::ranges::read_count(src.buf.size(), 0, -1, v.size());  // as much as fits
+        const std::int64_t n = cuarrow::ranges::read_count(src.size(), 0, -1, v.size());  // as much as fits
         nb::gil_scoped_release r;
-        cuarrow::copy_to_host(data, src.buf, 0, n);
+        cuarrow::copy_to_host(data, src, 0, n);
       },
-      nb::arg("dst"), nb::arg("src"),
-      "Copy as much of a buffer as fits into writable host memory (buffer protocol, contiguous); synchronous. "
-      "One call for copy_to_host(buf=...)'s common case.");
+      nb::arg("dst"), nb::arg("src"));
   m.def(
       "allocate_pinned",
-      [](const cuarrow::context& ctx, std::int64_t size) { return make(cuarrow::allocate_pinned(ctx, size), true); },
-      nb::arg("context"), nb::arg("size"), release_gil(), "Pinned (page-locked) host memory, mapped for the device.");
+      [](const cuarrow::context& ctx, std::int64_t size) {
+        return Buffer{cuarrow::allocate_pinned(ctx, size), true};
+      },
+      nb::arg("context"), nb::arg("size"), release_gil());
   m.def(
       "wrap_device",
       [](const cuarrow::context& ctx, std::uintptr_t address, std::int64_t size, nb::handle owner, bool is_mutable) {
         auto keep = python_owner(owner);
         nb::gil_scoped_release r;
-        return make(cuarrow::wrap_device(ctx, address, size, std::move(keep), is_mutable), false);
+        return cuarrow::wrap_device(ctx, address, size, std::move(keep), is_mutable);
       },
-      nb::arg("context"), nb::arg("address"), nb::arg("size"), nb::arg("owner").none(), nb::arg("is_mutable") = true,
-      "A view of memory someone else owns; `owner` is kept alive while the view (or any slice) lives.");
+      nb::arg("context"), nb::arg("address"), nb::arg("size"), nb::arg("owner").none(), nb::arg("is_mutable") = true);
 
-  // ---- pyarrow.cuda's argument ranges (cuarrow::ranges), as ValueError --------
-  m.def("read_count", &pyarrow_range<&cuarrow::ranges::read_count>::call, nb::arg("size"), nb::arg("position"),
-        nb::arg("nbytes"), nb::arg("dst_size") = -1,
-        "Bytes CudaBuffer.copy_to_host copies (cuarrow::ranges::read_count).");
-  m.def("write_count", &pyarrow_range<&cuarrow::ranges::write_count>::call, nb::arg("size"), nb::arg("position"),
-        nb::arg("nbytes"), nb::arg("src_size"), nb::arg("src_is_host"),
-        "Bytes copy_from_host / copy_from_device copy (cuarrow::ranges::write_count).");
-  m.def("source_count", &pyarrow_range<&cuarrow::ranges::source_count>::call, nb::arg("src_size"), nb::arg("offset"),
-        nb::arg("size"), "Bytes Context.buffer_from_data takes (cuarrow::ranges::source_count).");
-  m.def("slice_length", &pyarrow_range<&cuarrow::ranges::slice_length>::call, nb::arg("size"), nb::arg("offset"),
-        nb::arg("length").none(), "The length of CudaBuffer.slice (cuarrow::ranges::slice_length).");
+  // ---- pyarrow.cuda's argument ranges (cuarrow::ranges) ----------------------
+  m.def("read_count", &cuarrow::ranges::read_count, nb::arg("size"), nb::arg("position"), nb::arg("nbytes"),
+        nb::arg("dst_size") = -1);
+  m.def("write_count", &cuarrow::ranges::write_count, nb::arg("size"), nb::arg("position"), nb::arg("nbytes"),
+        nb::arg("src_size"), nb::arg("src_is_host"));
+  m.def("source_count", &cuarrow::ranges::source_count, nb::arg("src_size"), nb::arg("offset"), nb::arg("size"));
+  m.def("slice_length", &cuarrow::ranges::slice_length, nb::arg("size"), nb::arg("offset"), nb::arg("length").none());
 
   // ---- copies ---------------------------------------------------------------
-  m.def(
-      "copy",
-      [](const Buffer& dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
-         cuarrow::stream_view stream) { cuarrow::copy(dst.buf, dst_offset, src.buf, src_offset, size, stream); },
-      nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = nb::none(), release_gil(),
-      "Copy between any two buffers, queued on the stream, which is synchronized before returning.");
+  m.def("copy", &cuarrow::copy, nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"),
+        nb::arg("size"), nb::arg("stream") = nb::none(), release_gil());
   m.def(
       "copy_from_host",
-      [](const Buffer& dst, std::int64_t dst_offset, nb::handle src, std::int64_t src_offset, std::int64_t size,
-         cuarrow::stream_view stream) {
+      [](const cuarrow::buffer& dst, std::int64_t dst_offset, nb::handle src, std::int64_t src_offset,
+         std::int64_t size, cuarrow::stream_view stream) {
         host_view v(src, false);
         const auto* from = host_range(v, src_offset, size).host_data();
         nb::gil_scoped_release r;
-        cuarrow::copy_from_host(dst.buf, dst_offset, from, size, stream);
+        cuarrow::copy_from_host(dst, dst_offset, from, size, stream);
       },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = nb::none(),
-      "Copy `size` bytes of a host object (buffer protocol) into a buffer; synchronous.");
+      nb::arg("stream") = nb::none());
   m.def(
       "copy_to_host",
-      [](nb::handle dst, std::int64_t dst_offset, const Buffer& src, std::int64_t src_offset, std::int64_t size,
-         cuarrow::stream_view stream) {
+      [](nb::handle dst, std::int64_t dst_offset, const cuarrow::buffer& src, std::int64_t src_offset,
+         std::int64_t size, cuarrow::stream_view stream) {
         host_view v(dst, true);
         auto* to = host_range(v, dst_offset, size).mutable_host_data();
         nb::gil_scoped_release r;
-        cuarrow::copy_to_host(to, src.buf, src_offset, size, stream);
+        cuarrow::copy_to_host(to, src, src_offset, size, stream);
       },
       nb::arg("dst"), nb::arg("dst_offset"), nb::arg("src"), nb::arg("src_offset"), nb::arg("size"),
-      nb::arg("stream") = nb::none(), "Copy `size` bytes of a buffer into a writable host object; synchronous.");
+      nb::arg("stream") = nb::none());
   m.def(
       "copy_to_new_host",
-      [](const Buffer& src, std::int64_t src_offset, std::int64_t size, cuarrow::stream_view stream) {
-        cuarrow::buffer part = src.buf.slice(src_offset, size);
+      [](const cuarrow::buffer& src, std::int64_t src_offset, std::int64_t size, cuarrow::stream_view stream) {
+        cuarrow::buffer part = src.slice(src_offset, size);
         return Buffer{released([&] { return cuarrow::copy_to_new_host(part, stream); }), true};
       },
-      nb::arg("src"), nb::arg("src_offset"), nb::arg("size"), nb::arg("stream") = nb::none(),
-      "A new host buffer (exposing the buffer protocol) holding `size` bytes of `src` from `src_offset`: pinned "
-      "memory from cuarrow's result pool when there is room, so the DMA writes at the link's speed; synchronous.");
-  m.def(
-      "fill",
-      [](const Buffer& dst, std::int64_t offset, std::int64_t size, std::uint8_t value, cuarrow::stream_view s) {
-        cuarrow::fill(dst.buf, offset, size, value, s);
-      },
-      nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"), nb::arg("stream") = nb::none(),
-      release_gil(), "Set bytes to a value; synchronous.");
+      nb::arg("src"), nb::arg("src_offset"), nb::arg("size"), nb::arg("stream") = nb::none());
+  m.def("fill", &cuarrow::fill, nb::arg("dst"), nb::arg("offset"), nb::arg("size"), nb::arg("value"),
+        nb::arg("stream") = nb::none(), release_gil());
 }
 
 }  // namespace cuarrow_py

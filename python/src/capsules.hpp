@@ -1,6 +1,10 @@
 // The PyCapsules of the Arrow C Data / C Device Data / C Stream interfaces,
 // made and read in one place for the typed-data binding (arrow.cpp) and the
-// IPC-format binding (ipc_format.cpp).
+// IPC-format binding (ipc_format.cpp).  A capsule made here releases its
+// struct in its destructor unless a consumer moved it out (release NULL).
+// One given to us is checked (exact type, name, not released) before
+// anything reads it; an import moves the struct out, so the capsule's
+// destructor then only frees its memory.
 #pragma once
 
 #include <cstring>
@@ -24,21 +28,6 @@ inline constexpr const char* kDeviceStream = "arrow_device_array_stream";
 
 // ---- capsules -------------------------------------------------------------------
 
-// The struct that holds the release callback (a device array's array).
-template <class T>
-auto* releasable(T* p) {
-  if constexpr (std::is_same_v<std::remove_const_t<T>, ArrowDeviceArray>) {
-    return &p->array;
-  } else {
-    return p;
-  }
-}
-
-template <class T>
-void release_struct(T* p) noexcept {
-  if (auto* r = releasable(p); r->release != nullptr) r->release(r);
-}
-
 template <class T>
 const char* capsule_name() {
   if constexpr (std::is_same_v<T, ArrowSchema>) return kSchema;
@@ -54,7 +43,7 @@ void capsule_destructor(PyObject* cap) noexcept {
   PyErr_Fetch(&type, &value, &tb);
   auto* p = static_cast<T*>(PyCapsule_GetPointer(cap, capsule_name<T>()));
   if (p != nullptr) {
-    release_struct(p);
+    ca::c_release(*p);
     delete p;
   }
   PyErr_Clear();
@@ -70,7 +59,7 @@ nb::object make_capsule(Fill&& fill) {
   fill(owned.get());
   PyObject* cap = PyCapsule_New(owned.get(), capsule_name<T>(), capsule_destructor<T>);
   if (cap == nullptr) {
-    release_struct(owned.get());
+    ca::c_release(*owned);
     throw nb::python_error();
   }
   owned.release();
@@ -99,7 +88,7 @@ T* capsule_struct(nb::handle obj, const char* what) {
     PyErr_Clear();
     throw nb::value_error((std::string(what) + ": the \"" + name + "\" capsule holds a NULL pointer").c_str());
   }
-  if (releasable(p)->release == nullptr) {
+  if (ca::c_released(*p)) {
     throw ca::invalid_data(what, std::string("the ") + name +
                                      " capsule's struct is released (release == NULL): it was already consumed; "
                                      "PyCapsules of the Arrow C interfaces can be imported once");

@@ -7,7 +7,7 @@
 // exact error messages pyarrow users match on) lives in the pure-Python
 // facade (cuarrow/cuda.py and its private modules), except the argument
 // range checks, which are the core's (cuarrow::ranges, with pyarrow's
-// messages; buffer.cpp raises them as ValueError).
+// messages and exception: argument_out_of_range, a ValueError).
 //
 // Locking: the GIL is always the outermost lock.  Code here never takes the
 // GIL while holding a cuarrow lock; the only place the GIL is taken from C++
@@ -128,6 +128,7 @@ void bind_buffer(nb::module_& m);
 void bind_dlpack(nb::module_& m);
 void bind_arrow(nb::module_& m);
 void bind_ipc(nb::module_& m);
+void bind_ipc_format(nb::module_& m);
 
 }  // namespace cuarrow_py
 
@@ -156,6 +157,23 @@ struct type_caster<cuarrow::stream_view> {
 
  private:
   handle src_;
+};
+
+/// Binding functions take and return memory as cuarrow::buffer: in, the
+/// handle of a Buffer; out, a new Buffer that does not export the buffer
+/// protocol (a function whose result may returns a Buffer).
+template <>
+struct type_caster<cuarrow::buffer> {
+  NB_TYPE_CASTER(cuarrow::buffer, make_caster<cuarrow_py::Buffer>::Name)
+  bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept {
+    make_caster<cuarrow_py::Buffer> b;
+    if (!b.from_python(src, flags, cleanup)) return false;
+    value = b.operator cuarrow_py::Buffer&().buf;
+    return true;
+  }
+  static handle from_cpp(const cuarrow::buffer& b, rv_policy, cleanup_list* cleanup) noexcept {
+    return make_caster<cuarrow_py::Buffer>::from_cpp(cuarrow_py::Buffer{b, false}, rv_policy::move, cleanup);
+  }
 };
 
 NAMESPACE_END(detail)

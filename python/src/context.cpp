@@ -122,94 +122,68 @@ cuarrow::stream_view stream_of(nb::handle obj) {
 
 void bind_context(nb::module_& m) {
   // ---- driver -------------------------------------------------------------
-  m.def("select_driver", &cuarrow::select_driver, nb::arg("path_or_emulated"),
-        "Choose the driver library before first use: a path, \"emulated\", or \"\" for libcuda.so.1.");
-  m.def("load_driver", &cuarrow::load_driver, release_gil(), "Load the CUDA driver now (normally done on first use).");
-  m.def("driver_is_emulated", &cuarrow::driver_is_emulated,
-        "True once a driver is loaded and it is cuarrow's host emulation.");
-  m.def("driver_version", &cuarrow::driver_version, release_gil(),
-        "The loaded driver's CUDA version as CUDA encodes it (13000 = 13.0).");
-  m.def("driver_path", &cuarrow::driver_path, release_gil(), "The path the driver was loaded from.");
+  m.def("select_driver", &cuarrow::select_driver, nb::arg("path_or_emulated"));
+  m.def("load_driver", &cuarrow::load_driver, release_gil());
+  m.def("driver_is_emulated", &cuarrow::driver_is_emulated);
+  m.def("driver_version", &cuarrow::driver_version, release_gil());
+  m.def("driver_path", &cuarrow::driver_path, release_gil());
   m.def(
       "probe_real_driver",
       [] {
         const cuarrow::driver_probe p = cuarrow::probe_real_driver();
         return std::make_tuple(p.devices, p.reason);
       },
-      release_gil(),
-      "(number of devices, why none) of the real CUDA driver (libcuda.so.1), asked apart from cuarrow's own "
-      "driver choice, which stays open.");
-  m.def("device_count", &cuarrow::device_count, release_gil(), "Number of CUDA devices (loads the driver).");
+      release_gil());
+  m.def("device_count", &cuarrow::device_count, release_gil());
   m.def(
       "get_device_properties",
       [](int ordinal) { return properties_dict(released([&] { return cuarrow::get_device_properties(ordinal); })); },
-      nb::arg("ordinal"), "Properties of device `ordinal` as a dict.");
-  m.def(
-      "pinned_pool_stats",
-      [] {
-        using P = cuarrow::pinned_pool_statistics;
-        return fields_dict(cuarrow::pinned_pool_stats(), "pinned_bytes", &P::pinned_bytes, "in_use_bytes",
-                           &P::in_use_bytes);
-      },
-      "Bytes the pinned result pool holds (cached and in use) and has handed out.");
-  m.def(
-      "gds_status",
-      [] {
-        using G = cuarrow::gds_info;
-        return fields_dict(released(cuarrow::gds_status), "mode", &G::mode, "loaded", &G::loaded, "usable", &G::usable,
-                           "compat_mode", &G::compat_mode, "available", &G::available, "library", &G::library, "reason",
-                           &G::reason);
-      },
-      "Whether file readers use GPUDirect Storage (cuFile), and why not: the core's gds_status() as a dict "
-      "(loads libcufile unless CUARROW_GDS=off).");
-  m.def(
-      "nvcomp_status",
-      [] {
-        using N = cuarrow::nvcomp_info;
-        return fields_dict(released(cuarrow::nvcomp_status), "mode", &N::mode, "available", &N::available, "version",
-                           &N::version, "library", &N::library, "reason", &N::reason);
-      },
-      "Whether file readers can decompress ZSTD on the GPU (nvCOMP), and why not: the core's nvcomp_status() as a "
-      "dict (loads libnvcomp unless CUARROW_NVCOMP=off).");
-  m.def("trim_pinned_pool", &cuarrow::trim_pinned_pool, release_gil(), "Unpin and free the pool's cached blocks.");
-  m.def(
-      "get_transfer_options",
-      [] {
-        return transfer_option_fields([](auto... f) { return fields_dict(cuarrow::get_transfer_options(), f...); });
-      },
-      "The transfer options in force.");
-  m.def(
-      "set_transfer_options",
-      [](const nb::kwargs& options) {
-        cuarrow::transfer_options o;
-        transfer_option_fields([&](auto... f) { take_fields(o, options, f...); });
-        cuarrow::set_transfer_options(o);
-      },
-      "Change the transfer options for later copies (every field of get_transfer_options, by name).");
+      nb::arg("ordinal"));
+  m.def("pinned_pool_stats", [] {
+    using P = cuarrow::pinned_pool_statistics;
+    return fields_dict(cuarrow::pinned_pool_stats(), "pinned_bytes", &P::pinned_bytes, "in_use_bytes",
+                       &P::in_use_bytes);
+  });
+  m.def("gds_status", [] {
+    using G = cuarrow::gds_info;
+    return fields_dict(released(cuarrow::gds_status), "mode", &G::mode, "loaded", &G::loaded, "usable", &G::usable,
+                       "compat_mode", &G::compat_mode, "available", &G::available, "library", &G::library, "reason",
+                       &G::reason);
+  });
+  m.def("nvcomp_status", [] {
+    using N = cuarrow::nvcomp_info;
+    return fields_dict(released(cuarrow::nvcomp_status), "mode", &N::mode, "available", &N::available, "version",
+                       &N::version, "library", &N::library, "reason", &N::reason);
+  });
+  m.def("trim_pinned_pool", &cuarrow::trim_pinned_pool, release_gil());
+  m.def("get_transfer_options", [] {
+    return transfer_option_fields([](auto... f) { return fields_dict(cuarrow::get_transfer_options(), f...); });
+  });
+  m.def("set_transfer_options", [](const nb::kwargs& options) {
+    cuarrow::transfer_options o;
+    transfer_option_fields([&](auto... f) { take_fields(o, options, f...); });
+    cuarrow::set_transfer_options(o);
+  });
 
   // ---- contexts -----------------------------------------------------------
   nb::class_<cuarrow::context>(m, "Context", "A CUDA context (a device's primary context unless wrapped).")
-      .def_static("get", &cuarrow::context::get, nb::arg("device_number") = 0, release_gil(),
-                  "The primary context of a device.")
+      .def_static("get", &cuarrow::context::get, nb::arg("device_number") = 0, release_gil())
       .def_static(
           "wrap", [](std::uintptr_t handle) { return cuarrow::context::wrap(reinterpret_cast<CUcontext>(handle)); },
-          nb::arg("handle"), release_gil(),
-          "Adopt a CUcontext created elsewhere (the same as get(n) for a primary context).")
+          nb::arg("handle"), release_gil())
       .def_prop_ro("device_number", &cuarrow::context::device_number)
       .def_prop_ro("handle", [](const cuarrow::context& c) { return handle_int(c.handle()); })
       .def_prop_ro("is_primary", &cuarrow::context::is_primary)
       .def_prop_ro("bytes_allocated", &cuarrow::context::bytes_allocated)
-      .def(
-          "transfer_stats",
-          [](const cuarrow::context& c) {
-            using T = cuarrow::transfer_statistics;
-            return fields_dict(c.transfer_stats(), "host_to_device_bytes", &T::host_to_device_bytes,
-                               "device_to_host_bytes", &T::device_to_host_bytes, "device_to_device_bytes",
-                               &T::device_to_device_bytes, "host_to_device_seconds", &T::host_to_device_seconds,
-                               "device_to_host_seconds", &T::device_to_host_seconds, "device_to_device_seconds",
-                               &T::device_to_device_seconds, "staged_bytes", &T::staged_bytes, "copies", &T::copies);
-          },
-          "Bytes (and, for synchronous copies, seconds) moved by copies issued in this context.")
+      .def("transfer_stats",
+           [](const cuarrow::context& c) {
+             using T = cuarrow::transfer_statistics;
+             return fields_dict(c.transfer_stats(), "host_to_device_bytes", &T::host_to_device_bytes,
+                                "device_to_host_bytes", &T::device_to_host_bytes, "device_to_device_bytes",
+                                &T::device_to_device_bytes, "host_to_device_seconds", &T::host_to_device_seconds,
+                                "device_to_host_seconds", &T::device_to_host_seconds, "device_to_device_seconds",
+                                &T::device_to_device_seconds, "staged_bytes", &T::staged_bytes, "copies", &T::copies);
+           })
       .def("reset_transfer_stats", &cuarrow::context::reset_transfer_stats)
       .def_prop_ro("properties", [](const cuarrow::context& c) { return properties_dict(c.properties()); })
       .def("synchronize", &cuarrow::context::synchronize, release_gil())
@@ -229,7 +203,7 @@ void bind_context(nb::module_& m) {
             if (!st) return std::nullopt;
             return std::pair{st->used_bytes, st->reserved_bytes};
           },
-          release_gil(), "(used bytes, reserved bytes) of the context's memory resource when it is a pool, else None.")
+          release_gil())
       .def(
           "trim_memory_pool", [](const cuarrow::context& c, std::int64_t keep) { c.memory_resource()->trim(keep); },
           nb::arg("keep_bytes"), release_gil())
@@ -251,17 +225,14 @@ void bind_context(nb::module_& m) {
            nb::arg("timing") = false)
       .def_prop_ro("handle", [](const cuarrow::event& e) { return handle_int(e.handle()); })
       .def_prop_ro("raw_context", &cuarrow::event::get_context)
-      .def("record", &cuarrow::event::record, nb::arg("stream") = nb::none(), release_gil(),
-           "Capture the work queued so far on `stream` (default: the legacy default stream).")
+      .def("record", &cuarrow::event::record, nb::arg("stream") = nb::none(), release_gil())
       .def("query", &cuarrow::event::query, release_gil())
       .def("synchronize", &cuarrow::event::synchronize, release_gil())
       .def("elapsed_ms_since", &cuarrow::event::elapsed_ms_since, nb::arg("start"), release_gil());
 
   // Streams of any kind (cuarrow's, CuPy, PyTorch, Numba ... or a handle).
   m.def(
-      "check_stream", [](cuarrow::stream_view) {}, nb::arg("stream").none(),
-      "Raise the TypeError a stream argument that names no stream gets (for callers that refuse it before any "
-      "work).");
+      "check_stream", [](cuarrow::stream_view) {}, nb::arg("stream").none());
   m.def(
       "stream_wait_for_default",
       [](const cuarrow::context& ctx, cuarrow::stream_view stream) {
@@ -270,8 +241,7 @@ void bind_context(nb::module_& m) {
         // (allocations included) run, without blocking the host.
         stream.wait_for(cuarrow::stream_view(), ctx);
       },
-      nb::arg("context"), nb::arg("stream"), release_gil(),
-      "Make a stream wait for the work queued so far on the legacy default stream of a context.");
+      nb::arg("context"), nb::arg("stream"), release_gil());
 }
 
 }  // namespace cuarrow_py

@@ -1,54 +1,45 @@
 // DLPack export (CudaBuffer.__dlpack__, DeviceArray.__dlpack__) and import
-// (Context.buffer_from_object, from_device).
+// (Context.buffer_from_object, from_device): the core makes and takes the
+// managed tensors (cuarrow::export_dlpack, cuarrow::from_dlpack); here they
+// are wrapped in, and taken out of, PyCapsules.  Stream synchronization is
+// done by the facade before an export.
 //
-// Export: the core's DLPack tensor over part of a buffer
-// (cuarrow::export_dlpack), whose manager holds a cuarrow::buffer handle, so
-// the memory (and any Python owner behind it) stays alive until the consumer
-// calls the deleter, whatever happens to the CudaBuffer object.  Stream
-// synchronization is done by the facade before the capsule is made.
-//
-// Import: the core reads the tensor and makes the view (cuarrow::wrap_tensor);
-// the capsule is renamed "used_*" (the protocol's way of taking ownership)
-// only after every check passed; the tensor's deleter then runs when the last
-// cuarrow::buffer handle of the view goes away.  A __cuda_array_interface__
-// dict is only converted here: the core reads it, locates its memory, views
-// it and waits for its stream (cuarrow::wrap_cuda_array_interface).
+// Export: the tensor's manager holds a cuarrow::buffer handle, so the memory
+// (and any Python owner behind it) stays alive until the consumer calls the
+// deleter, whatever happens to the CudaBuffer object.  Import: the capsule
+// is renamed "used_*" (the protocol's way of taking ownership) once the core
+// has taken the tensor; its deleter then runs, with the GIL held, when the
+// last cuarrow::buffer handle of the view goes away.  A
+// __cuda_array_interface__ dict is only converted here: the core reads it,
+// locates its memory, views it and waits for its stream
+// (cuarrow::wrap_cuda_array_interface).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <cuarrow/tensor.hpp>
+
 #include "common.hpp"
-#include "dlpack.hpp"
 
 namespace cuarrow_py {
 namespace {
 
-using namespace dlpack;
+using namespace cuarrow::dlpack;
 
-constexpr const char* kName = "dltensor";
-constexpr const char* kUsedName = "used_dltensor";
-constexpr const char* kVersionedName = "dltensor_versioned";
-constexpr const char* kUsedVersionedName = "used_dltensor_versioned";
-
-// The capsule name of a managed tensor, unconsumed.
+// The capsule name of a managed tensor, unconsumed and consumed.
 template <class Managed>
-const char* name_of() {
-  return std::is_same_v<Managed, DLManagedTensorVersioned> ? kVersionedName : kName;
-}
-
-template <class Managed>
-void call_deleter(void* managed) {
-  auto* m = static_cast<Managed*>(managed);
-  if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+const char* name_of(bool used = false) {
+  if (std::is_same_v<Managed, DLManagedTensorVersioned>) return used ? "used_dltensor_versioned" : "dltensor_versioned";
+  return used ? "used_dltensor" : "dltensor";
 }
 
 // Capsule destructor: frees the tensor only if no consumer took it.
@@ -56,7 +47,10 @@ template <class Managed>
 void capsule_destructor(PyObject* cap) noexcept {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  if (PyCapsule_IsValid(cap, name_of<Managed>())) call_deleter<Managed>(PyCapsule_GetPointer(cap, name_of<Managed>()));
+  if (PyCapsule_IsValid(cap, name_of<Managed>())) {
+    auto* m = static_cast<Managed*>(PyCapsule_GetPointer(cap, name_of<Managed>()));
+    if (m->deleter != nullptr) m->deleter(m);
+  }
   PyErr_Restore(type, value, tb);
 }
 
@@ -71,17 +65,11 @@ nb::object capsule_of(Managed* t) {
 }
 
 // A typed, compact row-major tensor over part of a buffer (export_dlpack).
-nb::object export_dlpack_typed(const Buffer& b, std::int64_t byte_offset, std::uint8_t code, std::uint8_t bits,
+nb::object export_dlpack_typed(const cuarrow::buffer& b, std::int64_t byte_offset, std::uint8_t code, std::uint8_t bits,
                                std::vector<std::int64_t> shape, bool versioned, bool copied) {
   const DLDataType dtype{code, bits, 1};
-  if (versioned) return capsule_of(cuarrow::export_dlpack_versioned(b.buf, byte_offset, dtype, shape, copied));
-  return capsule_of(cuarrow::export_dlpack(b.buf, byte_offset, dtype, shape));
-}
-
-nb::tuple tuple_of(const std::vector<std::int64_t>& v) {
-  nb::list l;
-  for (std::int64_t n : v) l.append(n);
-  return nb::tuple(l);
+  if (versioned) return capsule_of(cuarrow::export_dlpack_versioned(b, byte_offset, dtype, shape, copied));
+  return capsule_of(cuarrow::export_dlpack(b, byte_offset, dtype, shape));
 }
 
 // What the facade reads of a checked tensor (tensor_info), as a dict.
@@ -91,52 +79,44 @@ nb::dict info_dict(const cuarrow::tensor_info& t) {
                            &T::c_contiguous);
   d["device"] = nb::make_tuple(t.device_type, t.device_id);
   d["typestr"] = t.typestr.empty() ? nb::object(nb::none()) : nb::object(nb::str(t.typestr.c_str()));
-  d["shape"] = tuple_of(t.shape);
-  d["strides"] = tuple_of(t.strides);  // in bytes
+  d["shape"] = nb::tuple(nb::cast(t.shape));
+  d["strides"] = nb::tuple(nb::cast(t.strides));  // in bytes
   return d;
 }
 
-// The managed tensor of an unconsumed DLPack capsule, checked by the core's
-// reader: (pointer, versioned, description).
-std::tuple<void*, bool, cuarrow::tensor_info> open_capsule(nb::handle capsule) {
+// fn(the managed tensor of an unconsumed DLPack capsule, versioned or not).
+template <class F>
+auto with_tensor(nb::handle capsule, F&& fn) {
   PyObject* cap = capsule.ptr();
-  const bool versioned = PyCapsule_IsValid(cap, kVersionedName) != 0;
-  if (!versioned && PyCapsule_IsValid(cap, kName) == 0) {
-    throw nb::type_error("expected an unconsumed DLPack capsule (\"dltensor\" or \"dltensor_versioned\")");
-  }
-  void* managed = PyCapsule_GetPointer(cap, versioned ? kVersionedName : kName);
-  if (managed == nullptr) throw nb::python_error();
-  if (versioned) return {managed, true, cuarrow::read_dlpack(*static_cast<DLManagedTensorVersioned*>(managed))};
-  return {managed, false, cuarrow::read_dlpack(static_cast<DLManagedTensor*>(managed)->dl_tensor)};
+  using V = DLManagedTensorVersioned;
+  if (PyCapsule_IsValid(cap, name_of<V>())) return fn(static_cast<V*>(PyCapsule_GetPointer(cap, name_of<V>())));
+  using L = DLManagedTensor;
+  if (PyCapsule_IsValid(cap, name_of<L>())) return fn(static_cast<L*>(PyCapsule_GetPointer(cap, name_of<L>())));
+  throw nb::type_error("expected an unconsumed DLPack capsule (\"dltensor\" or \"dltensor_versioned\")");
 }
 
-// The owner of an imported tensor: calls the producer's deleter, with the
-// GIL held (deleters may touch Python objects), once taken; until the
-// capsule is renamed, the capsule's destructor owns the tensor.
-struct tensor_owner {
-  void* managed = nullptr;
-  bool versioned = false;
-  bool taken = false;
-  ~tensor_owner() {
-    if (!taken) return;
-    cleanup_gil gil;
-    if (gil) versioned ? call_deleter<DLManagedTensorVersioned>(managed) : call_deleter<DLManagedTensor>(managed);
-  }
-};
+// The producer's deleter, called with the GIL held (deleters may touch
+// Python objects) on whichever thread drops the view's last handle.
+void call_with_gil(const std::function<void()>& deleter) {
+  cleanup_gil gil;
+  if (gil) deleter();
+}
 
-Buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
-  auto [managed, versioned, info] = open_capsule(capsule);
-  auto owner = std::make_shared<tensor_owner>(tensor_owner{managed, versioned});
-  cuarrow::buffer view = released([&] { return cuarrow::wrap_tensor(ctx, info, owner); });
-  // Every check passed: take ownership (the view of an empty tensor does not
-  // keep the owner, which then calls the deleter at once).
-  if (PyCapsule_SetName(capsule.ptr(), versioned ? kUsedVersionedName : kUsedName) != 0) throw nb::python_error();
-  owner->taken = true;
-  return Buffer{std::move(view), false};
+// A view of the tensor (cuarrow::from_dlpack takes it over once every check
+// passed); then the capsule says so (one just found valid can be renamed).
+cuarrow::buffer import_dlpack(nb::handle capsule, const cuarrow::context& ctx) {
+  return with_tensor(capsule, [&](auto* managed) {
+    cuarrow::buffer view = released([&] { return cuarrow::from_dlpack(ctx, managed, call_with_gil); });
+    using Managed = std::remove_pointer_t<decltype(managed)>;
+    if (PyCapsule_SetName(capsule.ptr(), name_of<Managed>(true)) != 0) throw nb::python_error();
+    return view;
+  });
 }
 
 // dtype, shape, strides and device of an unconsumed DLPack capsule.
-nb::dict dlpack_info(nb::handle capsule) { return info_dict(std::get<2>(open_capsule(capsule))); }
+nb::dict dlpack_info(nb::handle capsule) {
+  return with_tensor(capsule, [](auto* managed) { return info_dict(cuarrow::read_dlpack(*managed)); });
+}
 
 // An integer field of a CAI dictionary as an int64 (ValueError otherwise).
 std::int64_t cai_int(nb::handle v, const char* what) {
@@ -212,33 +192,24 @@ nb::dict read_cai(nb::handle desc) {
 }
 
 // A view of the memory a CAI dictionary describes (cuarrow::wrap_cuda_array_interface).
-Buffer import_cai(nb::handle desc, std::optional<cuarrow::context> ctx, nb::handle owner,
-                  std::optional<cuarrow::stream_view> stream) {
+cuarrow::buffer import_cai(nb::handle desc, std::optional<cuarrow::context> ctx, nb::handle owner,
+                           std::optional<cuarrow::stream_view> stream) {
   const cuarrow::cuda_array_interface c = cai_of(desc);
   auto keep = python_owner(owner);
   nb::gil_scoped_release r;
-  return Buffer{cuarrow::wrap_cuda_array_interface(c, std::move(keep), ctx, stream), false};
+  return cuarrow::wrap_cuda_array_interface(c, std::move(keep), ctx, stream);
 }
 
 }  // namespace
 
 void bind_dlpack(nb::module_& m) {
   m.def("to_dlpack_typed", &export_dlpack_typed, nb::arg("buffer"), nb::arg("byte_offset"), nb::arg("code"),
-        nb::arg("bits"), nb::arg("shape"), nb::arg("versioned") = true, nb::arg("copied") = false,
-        "A DLPack capsule of a typed, compact row-major tensor over part of a buffer; keeps the memory alive.");
-  m.def("dlpack_info", &dlpack_info, nb::arg("capsule"),
-        "The checked description of an unconsumed DLPack capsule (cuarrow::read_dlpack): dtype, shape, strides "
-        "in bytes, device, data (byte_offset applied), C contiguity.");
-  m.def("read_cai", &read_cai, nb::arg("desc"),
-        "The checked description of a __cuda_array_interface__ dict (cuarrow::read_cuda_array_interface); "
-        "a mask is refused; device None (a CAI does not say).");
+        nb::arg("bits"), nb::arg("shape"), nb::arg("versioned") = true, nb::arg("copied") = false);
+  m.def("dlpack_info", &dlpack_info, nb::arg("capsule"));
+  m.def("read_cai", &read_cai, nb::arg("desc"));
   m.def("from_cai", &import_cai, nb::arg("desc"), nb::arg("context").none(), nb::arg("owner").none(),
-        nb::arg("stream").none() = nb::none(),
-        "A view of the contiguous bytes a __cuda_array_interface__ dict describes, keeping `owner` alive "
-        "(cuarrow::wrap_cuda_array_interface): in `context`, or None for the device the memory is on; "
-        "`stream` waits for the CAI's stream (None: the host waits for it).");
-  m.def("from_dlpack", &import_dlpack, nb::arg("capsule"), nb::arg("context"),
-        "A view of the contiguous bytes of a DLPack tensor in CUDA memory; takes ownership of the capsule.");
+        nb::arg("stream").none() = nb::none());
+  m.def("from_dlpack", &import_dlpack, nb::arg("capsule"), nb::arg("context"));
 }
 
 }  // namespace cuarrow_py

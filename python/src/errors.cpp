@@ -3,6 +3,7 @@
 //   cuarrow::out_of_memory      -> cuarrow.cuda.CudaOutOfMemoryError (CudaError and MemoryError)
 //   cuarrow::cuda_error         -> cuarrow.cuda.CudaError (an OSError, as pyarrow's "Cuda error ..." OSErrors)
 //   cuarrow::driver_error       -> cuarrow.cuda.CudaDriverError (a CudaError without a code)
+//   cuarrow::argument_out_of_range -> ValueError (pyarrow.cuda's argument ranges)
 //   cuarrow::invalid_argument,
 //     out_of_range, device_mismatch, read_only
 //                               -> pyarrow.ArrowInvalid (a ValueError, as pyarrow's checks)
@@ -67,6 +68,8 @@ void translate(const std::exception_ptr& p, void*) {
                nb::str(e.name().c_str()), nb::str(e.operation().c_str()));
   } catch (const cuarrow::driver_error& e) {
     raise_cuda(types().driver_error, PyExc_OSError, e.what(), nb::none(), nb::none(), nb::none());
+  } catch (const cuarrow::argument_out_of_range& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
   } catch (const cuarrow::invalid_argument& e) {
     PyErr_SetString(types().invalid != nullptr ? types().invalid : PyExc_ValueError, e.what());
   } catch (const cuarrow::host_access_error& e) {
@@ -99,8 +102,7 @@ void bind_errors(nb::module_& m) {
         set_type(types().driver_error, driver_error);
         set_type(types().invalid, invalid);
       },
-      nb::arg("cuda_error"), nb::arg("out_of_memory"), nb::arg("driver_error"), nb::arg("invalid"),
-      "Install the Python exception classes C++ errors are translated to (called once by cuarrow.cuda).");
+      nb::arg("cuda_error"), nb::arg("out_of_memory"), nb::arg("driver_error"), nb::arg("invalid"));
 }
 
 }  // namespace cuarrow_py

@@ -16,46 +16,30 @@ void bind_ipc(nb::module_& m) {
       .def_prop_ro("size", &cuarrow::ipc_memory_handle::size)
       .def_prop_ro("offset", &cuarrow::ipc_memory_handle::offset)
       .def_prop_ro("device_id", &cuarrow::ipc_memory_handle::device_id)
-      .def_prop_ro(
-          "memory",
-          [](const cuarrow::ipc_memory_handle& h) {
-            return h.kind() == cuarrow::ipc_handle_kind::pool ? "pool" : "legacy";
-          },
-          "\"legacy\" (cuMemAlloc memory) or \"pool\" (memory of a shareable pool: opened through the pool).")
+      .def_prop_ro("memory",
+                   [](const cuarrow::ipc_memory_handle& h) {
+                     return h.kind() == cuarrow::ipc_handle_kind::pool ? "pool" : "legacy";
+                   })
       .def_prop_ro("pool_id", &cuarrow::ipc_memory_handle::pool_id)
-      .def(
-          "serialize", [](const cuarrow::ipc_memory_handle& h) { return bytes_of(h.serialize()); },
-          "The handle as bytes (cuarrow's wire format: version 1 for legacy handles, 2 for pool handles).")
+      .def("serialize", [](const cuarrow::ipc_memory_handle& h) { return bytes_of(h.serialize()); })
       .def("describe", &cuarrow::ipc_memory_handle::describe)
       .def_static(
           "deserialize", [](nb::bytes data) { return cuarrow::ipc_memory_handle::deserialize(span_of(data)); },
-          nb::arg("data"), "Read serialize()'s bytes or pyarrow.cuda's format (72 bytes, 8 for an empty buffer).");
+          nb::arg("data"));
 
-  m.def(
-      "export_ipc", [](const Buffer& b) { return cuarrow::export_ipc(b.buf); }, nb::arg("buffer"), release_gil(),
-      "An IPC handle of device memory (cuMemAlloc memory, or a shareable pool's) for other processes.");
+  m.def("export_ipc", &cuarrow::export_ipc, nb::arg("buffer"), release_gil());
   m.def(
       "export_ipc_pool",
       [](const cuarrow::ipc_memory_handle& h) {
         cuarrow::shareable_pool p = released([&] { return cuarrow::export_pool(h); });
         return pool_descriptor(p);
       },
-      nb::arg("handle"),
-      "(a new descriptor of the pool of a pool handle this process exported, owned by the caller; the pool's id).");
-  m.def(
-      "open_ipc_pool",
-      [](const cuarrow::imported_pool& pool, const cuarrow::ipc_memory_handle& h) {
-        return Buffer{cuarrow::open_ipc(pool, h), false};
-      },
-      nb::arg("pool"), nb::arg("handle"), release_gil(),
-      "Open a pool handle another process exported, through its pool imported here (an ImportedPool).");
-  m.def(
-      "open_ipc",
-      [](const cuarrow::context& ctx, const cuarrow::ipc_memory_handle& h) {
-        return Buffer{cuarrow::open_ipc(ctx, h), false};
-      },
-      nb::arg("context"), nb::arg("handle"), release_gil(),
-      "Open a handle another process exported, as device memory of `context`'s device.");
+      nb::arg("handle"));
+  m.def("open_ipc_pool",
+        nb::overload_cast<const cuarrow::imported_pool&, const cuarrow::ipc_memory_handle&>(&cuarrow::open_ipc),
+        nb::arg("pool"), nb::arg("handle"), release_gil());
+  m.def("open_ipc", nb::overload_cast<const cuarrow::context&, const cuarrow::ipc_memory_handle&>(&cuarrow::open_ipc),
+        nb::arg("context"), nb::arg("handle"), release_gil());
 }
 
 }  // namespace cuarrow_py

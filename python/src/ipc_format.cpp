@@ -1,20 +1,11 @@
 // The Arrow IPC format over device memory: cuarrow::ipc's messages, stream
-// and file readers and writer, bound for the facade (cuarrow/ipc.py).
-//
-// It converts only.  Schemas cross as "arrow_schema" capsules and record
-// batches as BatchData (arrow_data.hpp), the handle every DeviceRecordBatch
-// holds: readers return the core's batch as it is (the reader validated it
-// at its validation level) and writers take it as it is, so no batch is
-// exported to the C Device Data interface and imported again (an import
-// reads offsets back from the device: stream syncs and copies per batch).
-// Foreign device batches reach the writers through the facade, which
-// imports them once (import_device_batch).  Message bodies cross as
-// Buffers (CudaBuffer on the Python side).  What is read stays where it was: batches are
-// zero-copy slices of the message body.  Shared objects (share.hpp) cross
-// as SharedObject (the exporter's side) and descriptor bytes; kinds as
-// their names ("table" ...).  Errors are the C++ layer's:
-// cuarrow::ipc::invalid_message is a cuarrow::invalid_argument, which
-// errors.cpp turns into pyarrow.ArrowInvalid.
+// and file readers and writers, bound for the facade (cuarrow/ipc.py).
+// Schemas cross as "arrow_schema" capsules, record batches as BatchData
+// (arrow_data.hpp: the core's batch as a reader made it, or as a writer
+// takes it), message bodies as Buffers, shared objects (share.hpp) as
+// SharedObject and descriptor bytes, kinds as their names ("table" ...).
+// What is read stays where it was: batches are zero-copy slices of the
+// message body.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -43,9 +34,6 @@
 #include "common.hpp"
 
 namespace cuarrow_py {
-
-void bind_ipc_format(nb::module_& m);
-
 namespace {
 
 namespace ca = cuarrow::arrow;
@@ -54,7 +42,7 @@ namespace ci = cuarrow::ipc;
 // Where a source's memory is: a batch read from it without any buffer
 // (empty columns, nulls) is labelled with it.
 ca::placement placement_of(const cuarrow::buffer& source) {
-  return ca::placement{source.type(), source.is_cpu() ? -1 : source.device_id()};
+  return ca::placement::of(source.type(), source.device_id());
 }
 
 // A batch read from a source, as the facade's handle: `where` is declared
@@ -115,10 +103,8 @@ nb::list pairs_of(const ca::key_value_metadata& md) {
 // a mutex, taken after the GIL is released, so Python threads sharing one
 // get errors or results, never a data race.
 
-// A stream's dictionaries: the schema message that numbers them and the
-// dictionaries read so far (pyarrow.ipc.DictionaryMemo's role).
+// A stream's dictionaries (pyarrow.ipc.DictionaryMemo's role).
 struct DictionaryMemo {
-  ci::schema_message schema;
   ci::dictionary_memo memo;
   std::mutex mu;
 };
@@ -151,9 +137,9 @@ void init_path_reader(Reader<R>* self, std::string path, const cuarrow::context&
 
 // __init__ of a reader of a buffer.
 template <class R>
-void init_buffer_reader(Reader<R>* self, const Buffer& source) {
+void init_buffer_reader(Reader<R>* self, const cuarrow::buffer& source) {
   nb::gil_scoped_release r;
-  new (self) Reader<R>{R(source.buf, ci::read_options{}), placement_of(source.buf), {}};
+  new (self) Reader<R>{R(source, ci::read_options{}), placement_of(source), {}};
 }
 
 // A reader's read_stats as a dict of its fields.
@@ -166,12 +152,6 @@ nb::dict stats_of(const ci::read_stats& r) {
                      &S::decompress_seconds, "dma_wait_seconds", &S::dma_wait_seconds, "gpu_decompress_seconds",
                      &S::gpu_decompress_seconds);
 }
-
-constexpr const char* kStatsDoc =
-    "Where the reads' time went (cuarrow::ipc::read_stats, timed when made with collect_stats=True): bytes_read, "
-    "batches, staging_jobs; calling thread: metadata_seconds, allocate_seconds, staging_seconds, gds_seconds, "
-    "build_seconds, gpu_decompress_seconds; summed over the pipeline's workers: pread_seconds, decompress_seconds, "
-    "dma_wait_seconds.";
 
 // A read that changes a reader's or a memo's state: with the GIL released,
 // under the object's lock.
@@ -187,14 +167,14 @@ auto locked(T& self, F&& fn) {
 // (both hold `w`, a writer with write(batch, metadata) and write(span, span),
 // and `mu`).
 template <class W>
-void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_batches_doc) {
+void writer_methods(nb::class_<W>& c) {
   c.def(
        "write",
        [](W& self, const BatchData& b, nb::handle custom_metadata) {
          ca::key_value_metadata md = metadata_of(custom_metadata);
          locked(self, [&] { self.w->write(b.batch, md); });
        },
-       nb::arg("batch"), nb::arg("custom_metadata") = nb::none(), write_doc)
+       nb::arg("batch"), nb::arg("custom_metadata") = nb::none())
       .def(
           "write_batches",
           [](W& self, const std::vector<const BatchData*>& batches, nb::handle custom_metadata) {
@@ -202,7 +182,7 @@ void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_b
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
             locked(self, [&] { self.w->write(bs, mds); });
           },
-          nb::arg("batches"), nb::arg("custom_metadata") = nb::none(), write_batches_doc);
+          nb::arg("batches"), nb::arg("custom_metadata") = nb::none());
 }
 
 // What the readers offer.  Every reader: the schema.  File readers (in
@@ -211,7 +191,7 @@ void writer_methods(nb::class_<W>& c, const char* write_doc, const char* write_b
 // position.  All but the file reader of a path (read_batches): every batch
 // left.  Readers of paths: what they read and how.
 template <class R>
-void reader_methods(nb::class_<Reader<R>>& c, const char* read_all_doc = nullptr) {
+void reader_methods(nb::class_<Reader<R>>& c, bool read_all = true) {
   using Self = Reader<R>;
   c.def("schema_capsule", [](const Self& self) { return schema_capsule(self.r.schema().schema); });
   if constexpr (requires(const R& r) { r.footer(); }) {
@@ -221,39 +201,31 @@ void reader_methods(nb::class_<Reader<R>>& c, const char* read_all_doc = nullptr
             [](const Self& self, int i) {
               return batch_handle(released([&] { return self.r.read_batch(i); }), self.where);
             },
-            nb::arg("i"), "Batch i as a BatchData.")
+            nb::arg("i"))
         .def(
             "read_batch_with_metadata",
             [](const Self& self, int i) {
               ci::batch_with_metadata b = released([&] { return self.r.read_batch_with_custom_metadata(i); });
               return nb::make_tuple(batch_handle(std::move(b.batch), self.where), pairs_of(b.custom_metadata));
             },
-            nb::arg("i"), "(BatchData, [(key, value)]) of batch i and its message's custom metadata.")
+            nb::arg("i"))
         .def_prop_ro("footer_metadata", [](const Self& self) { return pairs_of(self.r.footer().custom_metadata); });
   } else {
-    c.def(
-         "read_next_with_metadata",
-         [](Self& self) -> nb::object {
-           std::optional<ci::batch_with_metadata> b =
-               locked(self, [&] { return self.r.read_next_with_custom_metadata(); });
-           if (!b) return nb::none();
-           return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
-         },
-         "(BatchData, [(key, value)]) of the next batch and its message's custom metadata, or None at the end.")
-        .def_prop_ro("position", [](const Self& self) { return self.r.position(); });
+    c.def("read_next_with_metadata", [](Self& self) -> nb::object {
+       std::optional<ci::batch_with_metadata> b = locked(self, [&] { return self.r.read_next_with_custom_metadata(); });
+       if (!b) return nb::none();
+       return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
+     }).def_prop_ro("position", [](const Self& self) { return self.r.position(); });
   }
-  if (read_all_doc != nullptr) {
-    c.def(
-        "read_all",
-        [](Self& self) { return batch_handles(locked(self, [&] { return self.r.read_all(); }), self.where); },
-        read_all_doc);
+  if (read_all) {
+    c.def("read_all",
+          [](Self& self) { return batch_handles(locked(self, [&] { return self.r.read_all(); }), self.where); });
   }
   if constexpr (requires(const R& r) { r.stats(); }) {
     c.def("__init__", &init_path_reader<R>, nb::arg("path"), nb::arg("context"), nb::arg("columns").none() = nb::none(),
           nb::arg("collect_stats") = false, nb::arg("gpu_decompression") = false)
         .def_prop_ro("bytes_read", [](const Self& self) { return self.r.bytes_read(); })
-        .def(
-            "stats", [](const Self& self) { return stats_of(self.r.stats()); }, kStatsDoc)
+        .def("stats", [](const Self& self) { return stats_of(self.r.stats()); })
         .def_prop_ro("read_path", [](const Self& self) { return ci::to_string(self.r.last_read_path()); })
         .def_prop_ro("read_path_reason", [](const Self& self) { return self.r.last_read_path_reason(); });
   } else {
@@ -279,13 +251,8 @@ void bind_ipc_format(nb::module_& m) {
                           "the body a zero-copy slice of its source.")
       .def_prop_ro("kind", [](const ci::message& msg) { return static_cast<int>(msg.kind()); })
       .def_prop_ro("version", [](const ci::message& msg) { return static_cast<int>(msg.metadata.version); })
-      .def_prop_ro(
-          "metadata", [](const ci::message& msg) { return bytes_of(msg.flatbuffer); },
-          "The FlatBuffers Message (with its padding), host bytes.")
-      .def_prop_ro("body",
-                   [](const ci::message& msg) {
-                     return Buffer{msg.body, false};
-                   })
+      .def_prop_ro("metadata", [](const ci::message& msg) { return bytes_of(msg.flatbuffer); })
+      .def_ro("body", &ci::message::body)
       .def_prop_ro("offset", [](const ci::message& msg) { return msg.offset; })
       .def_prop_ro("size", [](const ci::message& msg) { return msg.size; })
       .def(
@@ -293,68 +260,49 @@ void bind_ipc_format(nb::module_& m) {
           [](const ci::message& msg, cuarrow::stream_view s) {
             return bytes_of(released([&] { return ci::serialize_to_host(msg, s); }));
           },
-          nb::arg("stream") = nb::none(), "The message as host bytes (prefix, metadata, padding, body).")
-      .def(
-          "schema_capsule",
-          [](const ci::message& msg) { return schema_capsule(msg.metadata.schema_header("IPC message").schema); },
-          "An \"arrow_schema\" capsule of a schema message's schema.");
+          nb::arg("stream") = nb::none())
+      .def("schema_capsule",
+           [](const ci::message& msg) { return schema_capsule(msg.metadata.schema_header("IPC message").schema); });
 
-  m.def(
-      "ipc_read_message",
-      [](const Buffer& source, std::int64_t offset, cuarrow::stream_view s) {
-        return ci::read_message(source.buf, offset, s);
-      },
-      nb::arg("source"), nb::arg("offset") = 0, nb::arg("stream") = nb::none(), release_gil(),
-      "The message at `offset` of `source`; None at the end-of-stream marker or the end of `source`.");
+  m.def("ipc_read_message", &ci::read_message, nb::arg("source"), nb::arg("offset") = 0, nb::arg("stream") = nb::none(),
+        release_gil());
 
   nb::class_<DictionaryMemo>(m, "IpcDictionaryMemo", "The dictionaries of a stream, by id.")
       .def(
           "__init__",
           [](DictionaryMemo* self, const ci::message& schema_message) {
-            const auto& sm = schema_message.metadata.schema_header("IPC dictionary memo");
-            new (self) DictionaryMemo{sm, ci::dictionary_memo(sm), {}};
+            new (self)
+                DictionaryMemo{ci::dictionary_memo(schema_message.metadata.schema_header("IPC dictionary memo")), {}};
           },
-          nb::arg("schema_message"), "The dictionary fields of a schema message, no dictionary yet.")
+          nb::arg("schema_message"))
       .def(
           "read",
           [](DictionaryMemo& self, const ci::message& msg) {
-            const auto& h = msg.metadata.dictionary_batch("IPC dictionary memo");
-            ci::read_options o;
-            o.version = msg.metadata.version;
-            locked(self, [&] { self.memo.read(h, msg.body, o); });
+            locked(self, [&] { ci::read_dictionary(self.memo, msg); });
           },
-          nb::arg("message"), "Read a dictionary batch message (a delta appends).");
+          nb::arg("message"));
 
   m.def(
       "ipc_read_record_batch",
       [](const ci::message& msg, nb::handle schema_cap, DictionaryMemo* memo) {
-        const auto& h = msg.metadata.record_batch("IPC read_record_batch");
-        ci::schema_message sm;
-        sm.schema = schema_of(schema_cap);
-        if (memo != nullptr) sm.dictionaries = memo->schema.dictionaries;
-        static const ci::dictionary_memo no_dictionaries;
-        ci::read_options o;
-        o.version = msg.metadata.version;
+        ca::schema sc = schema_of(schema_cap);
         ca::record_batch b = released([&] {
           std::unique_lock<std::mutex> lock;
           if (memo != nullptr) lock = std::unique_lock(memo->mu);
-          return ci::read_record_batch(h, sm, msg.body, memo != nullptr ? memo->memo : no_dictionaries, o);
+          return ci::read_record_batch(msg, std::move(sc), memo != nullptr ? &memo->memo : nullptr);
         });
         return batch_handle(std::move(b), placement_of(msg.body));
       },
-      nb::arg("message"), nb::arg("schema_capsule"), nb::arg("dictionary_memo").none() = nb::none(),
-      "The record batch of a message under a schema, as a BatchData (buffers are slices of the body).");
+      nb::arg("message"), nb::arg("schema_capsule"), nb::arg("dictionary_memo").none() = nb::none());
 
   nb::class_<StreamReader> stream_reader(m, "IpcStreamReader",
                                          "An IPC stream held in a buffer (cuarrow::ipc::stream_reader).");
-  reader_methods(stream_reader,
-                 "The rest of the stream as BatchData (the batches between dictionaries validated "
-                 "together).");
+  reader_methods(stream_reader);
   nb::class_<FileReader> file_reader(m, "IpcFileReader", "An IPC file held in a buffer (cuarrow::ipc::file_reader).");
-  reader_methods(file_reader, "Every batch as BatchData (validated together).");
+  reader_methods(file_reader);
   nb::class_<PathFileReader> path_file_reader(
       m, "IpcPathFileReader", "An IPC file read by path into device memory (cuarrow::ipc::device_file_reader).");
-  reader_methods(path_file_reader);
+  reader_methods(path_file_reader, /*read_all=*/false);
   path_file_reader
       .def("footer_schema_capsule",
            [](const PathFileReader& self) { return schema_capsule(self.r.footer().schema.schema); })
@@ -363,10 +311,10 @@ void bind_ipc_format(nb::module_& m) {
           [](const PathFileReader& self, const std::vector<int>& indices) {
             return batch_handles(released([&] { return self.r.read_batches(indices); }), self.where);
           },
-          nb::arg("indices"), "The batches `indices` names, read through one staging job, as BatchData.");
+          nb::arg("indices"));
   nb::class_<PathStreamReader> path_stream_reader(
       m, "IpcPathStreamReader", "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).");
-  reader_methods(path_stream_reader, "The rest of the stream as BatchData, read through staging jobs of many batches.");
+  reader_methods(path_stream_reader);
 
   nb::class_<PathWriter> path_writer(
       m, "IpcPathWriter", "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.");
@@ -391,16 +339,10 @@ void bind_ipc_format(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("schema_capsule"), nb::arg("file") = true, nb::arg("footer_metadata") = nb::none(),
           nb::arg("stream") = nb::none(), nb::arg("compression") = nb::none(), nb::arg("level") = nb::none(),
-          nb::arg("min_space_savings") = nb::none(),
-          "compression: \"lz4\", \"zstd\" or None; level and min_space_savings: the codec's, or None.")
-      .def(
-          "close", [](PathWriter& self) { locked(self, [&] { self.w->close(); }); },
-          "Write the end (a file's footer) and close the file.")
+          nb::arg("min_space_savings") = nb::none())
+      .def("close", [](PathWriter& self) { locked(self, [&] { self.w->close(); }); })
       .def_prop_ro("bytes_written", [](PathWriter& self) { return self.w->bytes_written(); });
-  writer_methods(path_writer, "Write a batch (a BatchData under the writer's schema).",
-                 "Write batches given as a list of BatchData in one "
-                 "call (file_writer::write of a span: one staging-pipeline job for all the bodies); custom_metadata: "
-                 "None or a list of one [(key, value)] per batch.");
+  writer_methods(path_writer);
 
   nb::class_<DeviceWriter> writer(m, "IpcWriter",
                                   "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).");
@@ -418,52 +360,34 @@ void bind_ipc_format(nb::module_& m) {
                 {}};
           },
           nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
-          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none(), nb::arg("cuda_malloc") = false,
-          "cuda_malloc: finish() allocates with cuMemAlloc (legacy CUDA IPC can export it) instead of the context's "
-          "resource.")
-      .def(
-          "finish",
-          [](DeviceWriter& self) {
-            return Buffer{locked(self, [&] { return self.w->finish(); }), false};
-          },
-          "The stream or file, one device allocation.");
-  writer_methods(writer, "Add a batch (a BatchData under the writer's schema).",
-                 "Add batches given as a list of BatchData in one "
-                 "call (stream_writer::write of a span: their layouts made together); custom_metadata: None or a list "
-                 "of one [(key, value)] per batch.");
+          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none(), nb::arg("cuda_malloc") = false)
+      .def("finish", [](DeviceWriter& self) { return locked(self, [&] { return self.w->finish(); }); });
+  writer_methods(writer);
 
   m.def(
       "ipc_serialize_record_batch",
       [](const BatchData& b, const cuarrow::context& ctx, cuarrow::stream_view s) {
-        return Buffer{ci::serialize_record_batch(b.batch, ctx, s), false};
+        return ci::serialize_record_batch(b.batch, ctx, s);
       },
-      nb::arg("batch"), nb::arg("context"), nb::arg("stream") = nb::none(), release_gil(),
-      "One record batch as an encapsulated IPC message in device memory of `context`.");
+      nb::arg("batch"), nb::arg("context"), nb::arg("stream") = nb::none(), release_gil());
 
   // ---- whole objects shared with another process (cuarrow/ipc/share.hpp) ----
   nb::class_<ci::shared_object>(m, "SharedObject",
                                 "The exporter's side of a shared object (cuarrow::ipc::shared_object): owns the shared "
                                 "device memory until released.")
-      .def(
-          "descriptor", [](const ci::shared_object& o) { return bytes_of(o.descriptor()); },
-          "The descriptor another process opens (136 bytes).")
+      .def("descriptor", [](const ci::shared_object& o) { return bytes_of(o.descriptor()); })
       .def_prop_ro("kind", [](const ci::shared_object& o) { return std::string(ci::to_string(o.kind())); })
       .def_prop_ro("memory", [](const ci::shared_object& o) { return std::string(ci::to_string(o.memory())); })
-      .def(
-          "export_pool",
-          [](const ci::shared_object& o) -> nb::object {
-            std::optional<cuarrow::shareable_pool> p = o.export_pool();
-            return p ? nb::object(pool_descriptor(*p)) : nb::none();
-          },
-          "Pool memory: (a new descriptor of the pool, owned by the caller; the pool's id).  Legacy: None.")
+      .def("export_pool",
+           [](const ci::shared_object& o) -> nb::object {
+             std::optional<cuarrow::shareable_pool> p = o.export_pool();
+             return p ? nb::object(pool_descriptor(*p)) : nb::none();
+           })
       .def_prop_ro("released", &ci::shared_object::released)
-      .def_prop_ro("data",
-                   [](const ci::shared_object& o) {
-                     return Buffer{o.data(), false};
-                   })
+      .def_prop_ro("data", &ci::shared_object::data)
       // With the GIL held: it orders release against descriptor() and data
       // of the same object on other threads (shared_object has no lock).
-      .def("release", &ci::shared_object::release, "Drop this process's hold on the shared memory.");
+      .def("release", &ci::shared_object::release);
 
   nb::class_<cuarrow::imported_pool>(m, "ImportedPool",
                                      "Another process's pool imported here (cuarrow::imported_pool), from "
@@ -482,22 +406,16 @@ void bind_ipc_format(nb::module_& m) {
         return released([&] { return ci::share(sc, bs, ctx, s, k, o); });
       },
       nb::arg("schema_capsule"), nb::arg("batches"), nb::arg("context"), nb::arg("kind"),
-      nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
-      "Share record batches (BatchData under the schema), packed into one "
-      "allocation of `context`'s device: cuMemAlloc memory (memory=\"legacy\") or the process-wide IPC pool's "
-      "(memory=\"pool\").");
+      nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy");
   m.def(
       "ipc_share_buffer",
-      [](const Buffer& b, cuarrow::stream_view s, const std::string& memory) {
+      [](const cuarrow::buffer& b, cuarrow::stream_view s, const std::string& memory) {
         const ci::share_options o{ci::share_memory_of(memory)};
-        return released([&] { return ci::share(b.buf, s, o); });
+        return released([&] { return ci::share(b, s, o); });
       },
-      nb::arg("buffer"), nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy",
-      "Share device memory: itself, or a copy in memory of the kind asked for.");
+      nb::arg("buffer"), nb::arg("stream") = nb::none(), nb::arg("memory") = "legacy");
   m.def("ipc_import_shared_pool", &ci::import_shared_pool, nb::arg("context"), nb::arg("fd"), nb::arg("pool_id"),
-        release_gil(),
-        "The exporter's pool imported into `context`, once per process (cached by context and pool id); `fd` "
-        "stays the caller's.");
+        release_gil());
   m.def(
       "ipc_read_shared_descriptor",
       [](nb::bytes descriptor) {
@@ -506,9 +424,7 @@ void bind_ipc_format(nb::module_& m) {
                               std::string(ci::to_string(d.memory)), d.handle.pool_id(),
                               d.handle.exported_by_this_process());
       },
-      nb::arg("descriptor"),
-      "(kind, exporter's device, bytes, memory, pool id, made by this process) of a descriptor, checked; opens "
-      "nothing.");
+      nb::arg("descriptor"));
   m.def(
       "ipc_open_shared",
       [](const cuarrow::context& ctx, nb::bytes descriptor, std::optional<cuarrow::imported_pool> pool) {
@@ -521,11 +437,9 @@ void bind_ipc_format(nb::module_& m) {
           schema = schema_capsule(o.schema);
           batches = batch_handles(std::move(o.batches), placement_of(o.data));
         }
-        return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, Buffer{o.data, false});
+        return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, o.data);
       },
-      nb::arg("context"), nb::arg("descriptor"), nb::arg("pool") = nb::none(),
-      "Open a descriptor another process made (pool memory: through `pool`, an ImportedPool): (kind, schema capsule or "
-      "None, [BatchData], the opened memory as a Buffer).");
+      nb::arg("context"), nb::arg("descriptor"), nb::arg("pool") = nb::none());
 }
 
 }  // namespace cuarrow_py

@@ -7,10 +7,6 @@
 
 #include "common.hpp"
 
-namespace cuarrow_py {
-void bind_ipc_format(nb::module_& m);
-}  // namespace cuarrow_py
-
 NB_MODULE(_cuarrow, m) {
   m.doc() = "Bindings of the cuarrow C++ library (use cuarrow.cuda, the pyarrow.cuda-compatible API).";
   m.attr("__version__") = CUARROW_VERSION_STRING;

@@ -153,7 +153,7 @@ record_batch record_batch::from_struct(array_data&& array, key_value_metadata me
     throw invalid_data("record batch", "the struct array has " + std::to_string(array.null_count) +
                                            " null rows; a record batch has none");
   }
-  if (array.null_count < 0 && !array.buffers.empty() && array.buffers[0].size() > 0 &&
+  if (array.null_count < 0 && array.has_validity_bitmap() &&
       (!array.buffers[0].is_host_accessible() || compute_null_count(array) > 0)) {
     throw invalid_data("record batch",
                        "the struct array may have null rows (unknown null count with a validity "
@@ -240,7 +240,7 @@ std::int64_t compute_null_count(const array_data& a, stream_view s) {
   const type_layout l = layout_of(a.type);
   if (!l.has_validity) return 0;
   if (a.null_count >= 0) return a.null_count;
-  if (a.buffers.empty() || a.buffers[0].size() == 0 || a.length == 0) return 0;
+  if (!a.has_validity_bitmap() || a.length == 0) return 0;
   const buffer& bits = a.buffers[0];
   if (bits.is_host_accessible()) {
     (void)detail::validity_bytes(a);  // the size check

@@ -296,9 +296,13 @@ field read_field(const ArrowSchema& in) {
   return read_field_at(&in, root_path(in), 0, walk);
 }
 
+bool is_struct_schema(const ArrowSchema& in) noexcept {
+  return in.format != nullptr && std::string_view(in.format) == "+s";
+}
+
 arrow::schema read_schema(const ArrowSchema& in) {
   if (in.release == nullptr) throw invalid_data("schema", "the ArrowSchema is released (release == NULL)");
-  if (in.format == nullptr || std::string_view(in.format) != "+s") {
+  if (!is_struct_schema(in)) {
     throw invalid_format(in.format ? in.format : "", "schema", "a record batch schema must be a struct (\"+s\")");
   }
   if (in.n_children < 0 || (in.n_children > 0 && in.children == nullptr)) {

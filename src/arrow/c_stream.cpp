@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "c_internal.hpp"
 #include "cuarrow/arrow/c_data.hpp"
@@ -138,6 +140,22 @@ error stream_failure(const Stream& st, const char* what, int code) {
 
 }  // namespace
 
+namespace {
+
+template <class T>
+std::function<std::optional<T>()> items_in_order(std::vector<T> items) {
+  auto state = std::make_shared<std::pair<std::vector<T>, std::size_t>>(std::move(items), 0);
+  return [state]() -> std::optional<T> {
+    if (state->second == state->first.size()) return std::nullopt;
+    return std::move(state->first[state->second++]);
+  };
+}
+
+}  // namespace
+
+batch_source source_of(std::vector<record_batch> items) { return items_in_order(std::move(items)); }
+array_source source_of(std::vector<array_data> items) { return items_in_order(std::move(items)); }
+
 void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* out) {
   if (out == nullptr) throw invalid_argument("export_array_stream: null output ArrowArrayStream");
   if (!next) throw invalid_argument("export_array_stream: no batch source");
@@ -221,7 +239,7 @@ void read_stream_schema(Stream& st, const char* what, stream_items items, owned_
   const int rc = st.get_schema(&st, c_schema.get());
   if (rc != 0) throw stream_failure(st, (std::string(what) + ".get_schema").c_str(), rc);
   if (c_schema.is_released()) throw invalid_data(what, "get_schema returned a released ArrowSchema");
-  const bool is_struct = c_schema->format != nullptr && std::string_view(c_schema->format) == "+s";
+  const bool is_struct = is_struct_schema(*c_schema.get());
   batches = items == stream_items::batches || (items == stream_items::by_schema && is_struct);
   if (batches && is_struct) {
     schema = read_schema(*c_schema.get());

@@ -99,7 +99,7 @@ struct validity_view {
 };
 
 validity_view validity_of(const array_data& a) {
-  if (a.buffers.empty() || a.buffers[0].size() == 0 || !layout_of(a.type).has_validity) return {};
+  if (!a.has_validity_bitmap()) return {};
   return {reinterpret_cast<const std::uint8_t*>(a.buffers[0].host_data()), a.offset};
 }
 
@@ -415,7 +415,7 @@ class validator {
   // Nulls of the whole child (what Arrow C++ counts), declared or counted.
   std::int64_t nulls_of(const array_data& c) const {
     if (c.null_count >= 0 || !reads_values()) return c.null_count;
-    if (c.buffers.empty() || c.buffers[0].size() == 0) return 0;
+    if (!c.has_validity_bitmap()) return 0;
     return c.length - count_set_bits(host(c.buffers[0]), c.offset, c.length);
   }
 
@@ -460,7 +460,7 @@ class validator {
   void values(const array_data& a, const std::string& path, const type_layout& l) {
     const data_type& t = a.type;
     const validity_view v = validity_of(a);
-    if (depth_ == depth::full && l.has_validity && a.null_count >= 0 && a.buffers[0].size() > 0) {
+    if (depth_ == depth::full && a.null_count >= 0 && a.has_validity_bitmap()) {
       const std::int64_t nulls = a.length - count_set_bits(host(a.buffers[0]), a.offset, a.length);
       if (nulls != a.null_count) {
         fail(path, "null count " + num(a.null_count) + " but the validity bitmap has " + num(nulls) + " nulls");

@@ -536,7 +536,7 @@ struct layout_pass {
     if (a.type.id == type_id::null) return a.length;
     if (!arrow::layout_of(a.type).has_validity) return 0;
     if (a.null_count >= 0) return a.null_count;
-    if (a.length == 0 || a.buffers.empty() || a.buffers[0].size() == 0) return 0;
+    if (a.length == 0 || !a.has_validity_bitmap()) return 0;
     if (a.buffers[0].is_host_accessible()) return arrow::compute_null_count(a, s);
     const null_count_cache::key k = null_count_cache::key_of(a);
     if (auto it = null_counts.known.find(k); it != null_counts.known.end()) return it->second;
@@ -843,6 +843,13 @@ const dictionary_memo::entry& dictionary_memo::find(std::int64_t id) const {
 const data_type& dictionary_memo::value_type(std::int64_t id) const { return find(id).values.schema.fields[0].type; }
 
 const schema_message& dictionary_memo::dictionary_schema(std::int64_t id) const { return find(id).values; }
+
+std::vector<dictionary_field> dictionary_memo::fields() const {
+  std::vector<dictionary_field> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) out.push_back(dictionary_field{id, e.path});
+  return out;
+}
 
 std::shared_ptr<const array_data> dictionary_memo::get(std::int64_t id) const {
   const auto it = entries_.find(id);

@@ -131,6 +131,23 @@ std::vector<std::byte> serialize_to_host(const message& m, stream_view s) {
   return out;
 }
 
+arrow::record_batch read_record_batch(const message& m, arrow::schema schema, const dictionary_memo* dictionaries) {
+  const record_batch_header& h = m.metadata.record_batch("IPC read_record_batch");
+  schema_message s;
+  s.schema = std::move(schema);
+  if (dictionaries != nullptr) s.dictionaries = dictionaries->fields();
+  static const dictionary_memo none;
+  read_options o;
+  o.version = m.metadata.version;
+  return read_record_batch(h, s, m.body, dictionaries != nullptr ? *dictionaries : none, o);
+}
+
+void read_dictionary(dictionary_memo& dictionaries, const message& m) {
+  read_options o;
+  o.version = m.metadata.version;
+  dictionaries.read(m.metadata.dictionary_batch("IPC dictionary memo"), m.body, o);
+}
+
 // ---- stream_reader ----------------------------------------------------------------
 
 stream_reader::stream_reader(buffer source, read_options options)

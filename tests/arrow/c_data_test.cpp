@@ -51,6 +51,21 @@ TEST(ArrowCData, RecordBatchRoundTripsWithItsSchema) {
   }
 }
 
+// is_struct_schema reads the format only: a batch's schema is a struct, a
+// field of another type is not, nor is a NULL format (read_schema refuses
+// both).
+TEST(ArrowCData, OnlyAStructSchemaDescribesARecordBatch) {
+  owned_schema sch;
+  export_schema(cuarrow::arrow::schema{{field{"x", int32()}}, {}}, sch.get());
+  EXPECT_TRUE(is_struct_schema(*sch.get()));
+  owned_schema f;
+  export_field(field{"x", int32()}, f.get());
+  EXPECT_FALSE(is_struct_schema(*f.get()));
+  EXPECT_THROW((void)read_schema(*f.get()), invalid_format);
+  ArrowSchema null_format{};
+  EXPECT_FALSE(is_struct_schema(null_format));
+}
+
 TEST(ArrowCData, ImportedBuffersKeepTheProducerAlive) {
   owned_array arr;
   array_data back;
@@ -187,6 +202,41 @@ TEST(ArrowCData, ChildrenCanBeMovedOut) {
   arr.reset();  // the parent goes first
   array_data b = import_array(child.get(), utf8());
   EXPECT_TRUE(same_values(s.children[1], b));
+}
+
+// c_release calls a struct's release callback once and leaves it released
+// (a device array: its array's); c_owned releases what it holds, once,
+// wherever it was moved.
+TEST(ArrowCData, StructsAreReleasedOnce) {
+  static int releases = 0;
+  releases = 0;
+  ArrowArray a{};
+  a.release = [](ArrowArray* self) {
+    ++releases;
+    self->release = nullptr;
+  };
+  EXPECT_FALSE(c_released(a));
+  c_release(a);
+  c_release(a);
+  EXPECT_TRUE(c_released(a));
+  EXPECT_EQ(releases, 1);
+
+  ArrowDeviceArray d{};
+  d.array.release = [](ArrowArray*) { ++releases; };  // leaves release set: c_release clears it
+  EXPECT_FALSE(c_released(d));
+  c_release(d);
+  c_release(d);
+  EXPECT_TRUE(c_released(d));
+  EXPECT_EQ(releases, 2);
+
+  owned_device_array first;
+  first->array.release = [](ArrowArray*) { ++releases; };
+  owned_device_array second(std::move(first));
+  EXPECT_TRUE(first.is_released());
+  EXPECT_FALSE(second.is_released());
+  first = std::move(second);
+  first.reset();
+  EXPECT_EQ(releases, 3);
 }
 
 // ---- malformed structs -----------------------------------------------------------------------

@@ -27,18 +27,10 @@ std::vector<record_batch> some_batches(std::uint64_t seed, int n) {
   return out;
 }
 
-batch_source from_vector(std::vector<record_batch> v) {
-  auto state = std::make_shared<std::pair<std::vector<record_batch>, std::size_t>>(std::move(v), 0);
-  return [state]() -> std::optional<record_batch> {
-    if (state->second == state->first.size()) return std::nullopt;
-    return state->first[state->second++];
-  };
-}
-
 TEST(ArrowCStream, HostStreamRoundTrips) {
   auto batches = some_batches(1, 4);
   owned_array_stream st;
-  export_array_stream(batches[0].schema, from_vector(batches), st.get());
+  export_array_stream(batches[0].schema, source_of(batches), st.get());
   array_stream_reader reader(st.get(), {validation_level::full});
   EXPECT_TRUE(st.is_released());
   EXPECT_EQ(reader.schema(), batches[0].schema);
@@ -97,7 +89,7 @@ TEST(ArrowCDeviceStream, DeviceStreamRoundTrips) {
   std::vector<record_batch> on_device;
   for (const record_batch& b : batches) on_device.push_back(to_device_async(b, ctx, producer));
   owned_device_array_stream st;
-  export_device_array_stream(batches[0].schema, from_vector(on_device), cuarrow::device_type::cuda, producer, st.get());
+  export_device_array_stream(batches[0].schema, source_of(on_device), cuarrow::device_type::cuda, producer, st.get());
   EXPECT_EQ(st->device_type, ARROW_DEVICE_CUDA);
   device_array_stream_reader reader(st.get());
   EXPECT_EQ(reader.type(), cuarrow::device_type::cuda);
@@ -119,7 +111,7 @@ TEST(ArrowCDeviceStream, BatchesInOtherMemoryAreAStreamError) {
   empty.num_rows = 0;
   empty.columns = {primitive<std::int32_t>(int32(), {})};
   owned_device_array_stream st;
-  export_device_array_stream(b.schema, from_vector({empty, b}), cuarrow::device_type::cuda, {}, st.get());
+  export_device_array_stream(b.schema, source_of({empty, b}), cuarrow::device_type::cuda, {}, st.get());
   owned_device_array a;
   // A batch without any buffer is labelled with the stream's type.
   ASSERT_EQ(st->get_next(st.get(), a.get()), 0);
@@ -135,7 +127,7 @@ TEST(ArrowCDeviceStream, HostToDeviceAndBackAdapters) {
   cuarrow::context ctx = cuarrow::context::get(0);
   auto batches = some_batches(4, 6);
   owned_array_stream host;
-  export_array_stream(batches[0].schema, from_vector(batches), host.get());
+  export_array_stream(batches[0].schema, source_of(batches), host.get());
   owned_device_array_stream dev;
   to_device(host.get(), ctx, dev.get());
   EXPECT_TRUE(host.is_released());
@@ -162,7 +154,7 @@ TEST(ArrowCDeviceStream, EachDeviceBatchCarriesItsEvent) {
   cuarrow::context ctx = cuarrow::context::get(0);
   auto batches = some_batches(5, 3);
   owned_array_stream host;
-  export_array_stream(batches[0].schema, from_vector(batches), host.get());
+  export_array_stream(batches[0].schema, source_of(batches), host.get());
   owned_device_array_stream dev;
   to_device(host.get(), ctx, dev.get());
   owned_device_array a;
@@ -173,14 +165,6 @@ TEST(ArrowCDeviceStream, EachDeviceBatchCarriesItsEvent) {
   EXPECT_TRUE(same_values(batches[0], b));
 }
 
-array_source chunks_of(std::vector<array_data> v) {
-  auto state = std::make_shared<std::pair<std::vector<array_data>, std::size_t>>(std::move(v), 0);
-  return [state]() -> std::optional<array_data> {
-    if (state->second == state->first.size()) return std::nullopt;
-    return state->first[state->second++];
-  };
-}
-
 TEST(ArrowCStream, StreamsOfArraysOfAnyType) {
   random_arrays gen(7);
   for (int round = 0; round < 20; ++round) {
@@ -189,7 +173,7 @@ TEST(ArrowCStream, StreamsOfArraysOfAnyType) {
     std::vector<array_data> chunks;
     for (int i = 0; i < 3; ++i) chunks.push_back(gen.array(f.type, gen.uniform(0, 12)));
     owned_array_stream st;
-    export_array_stream(f, chunks_of(chunks), st.get());
+    export_array_stream(f, source_of(chunks), st.get());
     // Read as arrays whatever the type; by_schema reads a struct as batches.
     const stream_items items = round % 2 == 0 ? stream_items::arrays : stream_items::by_schema;
     array_stream_reader reader(st.get(), {validation_level::full}, items);
@@ -217,7 +201,7 @@ TEST(ArrowCStream, ReadAllReadsEveryItemAsTheReaderReads) {
   std::vector<array_data> chunks;
   for (int i = 0; i < 3; ++i) chunks.push_back(gen.array(f.type, gen.uniform(0, 12)));
   owned_array_stream st;
-  export_array_stream(f, chunks_of(chunks), st.get());
+  export_array_stream(f, source_of(chunks), st.get());
   array_stream_reader reader(st.get(), {validation_level::full}, stream_items::arrays);
   ASSERT_TRUE(reader.next_array().has_value());  // read_all reads what is left
   stream_contents all = reader.read_all();
@@ -244,7 +228,7 @@ TEST(ArrowCDeviceStream, ReadAllGivesEachItemsPlacement) {
   std::vector<array_data> on_device{to_device_async(strings_chunk, ctx, producer), empty};
   owned_device_array_stream st;
   const placement where{cuarrow::device_type::cuda, last};
-  export_device_array_stream(f, chunks_of(on_device), where, producer, st.get());
+  export_device_array_stream(f, source_of(on_device), where, producer, st.get());
   device_array_stream_reader reader(st.get(), {}, stream_items::by_schema);
   cuarrow::stream consumer(ctx);
   stream_contents all = reader.read_all(consumer);
@@ -269,7 +253,7 @@ TEST(ArrowCDeviceStream, DeviceStreamsOfArraysOfAnyType) {
   std::vector<array_data> on_device{to_device_async(strings_chunk, ctx, producer), empty};
   owned_device_array_stream st;
   const placement where{cuarrow::device_type::cuda, last};
-  export_device_array_stream(f, chunks_of(on_device), where, producer, st.get());
+  export_device_array_stream(f, source_of(on_device), where, producer, st.get());
   EXPECT_EQ(st->device_type, ARROW_DEVICE_CUDA);
   device_array_stream_reader reader(st.get(), {}, stream_items::by_schema);
   EXPECT_FALSE(reader.reads_batches());
@@ -289,7 +273,7 @@ TEST(ArrowCDeviceStream, DeviceStreamsOfArraysOfAnyType) {
 
   // A host chunk with buffers in a CUDA stream is the stream's error.
   owned_device_array_stream bad;
-  export_device_array_stream(f, chunks_of({strings_chunk}), where, producer, bad.get());
+  export_device_array_stream(f, source_of({strings_chunk}), where, producer, bad.get());
   owned_device_array out;
   EXPECT_EQ(bad->get_next(bad.get(), out.get()), EINVAL);
   EXPECT_NE(std::string(bad->get_last_error(bad.get())).find("this array is in cpu memory"), std::string::npos);
@@ -378,7 +362,7 @@ TEST(ArrowCDeviceStream, ItemsOfUndeclaredMemoryAreRefused) {
   b.num_rows = 2;
   b.columns = {primitive<std::int32_t>(int32(), {1, 2})};
   owned_device_array_stream st;
-  export_device_array_stream(b.schema, from_vector({b}), cuarrow::device_type::cpu, {}, st.get());
+  export_device_array_stream(b.schema, source_of({b}), cuarrow::device_type::cpu, {}, st.get());
   st->device_type = ARROW_DEVICE_CUDA;  // a producer that says one thing and does another
   device_array_stream_reader reader(st.get());
   const std::string m = message_of([&] { reader.next(); });

@@ -132,6 +132,25 @@ TEST(ArrowValidate, UnionTypeIdsAndOffsets) {
   expect_invalid(du, validation_level::full, {"element 4: offset 5 is outside child 1 of 2 values"});
 }
 
+// A map's keys are counted as Arrow C++ counts them: a union has no
+// validity bitmap (its first buffer holds type ids), so union keys have no
+// nulls, whatever bits their type ids make.
+TEST(ArrowValidate, UnionMapKeysHaveNoValidityBitmap) {
+  array_data keys;
+  keys.type = sparse_union({field("i", int32())}, {0});
+  keys.length = 5;
+  keys.null_count = -1;                                                   // unknown: full validation counts
+  keys.buffers = {host_vector(std::vector<std::int8_t>{0, 0, 0, 0, 0})};  // as bits: five "nulls"
+  keys.children = {primitive<std::int32_t>(int32(), {1, 2, 3, 4, 5})};
+  const data_type mt = map(keys.type, int32(), false);
+  array_data entries =
+      struct_array(mt.children[0].type.children, {keys, primitive<std::int32_t>(int32(), {1, 2, 3, 4, 5})},
+                   {true, true, true, true, true});
+  entries.type = mt.children[0].type;
+  const array_data m = list_array(mt, {0, 3, 5}, {true, true}, entries);
+  EXPECT_NO_THROW(validate(m, {validation_level::full}));
+}
+
 TEST(ArrowValidate, DictionaryIndicesOutOfRange) {
   array_data d = primitive<std::int16_t>(int16(), {0, 1, std::nullopt, 3});
   d.type = dictionary(int16(), utf8());

@@ -264,6 +264,40 @@ TEST(IpcStream, ASerializedBatchIsOneMessage) {
   EXPECT_THROW((void)ipc::serialize_record_batch(d, ctx), cuarrow::invalid_argument);
 }
 
+// A stream's messages read one by one, as pyarrow.ipc's read_message,
+// DictionaryMemo and read_record_batch read them, give the stream reader's
+// batches (nested dictionaries, replacements); a dictionary column needs
+// the memo; a message of another kind is refused.
+TEST(IpcStream, MessagesReadOneByOneGiveTheStreamsBatches) {
+  const std::vector<std::byte> bytes = load("dictionaries.arrows");
+  const cuarrow::buffer source = on_device(bytes);
+  ipc::stream_reader whole(on_host(bytes));  // what same_values compares with: host data
+  std::optional<ipc::message> m = ipc::read_message(source);
+  ASSERT_TRUE(m);
+  const ipc::schema_message s = m->metadata.schema_header("test");
+  ipc::dictionary_memo memo(s);
+  EXPECT_EQ(memo.fields().size(), s.dictionaries.size());
+  EXPECT_EQ(message_of([&] { (void)ipc::read_record_batch(*m, s.schema, &memo); }),
+            "IPC read_record_batch: not a record batch message");
+  int batches = 0;
+  for (std::int64_t at = m->size; (m = ipc::read_message(source, at)); at += m->size) {
+    if (m->kind() == ipc::message_kind::dictionary_batch) {
+      ipc::read_dictionary(memo, *m);
+      continue;
+    }
+    ASSERT_EQ(m->kind(), ipc::message_kind::record_batch);
+    EXPECT_EQ(message_of([&] { ipc::read_dictionary(memo, *m); }),
+              "IPC dictionary memo: not a dictionary batch message");
+    EXPECT_THROW((void)ipc::read_record_batch(*m, s.schema), ipc::invalid_message);
+    const std::optional<record_batch> expected = whole.read_next();
+    ASSERT_TRUE(expected);
+    EXPECT_TRUE(same_values(*expected, ipc::read_record_batch(*m, s.schema, &memo)));
+    ++batches;
+  }
+  EXPECT_EQ(batches, 2);
+  EXPECT_FALSE(whole.read_next());
+}
+
 // ---- hostile sources ----------------------------------------------------------------
 
 std::string message_of_read(const std::vector<std::byte>& bytes) {

@@ -41,6 +41,8 @@ struct CUARROW_EXPORT array_data {
   /// Number of null elements; -1 when unknown.
   std::int64_t null_count = 0;
   std::vector<buffer> buffers;
+  /// One per child field of the type: children[i] is the array of
+  /// type.children[i] (its name, nullability and metadata).
   std::vector<array_data> children;
   /// dictionary arrays: the values (of type.values()); null otherwise.
   std::shared_ptr<const array_data> dictionary;

@@ -59,6 +59,26 @@ namespace cuarrow::arrow {
 
 // ---- owning wrappers for the C structs ------------------------------------
 
+/// Whether a C struct is released: its release callback is NULL (for a
+/// device array, its array's).
+inline bool c_released(const ArrowDeviceArray& v) noexcept { return v.array.release == nullptr; }
+template <class T>
+bool c_released(const T& v) noexcept {
+  return v.release == nullptr;
+}
+
+/// Calls a C struct's release callback unless it is released, which it is
+/// afterwards.
+inline void c_release(ArrowDeviceArray& v) noexcept {
+  if (!c_released(v)) v.array.release(&v.array);
+  v.array.release = nullptr;
+}
+template <class T>
+void c_release(T& v) noexcept {
+  if (!c_released(v)) v.release(&v);
+  v.release = nullptr;
+}
+
 /// Owns one C struct: releases it (if not released) on destruction.
 /// Move-only.  get() gives the struct to fill or to hand over; after an
 /// import moved it, release is NULL and the destructor does nothing.
@@ -67,12 +87,11 @@ class c_owned {
  public:
   c_owned() noexcept = default;
   ~c_owned() { reset(); }
-  c_owned(c_owned&& o) noexcept : value_(o.value_) { mark_released(o.value_); }
+  c_owned(c_owned&& o) noexcept : value_(std::exchange(o.value_, T{})) {}
   c_owned& operator=(c_owned&& o) noexcept {
     if (this != &o) {
       reset();
-      value_ = o.value_;
-      mark_released(o.value_);
+      value_ = std::exchange(o.value_, T{});
     }
     return *this;
   }
@@ -83,29 +102,10 @@ class c_owned {
   const T* get() const noexcept { return &value_; }
   T* operator->() noexcept { return &value_; }
   const T* operator->() const noexcept { return &value_; }
-  bool is_released() const noexcept { return release_of(value_) == nullptr; }
-  void reset() noexcept {
-    if (!is_released()) call_release(value_);
-    mark_released(value_);
-  }
+  bool is_released() const noexcept { return c_released(value_); }
+  void reset() noexcept { c_release(value_); }
 
  private:
-  static auto release_of(const ArrowDeviceArray& v) noexcept { return v.array.release; }
-  template <class U>
-  static auto release_of(const U& v) noexcept {
-    return v.release;
-  }
-  static void call_release(ArrowDeviceArray& v) noexcept { v.array.release(&v.array); }
-  template <class U>
-  static void call_release(U& v) noexcept {
-    v.release(&v);
-  }
-  static void mark_released(ArrowDeviceArray& v) noexcept { v.array.release = nullptr; }
-  template <class U>
-  static void mark_released(U& v) noexcept {
-    v.release = nullptr;
-  }
-
   T value_{};
 };
 
@@ -158,6 +158,10 @@ inline constexpr std::int64_t max_metadata_bytes = std::int64_t{1} << 26;
 /// out-of-bounds metadata encoding, bad flags).
 CUARROW_EXPORT field read_field(const ArrowSchema& in);
 CUARROW_EXPORT arrow::schema read_schema(const ArrowSchema& in);
+/// Whether `in` can describe a record batch: a struct ("+s"), the one
+/// format read_schema takes.  Reads the format only (NULL: false), so it
+/// says nothing of the rest of the schema.
+CUARROW_EXPORT bool is_struct_schema(const ArrowSchema& in) noexcept;
 /// Read, then release `in` (always, even on failure).
 CUARROW_EXPORT field import_field(ArrowSchema* in);
 CUARROW_EXPORT arrow::schema import_schema(ArrowSchema* in);
@@ -255,6 +259,10 @@ CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, Arr
 /// out_of_memory, EIO otherwise) with get_last_error giving the message.
 using batch_source = std::function<std::optional<record_batch>()>;
 using array_source = std::function<std::optional<array_data>()>;
+/// A source yielding `items` in order, moved out as they go (a table's
+/// batches, a chunked array's chunks).
+CUARROW_EXPORT batch_source source_of(std::vector<record_batch> items);
+CUARROW_EXPORT array_source source_of(std::vector<array_data> items);
 
 /// The stream exports below throw invalid_argument for a null `out` or an
 /// empty source; the source runs when the consumer calls get_next, and

@@ -117,6 +117,10 @@ class CUARROW_EXPORT dictionary_memo {
   /// are refused with invalid_message, as is a delta before any dictionary.
   void append(std::int64_t id, const arrow::array_data& delta, stream_view s = {});
 
+  /// The dictionary fields of the schema the memo was made for: the id and
+  /// path of each, in id order.
+  std::vector<dictionary_field> fields() const;
+
   /// The schema message of a one-column batch that holds dictionary `id`
   /// (field "dictionary" of the value type, with the dictionary fields
   /// nested in the values renumbered under it).

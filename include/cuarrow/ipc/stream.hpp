@@ -61,6 +61,23 @@ CUARROW_EXPORT std::optional<message> read_message(const buffer& source, std::in
 /// Message.serialize() gives it.
 CUARROW_EXPORT std::vector<std::byte> serialize_to_host(const message& m, stream_view s = {});
 
+/// The record batch of a record batch message under `schema`, read as
+/// read_record_batch reads a header and body, at the message's metadata
+/// version (pyarrow.ipc.read_record_batch(message, schema, memo)).  Its
+/// dictionary fields are those `dictionaries` was made for, filled with the
+/// dictionaries it has read so far; without a memo the schema has none, so a
+/// dictionary field is an invalid_message.  Throws invalid_argument ("IPC
+/// read_record_batch: not a record batch message") for a message of another
+/// kind, and as read_record_batch.
+CUARROW_EXPORT arrow::record_batch read_record_batch(const message& m, arrow::schema schema,
+                                                     const dictionary_memo* dictionaries = nullptr);
+
+/// dictionary_memo::read of a dictionary batch message, at its metadata
+/// version: sets the dictionary, or for a delta appends to it.  Throws
+/// invalid_argument ("IPC dictionary memo: not a dictionary batch message")
+/// for a message of another kind, and as dictionary_memo::read.
+CUARROW_EXPORT void read_dictionary(dictionary_memo& dictionaries, const message& m);
+
 /// A record batch with the custom metadata of its message (pyarrow's
 /// RecordBatchWithMetadata).
 struct batch_with_metadata {
