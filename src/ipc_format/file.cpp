@@ -337,7 +337,8 @@ struct file_source {
       return fallback;
     }
     if (gds && compressed) {
-      return "the body is compressed: it is decompressed on the host, so it travels through the staging pipeline";
+      return "the body is compressed: it travels through the staging pipeline (cuFile reads only uncompressed "
+             "bodies)";
     }
     return staging_reason;
   }
