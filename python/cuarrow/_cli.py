@@ -201,6 +201,9 @@ def _gather_info() -> dict[str, Any]:
         device.update(_sharing(ordinal, device["memory_pools_supported"]))
         devices.append(device)
     gds = dict(lib.gds_status())
+    from cuarrow import ipc
+
+    nvcomp = ipc.nvcomp_status()
     return {
         "cuarrow_version": cuarrow.__version__,
         "driver": {
@@ -219,6 +222,7 @@ def _gather_info() -> dict[str, Any]:
             "library": gds["library"],
             "reason": gds["reason"],
         },
+        "nvcomp": nvcomp,
     }
 
 
@@ -267,6 +271,13 @@ def _print_info(info: dict[str, Any]) -> None:
     else:
         gds = f"no ({g['reason']})" if g["reason"] else "no"
     rows.append(("GPUDirect Storage", gds))
+    n = info["nvcomp"]
+    rows.append(
+        (
+            "nvCOMP (ZSTD on the GPU)",
+            f"yes ({n['version']}, {n['library']})" if n["available"] else _yes_no(False, n["reason"]),
+        )
+    )
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")

@@ -73,13 +73,17 @@ def test_info_json_describes_the_driver_and_every_device():
     gds = info["gds"]
     assert gds["mode"] in ("off", "auto", "on")
     assert gds["available"] or gds["reason"]
+    nvcomp = info["nvcomp"]
+    assert nvcomp["mode"] in ("off", "auto")
+    assert nvcomp["available"] or nvcomp["reason"]
 
 
 def test_info_json_follows_the_environment():
-    r = run_cli("info", "--json", CUARROW_GDS="off", CUARROW_EMULATED_DEVICES="3")
+    r = run_cli("info", "--json", CUARROW_GDS="off", CUARROW_NVCOMP="off", CUARROW_EMULATED_DEVICES="3")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["gds"]["mode"] == "off" and not info["gds"]["available"]
+    assert info["nvcomp"]["mode"] == "off" and "CUARROW_NVCOMP=off" in info["nvcomp"]["reason"]
     if EMULATED:
         assert len(info["devices"]) == 3
 
