@@ -4,7 +4,10 @@
 // chunks (so that buffers straddle chunks), LZ4 and ZSTD decompressed by
 // its workers, and the offsets the cheap validation checks taken from the
 // staging slots on their way to the (emulated) device.  The first byte
-// picks a projection to the first column (bit 0).
+// picks a projection to the first column (bit 0) and GPU decompression of
+// ZSTD bodies (bit 1: file_read_options::gpu_decompression, over the host
+// stand-in for libnvcomp that scripts/fuzz.sh names in
+// CUARROW_NVCOMP_LIBRARY; without it the host decompresses, as asked).
 // Properties: only cuarrow's invalid_argument family escapes (no io_error:
 // every read is checked against the file's size first); unprojected, what
 // the reader by path accepts, the in-memory reader over the same bytes
@@ -84,8 +87,9 @@ ipc::read_options host_decompress() {
   return o;
 }
 
-ipc::file_read_options path_options(bool project) {
+ipc::file_read_options path_options(bool project, bool gpu) {
   ipc::file_read_options o;
+  o.gpu_decompression = gpu;
   o.io_threads = 2;
   o.max_decompressed_buffer_bytes = kMaxDecompressed;
   if (project) o.columns = std::vector<int>{0};
@@ -98,10 +102,10 @@ std::vector<std::int64_t> rows_of(const std::vector<cuarrow::arrow::record_batch
   return rows;
 }
 
-void as_file(const cuarrow::buffer& bytes, bool project) {
+void as_file(const cuarrow::buffer& bytes, bool project, bool gpu) {
   std::vector<cuarrow::arrow::record_batch> got;
   try {
-    ipc::device_file_reader r(scratch().path, cuarrow::context::get(0), path_options(project));
+    ipc::device_file_reader r(scratch().path, cuarrow::context::get(0), path_options(project, gpu));
     if (static_cast<std::size_t>(r.num_record_batches()) > kMaxBatches) return;
     got = r.read_all();
     for (const auto& b : got) (void)cuarrow::arrow::to_host(b);
@@ -119,10 +123,10 @@ void as_file(const cuarrow::buffer& bytes, bool project) {
   if (rows_of(got) != expected) cuarrow_fuzz::property_failed("a file read by path has other batches or rows");
 }
 
-void as_stream(const cuarrow::buffer& bytes, bool project) {
+void as_stream(const cuarrow::buffer& bytes, bool project, bool gpu) {
   std::vector<cuarrow::arrow::record_batch> got;
   try {
-    ipc::device_stream_reader r(scratch().path, cuarrow::context::get(0), path_options(project));
+    ipc::device_stream_reader r(scratch().path, cuarrow::context::get(0), path_options(project, gpu));
     while (got.size() < kMaxBatches) {
       std::optional<cuarrow::arrow::record_batch> b = r.read_next();
       if (!b) break;
@@ -160,10 +164,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)configured;
   if (size < 1) return 0;
   const bool project = (data[0] & 1) != 0;
+  const bool gpu = (data[0] & 2) != 0;
   scratch().write(data + 1, size - 1);
   cuarrow::buffer bytes = cuarrow::allocate_host(static_cast<std::int64_t>(size - 1));
   if (size > 1) std::memcpy(bytes.mutable_host_data(), data + 1, size - 1);
-  as_file(bytes, project);
-  as_stream(bytes, project);
+  as_file(bytes, project, gpu);
+  as_stream(bytes, project, gpu);
   return 0;
 }

@@ -48,14 +48,20 @@ for f in tests/ipc/data/*.arrow tests/ipc/data/*.arrows; do
 done
 
 # ipc_file: the same files read by path, whole (first byte 0) and projected
-# to their first column (1).
+# to their first column (1); the ZSTD ones also with GPU decompression (2).
 mkdir -p "$corpus/ipc_file"
 for f in tests/ipc/data/*.arrow tests/ipc/data/*.arrows; do
   { printf '\000'; cat "$f"; } >"$corpus/ipc_file/whole_$(basename "$f")"
   { printf '\001'; cat "$f"; } >"$corpus/ipc_file/first_$(basename "$f")"
 done
+for f in tests/ipc/data/*zstd*.arrow*; do
+  { printf '\002'; cat "$f"; } >"$corpus/ipc_file/gpu_$(basename "$f")"
+done
 
 export CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1
+# ipc_file's GPU decompression (bit 1 of its first byte) over the host
+# stand-in for libnvcomp.
+[ -f build/fuzz/lib/libcuarrow_fake_nvcomp.so ] && export CUARROW_NVCOMP_LIBRARY=$PWD/build/fuzz/lib/libcuarrow_fake_nvcomp.so
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
