@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -95,13 +96,6 @@ std::vector<std::byte> read_bytes(const buffer& source, std::int64_t offset, std
   std::vector<std::byte> out(static_cast<std::size_t>(size));
   if (size > 0) copy_to_host(out.data(), source, offset, size, s);
   return out;
-}
-
-// A host buffer holding `bytes` (a copy), for batched copies.
-buffer host_buffer_of(const std::vector<std::byte>& bytes) {
-  buffer b = allocate_host(static_cast<std::int64_t>(bytes.size()));
-  if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
-  return b;
 }
 
 read_options for_message(const read_options& options, const message& m) {
@@ -326,35 +320,79 @@ const arrow::array_data& array_at(const arrow::record_batch& batch, const std::v
 // host bytes, the bodies from the batches' buffers, each piece at its place.
 class assembler final : public internal::message_sink {
  public:
-  // Appends host bytes (a copy: the piece's source keeps it alive).
+  // Appends host bytes: kept in one host vector, which finish() copies once
+  // into one block of pinned memory, so that every message's metadata is a
+  // DMA of the batch's one batched copy.
   void add_host(const std::vector<std::byte>& bytes) override {
     if (bytes.empty()) return;
-    buffer h = host_buffer_of(bytes);
-    pieces_.push_back(copy_piece{buffer{}, length_, h, 0, h.size()});
-    length_ += h.size();
+    host_pieces_.push_back({length_, static_cast<std::int64_t>(host_.size()), static_cast<std::int64_t>(bytes.size())});
+    host_.insert(host_.end(), bytes.begin(), bytes.end());
+    length_ += static_cast<std::int64_t>(bytes.size());
   }
 
+  // The pieces at their places, and the bytes between them (the padding
+  // after each buffer, at most 7 bytes) noted as gaps, which finish() sets
+  // to zero.
   void add_body(const body_layout& body) override {
+    std::int64_t covered = length_;
     for (const body_piece& p : body.pieces) {
-      if (p.size > 0)
-        pieces_.push_back(copy_piece{buffer{}, length_ + p.body_offset, p.source, p.source_offset, p.size});
+      if (p.size <= 0) continue;
+      const std::int64_t at = length_ + p.body_offset;
+      if (at > covered) gaps_.push_back({covered, at - covered});
+      device_pieces_.push_back(copy_piece{buffer{}, at, p.source, p.source_offset, p.size});
+      covered = std::max(covered, at + p.size);
     }
     length_ += body.body_length;
+    if (length_ > covered) gaps_.push_back({covered, length_ - covered});
   }
 
-  // One allocation on `ctx`, the padding zeroed by one memset, every piece
-  // by one batched copy on `s`, which is synchronized.
+  // One allocation on `ctx`; every piece, the metadata and the zeros of
+  // the gaps (copied from a small zeroed allocation, not a memset of the
+  // whole stream, which wrote every byte a second time) in one batched
+  // copy on `s`, which is synchronized.
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
     buffer out = allocate_device(ctx, length_, s, std::move(resource));
-    fill_async(out, 0, length_, 0, s);
-    for (copy_piece& p : pieces_) p.dst = out;
-    copy_batch(pieces_, s);
-    pieces_.clear();
+    std::vector<copy_piece> pieces = std::move(device_pieces_);
+    pieces.reserve(pieces.size() + host_pieces_.size() + gaps_.size());
+    for (copy_piece& p : pieces) p.dst = out;
+    if (!host_pieces_.empty()) {
+      const auto n = static_cast<std::int64_t>(host_.size());
+      std::optional<buffer> host = try_allocate_pinned_pooled(ctx, n);
+      if (!host) host = allocate_host(n);
+      std::memcpy(host->mutable_host_data(), host_.data(), host_.size());
+      for (const host_piece& h : host_pieces_) pieces.push_back(copy_piece{out, h.at, *host, h.from, h.size});
+    }
+    if (!gaps_.empty()) {
+      std::int64_t widest = 0;
+      for (const gap& g : gaps_) widest = std::max(widest, g.size);
+      const std::int64_t zeros_size = std::min<std::int64_t>(widest, 4096);
+      buffer zeros = allocate_device(ctx, zeros_size, s);
+      fill_async(zeros, 0, zeros_size, 0, s);
+      for (const gap& g : gaps_) {
+        for (std::int64_t at = 0; at < g.size; at += zeros_size) {
+          pieces.push_back(copy_piece{out, g.at + at, zeros, 0, std::min(zeros_size, g.size - at)});
+        }
+      }
+    }
+    copy_batch(pieces, s);
+    device_pieces_.clear();
+    host_pieces_.clear();
+    gaps_.clear();
+    host_.clear();
     return out;
   }
 
  private:
-  std::vector<copy_piece> pieces_;
+  struct host_piece {
+    std::int64_t at = 0, from = 0, size = 0;  // stream offset, offset in host_, bytes
+  };
+  struct gap {
+    std::int64_t at = 0, size = 0;
+  };
+  std::vector<copy_piece> device_pieces_;
+  std::vector<host_piece> host_pieces_;
+  std::vector<gap> gaps_;
+  std::vector<std::byte> host_;
 };
 
 }  // namespace
