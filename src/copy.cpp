@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "copy_sinks.hpp"
@@ -305,13 +306,12 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   scoped_context guard(*ctx);
   detail::context_state& stats = *ctx->state();
   const auto started = std::chrono::steady_clock::now();
-  // Order after each stream-ordered allocation once.
-  std::vector<const void*> ordered;
+  // Order after each stream-ordered allocation once (a hash set: a batch
+  // of a table's buffers has hundreds of allocations and thousands of pieces).
+  std::unordered_set<const void*> ordered;
   auto order = [&](const buffer& b) {
     if (!b.is_stream_ordered() || b.size() == 0) return;
-    const void* key = owner_of(b);
-    if (std::find(ordered.begin(), ordered.end(), key) != ordered.end()) return;
-    ordered.push_back(key);
+    if (!ordered.insert(owner_of(b)).second) return;
     order_after_allocation(&b, s);
   };
   for (const planned_piece* p : items) {
@@ -355,11 +355,10 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   auto batch_buffers = [&] {
     std::vector<buffer> keep;
     if (gather_block) keep.push_back(*gather_block);
-    std::vector<const void*> kept;
+    std::unordered_set<const void*> kept;
     auto hold = [&](const buffer& b) {
       const void* key = owner_of(b);
-      if (key != nullptr && std::find(kept.begin(), kept.end(), key) != kept.end()) return;
-      if (key != nullptr) kept.push_back(key);
+      if (key != nullptr && !kept.insert(key).second) return;
       keep.push_back(b);
     };
     for (const planned_piece* p : items) {

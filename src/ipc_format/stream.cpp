@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -348,8 +349,8 @@ class assembler final : public internal::message_sink {
 
   // One allocation on `ctx`; every piece, the metadata and the zeros of
   // the gaps (copied from a small zeroed allocation, not a memset of the
-  // whole stream, which wrote every byte a second time) in one batched
-  // copy on `s`, which is synchronized.
+  // whole stream, which wrote every byte a second time) in batched copies
+  // on `s`, which is synchronized once.
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
     buffer out = allocate_device(ctx, length_, s, std::move(resource));
     std::vector<copy_piece> pieces = std::move(device_pieces_);
@@ -374,7 +375,16 @@ class assembler final : public internal::message_sink {
         }
       }
     }
-    copy_batch(pieces, s);
+    // Queued in parts of growing size, so that the GPU copies the first
+    // pieces while the host still plans the rest (a table's thousands of
+    // pieces take the host about as long to plan as the GPU to copy), then
+    // one synchronization.
+    const std::span<const copy_piece> all(pieces);
+    std::size_t part = kFirstPart;
+    for (std::size_t at = 0; at < all.size(); at += part, part *= 2) {
+      copy_batch_async(all.subspan(at, std::min(part, all.size() - at)), s);
+    }
+    s.synchronize(ctx);
     device_pieces_.clear();
     host_pieces_.clear();
     gaps_.clear();
@@ -383,6 +393,7 @@ class assembler final : public internal::message_sink {
   }
 
  private:
+  static constexpr std::size_t kFirstPart = 256;  // pieces in the first batched copy; each next one twice as many
   struct host_piece {
     std::int64_t at = 0, from = 0, size = 0;  // stream offset, offset in host_, bytes
   };
