@@ -1048,6 +1048,15 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   // synchronized read per batch (227 batches of a table were 227 reads).
   ad::probe_cache cache;
   null_count_cache nulls;
+  // The columns' paths (for messages) made once, not per column of every
+  // batch and pass: the batches of a call share their field names.
+  std::vector<std::pair<std::string, std::string>> paths;  // name, path
+  auto path_of = [&](const arrow::record_batch& batch, std::size_t i) -> const std::string& {
+    const std::string& name = batch.schema.fields[i].name;
+    if (paths.size() <= i) paths.resize(i + 1);
+    if (paths[i].second.empty() || paths[i].first != name) paths[i] = {name, ad::column_path(name)};
+    return paths[i].second;
+  };
   std::vector<std::optional<body_layout>> done(batches.size());
   std::size_t left = batches.size();
   for (;;) {
@@ -1057,7 +1066,7 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
       layout_pass pass{cache, nulls, s, true, {}, {}};
       pass.out.header.length = batch.num_rows;
       for (std::size_t i = 0; i < batch.columns.size(); ++i) {
-        pass.visit(batch.columns[i], ad::column_path(batch.schema.fields[i].name));
+        pass.visit(batch.columns[i], path_of(batch, i));
       }
       if (!pass.complete) continue;
       for (auto& [index, make] : pass.computed) pass.out.pieces[index].source = make();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "cuarrow/memory_resource.hpp"
 #include "test_data.hpp"
 
 namespace cuarrow_ipc_stream_test {
@@ -111,6 +113,42 @@ TEST(IpcStream, SlicesAreWrittenAsPyarrowWritesThem) {
     ipc::stream_writer w(r.schema().schema, ctx);
     for (const auto& [off, len] : slices) w.write(whole->slice(off, len));
     EXPECT_EQ(first_difference(to_bytes(w.finish()), load("sliced.arrows")), "");
+  }
+}
+
+// Device memory as a resource hands it out holding whatever it held: every
+// allocation filled with 0xA5 before the writer gets it.
+class dirty_resource final : public cuarrow::device_memory_resource {
+ public:
+  std::uintptr_t allocate(std::int64_t bytes, cuarrow::stream_view s) override {
+    const std::uintptr_t p = inner_->allocate(bytes, s);
+    const cuarrow::context ctx = cuarrow::context::get(0);
+    cuarrow::fill(cuarrow::wrap_device(ctx, p, bytes, nullptr), 0, bytes, 0xA5, s);
+    return p;
+  }
+  void deallocate(std::uintptr_t address, std::int64_t bytes, cuarrow::stream_view s) noexcept override {
+    inner_->deallocate(address, bytes, s);
+  }
+  std::string name() const override { return "dirty"; }
+
+ private:
+  std::shared_ptr<cuarrow::device_memory_resource> inner_ = cuarrow::plain_device_resource::shared();
+};
+
+// The padding after each body buffer and between messages is written as
+// zeros (pyarrow's bytes), not left as the allocation held it: the writer
+// zeroes exactly the gaps between its pieces.
+TEST(IpcStream, PaddingIsZeroWhateverTheAllocationHeld) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (const char* name : {"binaries.arrows", "nested.arrows", "primitives.arrows"}) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::stream_reader r(on_device(golden));
+    ipc::stream_writer w(r.schema().schema, ctx, ipc::stream_writer::format::stream, {}, {}, {},
+                         std::make_shared<dirty_resource>());
+    const std::vector<record_batch> batches = r.read_all();
+    w.write(batches);
+    EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
   }
 }
 
