@@ -393,7 +393,7 @@ class assembler final : public internal::message_sink {
   }
 
  private:
-  static constexpr std::size_t kFirstPart = 256;  // pieces in the first batched copy; each next one twice as many
+  static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy; each next one twice as many
   struct host_piece {
     std::int64_t at = 0, from = 0, size = 0;  // stream offset, offset in host_, bytes
   };
