@@ -323,101 +323,112 @@ class assembler final : public internal::message_sink {
  public:
   // Appends host bytes: kept in one host vector, which finish() copies once
   // into one block of pinned memory, so that every message's metadata is a
-  // DMA of the batch's one batched copy.
+  // DMA of the batched copies.
   void add_host(const std::vector<std::byte>& bytes) override {
     if (bytes.empty()) return;
-    host_pieces_.push_back({length_, static_cast<std::int64_t>(host_.size()), static_cast<std::int64_t>(bytes.size())});
+    const auto n = static_cast<std::int64_t>(bytes.size());
+    segments_.push_back({length_, static_cast<std::int64_t>(host_.size()), n, kind::host, 0});
     host_.insert(host_.end(), bytes.begin(), bytes.end());
-    length_ += static_cast<std::int64_t>(bytes.size());
+    length_ += n;
   }
 
-  // The pieces at their places, and the bytes between them (the padding
-  // after each buffer, at most 7 bytes) noted as gaps, which finish() sets
-  // to zero.
-  void add_body(const body_layout& body) override {
+  // The pieces at their places (their buffers taken over), and the bytes
+  // between them (the padding after each buffer, at most 7 bytes) noted
+  // as gaps, which finish() sets to zero.
+  void add_body(body_layout&& body) override {
     std::int64_t covered = length_;
-    for (const body_piece& p : body.pieces) {
+    for (body_piece& p : body.pieces) {
       if (p.size <= 0) continue;
       const std::int64_t at = length_ + p.body_offset;
-      if (at > covered) gaps_.push_back({covered, at - covered});
-      device_pieces_.push_back(copy_piece{buffer{}, at, p.source, p.source_offset, p.size});
+      if (at > covered) add_gap(covered, at - covered);
+      segments_.push_back({at, p.source_offset, p.size, kind::body, sources_.size()});
+      sources_.push_back(std::move(p.source));
       covered = std::max(covered, at + p.size);
     }
     length_ += body.body_length;
-    if (length_ > covered) gaps_.push_back({covered, length_ - covered});
+    if (length_ > covered) add_gap(covered, length_ - covered);
   }
 
   // One allocation on `ctx`; every piece, the metadata and the zeros of
   // the gaps (copied from a small zeroed allocation, not a memset of the
   // whole stream, which wrote every byte a second time) in batched copies
-  // on `s`, which is synchronized once.
+  // on `s`, which is synchronized once.  The copies are made and queued in
+  // parts of growing size (1,024 pieces, then 2,048, ...), so that the GPU
+  // copies the first parts while the host makes the rest (a table's
+  // thousands of pieces take the host a while to plan).
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
     buffer out = allocate_device(ctx, length_, s, std::move(resource));
-    std::vector<copy_piece> pieces = std::move(device_pieces_);
-    pieces.reserve(pieces.size() + host_pieces_.size() + gaps_.size());
-    for (copy_piece& p : pieces) p.dst = out;
-    if (!host_pieces_.empty()) {
+    buffer host, zeros;
+    if (!host_.empty()) {
       const auto n = static_cast<std::int64_t>(host_.size());
-      std::optional<buffer> host = try_allocate_pinned_pooled(ctx, n);
-      if (!host) host = allocate_host(n);
-      std::memcpy(host->mutable_host_data(), host_.data(), host_.size());
-      for (const host_piece& h : host_pieces_) pieces.push_back(copy_piece{out, h.at, *host, h.from, h.size});
+      std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
+      host = pinned ? std::move(*pinned) : allocate_host(n);
+      std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
     }
-    if (!gaps_.empty()) {
-      std::int64_t widest = 0;
-      for (const gap& g : gaps_) widest = std::max(widest, g.size);
-      const std::int64_t zeros_size = std::min<std::int64_t>(widest, 4096);
-      buffer zeros = allocate_device(ctx, zeros_size, s);
-      fill_async(zeros, 0, zeros_size, 0, s);
-      for (const gap& g : gaps_) {
-        for (std::int64_t at = 0; at < g.size; at += zeros_size) {
-          pieces.push_back(copy_piece{out, g.at + at, zeros, 0, std::min(zeros_size, g.size - at)});
+    if (widest_gap_ > 0) {
+      zeros = allocate_device(ctx, widest_gap_, s);
+      fill_async(zeros, 0, widest_gap_, 0, s);
+    }
+    std::vector<copy_piece> part;
+    std::size_t size = kFirstPart;
+    for (std::size_t at = 0; at < segments_.size(); at += size, size *= 2) {
+      const std::size_t end = std::min(segments_.size(), at + size);
+      part.clear();
+      part.reserve(end - at);
+      for (std::size_t i = at; i < end; ++i) {
+        const segment& g = segments_[i];
+        switch (g.what) {
+          case kind::host: part.push_back(copy_piece{out, g.at, host, g.from, g.size}); break;
+          case kind::body: part.push_back(copy_piece{out, g.at, std::move(sources_[g.source]), g.from, g.size}); break;
+          case kind::gap: part.push_back(copy_piece{out, g.at, zeros, 0, g.size}); break;
         }
       }
-    }
-    // Queued in parts of growing size, so that the GPU copies the first
-    // pieces while the host still plans the rest (a table's thousands of
-    // pieces take the host about as long to plan as the GPU to copy), then
-    // one synchronization.
-    const std::span<const copy_piece> all(pieces);
-    std::size_t part = kFirstPart;
-    for (std::size_t at = 0; at < all.size(); at += part, part *= 2) {
-      copy_batch_async(all.subspan(at, std::min(part, all.size() - at)), s);
+      copy_batch_async(part, s);
     }
     s.synchronize(ctx);
-    device_pieces_.clear();
-    host_pieces_.clear();
-    gaps_.clear();
+    segments_.clear();
+    sources_.clear();
     host_.clear();
     return out;
   }
 
  private:
-  static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy; each next one twice as many
-  struct host_piece {
-    std::int64_t at = 0, from = 0, size = 0;  // stream offset, offset in host_, bytes
+  static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy
+  static constexpr std::int64_t kMaxZeros = 4096;  // the zeroed allocation's largest size
+  enum class kind : unsigned char { host, body, gap };
+  struct segment {
+    std::int64_t at = 0;    // offset in the stream
+    std::int64_t from = 0;  // offset in host_ or the source buffer
+    std::int64_t size = 0;
+    kind what = kind::body;
+    std::size_t source = 0;  // index in sources_ (bodies)
   };
-  struct gap {
-    std::int64_t at = 0, size = 0;
-  };
-  std::vector<copy_piece> device_pieces_;
-  std::vector<host_piece> host_pieces_;
-  std::vector<gap> gaps_;
+  void add_gap(std::int64_t at, std::int64_t size) {
+    for (std::int64_t done = 0; done < size; done += kMaxZeros) {
+      const std::int64_t n = std::min(kMaxZeros, size - done);
+      segments_.push_back({at + done, 0, n, kind::gap, 0});
+      widest_gap_ = std::max(widest_gap_, n);
+    }
+  }
+
+  std::vector<segment> segments_;  // in stream order
+  std::vector<buffer> sources_;
   std::vector<std::byte> host_;
+  std::int64_t widest_gap_ = 0;
 };
 
 }  // namespace
 
 namespace internal {
 
-file_block message_sink::append(const message_metadata& m, const body_layout* body) {
+file_block message_sink::append(const message_metadata& m, body_layout* body) {
   const std::vector<std::byte> meta = write_encapsulated_metadata(m);
   file_block b;
   b.offset = length_;
   b.metadata_length = static_cast<std::int32_t>(meta.size());
   b.body_length = body != nullptr ? body->body_length : 0;
   add_host(meta);
-  if (body != nullptr) add_body(*body);
+  if (body != nullptr) add_body(std::move(*body));
   return b;
 }
 
@@ -483,7 +494,7 @@ void message_writer::send_dictionaries(const arrow::record_batch& batch) {
     one.schema.fields = {arrow::field("dictionary", a.dictionary->type)};
     one.num_rows = a.dictionary->length;
     one.columns = {*a.dictionary};
-    const body_layout l = layout(one);
+    body_layout l = layout(one);
     message_metadata m;
     dictionary_batch_header h;
     h.id = d.id;
@@ -620,7 +631,7 @@ buffer serialize_record_batch(const arrow::record_batch& batch, const context& c
                              "\" is dictionary-encoded; its dictionary travels in a stream (stream_writer)");
     }
   }
-  const body_layout layout = layout_body(batch, s);
+  body_layout layout = layout_body(batch, s);
   message_metadata m;
   m.header = layout.header;
   m.body_length = layout.body_length;
