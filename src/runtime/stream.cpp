@@ -139,10 +139,12 @@ void batch_on(std::span<const batched_copy> copies, int device, CUstream s) {
     }
     const CUresult r = d.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), part.size(), attrs.data(),
                                             attrs_index.data(), attrs.size(), s);
-    if (r == CUDA_ERROR_NOT_SUPPORTED) {
-      // Nothing of this call was queued: the rest goes one copy at a time.
-      // Not remembered: a refusal costs one call per batch, and a driver
-      // may refuse one kind of memory and take another.
+    const bool with_host = part.back().direction != copy_direction::device_to_device;  // sorted: host ones last
+    if (r == CUDA_ERROR_NOT_SUPPORTED || (r == CUDA_ERROR_INVALID_VALUE && with_host)) {
+      // Nothing of this call was queued: the rest goes one copy at a time
+      // (a driver that refuses host memory in a batch, which the copies
+      // of their own take).  Not remembered: a refusal costs one call per
+      // batch, and a driver may refuse one kind of memory and take another.
       copy_each(std::span<const batched_copy>(sorted).subspan(at), s);
       return;
     }
