@@ -324,10 +324,20 @@ class assembler final : public internal::message_sink {
   // Appends host bytes: kept in one host vector, which finish() copies once
   // into one block of pinned memory, so that every message's metadata is a
   // DMA of the batched copies.
+  // The padding that ends the body before them travels with them (its
+  // zeros put in front of the bytes): one piece less per message.
   void add_host(const std::vector<std::byte>& bytes) override {
     if (bytes.empty()) return;
+    std::int64_t at = length_, zeros = 0;
+    if (!segments_.empty() && segments_.back().what == kind::gap &&
+        segments_.back().at + segments_.back().size == length_) {
+      at = segments_.back().at;
+      zeros = segments_.back().size;
+      segments_.pop_back();
+    }
     const auto n = static_cast<std::int64_t>(bytes.size());
-    segments_.push_back({length_, static_cast<std::int64_t>(host_.size()), n, kind::host, 0});
+    segments_.push_back({at, static_cast<std::int64_t>(host_.size()), zeros + n, kind::host, 0});
+    host_.resize(host_.size() + static_cast<std::size_t>(zeros), std::byte{0});
     host_.insert(host_.end(), bytes.begin(), bytes.end());
     length_ += n;
   }
