@@ -374,6 +374,12 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // the driver has it): their destinations are disjoint, so their order
     // among themselves is free.  Pageable memory goes one DMA each.
     std::vector<detail::batched_copy> runs;
+    runs.reserve(items.size());
+    // In the order the batched call groups them (within the device, to it,
+    // from it), so that they need no sorting there.
+    issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+    });
     if (!h2d_gathered.empty()) {
       gather_block = gather_to_device(h2d_gathered, *ctx, gaps, runs);
       if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
@@ -384,9 +390,6 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // Direct copies first: their DMAs run while the pipeline copies on the host.
     issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
-    });
-    issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-      runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
     auto pinned_apart = [](std::vector<planned_piece*>& v, bool host_is_dst) {
       std::vector<planned_piece*> pinned;

@@ -102,10 +102,16 @@ void batch_on(std::span<const batched_copy> copies, int device, CUstream s) {
   // sources are read in stream order (a copy's sources may be written by
   // earlier work on the stream); the location hints name the device and
   // the host (pinned memory) sides.
-  std::vector<batched_copy> sorted(copies.begin(), copies.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const batched_copy& a, const batched_copy& b) {
+  auto by_direction = [](const batched_copy& a, const batched_copy& b) {
     return static_cast<int>(a.direction) < static_cast<int>(b.direction);
-  });
+  };
+  std::vector<batched_copy> reordered;
+  std::span<const batched_copy> sorted = copies;
+  if (!std::is_sorted(copies.begin(), copies.end(), by_direction)) {
+    reordered.assign(copies.begin(), copies.end());
+    std::stable_sort(reordered.begin(), reordered.end(), by_direction);
+    sorted = reordered;
+  }
   auto attributes_of = [device](copy_direction dir) {
     CUmemcpyAttributes a{};
     a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
@@ -120,8 +126,7 @@ void batch_on(std::span<const batched_copy> copies, int device, CUstream s) {
   std::vector<CUmemcpyAttributes> attrs;
   std::vector<std::size_t> attrs_index;
   for (std::size_t at = 0; at < sorted.size(); at += n) {
-    const std::span<const batched_copy> part =
-        std::span<const batched_copy>(sorted).subspan(at, std::min(n, sorted.size() - at));
+    const std::span<const batched_copy> part = sorted.subspan(at, std::min(n, sorted.size() - at));
     if (part.size() < 2) {
       copy_each(part, s);
       continue;
@@ -145,7 +150,7 @@ void batch_on(std::span<const batched_copy> copies, int device, CUstream s) {
       // (a driver that refuses host memory in a batch, which the copies
       // of their own take).  Not remembered: a refusal costs one call per
       // batch, and a driver may refuse one kind of memory and take another.
-      copy_each(std::span<const batched_copy>(sorted).subspan(at), s);
+      copy_each(sorted.subspan(at), s);
       return;
     }
     check(r, "cuMemcpyBatchAsync");
