@@ -508,8 +508,8 @@ void message_writer::send_dictionaries(const arrow::record_batch& batch) {
     message_metadata m;
     dictionary_batch_header h;
     h.id = d.id;
-    h.data = l.header;
-    m.header = h;
+    h.data = std::move(l.header);
+    m.header = std::move(h);
     m.body_length = l.body_length;
     dictionary_blocks_.push_back(sink_.append(m, &l));
     sent_[d.id] = a.dictionary;
@@ -565,7 +565,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
       const std::size_t i = first + k;
       send_dictionaries(batches[i]);
       message_metadata m;
-      m.header = layouts[k].header;
+      m.header = std::move(layouts[k].header);  // the sink takes the pieces, not the header
       m.body_length = layouts[k].body_length;
       if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
       batch_blocks_.push_back(sink_.append(m, &layouts[k]));
