@@ -138,6 +138,10 @@ void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
 // ---- the strategy for each pair of memory kinds ---------------------------------------
 
 constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_gaps_writable
+// Device-to-device runs of at least this many bytes are not batched (see
+// run_batch_group): 8 MiB take the H200 about 4 us to copy, more than a
+// driver call costs.
+constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
 
 struct planned_piece {
   endpoint dst;
@@ -377,8 +381,19 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     runs.reserve(items.size());
     // In the order the batched call groups them (within the device, to it,
     // from it), so that they need no sorting there.
+    // Large copies within the device go one cuMemcpyDtoDAsync each, first:
+    // on the H200 the stream writer and share(), which sent a few large
+    // pieces through the batched call (with a memset of the whole result),
+    // moved 1-2 GiB 2-4 x slower than one cudaMemcpy, which suggests the
+    // batched copies run below a single copy's bandwidth (to confirm there);
+    // at this size a call of its own costs less than the copy takes.
+    // Smaller ones stay in the batch.
     issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-      runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+      if (n >= kDirectDeviceCopyBytes) {
+        detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
+      } else {
+        runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+      }
     });
     if (!h2d_gathered.empty()) {
       gather_block = gather_to_device(h2d_gathered, *ctx, gaps, runs);

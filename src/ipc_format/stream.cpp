@@ -334,6 +334,7 @@ class assembler final : public internal::message_sink {
       at = segments_.back().at;
       zeros = segments_.back().size;
       segments_.pop_back();
+      --gaps_;
     }
     const auto n = static_cast<std::int64_t>(bytes.size());
     segments_.push_back({at, static_cast<std::int64_t>(host_.size()), zeros + n, kind::host, 0});
@@ -359,15 +360,22 @@ class assembler final : public internal::message_sink {
     if (length_ > covered) add_gap(covered, length_ - covered);
   }
 
-  // One allocation on `ctx`; every piece, the metadata and the zeros of
-  // the gaps (copied from a small zeroed allocation, not a memset of the
-  // whole stream, which wrote every byte a second time) in batched copies
-  // on `s`, which is synchronized once.  The copies are made and queued in
-  // parts of growing size (1,024 pieces, then 2,048, ...), so that the GPU
-  // copies the first parts while the host makes the rest (a table's
-  // thousands of pieces take the host a while to plan).
+  // One allocation on `ctx`; every piece and the metadata in batched
+  // copies on `s`, which is synchronized once.  The padding is zeroed by
+  // small copies from a zeroed allocation where they are few for the
+  // stream's size, else by one memset of the whole stream first (a second
+  // write of every byte: about half a device-to-device copy's time, which
+  // thousands of tiny copies could exceed).  The copies are made and
+  // queued in parts of growing size (1,024 pieces, then 2,048, ...), so
+  // that the GPU copies the first parts while the host makes the rest (a
+  // table's thousands of pieces take the host a while to plan).
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
     buffer out = allocate_device(ctx, length_, s, std::move(resource));
+    if (gaps_ > 0 && gaps_ > length_ / kGapCopyWorth) {
+      fill_async(out, 0, length_, 0, s);
+      std::erase_if(segments_, [](const segment& g) { return g.what == kind::gap; });
+      widest_gap_ = 0;
+    }
     buffer host, zeros;
     if (!host_.empty()) {
       const auto n = static_cast<std::int64_t>(host_.size());
@@ -399,12 +407,18 @@ class assembler final : public internal::message_sink {
     segments_.clear();
     sources_.clear();
     host_.clear();
+    gaps_ = 0;
+    widest_gap_ = 0;
     return out;
   }
 
  private:
   static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy
   static constexpr std::int64_t kMaxZeros = 4096;  // the zeroed allocation's largest size
+  // Gaps are zeroed by copies while each has at least this many bytes of
+  // stream to itself: a memset writes them in about the time (~1 us on the
+  // H200) that a tiny copy may take the copy engines, were they not cheaper.
+  static constexpr std::int64_t kGapCopyWorth = std::int64_t{4} << 20;
   enum class kind : unsigned char { host, body, gap };
   struct segment {
     std::int64_t at = 0;    // offset in the stream
@@ -418,6 +432,7 @@ class assembler final : public internal::message_sink {
       const std::int64_t n = std::min(kMaxZeros, size - done);
       segments_.push_back({at + done, 0, n, kind::gap, 0});
       widest_gap_ = std::max(widest_gap_, n);
+      ++gaps_;
     }
   }
 
@@ -425,6 +440,7 @@ class assembler final : public internal::message_sink {
   std::vector<buffer> sources_;
   std::vector<std::byte> host_;
   std::int64_t widest_gap_ = 0;
+  std::int64_t gaps_ = 0;
 };
 
 }  // namespace
