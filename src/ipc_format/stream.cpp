@@ -415,9 +415,10 @@ class assembler final : public internal::message_sink {
  private:
   static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy
   static constexpr std::int64_t kMaxZeros = 4096;  // the zeroed allocation's largest size
-  // Gaps are zeroed by copies while each has at least this many bytes of
-  // stream to itself: a memset writes them in about the time (~1 us on the
-  // H200) that a tiny copy may take the copy engines, were they not cheaper.
+  // Gaps are zeroed by copies while the stream has at least this many bytes
+  // per gap: a memset of 4 MiB takes the H200 about 1-2 us, what one tiny
+  // copy of a batch might cost were the copies run one after another
+  // (bench/batch_copy_probe.py measures both).
   static constexpr std::int64_t kGapCopyWorth = std::int64_t{4} << 20;
   enum class kind : unsigned char { host, body, gap };
   struct segment {
