@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "copy_sinks.hpp"
@@ -137,6 +138,10 @@ void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
 // ---- the strategy for each pair of memory kinds ---------------------------------------
 
 constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_gaps_writable
+// Device-to-device runs of at least this many bytes are not batched (see
+// run_batch_group): 8 MiB take the H200 about 4 us to copy, more than a
+// driver call costs.
+constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
 
 struct planned_piece {
   endpoint dst;
@@ -232,12 +237,13 @@ std::size_t direct_runs(std::vector<planned_piece*>& items, bool gaps_writable) 
 
 // Small pieces of ordinary host memory bound for the device, together below
 // the staging threshold: gathered into one block from the pinned result
-// pool and one DMA per run of neighbours (detail::gathered_host_to_device),
-// where the driver would stage each piece on its own, a copy and a wait
-// each.  Returns the block, which must stay alive until the stream has
-// passed the DMAs; nullopt, having done nothing, when the pool has no room.
+// pool, one DMA per run of neighbours (detail::gathered_host_to_device),
+// added to `runs` for the batch's one batched call, where the driver would
+// stage each piece on its own, a copy and a wait each.  Returns the block,
+// which must stay alive until the stream has passed the DMAs; nullopt,
+// having done nothing, when the pool has no room.
 std::optional<buffer> gather_to_device(std::vector<planned_piece*>& items, const context& ctx, bool gaps_writable,
-                                       CUstream h) {
+                                       std::vector<detail::batched_copy>& runs) {
   std::optional<buffer> block;
   const bool done = detail::gathered_host_to_device(
       staged_pieces(items, true, gaps_writable),
@@ -245,7 +251,9 @@ std::optional<buffer> gather_to_device(std::vector<planned_piece*>& items, const
         block = try_allocate_pinned_pooled(ctx, static_cast<std::int64_t>(bytes));
         return block ? reinterpret_cast<unsigned char*>(block->address()) : nullptr;
       },
-      h);
+      [&](CUdeviceptr dst, const unsigned char* src, std::size_t n) {
+        runs.push_back({dst, reinterpret_cast<CUdeviceptr>(src), n, detail::copy_direction::host_to_device});
+      });
   return done ? block : std::nullopt;
 }
 
@@ -302,13 +310,12 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   scoped_context guard(*ctx);
   detail::context_state& stats = *ctx->state();
   const auto started = std::chrono::steady_clock::now();
-  // Order after each stream-ordered allocation once.
-  std::vector<const void*> ordered;
+  // Order after each stream-ordered allocation once (a hash set: a batch
+  // of a table's buffers has hundreds of allocations and thousands of pieces).
+  std::unordered_set<const void*> ordered;
   auto order = [&](const buffer& b) {
     if (!b.is_stream_ordered() || b.size() == 0) return;
-    const void* key = owner_of(b);
-    if (std::find(ordered.begin(), ordered.end(), key) != ordered.end()) return;
-    ordered.push_back(key);
+    if (!ordered.insert(owner_of(b)).second) return;
     order_after_allocation(&b, s);
   };
   for (const planned_piece* p : items) {
@@ -352,11 +359,10 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   auto batch_buffers = [&] {
     std::vector<buffer> keep;
     if (gather_block) keep.push_back(*gather_block);
-    std::vector<const void*> kept;
+    std::unordered_set<const void*> kept;
     auto hold = [&](const buffer& b) {
       const void* key = owner_of(b);
-      if (key != nullptr && std::find(kept.begin(), kept.end(), key) != kept.end()) return;
-      if (key != nullptr) kept.push_back(key);
+      if (key != nullptr && !kept.insert(key).second) return;
       keep.push_back(b);
     };
     for (const planned_piece* p : items) {
@@ -367,8 +373,30 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   };
   std::int64_t staged_bytes = 0;
   try {
+    // The runs within one device and between it and pinned memory go to
+    // the driver together (one cuMemcpyBatchAsync per few thousand where
+    // the driver has it): their destinations are disjoint, so their order
+    // among themselves is free.  Pageable memory goes one DMA each.
+    std::vector<detail::batched_copy> runs;
+    runs.reserve(items.size());
+    // In the order the batched call groups them (within the device, to it,
+    // from it), so that they need no sorting there.
+    // Large copies within the device go one cuMemcpyDtoDAsync each, first:
+    // on the H200 the stream writer and share(), which sent a few large
+    // pieces through the batched call (with a memset of the whole result),
+    // moved 1-2 GiB 2-4 x slower than one cudaMemcpy, which suggests the
+    // batched copies run below a single copy's bandwidth (to confirm there);
+    // at this size a call of its own costs less than the copy takes.
+    // Smaller ones stay in the batch.
+    issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      if (n >= kDirectDeviceCopyBytes) {
+        detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
+      } else {
+        runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+      }
+    });
     if (!h2d_gathered.empty()) {
-      gather_block = gather_to_device(h2d_gathered, *ctx, gaps, h);
+      gather_block = gather_to_device(h2d_gathered, *ctx, gaps, runs);
       if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
         h2d.insert(h2d.end(), h2d_gathered.begin(), h2d_gathered.end());
         h2d_gathered.clear();
@@ -378,17 +406,25 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
     });
-    // The runs within one device go to the driver together (one
-    // cuMemcpyBatchAsync per few thousand where the driver has it): their
-    // destinations are disjoint, so their order among themselves is free.
-    if (!d2d.empty()) {
-      std::vector<detail::device_copy> runs;
-      runs.reserve(d2d.size());
-      issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-        runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+    auto pinned_apart = [](std::vector<planned_piece*>& v, bool host_is_dst) {
+      std::vector<planned_piece*> pinned;
+      std::erase_if(v, [&](planned_piece* p) {
+        const bool is_pinned = (host_is_dst ? p->dst : p->src).type == device_type::cuda_host;
+        if (is_pinned) pinned.push_back(p);
+        return is_pinned;
       });
-      detail::copy_device_to_device_many_async(runs, ctx->device_number(), h);
-    }
+      return pinned;
+    };
+    std::vector<planned_piece*> h2d_pinned = pinned_apart(h2d, false), d2h_pinned = pinned_apart(d2h, true);
+    issue_runs(h2d_pinned, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      runs.push_back(
+          {static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, detail::copy_direction::host_to_device});
+    });
+    issue_runs(d2h_pinned, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      runs.push_back(
+          {static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, detail::copy_direction::device_to_host});
+    });
+    detail::copy_many_async(runs, ctx->device_number(), h);
     for (const planned_piece* p : peer) {
       p->dst.ctx->enable_peer_access(*p->src.ctx);
       p->src.ctx->enable_peer_access(*p->dst.ctx);
@@ -402,6 +438,8 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     issue_runs(d2h, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       detail::copy_device_to_host_async(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h);
     });
+    h2d.insert(h2d.end(), h2d_pinned.begin(), h2d_pinned.end());  // for the byte counts below
+    d2h.insert(d2h.end(), d2h_pinned.begin(), d2h_pinned.end());
     if (!h2d_staged.empty()) {
       const auto pieces = staged_pieces(h2d_staged, true, gaps);
       detail::staged_host_to_device(ctx->handle(), pieces, h);

@@ -578,7 +578,8 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
 }
 
 bool gathered_host_to_device(std::span<const staged_piece> pieces,
-                             const std::function<unsigned char*(std::size_t)>& block_for, CUstream s) {
+                             const std::function<unsigned char*(std::size_t)>& block_for,
+                             const std::function<void(CUdeviceptr, const unsigned char*, std::size_t)>& dma) {
   // One chunk as large as the pieces and their merged gaps: the block.
   const plan pl = make_plan(pieces, {std::numeric_limits<std::size_t>::max()});
   if (pl.chunks.empty()) return true;
@@ -586,14 +587,8 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
   unsigned char* block = block_for(last.slot_offset + last.size);
   if (block == nullptr) return false;
   fill_slot(pl, pl.chunks[0], block, false);
-  for_each_run(pl, pl.chunks[0], [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-    try {
-      copy_host_to_device_async(device, block + offset, n, s);
-    } catch (...) {
-      (void)try_synchronize_stream(s);  // the DMAs already queued read the block, which the caller drops now
-      throw;
-    }
-  });
+  for_each_run(pl, pl.chunks[0],
+               [&](std::size_t offset, CUdeviceptr device, std::size_t n) { dma(device, block + offset, n); });
   return true;
 }
 

@@ -80,12 +80,14 @@ void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std:
 
 /// Host -> device for every piece, through ONE pinned block instead of the
 /// pipeline: the pieces (and the zeroed gaps of merged neighbours) are
-/// copied into the block got from `block_for(bytes)`, then one DMA per run
-/// of neighbours is queued on `s`; nothing waits for it, so the block must
-/// stay alive until `s` has passed.  Returns false, having done nothing,
-/// when `block_for` gives null.  For small batches (below the threshold).
+/// copied into the block got from `block_for(bytes)`, then `dma(device,
+/// host, bytes)` is called once per run of neighbours, for the caller to
+/// queue (the block must stay alive until the stream has passed those
+/// DMAs).  Returns false, having done nothing, when `block_for` gives null.
+/// For small batches (below the threshold).
 bool gathered_host_to_device(std::span<const staged_piece> pieces,
-                             const std::function<unsigned char*(std::size_t)>& block_for, CUstream s);
+                             const std::function<unsigned char*(std::size_t)>& block_for,
+                             const std::function<void(CUdeviceptr, const unsigned char*, std::size_t)>& dma);
 
 /// Device -> pageable host for every piece, after the work queued on `s`.
 /// Returns once every destination holds its data.  With `file`, each

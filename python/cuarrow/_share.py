@@ -266,7 +266,8 @@ def _share_object(obj: Any, stream: Any = None, memory: str = "legacy") -> Share
     if isinstance(obj, CudaBuffer):
         return SharedDeviceObject._wrap(_lib.ipc_share_buffer(obj, stream, memory))
     schema, batches = _as_batches(obj)
-    data = [ipc._batch_data(b, schema) for b in batches]
+    non_nullable = ipc._non_nullable(schema)
+    data = [ipc._batch_data(b, schema, non_nullable) for b in batches]
     raw = _lib.ipc_share(schema.__arrow_c_schema__(), data, obj.context._ctx, _KINDS[type(obj)], stream, memory)
     return SharedDeviceObject._wrap(raw)
 

@@ -471,3 +471,21 @@ def test_messages_under_the_wrong_schema_or_kind_raise_arrow_invalid(ctx):
         ipc.open_file(ctx.buffer_from_data(data))
     with pytest.raises(TypeError, match="Do not call"):
         ipc.Message()
+
+
+def test_a_non_nullable_field_with_nulls_is_refused_naming_it(ctx):
+    """The writers check every batch's non-nullable columns for nulls (the
+    positions looked up once per writer), whether the batch comes alone or
+    in a table, and write those without nulls."""
+    schema = pa.schema([pa.field("ok", pa.int64()), pa.field("strict", pa.int32(), nullable=False)])
+    good = pa.record_batch([pa.array([1, None, 3]), pa.array([1, 2, 3], pa.int32())], schema=schema)
+    bad = pa.record_batch([pa.array([1, 2, 3]), pa.array([1, None, 3], pa.int32())], schema=schema)
+    table = cuda.to_device(pa.Table.from_batches([good, bad]), ctx)
+    w = ipc.new_stream(ctx, schema)
+    w.write_batch(cuda.to_device(good, ctx))
+    with pytest.raises(NotImplementedError, match="field 'strict' is non-nullable but has 1 nulls"):
+        w.write_batch(cuda.to_device(bad, ctx))
+    with pytest.raises(NotImplementedError, match="field 'strict' is non-nullable but has 1 nulls"):
+        w.write_table(table)
+    got = ipc.open_stream(w.close()).read_all().to_host()
+    assert got.equals(pa.Table.from_batches([good]))

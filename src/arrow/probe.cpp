@@ -122,7 +122,10 @@ void probe_cache::fetch(stream_view s) {
     if (r.buf.type() == device_type::cuda) {
       const stream_view rs = stream_for_device(s, r.buf.device_id());
       const std::size_t i = index_of(reads, rs, r.buf.device_id());
-      if (pieces.size() <= i) pieces.resize(i + 1);
+      if (pieces.size() <= i) {
+        pieces.resize(i + 1);
+        pieces[i].reserve(todo.size() - k);
+      }
       pieces[i].push_back(copy_piece{in_pinned(r) ? *pinned : pageable, at, r.buf, r.pos, r.width});
     } else {
       index_of(to_sync, s, r.buf.device_id());

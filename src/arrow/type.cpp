@@ -498,6 +498,7 @@ data_type dictionary(data_type index_type, data_type value_type, bool ordered) {
 
 type_layout layout_of(const data_type& type) {
   type_layout l;
+  l.buffers.reserve(3);  // one allocation: no layout has more (writers ask once per array of every batch)
   auto validity = [&] {
     l.buffers.push_back({buffer_role::validity, 0});
     l.has_validity = true;

@@ -400,6 +400,12 @@ struct layout_pass {
   body_layout out;
   // Pieces whose bytes are computed on the host once the layout is complete.
   std::vector<std::pair<std::size_t, std::function<buffer()>>> computed;
+  // A walk that only asks for the values the layout needs (offsets, null
+  // counts) and builds nothing: layout_bodies' first walk of every batch,
+  // whose layout would be thrown away once a value turned out unknown.
+  // Branches that read device memory synchronously are left to the full
+  // passes.
+  bool probing = false;
 
   std::optional<std::int64_t> read_int(const buffer& b, std::int64_t pos, int width, const std::string& where) {
     if (pos < 0 || pos + width > b.size()) {
@@ -412,12 +418,14 @@ struct layout_pass {
   }
 
   void add(const buffer& src, std::int64_t offset, std::int64_t size) {
+    if (probing) return;
     out.header.buffers.push_back({out.body_length, size});
     if (size > 0) out.pieces.push_back({src, offset, size, out.body_length});
     out.body_length += pad8(size);
   }
   void add_empty() { add(buffer(), 0, 0); }
   void add_computed(std::int64_t size, std::function<buffer()> make) {
+    if (probing) return;
     out.header.buffers.push_back({out.body_length, size});
     if (size > 0) {
       computed.emplace_back(out.pieces.size(), std::move(make));
@@ -547,7 +555,7 @@ struct layout_pass {
 
   void visit(const array_data& a, const std::string& where) {
     const std::int64_t nulls = null_count(a);
-    out.header.nodes.push_back({a.length, nulls});
+    if (!probing) out.header.nodes.push_back({a.length, nulls});
     const arrow::type_layout l = arrow::layout_of(a.type);
     if (l.buffers.size() > a.buffers.size() || a.children.size() != a.type.children.size()) {
       throw invalid_argument(where + ": " + num(a.buffers.size()) + " buffers and " + num(a.children.size()) +
@@ -583,7 +591,7 @@ struct layout_pass {
       case type_id::binary_view:
       case type_id::utf8_view: {
         add(a.buffers[1], a.offset * 16, a.length * 16);
-        out.header.variadic_buffer_counts.push_back(static_cast<std::int64_t>(a.buffers.size() - 2));
+        if (!probing) out.header.variadic_buffer_counts.push_back(static_cast<std::int64_t>(a.buffers.size() - 2));
         for (std::size_t i = 2; i < a.buffers.size(); ++i) add(a.buffers[i], 0, a.buffers[i].size());
         return;
       }
@@ -605,6 +613,7 @@ struct layout_pass {
           for (std::size_t i = 1; i <= 2; ++i) add(a.buffers[i], 0, std::min(a.buffers[i].size(), a.length * w));
           return visit(c, child(0));
         }
+        if (probing) return;
         // Arrow's GetZeroBasedListViewOffsets: offsets less the smallest, the
         // values from there (computed on the host).
         const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * w, a.length * w, s);
@@ -645,6 +654,7 @@ struct layout_pass {
           for (std::size_t i = 0; i < a.children.size(); ++i) visit(a.children[i], child(i));
           return;
         }
+        if (probing) return;
         // Arrow's rule for a sliced dense union: each child's offsets less
         // the first one seen for it, each child sliced from there to the
         // largest offset used (computed on the host).
@@ -690,6 +700,7 @@ struct layout_pass {
           visit(ends, child(0));
           return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
         }
+        if (probing) return;
         // Arrow's LogicalRunEnds / LogicalValues: the runs that cover the
         // array, their ends less its offset and clipped to its length
         // (computed on the host from the run ends).
@@ -1055,6 +1066,24 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   // synchronized read per batch (227 batches of a table were 227 reads).
   ad::probe_cache cache;
   null_count_cache nulls;
+  // The columns' paths (for messages) made once, not per column of every
+  // batch and pass: the batches of a call share their field names.
+  std::vector<std::pair<std::string, std::string>> paths;  // name, path
+  auto path_of = [&](const arrow::record_batch& batch, std::size_t i) -> const std::string& {
+    const std::string& name = batch.schema.fields[i].name;
+    if (paths.size() <= i) paths.resize(i + 1);
+    if (paths[i].second.empty() || paths[i].first != name) paths[i] = {name, ad::column_path(name)};
+    return paths[i].second;
+  };
+  // First every batch walked for the values its layout needs only, which
+  // are then read in one batched copy: a layout built before they were
+  // known was built twice.
+  for (const arrow::record_batch& batch : batches) {
+    layout_pass probe{cache, nulls, s, true, {}, {}, true};
+    for (std::size_t i = 0; i < batch.columns.size(); ++i) probe.visit(batch.columns[i], path_of(batch, i));
+  }
+  cache.fetch(s);
+  nulls.fetch(s);
   std::vector<std::optional<body_layout>> done(batches.size());
   std::size_t left = batches.size();
   for (;;) {
@@ -1064,7 +1093,7 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
       layout_pass pass{cache, nulls, s, true, {}, {}};
       pass.out.header.length = batch.num_rows;
       for (std::size_t i = 0; i < batch.columns.size(); ++i) {
-        pass.visit(batch.columns[i], ad::column_path(batch.schema.fields[i].name));
+        pass.visit(batch.columns[i], path_of(batch, i));
       }
       if (!pass.complete) continue;
       for (auto& [index, make] : pass.computed) pass.out.pieces[index].source = make();

@@ -34,9 +34,9 @@ class file_sink final : public internal::message_sink {
     length_ += static_cast<std::int64_t>(bytes.size());
   }
 
-  void add_body(const body_layout& body) override {
-    for (const body_piece& p : body.pieces) {
-      if (p.size > 0) pending_.push_back({p.source, p.source_offset, p.size, length_ + p.body_offset});
+  void add_body(body_layout&& body) override {
+    for (body_piece& p : body.pieces) {
+      if (p.size > 0) pending_.push_back({std::move(p.source), p.source_offset, p.size, length_ + p.body_offset});
     }
     length_ += body.body_length;
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -95,13 +97,6 @@ std::vector<std::byte> read_bytes(const buffer& source, std::int64_t offset, std
   std::vector<std::byte> out(static_cast<std::size_t>(size));
   if (size > 0) copy_to_host(out.data(), source, offset, size, s);
   return out;
-}
-
-// A host buffer holding `bytes` (a copy), for batched copies.
-buffer host_buffer_of(const std::vector<std::byte>& bytes) {
-  buffer b = allocate_host(static_cast<std::int64_t>(bytes.size()));
-  if (!bytes.empty()) std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
-  return b;
 }
 
 read_options for_message(const read_options& options, const message& m) {
@@ -343,49 +338,141 @@ const arrow::array_data& array_at(const arrow::record_batch& batch, const std::v
 // host bytes, the bodies from the batches' buffers, each piece at its place.
 class assembler final : public internal::message_sink {
  public:
-  // Appends host bytes (a copy: the piece's source keeps it alive).
+  // Appends host bytes: kept in one host vector, which finish() copies once
+  // into one block of pinned memory, so that every message's metadata is a
+  // DMA of the batched copies.
+  // The padding that ends the body before them travels with them (its
+  // zeros put in front of the bytes): one piece less per message.
   void add_host(const std::vector<std::byte>& bytes) override {
     if (bytes.empty()) return;
-    buffer h = host_buffer_of(bytes);
-    pieces_.push_back(copy_piece{buffer{}, length_, h, 0, h.size()});
-    length_ += h.size();
+    std::int64_t at = length_, zeros = 0;
+    if (!segments_.empty() && segments_.back().what == kind::gap &&
+        segments_.back().at + segments_.back().size == length_) {
+      at = segments_.back().at;
+      zeros = segments_.back().size;
+      segments_.pop_back();
+      --gaps_;
+    }
+    const auto n = static_cast<std::int64_t>(bytes.size());
+    segments_.push_back({at, static_cast<std::int64_t>(host_.size()), zeros + n, kind::host, 0});
+    host_.resize(host_.size() + static_cast<std::size_t>(zeros), std::byte{0});
+    host_.insert(host_.end(), bytes.begin(), bytes.end());
+    length_ += n;
   }
 
-  void add_body(const body_layout& body) override {
-    for (const body_piece& p : body.pieces) {
-      if (p.size > 0)
-        pieces_.push_back(copy_piece{buffer{}, length_ + p.body_offset, p.source, p.source_offset, p.size});
+  // The pieces at their places (their buffers taken over), and the bytes
+  // between them (the padding after each buffer, at most 7 bytes) noted
+  // as gaps, which finish() sets to zero.
+  void add_body(body_layout&& body) override {
+    std::int64_t covered = length_;
+    for (body_piece& p : body.pieces) {
+      if (p.size <= 0) continue;
+      const std::int64_t at = length_ + p.body_offset;
+      if (at > covered) add_gap(covered, at - covered);
+      segments_.push_back({at, p.source_offset, p.size, kind::body, sources_.size()});
+      sources_.push_back(std::move(p.source));
+      covered = std::max(covered, at + p.size);
     }
     length_ += body.body_length;
+    if (length_ > covered) add_gap(covered, length_ - covered);
   }
 
-  // One allocation on `ctx`, the padding zeroed by one memset, every piece
-  // by one batched copy on `s`, which is synchronized.
+  // One allocation on `ctx`; every piece and the metadata in batched
+  // copies on `s`, which is synchronized once.  The padding is zeroed by
+  // small copies from a zeroed allocation where they are few for the
+  // stream's size, else by one memset of the whole stream first (a second
+  // write of every byte: about half a device-to-device copy's time, which
+  // thousands of tiny copies could exceed).  The copies are made and
+  // queued in parts of growing size (1,024 pieces, then 2,048, ...), so
+  // that the GPU copies the first parts while the host makes the rest (a
+  // table's thousands of pieces take the host a while to plan).
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
     buffer out = allocate_device(ctx, length_, s, std::move(resource));
-    fill_async(out, 0, length_, 0, s);
-    for (copy_piece& p : pieces_) p.dst = out;
-    copy_batch(pieces_, s);
-    pieces_.clear();
+    if (gaps_ > 0 && gaps_ > length_ / kGapCopyWorth) {
+      fill_async(out, 0, length_, 0, s);
+      std::erase_if(segments_, [](const segment& g) { return g.what == kind::gap; });
+      widest_gap_ = 0;
+    }
+    buffer host, zeros;
+    if (!host_.empty()) {
+      const auto n = static_cast<std::int64_t>(host_.size());
+      std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
+      host = pinned ? std::move(*pinned) : allocate_host(n);
+      std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
+    }
+    if (widest_gap_ > 0) {
+      zeros = allocate_device(ctx, widest_gap_, s);
+      fill_async(zeros, 0, widest_gap_, 0, s);
+    }
+    std::vector<copy_piece> part;
+    std::size_t size = kFirstPart;
+    for (std::size_t at = 0; at < segments_.size(); at += size, size *= 2) {
+      const std::size_t end = std::min(segments_.size(), at + size);
+      part.clear();
+      part.reserve(end - at);
+      for (std::size_t i = at; i < end; ++i) {
+        const segment& g = segments_[i];
+        switch (g.what) {
+          case kind::host: part.push_back(copy_piece{out, g.at, host, g.from, g.size}); break;
+          case kind::body: part.push_back(copy_piece{out, g.at, std::move(sources_[g.source]), g.from, g.size}); break;
+          case kind::gap: part.push_back(copy_piece{out, g.at, zeros, 0, g.size}); break;
+        }
+      }
+      copy_batch_async(part, s);
+    }
+    s.synchronize(ctx);
+    segments_.clear();
+    sources_.clear();
+    host_.clear();
+    gaps_ = 0;
+    widest_gap_ = 0;
     return out;
   }
 
  private:
-  std::vector<copy_piece> pieces_;
+  static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy
+  static constexpr std::int64_t kMaxZeros = 4096;  // the zeroed allocation's largest size
+  // Gaps are zeroed by copies while the stream has at least this many bytes
+  // per gap: a memset of 4 MiB takes the H200 about 1-2 us, what one tiny
+  // copy of a batch might cost were the copies run one after another
+  // (bench/batch_copy_probe.py measures both).
+  static constexpr std::int64_t kGapCopyWorth = std::int64_t{4} << 20;
+  enum class kind : unsigned char { host, body, gap };
+  struct segment {
+    std::int64_t at = 0;    // offset in the stream
+    std::int64_t from = 0;  // offset in host_ or the source buffer
+    std::int64_t size = 0;
+    kind what = kind::body;
+    std::size_t source = 0;  // index in sources_ (bodies)
+  };
+  void add_gap(std::int64_t at, std::int64_t size) {
+    for (std::int64_t done = 0; done < size; done += kMaxZeros) {
+      const std::int64_t n = std::min(kMaxZeros, size - done);
+      segments_.push_back({at + done, 0, n, kind::gap, 0});
+      widest_gap_ = std::max(widest_gap_, n);
+      ++gaps_;
+    }
+  }
+
+  std::vector<segment> segments_;  // in stream order
+  std::vector<buffer> sources_;
+  std::vector<std::byte> host_;
+  std::int64_t widest_gap_ = 0;
+  std::int64_t gaps_ = 0;
 };
 
 }  // namespace
 
 namespace internal {
 
-file_block message_sink::append(const message_metadata& m, const body_layout* body) {
+file_block message_sink::append(const message_metadata& m, body_layout* body) {
   const std::vector<std::byte> meta = write_encapsulated_metadata(m);
   file_block b;
   b.offset = length_;
   b.metadata_length = static_cast<std::int32_t>(meta.size());
   b.body_length = body != nullptr ? body->body_length : 0;
   add_host(meta);
-  if (body != nullptr) add_body(*body);
+  if (body != nullptr) add_body(std::move(*body));
   return b;
 }
 
@@ -451,12 +538,12 @@ void message_writer::send_dictionaries(const arrow::record_batch& batch) {
     one.schema.fields = {arrow::field("dictionary", a.dictionary->type)};
     one.num_rows = a.dictionary->length;
     one.columns = {*a.dictionary};
-    const body_layout l = layout(one);
+    body_layout l = layout(one);
     message_metadata m;
     dictionary_batch_header h;
     h.id = d.id;
-    h.data = l.header;
-    m.header = h;
+    h.data = std::move(l.header);
+    m.header = std::move(h);
     m.body_length = l.body_length;
     dictionary_blocks_.push_back(sink_.append(m, &l));
     sent_[d.id] = a.dictionary;
@@ -512,7 +599,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
       const std::size_t i = first + k;
       send_dictionaries(batches[i]);
       message_metadata m;
-      m.header = layouts[k].header;
+      m.header = std::move(layouts[k].header);  // the sink takes the pieces, not the header
       m.body_length = layouts[k].body_length;
       if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
       batch_blocks_.push_back(sink_.append(m, &layouts[k]));
@@ -588,7 +675,7 @@ buffer serialize_record_batch(const arrow::record_batch& batch, const context& c
                              "\" is dictionary-encoded; its dictionary travels in a stream (stream_writer)");
     }
   }
-  const body_layout layout = layout_body(batch, s);
+  body_layout layout = layout_body(batch, s);
   message_metadata m;
   m.header = layout.header;
   m.body_length = layout.body_length;

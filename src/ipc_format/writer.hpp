@@ -26,15 +26,16 @@ class message_sink {
   /// Host bytes at the end.
   virtual void add_host(const std::vector<std::byte>& bytes) = 0;
   /// A message body at the end: each piece at its body offset, zeros
-  /// between them (the padding); body.body_length bytes in all.
-  virtual void add_body(const body_layout& body) = 0;
+  /// between them (the padding); body.body_length bytes in all.  Taken
+  /// over (its pieces' buffers move into the sink, no copy per piece).
+  virtual void add_body(body_layout&& body) = 0;
   /// The end of a group of messages: a sink that defers bodies (the file
   /// sink gathers them into one staging-pipeline job) writes them now.
   virtual void flush() {}
 
-  /// One encapsulated message at the end (metadata, then the body if any);
-  /// where it lies, for a file's footer.
-  file_block append(const message_metadata& m, const body_layout* body);
+  /// One encapsulated message at the end (metadata, then the body if any,
+  /// taken over); where it lies, for a file's footer.
+  file_block append(const message_metadata& m, body_layout* body);
   /// Bytes so far.
   std::int64_t length() const noexcept { return length_; }
 

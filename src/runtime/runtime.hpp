@@ -39,24 +39,30 @@ void copy_host_to_device_async(CUdeviceptr dst, const void* src, std::size_t byt
 void copy_device_to_host_async(void* dst, CUdeviceptr src, std::size_t bytes, CUstream s);
 /// Within one device.
 void copy_device_to_device_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s);
-/// One device-to-device copy of a batch (copy_device_to_device_many_async).
-struct device_copy {
+/// Which way one copy of a batch goes (copy_many_async).
+enum class copy_direction : unsigned char { device_to_device, host_to_device, device_to_host };
+/// One copy of a batch (copy_many_async): device addresses, or the address
+/// of PINNED host memory (page-locked or cuda_host) on the host side.
+struct batched_copy {
   CUdeviceptr dst = 0;
   CUdeviceptr src = 0;
   std::size_t bytes = 0;
+  copy_direction direction = copy_direction::device_to_device;
 };
-/// Many copies within device `device` (the current context's), queued in
-/// any order among themselves (their destinations must be disjoint and no
-/// copy may read another's destination), all in stream order after the work
-/// queued on `s` before.  With cuMemcpyBatchAsync (CUDA 13.0 drivers) a few
-/// thousand copies cost one driver call, where one cuMemcpyDtoDAsync each
-/// costs about a microsecond; without it (older drivers, or a driver that
-/// answers NOT_SUPPORTED) one cuMemcpyDtoDAsync each.  On the legacy
-/// default stream, which the batched call refuses, 16 or more copies run on
-/// a stream created for them, ordered after and before the legacy stream's
-/// work by two events; fewer go one by one.  Throws cuda_error naming the call that failed;
-/// some of the copies may be queued by then.
-void copy_device_to_device_many_async(std::span<const device_copy> copies, int device, CUstream s);
+/// Many copies between device `device` (the current context's) and itself
+/// or pinned host memory, queued in any order among themselves (their
+/// destinations must be disjoint and no copy may read another's
+/// destination), all in stream order after the work queued on `s` before.
+/// With cuMemcpyBatchAsync (CUDA 13.0 drivers) a few thousand copies cost
+/// one driver call, where one cuMemcpy*Async each costs about a
+/// microsecond; without it (older drivers, or a driver that answers
+/// NOT_SUPPORTED) one cuMemcpyDtoDAsync / HtoDAsync / DtoHAsync each.  On
+/// the legacy default stream, which the batched call refuses, 16 or more
+/// copies run on a stream created for them, ordered after and before the
+/// legacy stream's work by two events; fewer go one by one.  Throws
+/// cuda_error naming the call that failed; some of the copies may be
+/// queued by then.
+void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s);
 /// Between devices, each side with its context.
 void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
                      CUstream s);

@@ -72,45 +72,85 @@ namespace {
 // cuMemcpyDtoDAsync's, while keeping the arrays it reads small.
 constexpr std::size_t kMaxBatchCopies = 4096;
 
-void copy_each(std::span<const device_copy> copies, CUstream s) {
-  for (const device_copy& c : copies) copy_device_to_device_async(c.dst, c.src, c.bytes, s);
+void copy_one(const batched_copy& c, CUstream s) {
+  switch (c.direction) {
+    case copy_direction::device_to_device: return copy_device_to_device_async(c.dst, c.src, c.bytes, s);
+    case copy_direction::host_to_device:
+      return copy_host_to_device_async(c.dst, reinterpret_cast<const void*>(c.src), c.bytes, s);
+    case copy_direction::device_to_host:
+      return copy_device_to_host_async(reinterpret_cast<void*>(c.dst), c.src, c.bytes, s);
+  }
+}
+
+void copy_each(std::span<const batched_copy> copies, CUstream s) {
+  for (const batched_copy& c : copies) copy_one(c, s);
+}
+
+// Where a copy's side lies, for its attributes.
+CUmemLocation location(bool on_host, int device) {
+  CUmemLocation l{};
+  l.type = on_host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  l.id = on_host ? 0 : device;
+  return l;
 }
 
 // The copies on `s`, not the legacy default stream, in batches.
-void batch_on(std::span<const device_copy> copies, int device, CUstream s) {
+void batch_on(std::span<const batched_copy> copies, int device, CUstream s) {
   const driver_table& d = driver();
-  // One set of attributes for every copy: the sources are read in stream
-  // order (the copy engine's sources may be written by earlier work on the
-  // stream); the location hints matter only for managed memory, which the
-  // copy engine sends through cuMemcpyAsync instead, and name the device.
-  CUmemcpyAttributes attrs{};
-  attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-  attrs.srcLocHint.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  attrs.srcLocHint.id = device;
-  attrs.dstLocHint = attrs.srcLocHint;
-  attrs.flags = CU_MEMCPY_FLAG_DEFAULT;
-  std::size_t attrs_index = 0;
-  const std::size_t n = std::min(copies.size(), kMaxBatchCopies);
+  // The copies of each direction together (their order among themselves
+  // is free), so that each direction is one entry of attributes: the
+  // sources are read in stream order (a copy's sources may be written by
+  // earlier work on the stream); the location hints name the device and
+  // the host (pinned memory) sides.
+  auto by_direction = [](const batched_copy& a, const batched_copy& b) {
+    return static_cast<int>(a.direction) < static_cast<int>(b.direction);
+  };
+  std::vector<batched_copy> reordered;
+  std::span<const batched_copy> sorted = copies;
+  if (!std::is_sorted(copies.begin(), copies.end(), by_direction)) {
+    reordered.assign(copies.begin(), copies.end());
+    std::stable_sort(reordered.begin(), reordered.end(), by_direction);
+    sorted = reordered;
+  }
+  auto attributes_of = [device](copy_direction dir) {
+    CUmemcpyAttributes a{};
+    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    a.srcLocHint = location(dir == copy_direction::host_to_device, device);
+    a.dstLocHint = location(dir == copy_direction::device_to_host, device);
+    a.flags = CU_MEMCPY_FLAG_DEFAULT;
+    return a;
+  };
+  const std::size_t n = std::min(sorted.size(), kMaxBatchCopies);
   std::vector<CUdeviceptr> dsts(n), srcs(n);
   std::vector<std::size_t> sizes(n);
-  for (std::size_t at = 0; at < copies.size(); at += n) {
-    const std::span<const device_copy> part = copies.subspan(at, std::min(n, copies.size() - at));
+  std::vector<CUmemcpyAttributes> attrs;
+  std::vector<std::size_t> attrs_index;
+  for (std::size_t at = 0; at < sorted.size(); at += n) {
+    const std::span<const batched_copy> part = sorted.subspan(at, std::min(n, sorted.size() - at));
     if (part.size() < 2) {
       copy_each(part, s);
       continue;
     }
+    attrs.clear();
+    attrs_index.clear();
     for (std::size_t i = 0; i < part.size(); ++i) {
       dsts[i] = part[i].dst;
       srcs[i] = part[i].src;
       sizes[i] = part[i].bytes;
+      if (i == 0 || part[i].direction != part[i - 1].direction) {
+        attrs.push_back(attributes_of(part[i].direction));
+        attrs_index.push_back(i);
+      }
     }
-    const CUresult r =
-        d.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), part.size(), &attrs, &attrs_index, 1, s);
-    if (r == CUDA_ERROR_NOT_SUPPORTED) {
-      // Nothing of this call was queued: the rest goes one copy at a time.
-      // Not remembered: a refusal costs one call per batch, and a driver
-      // may refuse one kind of memory and take another.
-      copy_each(copies.subspan(at), s);
+    const CUresult r = d.cuMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), part.size(), attrs.data(),
+                                            attrs_index.data(), attrs.size(), s);
+    const bool with_host = part.back().direction != copy_direction::device_to_device;  // sorted: host ones last
+    if (r == CUDA_ERROR_NOT_SUPPORTED || (r == CUDA_ERROR_INVALID_VALUE && with_host)) {
+      // Nothing of this call was queued: the rest goes one copy at a time
+      // (a driver that refuses host memory in a batch, which the copies
+      // of their own take).  Not remembered: a refusal costs one call per
+      // batch, and a driver may refuse one kind of memory and take another.
+      copy_each(sorted.subspan(at), s);
       return;
     }
     check(r, "cuMemcpyBatchAsync");
@@ -144,7 +184,7 @@ class side_stream {
 constexpr std::size_t kMinSideStreamCopies = 16;
 }  // namespace
 
-void copy_device_to_device_many_async(std::span<const device_copy> copies, int device, CUstream s) {
+void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s) {
   const driver_table& d = driver();
   if (copies.size() < 2 || d.cuMemcpyBatchAsync == nullptr) {
     copy_each(copies, s);

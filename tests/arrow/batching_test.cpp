@@ -23,20 +23,24 @@ using namespace cuarrow::arrow;  // NOLINT
 unsigned long (*g_count)(const char*) = nullptr;
 void (*g_reset)() = nullptr;
 
+// Copies (htod, dtoh, dtod) count DMAs, whether each is a driver call of
+// its own or one of a cuMemcpyBatchAsync (`batches` counts those calls).
 struct calls {
-  unsigned long syncs, htod, dtoh, dtoh_max_bytes, dtod, allocs, records, waits, syncs_after_copy;
+  unsigned long syncs, htod, dtoh, dtoh_max_bytes, dtod, allocs, records, waits, syncs_after_copy, batches;
 };
 
 calls now() {
   return calls{g_count("cuStreamSynchronize") + g_count("cuCtxSynchronize") + g_count("cuEventSynchronize"),
-               g_count("cuMemcpyHtoDAsync"),
-               g_count("cuMemcpyDtoHAsync"),
+               g_count("cuMemcpyHtoDAsync") + g_count("cuMemcpyBatchAsync.htod"),
+               g_count("cuMemcpyDtoHAsync") + g_count("cuMemcpyBatchAsync.dtoh"),
                g_count("cuMemcpyDtoHAsync.max_bytes"),
-               g_count("cuMemcpyDtoDAsync") + g_count("cuMemcpyAsync") + g_count("cuMemcpyPeerAsync"),
+               g_count("cuMemcpyDtoDAsync") + g_count("cuMemcpyAsync") + g_count("cuMemcpyPeerAsync") +
+                   g_count("cuMemcpyBatchAsync.dtod"),
                g_count("cuMemAllocAsync") + g_count("cuMemAllocFromPoolAsync") + g_count("cuMemAlloc"),
                g_count("cuEventRecord"),
                g_count("cuStreamWaitEvent"),
-               g_count("synchronizations.after_copy")};
+               g_count("synchronizations.after_copy"),
+               g_count("cuMemcpyBatchAsync")};
 }
 
 std::int64_t non_empty_buffers(const array_data& a) {
@@ -160,6 +164,10 @@ TEST(ArrowBatching, DeviceToHostIsOneBatchedReadThenOneSynchronization) {
   // in one DMA instead of one per buffer.
   EXPECT_GT(copies, 100);
   EXPECT_EQ(c.dtoh, static_cast<unsigned long>(reads + 1));
+  // The reads of offsets go to the driver together: one batched call, and
+  // the arena's one copy.
+  EXPECT_EQ(c.batches, 1u);
+  EXPECT_EQ(g_count("cuMemcpyDtoHAsync"), 1u);
   EXPECT_TRUE(same_values(b, h));
 
   g_reset();

@@ -36,6 +36,10 @@ enum counter : int {
   k_wait_event,
   k_pointer_attribute,
   k_pointer_attributes,
+  k_batch,       // cuMemcpyBatchAsync calls
+  k_batch_htod,  // copies to the device from the host inside them
+  k_batch_dtoh,  // copies to the host inside them
+  k_batch_dtod,  // copies within the device inside them
   k_count
 };
 
@@ -70,7 +74,7 @@ void* target_symbol(const char* name) {
 std::atomic<unsigned long> g_syncs_after_copy{0};
 
 bool any_copy_queued() {
-  for (int c : {k_htod, k_dtoh, k_dtod, k_memcpy, k_peer}) {
+  for (int c : {k_htod, k_dtoh, k_dtod, k_memcpy, k_peer, k_batch}) {
     if (g_counts[c].load() > 0) return true;
   }
   return false;
@@ -97,6 +101,29 @@ CUresult CUDAAPI dtoh_wrapper(void* dst, CUdeviceptr src, size_t bytes, CUstream
   while (bytes > seen && !g_dtoh_max_bytes.compare_exchange_weak(seen, bytes)) {
   }
   return reinterpret_cast<PFN_cuMemcpyDtoHAsync_v3020>(g_real[k_dtoh])(dst, src, bytes, stream);
+}
+
+// Batched copies count the call and, by their attributes' location hints,
+// the copies of each direction inside it; copies to the host record their
+// largest size as the single ones do.
+CUresult CUDAAPI batch_wrapper(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                               CUmemcpyAttributes* attrs, size_t* attrs_idxs, size_t num_attrs, CUstream stream) {
+  g_counts[k_batch].fetch_add(1);
+  for (size_t k = 0; k < num_attrs && attrs != nullptr && attrs_idxs != nullptr; ++k) {
+    const size_t end = k + 1 < num_attrs ? attrs_idxs[k + 1] : count;
+    const bool from_host = attrs[k].srcLocHint.type == CU_MEM_LOCATION_TYPE_HOST;
+    const bool to_host = attrs[k].dstLocHint.type == CU_MEM_LOCATION_TYPE_HOST;
+    const int c = to_host ? k_batch_dtoh : from_host ? k_batch_htod : k_batch_dtod;
+    for (size_t i = attrs_idxs[k]; i < end && i < count; ++i) {
+      g_counts[c].fetch_add(1);
+      if (!to_host) continue;
+      unsigned long seen = g_dtoh_max_bytes.load();
+      while (sizes[i] > seen && !g_dtoh_max_bytes.compare_exchange_weak(seen, sizes[i])) {
+      }
+    }
+  }
+  return reinterpret_cast<PFN_cuMemcpyBatchAsync_v13000>(g_real[k_batch])(dsts, srcs, sizes, count, attrs, attrs_idxs,
+                                                                          num_attrs, stream);
 }
 
 struct entry {
@@ -126,14 +153,29 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuStreamWaitEvent, 3020, k_wait_event),
     SHIM_ENTRY(cuPointerGetAttribute, 4000, k_pointer_attribute),
     SHIM_ENTRY(cuPointerGetAttributes, 7000, k_pointer_attributes),
+    {"cuMemcpyBatchAsync", 13000, k_batch, reinterpret_cast<void*>(&batch_wrapper)},
 };
 
-const char* const k_names[k_count] = {"cuStreamSynchronize",     "cuCtxSynchronize",  "cuEventSynchronize",
-                                      "cuMemcpyHtoDAsync",       "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
-                                      "cuMemcpyAsync",           "cuMemcpyPeerAsync", "cuMemAllocAsync",
-                                      "cuMemAllocFromPoolAsync", "cuMemAlloc",        "cuMemHostAlloc",
-                                      "cuEventRecord",           "cuStreamWaitEvent", "cuPointerGetAttribute",
-                                      "cuPointerGetAttributes"};
+const char* const k_names[k_count] = {"cuStreamSynchronize",
+                                      "cuCtxSynchronize",
+                                      "cuEventSynchronize",
+                                      "cuMemcpyHtoDAsync",
+                                      "cuMemcpyDtoHAsync",
+                                      "cuMemcpyDtoDAsync",
+                                      "cuMemcpyAsync",
+                                      "cuMemcpyPeerAsync",
+                                      "cuMemAllocAsync",
+                                      "cuMemAllocFromPoolAsync",
+                                      "cuMemAlloc",
+                                      "cuMemHostAlloc",
+                                      "cuEventRecord",
+                                      "cuStreamWaitEvent",
+                                      "cuPointerGetAttribute",
+                                      "cuPointerGetAttributes",
+                                      "cuMemcpyBatchAsync",
+                                      "cuMemcpyBatchAsync.htod",
+                                      "cuMemcpyBatchAsync.dtoh",
+                                      "cuMemcpyBatchAsync.dtod"};
 
 }  // namespace
 

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,7 @@
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "cuarrow/memory_resource.hpp"
 #include "test_data.hpp"
 
 namespace cuarrow_ipc_stream_test {
@@ -111,6 +114,100 @@ TEST(IpcStream, SlicesAreWrittenAsPyarrowWritesThem) {
     ipc::stream_writer w(r.schema().schema, ctx);
     for (const auto& [off, len] : slices) w.write(whole->slice(off, len));
     EXPECT_EQ(first_difference(to_bytes(w.finish()), load("sliced.arrows")), "");
+  }
+}
+
+// Device memory as a resource hands it out holding whatever it held: every
+// allocation filled with 0xA5 before the writer gets it.
+class dirty_resource final : public cuarrow::device_memory_resource {
+ public:
+  std::uintptr_t allocate(std::int64_t bytes, cuarrow::stream_view s) override {
+    const std::uintptr_t p = inner_->allocate(bytes, s);
+    const cuarrow::context ctx = cuarrow::context::get(0);
+    cuarrow::fill(cuarrow::wrap_device(ctx, p, bytes, nullptr), 0, bytes, 0xA5, s);
+    return p;
+  }
+  void deallocate(std::uintptr_t address, std::int64_t bytes, cuarrow::stream_view s) noexcept override {
+    inner_->deallocate(address, bytes, s);
+  }
+  std::string name() const override { return "dirty"; }
+
+ private:
+  std::shared_ptr<cuarrow::device_memory_resource> inner_ = cuarrow::plain_device_resource::shared();
+};
+
+// The padding after each body buffer and between messages is written as
+// zeros (pyarrow's bytes), not left as the allocation held it: the writer
+// zeroes exactly the gaps between its pieces.
+TEST(IpcStream, PaddingIsZeroWhateverTheAllocationHeld) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (const char* name : {"binaries.arrows", "nested.arrows", "primitives.arrows"}) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::stream_reader r(on_device(golden));
+    ipc::stream_writer w(r.schema().schema, ctx, ipc::stream_writer::format::stream, {}, {}, {},
+                         std::make_shared<dirty_resource>());
+    const std::vector<record_batch> batches = r.read_all();
+    w.write(batches);
+    EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+  }
+}
+
+// Every byte of every record batch body that no buffer covers (the padding
+// after each buffer, to the next or to the body's end) is zero.
+void expect_zero_padding(const std::vector<std::byte>& stream) {
+  const cuarrow::buffer source = on_host(stream);
+  std::int64_t at = 0, checked = 0;
+  while (std::optional<ipc::message> m = ipc::read_message(source, at)) {
+    at += m->size;
+    const auto* h = std::get_if<ipc::record_batch_header>(&m->metadata.header);
+    if (h == nullptr) continue;
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // offset, length
+    for (const auto& b : h->buffers) ranges.emplace_back(b.offset, b.length);
+    std::sort(ranges.begin(), ranges.end());
+    const auto* body = reinterpret_cast<const std::byte*>(m->body.host_data());
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      const std::int64_t end = ranges[i].first + ranges[i].second;
+      const std::int64_t next = i + 1 < ranges.size() ? ranges[i + 1].first : m->body.size();
+      for (std::int64_t k = end; k < next; ++k) {
+        ASSERT_EQ(body[k], std::byte{0}) << "byte " << k << " of the body of the message at " << at - m->size;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "the stream has padding to check";
+}
+
+// A stream large for its padding zeroes the gaps by small copies (not a
+// memset of the whole stream): those bytes are zeros too, whatever the
+// allocation held.
+TEST(IpcStream, PaddingOfALargeStreamIsZeroWhateverTheAllocationHeld) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 1'000'001;  // odd: the int32 values and the string bytes end off an 8-byte boundary
+  std::vector<std::optional<std::int64_t>> big(static_cast<std::size_t>(n));
+  std::vector<std::optional<std::int32_t>> small(static_cast<std::size_t>(n));
+  std::vector<std::optional<std::string>> text(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    big[static_cast<std::size_t>(i)] = i * 3;
+    small[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+    text[static_cast<std::size_t>(i)] = std::string(1, static_cast<char>('a' + i % 26));
+  }
+  record_batch b;
+  b.schema.fields = {field("big", int64()), field("small", int32()), field("text", utf8())};
+  b.columns = {primitive<std::int64_t>(int64(), big), primitive<std::int32_t>(int32(), small), strings(utf8(), text)};
+  b.num_rows = n;
+  const record_batch d = to_device(b, ctx);
+  ipc::stream_writer w(b.schema, ctx, ipc::stream_writer::format::stream, {}, {}, {},
+                       std::make_shared<dirty_resource>());
+  w.write(d);
+  w.write(d.slice(1, n - 2));
+  const std::vector<std::byte> bytes = to_bytes(w.finish());
+  expect_zero_padding(bytes);
+  ipc::stream_reader r(on_host(bytes));
+  for (const record_batch& want : {b, b.slice(1, n - 2)}) {
+    const std::optional<record_batch> got = r.read_next();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_TRUE(equals(*got, want));
   }
 }
 

@@ -1,7 +1,7 @@
 // Arrow IPC streams and files held in memory (device or host): messages read
 // with their bodies left where they are, record batches as zero-copy slices
 // of those bodies, and writers that assemble a stream or file in device
-// memory with one batched copy.
+// memory with batched copies.
 //
 // Reading a message costs one small copy to the host (the prefix and
 // FlatBuffer metadata; a second only when the metadata is longer than
@@ -187,8 +187,9 @@ class CUARROW_EXPORT stream_writer {
   /// metadata count are checked first (invalid_argument, nothing added).
   void write(std::span<const arrow::record_batch> batches,
              std::span<const arrow::key_value_metadata> custom_metadata = {});
-  /// The stream or file: one device allocation filled by one batched copy
-  /// on the writer's stream, which is synchronized.  The writer is then
+  /// The stream or file: one device allocation filled by batched copies
+  /// on the writer's stream (the padding from a small zeroed allocation),
+  /// which is synchronized once.  The writer is then
   /// done: write() and finish() throw invalid_argument.
   buffer finish();
 
