@@ -98,7 +98,7 @@ def main() -> int:
     )
     report(
         "  batches_to_device alone (the batched copy, as to_device calls it)",
-        median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps),
+        median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, None, validate=False), args.reps),
     )
     # Inside the copy module: the seconds the context counts for the batched
     # copy (from its first driver call to the end of the staged job); the
@@ -107,7 +107,7 @@ def main() -> int:
 
     def counted() -> None:
         ctx.reset_transfer_stats()
-        lib.batches_to_device([imported], ctx._ctx, 0, -1)
+        lib.batches_to_device([imported], ctx._ctx, None, validate=False)
         inside.append(ctx.transfer_stats()["host_to_device_seconds"])
 
     median_ms(counted, args.reps)
@@ -133,7 +133,7 @@ def main() -> int:
         cuda.set_transfer_options(staging_threads_to_device=threads)
         report(
             f"  batches_to_device alone, {threads} threads",
-            median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, 0, -1), args.reps),
+            median_ms(lambda: lib.batches_to_device([imported], ctx._ctx, None, validate=False), args.reps),
         )
         cuda.set_transfer_options(**saved)
     # The sources' memory: the benchmark's columns are separate 1 MiB
@@ -160,11 +160,11 @@ def main() -> int:
     data = d._batches[0]._data
 
     def copy_only() -> None:  # the batched copy and the capsules, waited for
-        transfer, _ = lib.batches_to_host_begin([data], 0, -1)
+        transfer, _ = lib.batches_to_host_begin([data], None)
         transfer.wait()
 
     def copy_then_import() -> None:  # the same, with pyarrow's import after the wait (nothing overlapped)
-        transfer, capsules = lib.batches_to_host_begin([data], 0, -1)
+        transfer, capsules = lib.batches_to_host_begin([data], None)
         transfer.wait()
         [pa.RecordBatch._import_from_c(lib.capsule_address(c), table.schema) for c in capsules]
 
