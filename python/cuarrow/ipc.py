@@ -375,21 +375,29 @@ def serialize_record_batch(batch: Any, ctx: Any) -> CudaBuffer:
 
 class _Reader:
     _schema: pa.Schema
+    # What a subclass reads: the function named in errors, the binding's
+    # readers of a path and of device memory.
+    _WHAT: str
+    _PATH_READER: Any
+    _MEMORY_READER: Any
 
-    def _open(
+    @staticmethod
+    def _names(path: str, ctx: Context) -> pa.Schema:
+        """The schema whose field names `columns` may use, read cheaply."""
+        raise NotImplementedError
+
+    def __init__(
         self,
         source: Any,
-        columns: Any,
-        context: Any,
-        what: str,
-        path_reader: Any,
-        memory_reader: Any,
-        names: Callable[[str, Context], pa.Schema],
+        *,
+        columns: Any = None,
+        context: Any = None,
         collect_stats: bool = False,
         gpu_decompression: bool = False,
     ) -> None:
         """A reader of a path (into device memory of `context`; `columns`
-        mapped to field positions through `names`) or of device memory."""
+        mapped to field positions through `_names`) or of device memory."""
+        what, path_reader, memory_reader, names = self._WHAT, self._PATH_READER, self._MEMORY_READER, self._names
         if _is_path(source):
             path = os.fspath(source)
             ctx = _context_of(context)
@@ -461,30 +469,14 @@ class _Reader:
 class RecordBatchStreamReader(_Reader):
     """Reads an IPC stream in device memory (:func:`open_stream`)."""
 
-    def __init__(
-        self,
-        source: Any,
-        *,
-        columns: Any = None,
-        context: Any = None,
-        collect_stats: bool = False,
-        gpu_decompression: bool = False,
-    ) -> None:
-        def names(path: str, ctx: Context) -> pa.Schema:
-            # A stream starts with its schema: nothing else is read.
-            return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
+    _WHAT = "open_stream"
+    _PATH_READER = _lib.IpcPathStreamReader
+    _MEMORY_READER = _lib.IpcStreamReader
 
-        self._open(
-            source,
-            columns,
-            context,
-            "open_stream",
-            _lib.IpcPathStreamReader,
-            _lib.IpcStreamReader,
-            names,
-            collect_stats,
-            gpu_decompression,
-        )
+    @staticmethod
+    def _names(path: str, ctx: Context) -> pa.Schema:
+        # A stream starts with its schema: nothing else is read.
+        return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
 
     def read_next_batch(self) -> DeviceRecordBatch:
         """The next batch; StopIteration at the end of the stream."""
@@ -529,30 +521,14 @@ class RecordBatchStreamReader(_Reader):
 class RecordBatchFileReader(_Reader):
     """Reads an IPC file (Feather v2, uncompressed) in device memory (:func:`open_file`)."""
 
-    def __init__(
-        self,
-        source: Any,
-        *,
-        columns: Any = None,
-        context: Any = None,
-        collect_stats: bool = False,
-        gpu_decompression: bool = False,
-    ) -> None:
-        def names(path: str, ctx: Context) -> pa.Schema:
-            # The footer alone (no column, so no dictionary, is read) names the fields.
-            return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, []).footer_schema_capsule())
+    _WHAT = "open_file"
+    _PATH_READER = _lib.IpcPathFileReader
+    _MEMORY_READER = _lib.IpcFileReader
 
-        self._open(
-            source,
-            columns,
-            context,
-            "open_file",
-            _lib.IpcPathFileReader,
-            _lib.IpcFileReader,
-            names,
-            collect_stats,
-            gpu_decompression,
-        )
+    @staticmethod
+    def _names(path: str, ctx: Context) -> pa.Schema:
+        # The footer alone (no column, so no dictionary, is read) names the fields.
+        return _schema_from(_lib.IpcPathFileReader(path, ctx._ctx, []).footer_schema_capsule())
 
     @property
     def num_record_batches(self) -> int:
