@@ -235,6 +235,7 @@ TEST_F(Nvcomp, ManyBatchesWithStoredUncompressedBuffersAndProjection) {
   // Every scratch allocation is gone once the read returns.
   if (!cuarrow_test::emu().available()) return;  // only the emulation counts them
   const std::vector<record_batch> kept = read_all(path, gpu());
+  ctx().synchronize();  // the earlier reads' stream-ordered frees are done
   const std::size_t live = cuarrow_test::emu().device_allocation_count(0);
   (void)read_all(path, gpu());
   ctx().synchronize();  // frees are stream ordered
