@@ -20,6 +20,7 @@ It is ``cuarrow.ipc`` (a module of its own, as ``pyarrow.ipc`` is beside
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -709,10 +710,12 @@ def nvcomp_status() -> dict[str, Any]:
     return dict(_lib.nvcomp_status())
 
 
+@functools.cache
 def _nvcomp_wheel_default() -> None:
     """Point the core at the nvidia-libnvcomp-cu13 wheel's libnvcomp.so.6
     when that wheel is installed and CUARROW_NVCOMP_LIBRARY is not set (the
-    core reads the variable once, when a reader first asks for nvCOMP)."""
+    core reads the variable once, when a reader first asks for nvCOMP):
+    looked for once a process, not at each reader opened."""
     if os.environ.get("CUARROW_NVCOMP_LIBRARY"):
         return
     import importlib.util

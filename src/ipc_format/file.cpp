@@ -35,6 +35,7 @@
 #include "message_io.hpp"
 #include "runtime/runtime.hpp"
 #include "staging.hpp"
+#include "wire.hpp"
 #include "worker_pool.hpp"
 
 namespace cuarrow::ipc {
@@ -471,10 +472,7 @@ struct file_source {
   }
 
   static std::int64_t load_prefix(std::span<const std::byte> head) {
-    std::int64_t declared = 0;
-    for (int k = 7; k >= 0; --k)
-      declared = declared << 8 | static_cast<std::int64_t>(head[static_cast<std::size_t>(k)]);
-    return declared;
+    return cuarrow::detail::get_le<std::int64_t>(head.data());
   }
 
   // Whether ZSTD bodies go to the GPU (nvCOMP): asked for, available, and
@@ -543,6 +541,16 @@ struct file_source {
       std::string name;
     };
     std::vector<gpu_frame> gpu;
+    // A source of bytes read from this file at `offset`.
+    auto file_piece = [&](std::int64_t offset) -> piece_source& {
+      piece_source& src = sources.emplace_back();
+      src.fd = file.fd();
+      src.path = file.path();
+      src.file_offset = offset;
+      src.bytes_read = &bytes_read;
+      src.read_ns = timer(pread_ns);
+      return src;
+    };
     for (std::size_t q = 0; q < requests.size(); ++q) {
       const body_request& rq = requests[q];
       const record_batch_header& h = *rq.header;
@@ -559,12 +567,7 @@ struct file_source {
           if (current == nullptr || r.offset < file_end || r.offset - file_end > kJoinGap) {
             at = pad8(pl.length);
             file_start = r.offset;
-            piece_source& src = sources.emplace_back();
-            src.fd = file.fd();
-            src.path = file.path();
-            src.file_offset = rq.body_start + r.offset;
-            src.bytes_read = &bytes_read;
-            src.read_ns = timer(pread_ns);
+            piece_source& src = file_piece(rq.body_start + r.offset);
             current = &src;
             pl.targets.push_back(target{at, 0, &src});
           }
@@ -591,13 +594,7 @@ struct file_source {
           if (to_gpu && r.length > frame_prefix_bytes) {
             if (load_prefix(head) == -1) {
               // Stored uncompressed: its bytes go straight into the body.
-              piece_source& src = sources.emplace_back();
-              src.fd = file.fd();
-              src.path = file.path();
-              src.file_offset = at + frame_prefix_bytes;
-              src.bytes_read = &bytes_read;
-              src.read_ns = timer(pread_ns);
-              pl.targets.push_back(target{pl.out[i].offset, size, &src});
+              pl.targets.push_back(target{pl.out[i].offset, size, &file_piece(at + frame_prefix_bytes)});
               continue;
             }
             if (zstd_frame_content_size(std::span(head).subspan(frame_prefix_bytes)) == size) {
@@ -708,17 +705,11 @@ struct file_source {
       }
       for (std::size_t k = 0; k < gpu.size(); ++k) {
         const gpu_frame& g = gpu[k];
-        piece_source& src = sources.emplace_back();
-        src.fd = file.fd();
-        src.path = file.path();
-        src.file_offset = g.file_offset;
-        src.bytes_read = &bytes_read;
-        src.read_ns = timer(pread_ns);
         staged_piece p;
         p.device = base + static_cast<CUdeviceptr>(at[k]);
         p.size = static_cast<std::size_t>(g.size);
         p.merge_with_previous = k > 0;
-        p.source = &src;
+        p.source = &file_piece(g.file_offset);
         pieces.push_back(p);
         const body_range out = plans[g.request].out[g.buffer];
         pb.gpu_chunks.push_back(

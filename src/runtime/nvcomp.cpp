@@ -235,41 +235,41 @@ std::vector<std::string> gpu_zstd_decompress(CUcontext ctx, std::span<const gpu_
     throw error("nvcompBatchedZstdDecompressGetTempSize failed for " + std::to_string(n) +
                 " chunks: " + status_text(t, r));
   }
-  // One allocation: five arrays of n words (compressed pointers and sizes,
-  // output sizes, decompressed sizes, output pointers), the statuses, then
+  // One allocation: the four argument arrays of n words (compressed
+  // pointers and sizes, output sizes, output pointers), the decompressed
+  // sizes and the statuses nvCOMP writes (adjacent: one copy back), then
   // the temporary space at nvCOMP's alignment.
-  const std::size_t words = 5 * n;
-  const std::size_t status_at = words * 8;
-  const std::size_t temp_at = round_up(status_at + n * sizeof(status_t), std::max<std::size_t>(st.align.temp, 256));
+  const std::size_t args = 4 * n;
+  const std::size_t results_at = args * 8;
+  const std::size_t results_bytes = n * 8 + n * sizeof(status_t);
+  const std::size_t temp_at = round_up(results_at + results_bytes, std::max<std::size_t>(st.align.temp, 256));
   const std::size_t size = temp_at + std::max<std::size_t>(temp_bytes, 1);
   device_scratch scratch;
   check_alloc(driver().cuMemAlloc(&scratch.p, size), "cuMemAlloc (nvCOMP scratch)", static_cast<std::int64_t>(size));
 
-  std::vector<std::uint64_t> host(words, 0);
+  std::vector<std::uint64_t> host(args);
   for (std::size_t i = 0; i < n; ++i) {
     host[i] = chunks[i].compressed;
     host[n + i] = chunks[i].compressed_size;
     host[2 * n + i] = chunks[i].size;
-    host[4 * n + i] = chunks[i].out;
+    host[3 * n + i] = chunks[i].out;
   }
-  check(driver().cuMemcpyHtoDAsync(scratch.p, host.data(), status_at, s), "cuMemcpyHtoDAsync (nvCOMP arguments)");
+  check(driver().cuMemcpyHtoDAsync(scratch.p, host.data(), results_at, s), "cuMemcpyHtoDAsync (nvCOMP arguments)");
   const CUdeviceptr base = scratch.p;
   auto at = [&](std::size_t word) { return reinterpret_cast<void*>(base + word * 8); };
   const status_t launched =
       t.zstd_decompress(static_cast<const void* const*>(at(0)), static_cast<const std::size_t*>(at(n)),
-                        static_cast<const std::size_t*>(at(2 * n)), static_cast<std::size_t*>(at(3 * n)), n,
-                        reinterpret_cast<void*>(base + temp_at), temp_bytes, static_cast<void* const*>(at(4 * n)),
-                        zstd_decompress_opts{}, reinterpret_cast<status_t*>(base + status_at), s);
+                        static_cast<const std::size_t*>(at(2 * n)), static_cast<std::size_t*>(at(4 * n)), n,
+                        reinterpret_cast<void*>(base + temp_at), temp_bytes, static_cast<void* const*>(at(3 * n)),
+                        zstd_decompress_opts{}, reinterpret_cast<status_t*>(base + results_at + n * 8), s);
   if (launched != 0) {
     check(driver().cuStreamSynchronize(s), "cuStreamSynchronize (after nvCOMP refused a call)");
     throw error("nvcompBatchedZstdDecompressAsync refused " + std::to_string(n) +
                 " chunks: " + status_text(t, launched));
   }
-  // Decompressed sizes and statuses back together (they are adjacent).
-  std::vector<std::byte> back(n * 8 + n * sizeof(status_t));
-  check(driver().cuMemcpyDtoHAsync(back.data(), base + 3 * n * 8, n * 8, s), "cuMemcpyDtoHAsync (nvCOMP sizes)");
-  check(driver().cuMemcpyDtoHAsync(back.data() + n * 8, base + status_at, n * sizeof(status_t), s),
-        "cuMemcpyDtoHAsync (nvCOMP statuses)");
+  std::vector<std::byte> back(results_bytes);
+  check(driver().cuMemcpyDtoHAsync(back.data(), base + results_at, results_bytes, s),
+        "cuMemcpyDtoHAsync (nvCOMP sizes and statuses)");
   check(driver().cuStreamSynchronize(s), "cuStreamSynchronize (nvCOMP decompression)");
   for (std::size_t i = 0; i < n; ++i) {
     std::uint64_t got = 0;
