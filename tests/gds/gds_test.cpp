@@ -27,6 +27,7 @@
 #include "cuarrow/ipc/file_writer.hpp"
 #include "cuarrow/ipc/stream.hpp"
 #include "fault_api.hpp"
+#include "temp_files.hpp"
 #include "test_data.hpp"
 #include "test_support.hpp"
 
@@ -45,12 +46,7 @@ const char* const kStreams[] = {"primitives.arrows",   "binaries.arrows",       
                                 "dictionaries.arrows", "dictionary_deltas.arrows"};
 const char* const kCompressedFiles[] = {"file_lz4.arrow", "file_zstd.arrow"};
 
-std::vector<std::byte> load(const std::string& name) {
-  const auto& files = test_data::files();
-  const auto it = files.find(name);
-  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
-  return {it->second.begin(), it->second.end()};
-}
+using test_data::load;
 
 cuarrow::context ctx() { return cuarrow::context::get(0); }
 
@@ -89,25 +85,8 @@ const fake_api& fake() {
   return api;
 }
 
-class Gds : public ::testing::Test {
+class Gds : public cuarrow_test::temp_files_test {
  protected:
-  void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "cuarrow_gds_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string write(const std::string& name, const std::vector<std::byte>& bytes) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + path);
-    return path;
-  }
   std::string write_golden(const std::string& name) const { return write(name, load(name)); }
 
   // A file of `batches` batches of three int64 columns of `rows` rows (24
@@ -136,8 +115,6 @@ class Gds : public ::testing::Test {
     w->close();
     return path;
   }
-
-  fs::path dir_;
 };
 
 void expect_same(const std::vector<record_batch>& expected, const std::vector<record_batch>& got) {

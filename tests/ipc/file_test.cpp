@@ -27,6 +27,7 @@
 #include "cuarrow/ipc/metadata.hpp"
 #include "cuarrow/ipc/stream.hpp"
 #include "fault_api.hpp"
+#include "temp_files.hpp"
 #include "test_data.hpp"
 
 namespace cuarrow_ipc_file_test {
@@ -37,12 +38,7 @@ using namespace cuarrow_arrow_test;  // NOLINT
 namespace ipc = cuarrow::ipc;
 namespace fs = std::filesystem;
 
-std::vector<std::byte> load(const std::string& name) {
-  const auto& files = test_data::files();
-  const auto it = files.find(name);
-  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
-  return {it->second.begin(), it->second.end()};
-}
+using test_data::load;
 
 cuarrow::buffer on_host(const std::vector<std::byte>& bytes) {
   cuarrow::buffer b = cuarrow::allocate_host(static_cast<std::int64_t>(bytes.size()));
@@ -50,30 +46,9 @@ cuarrow::buffer on_host(const std::vector<std::byte>& bytes) {
   return b;
 }
 
-// A temporary directory for the test's files, removed afterwards.
-class IpcFile : public ::testing::Test {
+class IpcFile : public cuarrow_test::temp_files_test {
  protected:
-  void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "cuarrow_file_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string write(const std::string& name, const std::vector<std::byte>& bytes) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + path);
-    return path;
-  }
   std::string write_golden(const std::string& name) const { return write(name, load(name)); }
-
-  fs::path dir_;
 };
 
 cuarrow::context ctx() { return cuarrow::context::get(0); }

@@ -22,12 +22,7 @@ namespace arrow = cuarrow::arrow;
 
 namespace {
 
-std::vector<std::byte> load(const std::string& name) {
-  const auto& files = test_data::files();
-  const auto it = files.find(name);
-  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
-  return {it->second.begin(), it->second.end()};
-}
+using test_data::load;
 
 // Reads the messages of a stream starting at `pos`, checking that each
 // re-encodes to the same bytes; stops after the end-of-stream marker.

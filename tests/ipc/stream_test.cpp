@@ -29,12 +29,7 @@ using namespace cuarrow::arrow;      // NOLINT
 using namespace cuarrow_arrow_test;  // NOLINT
 namespace ipc = cuarrow::ipc;
 
-std::vector<std::byte> load(const std::string& name) {
-  const auto& files = test_data::files();
-  const auto it = files.find(name);
-  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
-  return {it->second.begin(), it->second.end()};
-}
+using test_data::load;
 
 cuarrow::buffer on_host(const std::vector<std::byte>& bytes) {
   cuarrow::buffer b = cuarrow::allocate_host(static_cast<std::int64_t>(bytes.size()));

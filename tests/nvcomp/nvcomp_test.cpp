@@ -24,6 +24,7 @@
 #include "cuarrow/ipc/file.hpp"
 #include "cuarrow/ipc/file_writer.hpp"
 #include "cuarrow/nvcomp.hpp"
+#include "temp_files.hpp"
 #include "test_data.hpp"
 #include "test_support.hpp"
 
@@ -39,12 +40,7 @@ cuarrow::context ctx() { return cuarrow::context::get(0); }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::vector<std::byte> load(const std::string& name) {
-  const auto& files = test_data::files();
-  const auto it = files.find(name);
-  if (it == files.end()) throw std::runtime_error("no golden file " + name + " in tests/ipc/data");
-  return {it->second.begin(), it->second.end()};
-}
+using test_data::load;
 
 // Chunks the fake decompressed so far (fake_nvcomp.cpp), -1 when no fake
 // is loaded (the real library on the GPU machine: scripts/gpu-suite.sh
@@ -64,26 +60,8 @@ ipc::file_read_options gpu(bool on = true) {
   return o;
 }
 
-class Nvcomp : public ::testing::Test {
+class Nvcomp : public cuarrow_test::temp_files_test {
  protected:
-  void SetUp() override {
-    std::string templ = (fs::temp_directory_path() / "cuarrow_nvcomp_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string write(const std::string& name, const std::vector<std::byte>& bytes) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + path);
-    return path;
-  }
-
   // A ZSTD file of `batches` batches: an int64 column that compresses well,
   // a string column, and an int64 column of noise that does not compress
   // (min_space_savings stores it uncompressed: a -1 length prefix).
@@ -122,8 +100,6 @@ class Nvcomp : public ::testing::Test {
     w->close();
     return path;
   }
-
-  fs::path dir_;
 };
 
 void expect_same(const std::vector<record_batch>& expected, const std::vector<record_batch>& got) {
