@@ -6,7 +6,8 @@
 // descriptor's own (the last 8 bytes), so that the fields behind each check
 // are reached; the rest of the input is the descriptor.  Properties: never reads past the
 // bytes; what it accepts has a known kind and a handle with a sane range
-// whose serialization is the descriptor's handle bytes.
+// whose serialization is the descriptor's handle bytes (for an empty buffer,
+// the canonical empty handle's).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -46,9 +47,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       cuarrow_fuzz::property_failed("an accepted descriptor's version, size and handle kind disagree");
     }
     if (again.size() !=
-            (pool ? cuarrow::ipc_memory_handle::pool_serialized_size : cuarrow::ipc_memory_handle::serialized_size) ||
-        std::memcmp(again.data(), bytes.data() + 16, again.size()) != 0) {
-      cuarrow_fuzz::property_failed("an accepted descriptor's handle does not serialize to its bytes");
+        (pool ? cuarrow::ipc_memory_handle::pool_serialized_size : cuarrow::ipc_memory_handle::serialized_size)) {
+      cuarrow_fuzz::property_failed("an accepted descriptor's handle serializes to the wrong size");
+    }
+    if (h.size() > 0) {
+      if (std::memcmp(again.data(), bytes.data() + 16, again.size()) != 0) {
+        cuarrow_fuzz::property_failed("an accepted descriptor's handle does not serialize to its bytes");
+      }
+    } else {
+      // An empty buffer's handle is read as the one empty handle, whatever
+      // offset and driver bytes came with it: its bytes are canonical.
+      const cuarrow::ipc_memory_handle empty = cuarrow::ipc_memory_handle::deserialize(again);
+      if (h.offset() != 0 || empty.serialize() != again) {
+        cuarrow_fuzz::property_failed("an accepted empty handle does not serialize to the canonical empty handle");
+      }
     }
   } catch (const cuarrow::error&) {
   }

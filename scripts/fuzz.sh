@@ -85,9 +85,10 @@ for t in $targets; do
     -artifact_prefix="build/fuzz-artifacts/$t-" "$corpus/$t" >"$log" 2>&1 || rc=$?
   done_line=$(grep -a -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)
   execs=$(grep -a 'stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1 || true)
-  cov=$(echo "$done_line" | grep -o 'cov: [0-9]*' | awk '{print $2}')
-  ft=$(echo "$done_line" | grep -o 'ft: [0-9]*' | awk '{print $2}')
-  corp=$(echo "$done_line" | grep -o 'corp: [^ ]*' | awk '{print $2}')
+  # A crashed run has no DONE line: these must not end the script (pipefail).
+  cov=$(echo "$done_line" | grep -o 'cov: [0-9]*' | awk '{print $2}' || true)
+  ft=$(echo "$done_line" | grep -o 'ft: [0-9]*' | awk '{print $2}' || true)
+  corp=$(echo "$done_line" | grep -o 'corp: [^ ]*' | awk '{print $2}' || true)
   if [ "$rc" -ne 0 ]; then
     tail -60 "$log"
     echo "fuzz: $t FAILED (exit $rc); the input is in build/fuzz-artifacts/" >&2
