@@ -765,10 +765,11 @@ std::vector<arrow::record_batch> read_record_batches(std::span<const batch_body>
 std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body> batches, const schema_message& schema,
                                                      const dictionary_memo& dictionaries) {
   const auto name = column_names(schema);
-  std::vector<arrow::record_batch> out;
-  out.reserve(batches.size());
-  for (const batch_body& b : batches)
-    out.push_back(load_batch(*b.header, schema, b.body, dictionaries, b.options, name));
+  std::vector<arrow::record_batch> out(batches.size());
+  for_each_index(batches.size(), [&](std::size_t k) {
+    const batch_body& b = batches[k];
+    out[k] = load_batch(*b.header, schema, b.body, dictionaries, b.options, name);
+  });
   return out;
 }
 

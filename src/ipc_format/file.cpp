@@ -853,13 +853,11 @@ metadata_threads& the_metadata_threads() {
   return *t;
 }
 
-// body(k) for every k < n: on the calling thread for a few (or while
-// another reader uses the threads), else on up to four threads, each a
-// contiguous range (the metadata of many batches, a small pread and a
-// parse each: 226 of them took 1 ms on one thread, a tenth of a projected
-// read).  Throws what body threw for the lowest k.
-template <class F>
-void for_each_index(std::size_t n, F body) {
+}  // namespace
+
+namespace detail {
+
+void for_each_index(std::size_t n, const std::function<void(std::size_t)>& body) {
   constexpr std::size_t kPerThread = 48;
   const std::size_t hardware = std::max(1U, std::thread::hardware_concurrency());
   const std::size_t threads = std::min({std::size_t{4}, hardware, n / kPerThread});
@@ -887,7 +885,7 @@ void for_each_index(std::size_t n, F body) {
   if (*first < n) std::rethrow_exception(error[static_cast<std::size_t>(first - failed_at.begin())]);
 }
 
-}  // namespace
+}  // namespace detail
 
 struct device_file_reader::state : detail::file_source {
   using file_source::file_source;
@@ -985,7 +983,7 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
   std::vector<std::string> names(indices.size());
   std::vector<detail::body_request> requests;
   requests.reserve(indices.size());
-  for_each_index(indices.size(), [&](std::size_t k) {
+  detail::for_each_index(indices.size(), [&](std::size_t k) {
     const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
     names[k] = "file record batch block " + std::to_string(indices[k]);
     metas[k] = st.block(b, names[k], message_kind::record_batch);

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
+#include <array>
 #include <cerrno>
 
 #include <cstdlib>
@@ -579,8 +581,8 @@ TEST_F(IpcFileManyBatches, MetadataOfManyBatchesReadTogether) {
   const ipc::file_footer footer = ipc::read_file_footer(good);
   const std::size_t footer_start = good.size() - ipc::write_file_trailer(footer).size();
   ipc::file_footer f = footer;
-  for (const std::size_t bad : {std::size_t{190}, std::size_t{120}}) {
-    f.record_batches[bad].body_length += 8;  // the block disagrees with its message
+  for (const std::size_t bad : {std::size_t{190}, std::size_t{60}}) {  // read by different threads
+    f.record_batches[bad].body_length += 8;                            // the block disagrees with its message
   }
   std::vector<std::byte> bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(footer_start));
   const std::vector<std::byte> t = ipc::write_file_trailer(f);
@@ -590,9 +592,52 @@ TEST_F(IpcFileManyBatches, MetadataOfManyBatchesReadTogether) {
     (void)r.read_all();
     ADD_FAILURE() << "bad blocks were read";
   } catch (const ipc::invalid_message& e) {
-    EXPECT_NE(std::string(e.what()).find("block 120"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("block 60"), std::string::npos) << e.what();
   }
-  EXPECT_TRUE(same_values(batches[119], r.read_batch(119))) << "the reader stays usable";
+  EXPECT_TRUE(same_values(batches[59], r.read_batch(59))) << "the reader stays usable";
+}
+
+// Many batches are built on several threads too: the batches come back in
+// order, and of two batches whose field node lies about its length the
+// error is the first one's.
+TEST_F(IpcFileManyBatches, BatchesBuiltTogetherReportTheFirstBadOne) {
+  std::vector<record_batch> batches = many_batches(200, false, 23);
+  for (record_batch& b : batches) {
+    b.columns.resize(1);
+    b.schema.fields.resize(1);
+  }
+  const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, std::nullopt);
+  const ipc::file_footer footer = ipc::read_file_footer(good);
+  std::vector<std::byte> bytes = good;
+  // The field node of the one column: a vector of one (length, null count)
+  // struct, so the 4-byte count 1 then the batch's row count.
+  const auto lie_about_length = [&](std::size_t k, std::int64_t lie) {
+    const ipc::file_block& b = footer.record_batches[k];
+    std::array<std::byte, 12> pattern{};
+    const std::uint32_t one = 1;
+    const std::int64_t rows = batches[k].num_rows;
+    std::memcpy(pattern.data(), &one, 4);
+    std::memcpy(pattern.data() + 4, &rows, 8);
+    const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(b.offset);
+    const auto last = first + b.metadata_length;
+    const auto at = std::search(first, last, pattern.begin(), pattern.end());
+    ASSERT_NE(at, last) << "batch " << k << ": no field node of " << rows << " rows";
+    std::memcpy(&*(at + 4), &lie, 8);
+  };
+  lie_about_length(190, 999'999);
+  lie_about_length(60, 777'777);  // on another thread than 190 (2 or 4 threads)
+  ipc::device_file_reader r(write("lying_nodes.arrow", bytes), ctx());
+  try {
+    (void)r.read_all();
+    ADD_FAILURE() << "lying field nodes were read";
+  } catch (const ipc::invalid_message& e) {
+    EXPECT_NE(std::string(e.what()).find("777777"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(same_values(batches[59], to_host(r.read_batch(59)))) << "the reader stays usable";
+  ipc::device_file_reader whole(write("many_good.arrow", good), ctx());
+  const std::vector<record_batch> all = whole.read_all();
+  ASSERT_EQ(all.size(), batches.size());
+  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(same_values(batches[i], to_host(all[i]))) << i;
 }
 
 TEST_F(IpcFileManyBatches, StatsCountAndTimeThePhasesWhenAsked) {
