@@ -766,11 +766,19 @@ std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body>
                                                      const dictionary_memo& dictionaries) {
   const auto name = column_names(schema);
   std::vector<arrow::record_batch> out(batches.size());
-  for_each_index(batches.size(), [&](std::size_t k) {
-    const batch_body& b = batches[k];
-    out[k] = load_batch(*b.header, schema, b.body, dictionaries, b.options, name);
-  });
+  for_each_index(
+      batches.size(),
+      [&](std::size_t k) {
+        const batch_body& b = batches[k];
+        out[k] = load_batch(*b.header, schema, b.body, dictionaries, b.options, name);
+      },
+      batches_per_thread(schema));
   return out;
+}
+
+std::size_t batches_per_thread(const schema_message& schema) {
+  const std::size_t columns = std::max<std::size_t>(schema.schema.fields.size(), 1);
+  return std::max<std::size_t>(48, 48 * 17 / columns);
 }
 
 void request_validation_reads(std::span<const arrow::record_batch> batches, const schema_message& schema,

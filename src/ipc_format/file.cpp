@@ -781,14 +781,30 @@ struct file_source {
     for (std::size_t k = 0; k < requests.size(); ++k) {
       items.push_back({requests[k].header, pb.bodies[k], read_options_for(metas[k].metadata.version, s)});
     }
-    arrow::detail::probe_cache cache;
+    // The checks of many batches run on several threads as their building
+    // does: the batches in parts, a probe cache each (one part, one cache,
+    // for a few batches).
+    const std::size_t parts = parts_for(requests.size(), batches_per_thread(schema));
+    std::vector<arrow::detail::probe_cache> caches(parts);
     std::vector<arrow::record_batch> out;
+    const auto part = [&](std::size_t p) {
+      const std::size_t n = out.size();
+      return std::span<const arrow::record_batch>(out).subspan(n * p / parts, n * (p + 1) / parts - n * p / parts);
+    };
     {
       const cuarrow::detail::timed t(timer(build_ns));
       out = load_record_batches(items, schema, memo);
-      request_validation_reads(out, schema, cache);
+      for_each_index(
+          parts, [&](std::size_t p) { request_validation_reads(part(p), schema, caches[p]); }, 1);
     }
-    std::vector<arrow::detail::probe_cache::request> reads = cache.take_pending();
+    struct pending_read {
+      std::size_t part;
+      arrow::detail::probe_cache::request read;
+    };
+    std::vector<pending_read> reads;
+    for (std::size_t p = 0; p < parts; ++p) {
+      for (auto& r : caches[p].take_pending()) reads.push_back({p, std::move(r)});
+    }
     std::vector<std::uint64_t> raw(reads.size(), 0);
     std::vector<std::size_t> taken;  // the reads the staging job carries
     std::vector<cuarrow::detail::staged_capture> captures;
@@ -799,7 +815,7 @@ struct file_source {
       for (const staged_piece& p : pb.pieces) ranges.emplace_back(p.device, p.device + p.size);
       std::sort(ranges.begin(), ranges.end());
       for (std::size_t k = 0; k < reads.size(); ++k) {
-        const auto& r = reads[k];
+        const auto& r = reads[k].read;
         if (r.buf.type() != device_type::cuda) continue;
         const CUdeviceptr at = static_cast<CUdeviceptr>(r.buf.address() + static_cast<std::uintptr_t>(r.pos));
         auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(at, ~CUdeviceptr{0}));
@@ -816,8 +832,24 @@ struct file_source {
     }
     stage(pb, captures, s);
     const cuarrow::detail::timed t(timer(build_ns));
-    for (const std::size_t k : taken) cache.supply(reads[k], raw[k]);
-    if (!items.empty()) validate_record_batches(out, items.front().options, schema, cache);
+    if (!items.empty()) {
+      const read_options& o = items.front().options;
+      if (taken.size() == reads.size() && o.validation != arrow::validation_level::full) {
+        // Every read came through the slots: no cheap check reads the
+        // device.  (Full validation copies every tree to the host, in one
+        // batch for all of them: below.)
+        for (const std::size_t k : taken) caches[reads[k].part].supply(reads[k].read, raw[k]);
+        for_each_index(
+            parts, [&](std::size_t p) { validate_record_batches(part(p), o, schema, caches[p]); }, 1);
+      } else {
+        // Full validation, or bodies that did not pass through the slots
+        // (GPUDirect Storage): one cache, so that what the checks still
+        // need from the device is ONE batched read.
+        arrow::detail::probe_cache cache;
+        for (const std::size_t k : taken) cache.supply(reads[k].read, raw[k]);
+        validate_record_batches(out, o, schema, cache);
+      }
+    }
     batches.fetch_add(static_cast<std::int64_t>(out.size()));
     return out;
   }
@@ -857,10 +889,13 @@ metadata_threads& the_metadata_threads() {
 
 namespace detail {
 
-void for_each_index(std::size_t n, const std::function<void(std::size_t)>& body) {
-  constexpr std::size_t kPerThread = 48;
+std::size_t parts_for(std::size_t n, std::size_t min_per_part) {
   const std::size_t hardware = std::max(1U, std::thread::hardware_concurrency());
-  const std::size_t threads = std::min({std::size_t{4}, hardware, n / kPerThread});
+  return std::max<std::size_t>(1, std::min({std::size_t{4}, hardware, n / std::max<std::size_t>(min_per_part, 1)}));
+}
+
+void for_each_index(std::size_t n, const std::function<void(std::size_t)>& body, std::size_t min_per_thread) {
+  const std::size_t threads = parts_for(n, min_per_thread);
   metadata_threads& mt = the_metadata_threads();
   std::unique_lock lock(mt.mutex, std::defer_lock);
   if (threads <= 1 || !lock.try_lock()) {

@@ -435,6 +435,19 @@ std::vector<record_batch> many_batches(int count, bool with_dictionary, std::uin
   return out;
 }
 
+// `batches` with their first column repeated until they have 17 columns
+// (x1, x2, ...): as wide as the benchmark's table, so that the reader
+// builds and checks many of them on several threads.
+std::vector<record_batch> widened(std::vector<record_batch> batches) {
+  for (record_batch& b : batches) {
+    for (int k = 1; b.columns.size() < 17; ++k) {
+      b.schema.fields.push_back(field("x" + std::to_string(k), b.schema.fields[0].type));
+      b.columns.push_back(b.columns[0]);
+    }
+  }
+  return batches;
+}
+
 std::vector<std::byte> written(const std::vector<record_batch>& batches, ipc::stream_writer::format f,
                                std::optional<ipc::compression_codec> codec) {
   ipc::write_options o;
@@ -606,17 +619,18 @@ TEST_F(IpcFileManyBatches, BatchesBuiltTogetherReportTheFirstBadOne) {
     b.columns.resize(1);
     b.schema.fields.resize(1);
   }
+  batches = widened(std::move(batches));  // 17 int64 columns
   const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, std::nullopt);
   const ipc::file_footer footer = ipc::read_file_footer(good);
   std::vector<std::byte> bytes = good;
-  // The field node of the one column: a vector of one (length, null count)
-  // struct, so the 4-byte count 1 then the batch's row count.
+  // The field node of the first column: the vector of 17 (length, null
+  // count) structs, so the 4-byte count 17 then the batch's row count.
   const auto lie_about_length = [&](std::size_t k, std::int64_t lie) {
     const ipc::file_block& b = footer.record_batches[k];
     std::array<std::byte, 12> pattern{};
-    const std::uint32_t one = 1;
+    const std::uint32_t columns = 17;
     const std::int64_t rows = batches[k].num_rows;
-    std::memcpy(pattern.data(), &one, 4);
+    std::memcpy(pattern.data(), &columns, 4);
     std::memcpy(pattern.data() + 4, &rows, 8);
     const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(b.offset);
     const auto last = first + b.metadata_length;
@@ -638,6 +652,49 @@ TEST_F(IpcFileManyBatches, BatchesBuiltTogetherReportTheFirstBadOne) {
   const std::vector<record_batch> all = whole.read_all();
   ASSERT_EQ(all.size(), batches.size());
   for (std::size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(same_values(batches[i], to_host(all[i]))) << i;
+}
+
+// The checks of many batches run on several threads too, each batch with
+// the offsets its slots carried: no device read, and of two lying offsets
+// the first batch's is the one reported.
+TEST_F(IpcFileManyBatches, ChecksOfManyBatchesReportTheFirstLyingOffset) {
+  const std::vector<record_batch> batches = widened(many_batches(200, false, 25));
+  const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, std::nullopt);
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  {
+    ipc::device_file_reader r(write("good.arrow", good), ctx());
+    ctx().synchronize();
+    if (f.available()) f.reset_calls();
+    const std::vector<record_batch> all = r.read_all();
+    if (f.available()) {
+      EXPECT_EQ(f.calls("cuMemcpyDtoHAsync") + f.calls("cuMemcpyAsync") + f.calls("cuMemcpyBatchAsync"), 0U)
+          << "validation read the device back";
+    }
+    ASSERT_EQ(all.size(), batches.size());
+    for (std::size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(same_values(batches[i], all[i])) << i;
+  }
+  const ipc::file_footer footer = ipc::read_file_footer(good);
+  std::vector<std::byte> bad = good;
+  // The last offset of column "s" (utf8) of batch k made `lie`.
+  const auto lie_in = [&](std::size_t k, std::int32_t lie) {
+    const ipc::file_block& b = footer.record_batches[k];
+    const std::span<const std::byte> at(good.data() + b.offset, static_cast<std::size_t>(b.metadata_length));
+    const ipc::message_metadata m = ipc::read_message_metadata(ipc::read_encapsulated_metadata(at).flatbuffer);
+    const auto& h = std::get<ipc::record_batch_header>(m.header);
+    ASSERT_GT(h.length, 0) << k;
+    const ipc::body_range offsets = h.buffers[3];  // i (validity, values), s (validity, offsets, data)
+    std::memcpy(bad.data() + b.offset + b.metadata_length + offsets.offset + h.length * 4, &lie, sizeof lie);
+  };
+  lie_in(190, 1'999'999'999);
+  lie_in(60, 1'777'777'777);  // on another thread than 190 (2 or 4 threads)
+  ipc::device_file_reader r(write("bad.arrow", bad), ctx());
+  try {
+    (void)r.read_all();
+    ADD_FAILURE() << "lying offsets were read";
+  } catch (const ipc::invalid_message& e) {
+    EXPECT_NE(std::string(e.what()).find("1777777777"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(same_values(batches[59], r.read_batch(59))) << "the reader stays usable";
 }
 
 TEST_F(IpcFileManyBatches, StatsCountAndTimeThePhasesWhenAsked) {
