@@ -2,7 +2,8 @@
 # Every test that runs without a GPU, against the host emulation of the CUDA
 # driver: first the style and type checks (scripts/lint.sh: ruff, mypy),
 # then the C++ suite (warnings as errors), the same suite under
-# AddressSanitizer + UndefinedBehaviorSanitizer, a short run of every fuzz
+# AddressSanitizer + UndefinedBehaviorSanitizer, the core and IPC suites
+# under ThreadSanitizer, a short run of every fuzz
 # target (scripts/fuzz.sh), the wheel (built from the sdist, repaired by
 # auditwheel and smoke-tested alone in a fresh virtual environment:
 # scripts/wheel.sh), the Python suite against that wheel (and that the
@@ -28,6 +29,18 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCUARROW_SANITIZE=ad
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600
+
+echo "=== C++: ThreadSanitizer over the suites whose work spans threads ==="
+# The core suite (the staging pipeline's workers, pools, streams from many
+# threads) and the IPC suite (file readers: metadata, building and checks
+# of many batches on the reader's threads, the pipeline's captures).
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_SANITIZE=thread \
+  -DCUARROW_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/tsan -j "$jobs" --target cuarrow_test cuarrow_ipc_test cuarrow_cuda_emulation
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 build/tsan/bin/cuarrow_test --gtest_brief=1
+CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1 build/tsan/bin/cuarrow_ipc_test --gtest_brief=1
+unset TSAN_OPTIONS
 
 echo "=== Fuzzing: every parser of outside bytes, about a minute in all ==="
 scripts/fuzz.sh
