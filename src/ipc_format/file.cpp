@@ -357,8 +357,12 @@ struct file_source {
     return out;
   }
 
-  std::optional<framed_metadata> metadata_at(std::int64_t offset, std::int64_t first_read = default_first_read) {
-    const cuarrow::detail::timed t(timer(metadata_ns));
+  // The metadata of the message at `offset`, timed in metadata_ns unless
+  // `on_worker` (a caller reading many on for_each_index's threads times
+  // the whole: read_stats are the calling thread's).
+  std::optional<framed_metadata> metadata_at(std::int64_t offset, std::int64_t first_read = default_first_read,
+                                             bool on_worker = false) {
+    const cuarrow::detail::timed t(on_worker ? nullptr : timer(metadata_ns));
     return read_framed_metadata([this](std::int64_t at, std::int64_t n) { return read(at, n); }, offset, file.size(),
                                 first_read);
   }
@@ -929,10 +933,11 @@ struct device_file_reader::state : detail::file_source {
 
   // The metadata of the message a footer block points at, checked against
   // the block.
-  detail::framed_metadata block(const file_block& b, const std::string& where, message_kind want) {
+  detail::framed_metadata block(const file_block& b, const std::string& where, message_kind want,
+                                bool on_worker = false) {
     // The footer's blocks lie inside the file (read_footer): read exactly
     // the metadata the block declares, nothing of the body.
-    std::optional<detail::framed_metadata> m = metadata_at(b.offset, b.metadata_length);
+    std::optional<detail::framed_metadata> m = metadata_at(b.offset, b.metadata_length, on_worker);
     if (!m) throw invalid_message(where, "holds the end-of-stream marker, not a message");
     detail::check_block(b, m->metadata_size, m->metadata.body_length, where);
     detail::expect_kind(m->metadata.kind(), want, where);
@@ -1018,12 +1023,15 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
   std::vector<std::string> names(indices.size());
   std::vector<detail::body_request> requests;
   requests.reserve(indices.size());
-  detail::for_each_index(indices.size(), [&](std::size_t k) {
-    const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
-    names[k] = "file record batch block " + std::to_string(indices[k]);
-    metas[k] = st.block(b, names[k], message_kind::record_batch);
-    headers[k] = st.projected(std::get<record_batch_header>(metas[k].metadata.header), metas[k].metadata.version);
-  });
+  {
+    const cuarrow::detail::timed t(st.timer(st.metadata_ns));
+    detail::for_each_index(indices.size(), [&](std::size_t k) {
+      const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
+      names[k] = "file record batch block " + std::to_string(indices[k]);
+      metas[k] = st.block(b, names[k], message_kind::record_batch, /*on_worker=*/true);
+      headers[k] = st.projected(std::get<record_batch_header>(metas[k].metadata.header), metas[k].metadata.version);
+    });
+  }
   for (std::size_t k = 0; k < indices.size(); ++k) {
     const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
     requests.push_back({&headers[k], b.offset + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
