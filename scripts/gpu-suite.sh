@@ -387,12 +387,16 @@ if [ -f pyproject.toml ]; then
   fi
   if [ -d build/wheels-nvcomp ]; then
     # nvCOMP 6 from its wheel, found by the package as a user's would be;
-    # the C++ readers' GPU decompression runs over the real library too.
+    # the C++ readers' GPU decompression runs over the real library too
+    # (not Nvcomp.Corrupt*: nvCOMP 6.0 faults on a corrupt frame, an illegal
+    # address that ends the process's use of the device, as its
+    # documentation allows; that test is of the fake's error status, and
+    # the Python suite checks the real library's outcome in a child).
     step nvcomp-wheel python3 -m pip install -q --no-index --no-deps --target /tmp/cuarrow-nvcomp build/wheels-nvcomp/*.whl
     use_python /tmp/cuarrow-nvcomp
     nvlib=/tmp/cuarrow-nvcomp/nvidia/libnvcomp/lib64/libnvcomp.so.6
     [ -x $bin/cuarrow_nvcomp_test ] && step cpp-nvcomp-real-library env CUARROW_NVCOMP_LIBRARY=$nvlib \
-      $bin/cuarrow_nvcomp_test "--gtest_filter=Nvcomp.Fake*:Nvcomp.Pyarrow*:Nvcomp.Many*:Nvcomp.Lz4*:Nvcomp.Corrupt*"
+      $bin/cuarrow_nvcomp_test "--gtest_filter=Nvcomp.Fake*:Nvcomp.Pyarrow*:Nvcomp.Many*:Nvcomp.Lz4*"
   fi
   use_python /tmp/cuarrow-site
   [ -d build/wheels-nvcomp ] && step nvcomp-status python3 -c "from cuarrow import ipc; print(ipc.nvcomp_status())"

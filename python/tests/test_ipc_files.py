@@ -386,7 +386,7 @@ def test_gpu_decompression_reads_the_same_and_says_what_ran(ctx, tmp_path, kind)
     cuda.is_emulated() or not ipc.nvcomp_status()["available"],
     reason="needs a real GPU and nvCOMP 6 (pip install nvidia-libnvcomp-cu13, or CUARROW_NVCOMP_LIBRARY)",
 )
-def test_gpu_decompression_of_a_corrupt_frame_is_arrow_invalid(ctx, tmp_path):
+def test_gpu_decompression_of_a_corrupt_frame_is_an_error_never_data(ctx, tmp_path):
     table = _wide(rows=8000, chunks=2)
     path = _write_file(tmp_path / "z.arrow", table, "zstd")
     data = bytearray(path.read_bytes())
@@ -394,19 +394,32 @@ def test_gpu_decompression_of_a_corrupt_frame_is_arrow_invalid(ctx, tmp_path):
     data[frame + 24 : frame + 64] = b"\xff" * 40
     bad = tmp_path / "bad.arrow"
     bad.write_bytes(bytes(data))
-    # In a child process: nvCOMP promises no clean error for corrupt data,
-    # and a GPU fault would end this process's use of the device.
+    # In a child process: nvCOMP promises no clean error for corrupt data.
+    # nvCOMP 6.0 on the H200 (2026-12-05) faults on this one: an illegal
+    # address, a CudaError, after which the process cannot use the device
+    # (why gpu_decompression is for trusted files).  A reported status is an
+    # ArrowInvalid naming the buffer, after which reads go on.  Either way
+    # the corrupt file is never returned as data, and this process's device
+    # is untouched.
     code = (
         "import sys, pyarrow as pa\n"
-        "from cuarrow import ipc\n"
+        "from cuarrow import cuda, ipc\n"
         "try:\n"
-        "    ipc.read_feather(sys.argv[1], gpu_decompression=True)\n"
+        "    t = ipc.read_feather(sys.argv[1], gpu_decompression=True)\n"
+        "    print('READ', t.num_rows)\n"
         "except pa.ArrowInvalid as e:\n"
         "    print('ArrowInvalid:', e)\n"
         "    print(ipc.read_feather(sys.argv[2], gpu_decompression=True).num_rows)\n"
+        "except cuda.CudaError as e:\n"
+        "    print('CudaError:', e)\n"
     )
     argv = [sys.executable, "-c", code, str(bad), str(path)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert re.search(r"ArrowInvalid: .*buffers\[\d+\]", done.stdout), done.stdout
-    assert done.stdout.strip().splitlines()[-1] == str(table.num_rows)
+    assert "READ" not in done.stdout, done.stdout
+    if "ArrowInvalid:" in done.stdout:
+        assert re.search(r"ArrowInvalid: .*buffers\[\d+\]", done.stdout), done.stdout
+        assert done.stdout.strip().splitlines()[-1] == str(table.num_rows)
+    else:
+        assert re.search(r"CudaError: .*nvCOMP", done.stdout), done.stdout
+    assert ipc.read_feather(path, gpu_decompression=True).to_host().equals(table)
