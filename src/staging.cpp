@@ -514,7 +514,7 @@ std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total, int th
   const std::size_t most = static_cast<std::size_t>(o.staging_chunk_bytes);
   const std::size_t least = std::min<std::size_t>(most, 1 << 20);
   const std::size_t workers = static_cast<std::size_t>(std::max(1, threads));
-  std::size_t c = total / (workers * 4);
+  std::size_t c = total / (workers * 8);
   c -= c % (64 << 10);
   return std::clamp(c, least, most);
 }

@@ -778,7 +778,7 @@ std::vector<arrow::record_batch> load_record_batches(std::span<const batch_body>
 
 std::size_t batches_per_thread(const schema_message& schema) {
   const std::size_t columns = std::max<std::size_t>(schema.schema.fields.size(), 1);
-  return std::max<std::size_t>(48, 48 * 17 / columns);
+  return std::max<std::size_t>(8, 128 / columns);
 }
 
 void request_validation_reads(std::span<const arrow::record_batch> batches, const schema_message& schema,

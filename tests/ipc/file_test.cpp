@@ -460,6 +460,59 @@ std::vector<std::byte> written(const std::vector<record_batch>& batches, ipc::st
   return bytes;
 }
 
+// A projection whose columns' places in the header vary from batch to
+// batch: a utf8_view column before the chosen ones, with 1, 4 and 0 data
+// buffers (variadic counts) in its three batches.  The reader walks the
+// column spans of such headers batch by batch; those without variadic
+// counts it walks once (file_source::spans_of).
+TEST_F(IpcFile, ProjectionAfterViewColumnsOfVaryingBufferCounts) {
+  const std::string long_a(30, 'a'), long_b(30, 'b');
+  const std::vector<std::vector<std::optional<std::string>>> views = {
+      {"short", long_a, std::nullopt},
+      {long_a, long_b, long_a, long_b, "x"},
+      {"a", std::nullopt, "bc", "d"},
+  };
+  schema s;
+  s.fields = {field("v", utf8_view()), field("i", int64()), field("f", float64())};
+  std::vector<record_batch> batches;
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    record_batch b;
+    b.schema = s;
+    b.num_rows = static_cast<std::int64_t>(views[k].size());
+    std::vector<std::optional<std::int64_t>> ints;
+    std::vector<std::optional<double>> floats;
+    for (std::int64_t r = 0; r < b.num_rows; ++r) {
+      ints.push_back(static_cast<std::int64_t>(k) * 100 + r);
+      floats.push_back(static_cast<double>(k) + 0.25 * static_cast<double>(r));
+    }
+    b.columns = {string_views(utf8_view(), views[k]), primitive<std::int64_t>(int64(), ints),
+                 primitive<double>(float64(), floats)};
+    batches.push_back(std::move(b));
+  }
+  ASSERT_NE(batches[0].columns[0].buffers.size(), batches[1].columns[0].buffers.size());
+  const std::string path = write("views.arrow", written(batches, ipc::stream_writer::format::file, std::nullopt));
+  ipc::file_read_options o;
+  o.columns = std::vector<int>{2, 0, 1};
+  ipc::device_file_reader r(path, ctx(), o);
+  const std::vector<record_batch> got = r.read_all();
+  ASSERT_EQ(got.size(), batches.size());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    SCOPED_TRACE("batch " + std::to_string(k));
+    EXPECT_TRUE(same_values(batches[k].columns[2], to_host(got[k].columns[0])));
+    EXPECT_TRUE(same_values(batches[k].columns[0], to_host(got[k].columns[1])));
+    EXPECT_TRUE(same_values(batches[k].columns[1], to_host(got[k].columns[2])));
+  }
+  // The view column not chosen (its counts still place the others), batch
+  // by batch in reverse order: the same values.
+  o.columns = std::vector<int>{2, 1};
+  ipc::device_file_reader plain(path, ctx(), o);
+  for (int k = static_cast<int>(batches.size()) - 1; k >= 0; --k) {
+    const record_batch b = plain.read_batch(k);
+    EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(k)].columns[2], to_host(b.columns[0])));
+    EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(k)].columns[1], to_host(b.columns[1])));
+  }
+}
+
 // Small chunks and more io_threads than staging_threads_to_device: a job
 // of many batches spans many chunks, and the pipeline grows its slots.
 class IpcFileManyBatches : public IpcFile {

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Where a column projection's read goes, for issue 14's "10% of the
+columns cost at most 15% of the whole read" (bench/ipc_bench.py measures
+the ratio; this says why it is what it is).
+
+    PYTHONPATH=<installed cuarrow> python3 bench/projection_probe.py [--table-bytes 2.2G] [--out probe.json]
+
+Writes ipc_bench's 17-column table to one uncompressed Feather file, then
+runs, in a child process per setting of the staging pipeline's knobs
+(CUARROW_STAGING_CHUNK, CUARROW_STAGING_THREADS_TO_DEVICE):
+the whole file and projections of 2, 4 and 8 columns, each timed (median),
+one more read of each with the reader's stats, and the projection's parts
+as read_feather runs them (open the reader, read the batches, make the
+table).  Also a threaded pread, into host memory, of pieces of the size and
+spacing of the 2-column projection's: what the page cache gives such reads.
+Times mean something only on the GPU machine; elsewhere (the emulation,
+CUARROW_CUDA_DRIVER=emulated) it is a smoke test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ipc_bench  # noqa: E402 - found through the line above
+from bench import median_time, parse_size  # noqa: E402
+
+SETTINGS: dict[str, dict[str, str]] = {
+    "default": {},
+    "chunk 1 MiB": {"CUARROW_STAGING_CHUNK": str(1 << 20)},
+    "chunk 2 MiB": {"CUARROW_STAGING_CHUNK": str(2 << 20)},
+    "chunk 8 MiB": {"CUARROW_STAGING_CHUNK": str(8 << 20)},
+    "24 threads": {"CUARROW_STAGING_THREADS_TO_DEVICE": "24"},
+}
+
+
+def child(path: str, reps: int) -> dict[str, Any]:
+    """One setting's figures (run in a child process: the knobs are read once)."""
+    from cuarrow import ipc
+
+    schema = pa.ipc.open_file(path).schema
+    names = list(ipc_bench.PROJECTED) + [n for n in schema.names if n not in ipc_bench.PROJECTED]
+    out: dict[str, Any] = {}
+    out["whole_s"] = median_time(lambda: ipc.read_feather(path), max(3, reps // 3))
+    stats: dict[str, Any] = {}
+    ipc.read_feather(path, stats=stats)
+    out["whole_stats"] = stats
+    for k in (2, 4, 8):
+        cols = names[:k]
+        out[f"proj{k}_s"] = median_time(lambda c=cols: ipc.read_feather(path, columns=c), reps)
+        st: dict[str, Any] = {}
+        ipc.read_feather(path, columns=cols, stats=st)
+        out[f"proj{k}_stats"] = st
+    # read_feather's parts for the 2-column projection
+    cols = names[:2]
+    parts: dict[str, list[float]] = {"open": [], "read_batches": [], "make_table": []}
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        reader = ipc.RecordBatchFileReader(path, columns=cols)
+        t1 = time.perf_counter()
+        batches = reader._read_batches(list(range(reader.num_record_batches)))
+        t2 = time.perf_counter()
+        ipc.DeviceTable._make(batches, reader.schema, reader._where)
+        t3 = time.perf_counter()
+        parts["open"].append(t1 - t0)
+        parts["read_batches"].append(t2 - t1)
+        parts["make_table"].append(t3 - t2)
+    out["proj2_parts_s"] = {k: statistics.median(v) for k, v in parts.items()}
+    return out
+
+
+def scattered_pread(path: Path, piece: int, stride: int, threads: int, reps: int) -> dict[str, Any]:
+    size = path.stat().st_size
+    spans = [(a, min(piece, size - a)) for a in range(0, size, stride)]
+    total = sum(n for _, n in spans)
+    dest = np.ones(total, dtype=np.uint8)
+    at = np.cumsum([0] + [n for _, n in spans])
+    view = memoryview(dest)
+    pool = ThreadPoolExecutor(threads)
+
+    def run() -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            list(pool.map(lambda i: os.preadv(fd, [view[at[i] : at[i] + spans[i][1]]], spans[i][0]), range(len(spans))))
+        finally:
+            os.close(fd)
+
+    t = median_time(run, reps)
+    pool.shutdown()
+    return {"piece": piece, "stride": stride, "threads": threads, "bytes": total, "seconds": t, "gbps": total / t / 1e9}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--table-bytes", type=parse_size, default=parse_size("2.2G"))
+    ap.add_argument("--dir", type=Path, default=Path("/tmp"))
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.reps)))
+        return 0
+    path = args.dir / "projection-probe.feather"
+    t0 = time.perf_counter()
+    table = ipc_bench.build_table(args.table_bytes)
+    feather.write_feather(table, str(path), compression="uncompressed")
+    print(f"file {path}: {path.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t0:.1f} s", flush=True)
+    result: dict[str, Any] = {"table_bytes": args.table_bytes, "file_bytes": path.stat().st_size, "settings": {}}
+    batches = pa.ipc.open_file(str(path)).num_record_batches
+    piece = ipc_bench.table_bytes(table.select([ipc_bench.PROJECTED[0]])) // batches & ~4095
+    stride = path.stat().st_size // batches // 2  # two pieces a batch, as the 2-column projection reads
+    result["batches"] = batches
+    result["pread_scattered"] = [scattered_pread(path, piece, stride, t, 9) for t in (8, 16, 24) if piece > 0]
+    for name, env in SETTINGS.items():
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(path), "--reps", str(args.reps)],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            result["settings"][name] = {"env": env, "error": proc.stderr[-2000:]}
+            print(f"{name}: FAILED\n{proc.stderr[-2000:]}", flush=True)
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["env"] = env
+        result["settings"][name] = r
+        w = r["whole_s"]
+        print(
+            f"{name:28s} whole {w * 1e3:6.1f} ms  "
+            + "  ".join(f"{k}col {r[f'proj{k}_s'] * 1e3:5.2f} ms ({r[f'proj{k}_s'] / w:.3f}x)" for k in (2, 4, 8))
+            + "  parts "
+            + " ".join(f"{k} {v * 1e3:.2f}" for k, v in r["proj2_parts_s"].items()),
+            flush=True,
+        )
+        st = r["proj2_stats"]
+        print(
+            "    proj2 stats: "
+            + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in st.items() if k.endswith("_seconds") and v),
+            flush=True,
+        )
+    for p in result["pread_scattered"]:
+        print(f"scattered pread {p['piece'] >> 10} KiB pieces, {p['threads']} threads: {p['gbps']:.1f} GB/s")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    path.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
