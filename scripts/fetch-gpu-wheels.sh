@@ -50,11 +50,26 @@ done
 # nvCOMP 6 (libnvcomp.so.6, 25 MiB; the package's `nvcomp` extra) apart, in
 # build/wheels-nvcomp: GPU decompression of ZSTD bodies
 # (file_read_options::gpu_decompression).  Carried only for the runs that
-# need it: with build/wheels and build/gpu it fits the carry limit, with
-# the UCX site it would not.
+# need it.  The wheel is slimmed for the carry (64 MiB with the checkout):
+# its command-line tool (nvlzcat, 6.5 MB packed), headers and CMake files
+# are left out, the library and the package's loader kept, so that the
+# package finds the library as a user's install would.  Then the checkout
+# (15 MB), build/gpu (22 MB), build/wheels (5 MB) and it (23 MB) fit.
 rm -rf build/wheels-nvcomp
 python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
   --platform manylinux_2_28_x86_64 -d build/wheels-nvcomp "nvidia-libnvcomp-cu13==6.0.0.12"
+python3 - build/wheels-nvcomp/*.whl <<'PY'
+import sys, zipfile
+from pathlib import Path
+
+whl = Path(sys.argv[1])
+slim = whl.with_suffix(".slim")
+with zipfile.ZipFile(whl) as src, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as out:
+    for item in src.infolist():
+        if not any(part in item.filename for part in ("/bin/", "/include/", "/cmake/")):
+            out.writestr(item, src.read(item.filename))
+slim.replace(whl)
+PY
 ls -1 "$dest" build/wheels-nvcomp
 echo "fetch-gpu-wheels: $(ls "$dest"/*.whl | wc -l) wheels, $(du -sh "$dest" | cut -f1) in $dest" \
   "(dask $dask_v, distributed $distributed_v); carry it: [\"build/wheels\", ...]"
