@@ -232,6 +232,18 @@ class Timing:
         self.max_reps = max_reps
 
 
+def median_time(fn: Callable[[], Any], reps: int) -> float:
+    """The median wall time of `reps` calls of `fn`, after one untimed call
+    (the probes' simple timing; the benchmark's own is measure())."""
+    fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
 def sample_summary(samples: list[float]) -> dict[str, Any]:
     """What results.json keeps of a case's timed calls (seconds): their
     number, median, extremes and 10th / 90th percentiles."""
