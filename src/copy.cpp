@@ -15,6 +15,7 @@
 
 #include "copy_sinks.hpp"
 #include "cuarrow/error.hpp"
+#include "device_gather.hpp"
 #include "runtime/runtime.hpp"
 #include "staging.hpp"
 
@@ -142,6 +143,10 @@ constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_ga
 // run_batch_group): 8 MiB take the H200 about 4 us to copy, more than a
 // driver call costs.
 constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
+// From this many runs within a device below kDirectDeviceCopyBytes on, the
+// gather kernel takes them when it is ready: fewer cost the driver no more
+// than a launch.
+constexpr std::size_t kMinGatheredRuns = 8;
 
 struct planned_piece {
   endpoint dst;
@@ -387,14 +392,37 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // moved 1-2 GiB 2-4 x slower than one cudaMemcpy, which suggests the
     // batched copies run below a single copy's bandwidth (to confirm there);
     // at this size a call of its own costs less than the copy takes.
-    // Smaller ones stay in the batch.
+    // Smaller ones stay in the batch.  With cuarrow's gather kernel ready
+    // and many small runs, those go to it (copy_many_async): one launch for
+    // up to 1,000 runs, where every driver copy costs the host about 5 us,
+    // as long as the device takes to move 8 MiB.  The large ones keep the
+    // copy engines, queued after the launch so that the kernel runs while
+    // the host queues them.
+    std::vector<detail::batched_copy> large;
+    std::size_t small = 0;
     issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      const detail::batched_copy c{static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n};
       if (n >= kDirectDeviceCopyBytes) {
-        detail::copy_device_to_device_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
+        large.push_back(c);
       } else {
-        runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+        runs.push_back(c);
+        ++small;
       }
     });
+    // A kernel reaches only memory of the context it runs in (cuMemcpy
+    // reaches any context's on the device): memory of a context wrapped
+    // from elsewhere keeps the driver's copies.
+    auto one_context = [&] {
+      return std::all_of(d2d.begin(), d2d.end(), [&](const planned_piece* p) {
+        return p->dst.ctx != nullptr && p->src.ctx != nullptr && p->dst.ctx->handle() == ctx->handle() &&
+               p->src.ctx->handle() == ctx->handle();
+      });
+    };
+    const bool gathered = small >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
+    auto issue_large = [&] {
+      for (const detail::batched_copy& c : large) detail::copy_device_to_device_async(c.dst, c.src, c.bytes, h);
+    };
+    if (!gathered) issue_large();
     if (!h2d_gathered.empty()) {
       gather_block = gather_to_device(h2d_gathered, *ctx, gaps, runs);
       if (!gather_block) {  // the pinned pool is at its limit: direct copies, the driver staging each
@@ -424,7 +452,8 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       runs.push_back(
           {static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, detail::copy_direction::device_to_host});
     });
-    detail::copy_many_async(runs, ctx->device_number(), h);
+    detail::copy_many_async(runs, ctx->device_number(), h, gathered ? ctx->state().get() : nullptr);
+    if (gathered) issue_large();
     for (const planned_piece* p : peer) {
       p->dst.ctx->enable_peer_access(*p->src.ctx);
       p->src.ctx->enable_peer_access(*p->dst.ctx);
@@ -572,6 +601,10 @@ void enqueue(const endpoint& dst, const endpoint& src, std::int64_t n, stream_vi
 }  // namespace
 
 namespace detail {
+
+bool gathers_device_copies(const context& ctx) {
+  return current_transfer_options().device_gather && gather_ready(*ctx.state());
+}
 
 void write_to_file(const output_file& file, std::span<const file_piece> pieces, stream_view s) {
   collect_deferred_releases();

@@ -75,6 +75,7 @@ struct options_state {
     options.pinned_pool_limit_bytes = env_int("CUARROW_PINNED_POOL_LIMIT", options.pinned_pool_limit_bytes);
     options.staging_streaming_store_limit_bytes =
         env_int("CUARROW_STAGING_STREAMING_LIMIT", options.staging_streaming_store_limit_bytes);
+    options.device_gather = env_int("CUARROW_DEVICE_GATHER", 1) != 0;
     try {
       validate(options);
     } catch (const error& e) {

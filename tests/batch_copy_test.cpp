@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.hpp"
 #include "fault_api.hpp"
 #include "test_support.hpp"
 
@@ -397,8 +398,11 @@ bool batch_entry_hidden() {
 // one allocation to another, copied with copy_batch on `s`; checks the
 // result against the same pieces copied one cuarrow::copy at a time, gaps
 // included (they must keep the destination's earlier bytes).
-void many_small_device_pieces(int count, cuarrow::stream_view s) {
+void many_small_device_pieces(int count, cuarrow::stream_view s, bool gather) {
   cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::transfer_options o = cuarrow::get_transfer_options();
+  o.device_gather = gather;  // the fixture restores the options
+  cuarrow::set_transfer_options(o);
   layout l;
   unsigned x = 99;
   for (std::int64_t at = 1; static_cast<int>(l.pieces.size()) < count;) {
@@ -425,11 +429,21 @@ void many_small_device_pieces(int count, cuarrow::stream_view s) {
   cuarrow::copy_batch(pieces, s);
   const std::size_t batch_calls = f.available() ? f.calls("cuMemcpyBatchAsync") : 0;
   const std::size_t single_calls = f.available() ? f.calls("cuMemcpyDtoDAsync") : 0;
+  const std::size_t launches = f.available() ? f.calls("cuLaunchKernel") : 0;
   for (const cuarrow::copy_piece& p : pieces) cuarrow::copy(one_by_one, p.dst_offset, src, p.src_offset, p.size, s);
   EXPECT_EQ(to_vector(one_by_one), to_vector(batched));
   // The batch wrote the pieces and nothing else.
   EXPECT_NE(to_vector(batched), old_bytes);
   if (!f.available()) return;
+  if (gather) {
+    // cuarrow's gather kernel: one launch per 1,000 pieces, no driver copy.
+    EXPECT_EQ(ctx.gather_status(), "ready");
+    EXPECT_EQ(launches, (static_cast<std::size_t>(count) + 999) / 1000);
+    EXPECT_EQ(batch_calls, 0u);
+    EXPECT_EQ(single_calls, 0u);
+    return;
+  }
+  EXPECT_EQ(launches, 0u);
   const bool batched_call = !batch_entry_hidden();
   if (batched_call) {
     // One call per few thousand pieces, none one by one.
@@ -446,7 +460,95 @@ void many_small_device_pieces(int count, cuarrow::stream_view s) {
 
 TEST_F(BatchCopy, ThousandsOfSmallDevicePiecesEqualCopyingEachAlone) {
   cuarrow::stream s(cuarrow::context::get(0));
-  many_small_device_pieces(10000, s);
+  many_small_device_pieces(10000, s, false);
+}
+
+// The same pieces through cuarrow's gather kernel (transfer_options::
+// device_gather, the default): ten launches of 1,000.
+TEST_F(BatchCopy, ThousandsOfSmallDevicePiecesByTheGatherKernel) {
+  cuarrow::stream s(cuarrow::context::get(0));
+  many_small_device_pieces(10000, s, true);
+}
+
+// Every alignment the kernel tells apart (both sides 16-, 8-, 4-byte
+// aligned alike, or not at all), pieces of one byte to several tiles
+// (64 KiB) with ends on and off tile boundaries: the bytes of one copy each.
+TEST_F(BatchCopy, GatherKernelCopiesEveryAlignmentAndTileBoundary) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t tile = 64 << 10;
+  const std::vector<std::int64_t> sizes = {1, 3, 7, 16, 31, 100, tile - 1, tile, tile + 1, 3 * tile + 5};
+  const std::vector<std::int64_t> shifts = {0, 1, 4, 8, 12, 15, 16, 33};
+  struct planned {
+    std::int64_t dst, src, size;
+  };
+  std::vector<planned> plan;
+  std::int64_t dst_at = 0, src_at = 0;
+  for (std::size_t k = 0; k < sizes.size() * shifts.size(); ++k) {
+    const std::int64_t size = sizes[k % sizes.size()];
+    const std::int64_t shift = shifts[(k / sizes.size() + k) % shifts.size()];
+    dst_at = (dst_at + 63) / 64 * 64 + shifts[k % shifts.size()];
+    src_at = (src_at + 63) / 64 * 64 + shift;
+    plan.push_back({dst_at, src_at, size});
+    dst_at += size + 1;
+    src_at += size + 3;
+  }
+  const auto src_bytes = pattern(static_cast<std::size_t>(src_at), 5);
+  const auto old_bytes = pattern(static_cast<std::size_t>(dst_at), 6);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, src_bytes.data(), src_at);
+  cuarrow::buffer gathered = cuarrow::copy_to_device(ctx, old_bytes.data(), dst_at);
+  cuarrow::buffer one_by_one = cuarrow::copy_to_device(ctx, old_bytes.data(), dst_at);
+  std::vector<cuarrow::copy_piece> pieces;
+  for (const planned& p : plan) pieces.push_back({gathered, p.dst, src, p.src, p.size});
+  const fault_api& f = faults();
+  if (f.available()) f.reset_calls();
+  cuarrow::stream s(ctx);
+  cuarrow::copy_batch(pieces, s);
+  if (f.available()) {
+    EXPECT_EQ(f.calls("cuLaunchKernel"), 1u);
+    EXPECT_EQ(f.calls("cuMemcpyDtoDAsync") + f.calls("cuMemcpyBatchAsync"), 0u);
+  }
+  for (const planned& p : plan) cuarrow::copy(one_by_one, p.dst, src, p.src, p.size, s);
+  EXPECT_EQ(to_vector(one_by_one), to_vector(gathered));
+  EXPECT_NE(to_vector(gathered), old_bytes);
+}
+
+// A gather kernel that cannot be loaded (here: cuModuleLoadData refused,
+// in a child process whose context has not loaded it yet): copies go to
+// the driver, the same bytes, and gather_status() says why.
+CUARROW_CHILD_MODE(gather_load_refused) {
+  const fault_api& f = faults();
+  CHILD_CHECK(f.available());
+  CHILD_CHECK(f.inject("cuModuleLoadData", 1, CUDA_ERROR_INVALID_IMAGE) == 0);
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 64;
+  const auto bytes = pattern(static_cast<std::size_t>(n), 3);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, bytes.data(), n);
+  cuarrow::buffer dst = cuarrow::allocate_device(ctx, 2 * n);
+  cuarrow::fill(dst, 0, 2 * n, 0);
+  std::vector<cuarrow::copy_piece> pieces;
+  for (std::int64_t i = 0; i < n; ++i) pieces.push_back({dst, 2 * i, src, i, 1});
+  f.reset_calls();
+  cuarrow::stream s(ctx);
+  cuarrow::copy_batch(pieces, s);
+  CHILD_CHECK(f.calls("cuLaunchKernel") == 0);
+  const auto got = to_vector(dst);
+  for (std::int64_t i = 0; i < n; ++i) {
+    CHILD_CHECK(got[static_cast<std::size_t>(2 * i)] == bytes[static_cast<std::size_t>(i)]);
+    CHILD_CHECK(got[static_cast<std::size_t>(2 * i + 1)] == 0);
+  }
+  const std::string why = ctx.gather_status();
+  std::printf("STATUS: %s\n", why.c_str());
+  CHILD_CHECK(why.find("cuModuleLoadData") != std::string::npos);
+  CHILD_CHECK(why.find("CUDA_ERROR_INVALID_IMAGE") != std::string::npos);
+  std::printf("CHILD OK\n");
+  return 0;
+}
+
+TEST_F(BatchCopy, GatherKernelThatCannotLoadLeavesCopiesToTheDriver) {
+  if (!faults().available()) GTEST_SKIP() << "needs the emulation's fault injection (no GPU involved)";
+  const cuarrow_test::child_result r = cuarrow_test::run_self("gather_load_refused", {});
+  ASSERT_TRUE(r.ok()) << "exit " << r.code << " signal " << r.signal << "\n" << r.output;
+  EXPECT_NE(r.output.find("CHILD OK"), std::string::npos) << r.output;
 }
 
 // The legacy default stream, which cuMemcpyBatchAsync refuses: the batch
@@ -458,7 +560,8 @@ TEST_F(BatchCopy, ManySmallDevicePiecesOnTheDefaultStream) {
   cuarrow::context::get(0);
   std::vector<std::string> warnings;
   cuarrow::set_warning_handler([&](std::string_view m) { warnings.emplace_back(m); });
-  many_small_device_pieces(3000, cuarrow::stream_view());
+  many_small_device_pieces(3000, cuarrow::stream_view(), false);
+  many_small_device_pieces(3000, cuarrow::stream_view(), true);
   cuarrow::set_warning_handler(nullptr);
   EXPECT_TRUE(warnings.empty()) << warnings.front();
 }
@@ -468,6 +571,9 @@ TEST_F(BatchCopy, ManySmallDevicePiecesWhenTheBatchedCallIsNotSupported) {
   cuarrow::context ctx = cuarrow::context::get(0);
   const fault_api& f = faults();
   if (!f.available() || batch_entry_hidden()) GTEST_SKIP() << "needs the emulation with cuMemcpyBatchAsync";
+  cuarrow::transfer_options o = cuarrow::get_transfer_options();
+  o.device_gather = false;  // driver copies (the fixture restores the options)
+  cuarrow::set_transfer_options(o);
   cuarrow::stream s(ctx);
   const std::int64_t n = 64;
   const auto bytes = pattern(static_cast<std::size_t>(n), 3);

@@ -432,6 +432,14 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
 CUresult emu_cuMemcpyBatchAsync_v13000(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
                                        CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream hStream);
 
+// modules and kernel launches (memory.cpp): cuarrow's gather kernel, run on the host
+CUresult emu_cuModuleLoadData_v2000(CUmodule* module, const void* image);
+CUresult emu_cuModuleUnload_v2000(CUmodule hmod);
+CUresult emu_cuModuleGetFunction_v2000(CUfunction* hfunc, CUmodule hmod, const char* name);
+CUresult emu_cuLaunchKernel_v4000(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra);
+
 // IPC (ipc.cpp)
 CUresult emu_cuIpcGetMemHandle_v4010(CUipcMemHandle* pHandle, CUdeviceptr dptr);
 CUresult emu_cuIpcOpenMemHandle_v11000(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags);

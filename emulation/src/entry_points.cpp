@@ -247,6 +247,10 @@ CUresult ptsz_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr src, size_t n, CUstre
 CUresult ptsz_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s) {
   return emu_cuMemcpyPeerAsync_v4000(d, dc, src, sc, n, ptsz(s));
 }
+CUresult ptsz_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             unsigned shmem, CUstream s, void** params, void** extra) {
+  return emu_cuLaunchKernel_v4000(f, gx, gy, gz, bx, by, bz, shmem, ptsz(s), params, extra);
+}
 CUresult ptsz_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
   return emu_cuMemsetD8Async_v3020(d, v, n, ptsz(s));
 }
@@ -326,6 +330,7 @@ const EntryPoint kEntryPoints[] = {
     {"cuMemcpyPeerAsync", 7000, true,
      CUEMU_FN(PFN_cuMemcpyPeerAsync_v7000_ptsz, ptsz_cuMemcpyPeerAsync, ep_cuMemcpyPeerAsync)},
     {"cuMemsetD8Async", 7000, true, CUEMU_FN(PFN_cuMemsetD8Async_v7000_ptsz, ptsz_cuMemsetD8Async, ep_cuMemsetD8Async)},
+    {"cuLaunchKernel", 7000, true, CUEMU_FN(PFN_cuLaunchKernel_v7000_ptsz, ptsz_cuLaunchKernel, ep_cuLaunchKernel)},
     {"cuMemcpyBatchAsync", 12080, true,
      CUEMU_FN(PFN_cuMemcpyBatchAsync_v12080_ptsz, ptsz_cuMemcpyBatchAsync_v12080, ep_cuMemcpyBatchAsync)},
     {"cuMemcpyBatchAsync", 13000, true,

@@ -8,7 +8,12 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
+
+#include "gather_args.h"
 
 namespace cuemu {
 
@@ -786,6 +791,176 @@ CUresult emu_cuMemsetD8Async_v3020(CUdeviceptr dstDevice, unsigned char uc, size
     }
     if (!p) return fault(st, "cuMemsetD8Async", d, nullptr, N, why);
     std::memset(p, uc, N);
+  };
+  return enqueue(s, std::move(op));
+}
+
+// ---------------------------------------------------------------------------
+// Modules and kernel launches
+//
+// The emulation cannot run device code.  It loads any fatbin image (by its
+// magic) as a module of the current context and knows one function by
+// name: cuarrow's gather kernel (src/runtime/kernels/gather_args.h), which
+// a launch runs on the host in stream order, block by block as the GPU
+// would: the tiles the grid names, no more, an address outside the
+// allocations an illegal-address fault of the context.  Any other name is
+// CUDA_ERROR_NOT_FOUND.
+
+namespace {
+
+constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
+
+struct Module {
+  Context* ctx = nullptr;
+  uint64_t generation = 0;
+};
+
+struct Function {
+  Module* module = nullptr;
+};
+
+struct Modules {
+  std::mutex mu;
+  std::unordered_map<const void*, std::unique_ptr<Module>> modules;
+  std::unordered_map<const void*, std::unique_ptr<Function>> functions;
+};
+
+Modules& modules() {
+  static auto* m = new Modules;  // handles may be used until the process ends
+  return *m;
+}
+
+// The gather kernel's work for block `tile`, exactly as gather.cu does it:
+// the item whose tiles hold it, that tile's bytes.  False, with a fault
+// reported, when its memory is not there.
+bool run_gather_tile(Stream& st, const cuarrow_gather_args& a, uint32_t tile) {
+  uint32_t lo = 0, hi = a.count - 1;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (a.items[mid].first_tile <= tile) lo = mid;
+    else hi = mid - 1;
+  }
+  const cuarrow_gather_item& it = a.items[lo];
+  const uint64_t begin = static_cast<uint64_t>(tile - it.first_tile) * CUARROW_GATHER_TILE;
+  if (begin >= it.size) return true;
+  const uint64_t n = std::min<uint64_t>(CUARROW_GATHER_TILE, it.size - begin);
+  const char* why = "touched memory outside every allocation of the device";
+  Side d, sr;
+  char* to = nullptr;
+  const char* from = nullptr;
+  {
+    std::lock_guard lk(g->mu);
+    if (check_side_locked(it.dst + begin, n, Need::DeviceAccessible, &d) == CUDA_SUCCESS &&
+        check_side_locked(it.src + begin, n, Need::DeviceAccessible, &sr) == CUDA_SUCCESS) {
+      to = resolve_locked(d, &why);
+      from = to ? resolve_locked(sr, &why) : nullptr;
+    }
+  }
+  if (!to || !from) {
+    d.addr = it.dst + begin;
+    sr.addr = it.src + begin;
+    fault(st, CUARROW_GATHER_KERNEL_NAME, d, &sr, n, why);
+    return false;
+  }
+  std::memmove(to, from, n);
+  return true;
+}
+
+}  // namespace
+
+CUresult emu_cuModuleLoadData_v2000(CUmodule* module, const void* image) {
+  if (CUresult r = check_init()) return r;
+  if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_context(&c)) return r;
+  uint32_t magic = 0;
+  std::memcpy(&magic, image, sizeof magic);
+  if (magic != kFatbinMagic) return CUDA_ERROR_INVALID_IMAGE;
+  auto m = std::make_unique<Module>();
+  m->ctx = c;
+  m->generation = c->generation;
+  Modules& all = modules();
+  std::lock_guard lk(all.mu);
+  *module = reinterpret_cast<CUmodule>(m.get());
+  all.modules.emplace(m.get(), std::move(m));
+  return CUDA_SUCCESS;
+}
+
+CUresult emu_cuModuleUnload_v2000(CUmodule hmod) {
+  if (CUresult r = check_init()) return r;
+  Modules& all = modules();
+  std::lock_guard lk(all.mu);
+  auto it = all.modules.find(hmod);
+  if (it == all.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+  std::erase_if(all.functions, [&](const auto& f) { return f.second->module == it->second.get(); });
+  all.modules.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult emu_cuModuleGetFunction_v2000(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  if (CUresult r = check_init()) return r;
+  if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+  Modules& all = modules();
+  std::lock_guard lk(all.mu);
+  auto it = all.modules.find(hmod);
+  if (it == all.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (std::strcmp(name, CUARROW_GATHER_KERNEL_NAME) != 0) return CUDA_ERROR_NOT_FOUND;
+  for (const auto& [h, f] : all.functions) {
+    if (f->module == it->second.get()) {
+      *hfunc = reinterpret_cast<CUfunction>(f.get());
+      return CUDA_SUCCESS;
+    }
+  }
+  auto f = std::make_unique<Function>();
+  f->module = it->second.get();
+  *hfunc = reinterpret_cast<CUfunction>(f.get());
+  all.functions.emplace(f.get(), std::move(f));
+  return CUDA_SUCCESS;
+}
+
+CUresult emu_cuLaunchKernel_v4000(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+  if (CUresult r = check_init()) return r;
+  Context* c = nullptr;
+  if (CUresult r = current_context(&c)) return r;
+  {
+    Modules& all = modules();
+    std::lock_guard lk(all.mu);
+    auto it = all.functions.find(f);
+    if (it == all.functions.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const Module& m = *it->second->module;
+    // A function of another context, or of one reset since it was loaded.
+    if (m.ctx != c || m.generation != c->generation) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (gridDimX == 0 || gridDimY == 0 || gridDimZ == 0 || blockDimX == 0 || blockDimY == 0 || blockDimZ == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (gridDimX > 0x7fffffffu || gridDimY > 65535 || gridDimZ > 65535) return CUDA_ERROR_INVALID_VALUE;
+  if (uint64_t{blockDimX} * blockDimY * blockDimZ > CUARROW_GATHER_THREADS) return CUDA_ERROR_INVALID_VALUE;
+  if (sharedMemBytes > 48 * 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (extra != nullptr || kernelParams == nullptr || kernelParams[0] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(hStream, &s)) return r;
+  // The parameters are copied at the launch, as the driver does.
+  auto args = std::make_shared<cuarrow_gather_args>();
+  std::memcpy(args.get(), kernelParams[0], sizeof(cuarrow_gather_args));
+  if (args->count == 0 || args->count > CUARROW_GATHER_MAX_ITEMS) {
+    // The kernel would read items outside the parameters: a fault when it runs.
+    Op op;
+    op.what = CUARROW_GATHER_KERNEL_NAME;
+    op.body = [](Stream& st) { report_fault(st, CUARROW_GATHER_KERNEL_NAME, "item count outside 1..1000"); };
+    return enqueue(s, std::move(op));
+  }
+  const uint64_t blocks = uint64_t{gridDimX} * gridDimY * gridDimZ;
+  Op op;
+  op.what = CUARROW_GATHER_KERNEL_NAME;
+  op.body = [args, blocks](Stream& st) {
+    std::shared_lock mem(g->mem_mu);  // bytes cannot be unmapped while we copy
+    for (uint64_t b = 0; b < blocks; ++b) {
+      // blockIdx.x alone names the tile (a grid of more dimensions repeats it).
+      if (!run_gather_tile(st, *args, static_cast<uint32_t>(b % 0x80000000u))) return;
+    }
   };
   return enqueue(s, std::move(op));
 }

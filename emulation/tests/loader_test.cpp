@@ -61,7 +61,7 @@ TEST(Loader, UnknownSymbolIsNotFound) {
   EXPECT_EQ(nullptr, pfn);
   EXPECT_EQ(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, status);
   // Real names the emulation does not implement are unknown too.
-  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, get_proc("cuLaunchKernel", &pfn, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status));
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, get_proc("cuGraphLaunch", &pfn, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status));
   EXPECT_EQ(nullptr, pfn);
 }
 

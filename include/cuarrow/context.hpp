@@ -116,6 +116,13 @@ class CUARROW_EXPORT context {
   /// failure of cuCtxEnablePeerAccess other than "unsupported" is cuda_error.
   bool enable_peer_access(const context& peer) const;
 
+  /// "ready" when cuarrow's gather kernel runs in this context (batches of
+  /// many copies within the device go to it: transfer_options::
+  /// device_gather), else why not: a library built without nvcc, no image
+  /// of the kernel for this GPU, a driver without module entry points.
+  /// Loads the kernel at the first call (cuModuleLoadData); no stream work.
+  std::string gather_status() const;
+
   friend bool operator==(const context& a, const context& b) noexcept { return a.handle() == b.handle(); }
 
   // Internal: the runtime's state of this context (src/runtime/context_state.hpp).

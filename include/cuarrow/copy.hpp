@@ -76,6 +76,15 @@ struct transfer_options {
   /// Most pinned memory the result pool (try_allocate_pinned_pooled) holds,
   /// cached and in use.  Environment: CUARROW_PINNED_POOL_LIMIT.
   std::int64_t pinned_pool_limit_bytes = 4ll << 30;
+  /// A batch of 8 or more copies within one device (after neighbours are
+  /// merged) goes to cuarrow's gather kernel, one launch per 1,000 copies,
+  /// where the GPU has it (a library built with nvcc; see
+  /// context::gather_status()), instead of one driver copy each: on the
+  /// H200 machine every driver copy cost about 5 us of host time, batched
+  /// or not.  The kernel runs on the SMs, not the copy engines: work of
+  /// yours running beside it on other streams shares the SMs with it.
+  /// false: driver copies always.  Environment: CUARROW_DEVICE_GATHER=0.
+  bool device_gather = true;
 };
 
 /// The options in force: those set last, else the environment, else the

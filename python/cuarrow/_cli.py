@@ -199,6 +199,7 @@ def _gather_info() -> dict[str, Any]:
             "unified_addressing": bool(p["unified_addressing"]),
         }
         device.update(_sharing(ordinal, device["memory_pools_supported"]))
+        device["gather_kernel"] = lib.Context.get(ordinal).gather_status()
         devices.append(device)
     gds = dict(lib.gds_status())
     from cuarrow import ipc
@@ -252,6 +253,8 @@ def _print_info(info: dict[str, Any]) -> None:
         rows.append(("  PCIe", pcie))
         rows.append(("  CUDA IPC", _yes_no(d["cuda_ipc"]["usable"], d["cuda_ipc"]["reason"])))
         rows.append(("  pool IPC", _yes_no(d["pool_ipc"]["usable"], d["pool_ipc"]["reason"])))
+        gather = d["gather_kernel"]
+        rows.append(("  gather kernel", "yes" if gather == "ready" else _yes_no(False, gather)))
     t, pool = info["transfer_options"], info["pinned_pool"]
     rows.append(
         (

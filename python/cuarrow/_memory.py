@@ -122,7 +122,7 @@ def _as_context(context: Any) -> Context:
     return Context(_index(context, "context"))
 
 
-def transfer_options() -> dict[str, int]:
+def transfer_options() -> dict[str, int | bool]:
     """The options of host<->device transfers in force: ``staging_threshold_bytes``
     (copies from or to ordinary memory at least this large go through the
     pinned staging pipeline; 0 disables it), ``staging_chunk_bytes`` (the
@@ -130,11 +130,15 @@ def transfer_options() -> dict[str, int]:
     ``staging_threads_to_device``, ``pinned_pool_limit_bytes`` (the most pinned
     memory the pool for ``copy_to_host()`` results holds) and
     ``staging_streaming_store_limit_bytes`` (copies to the device up to this
-    size fill the staging buffers with non-temporal stores; 0: never)."""
+    size fill the staging buffers with non-temporal stores; 0: never) and
+    ``device_gather`` (a bool: batches of 8 or more copies within a device,
+    such as an IPC stream written into device memory, go to cuarrow's gather
+    kernel, one launch per 1,000, instead of a driver copy each;
+    ``Context.gather_status()`` says whether it runs)."""
     return dict(_lib.get_transfer_options())
 
 
-def set_transfer_options(**options: int) -> None:
+def set_transfer_options(**options: int | bool) -> None:
     """Change some transfer options (names as in :func:`transfer_options`)
     for later copies.  Unknown names raise TypeError; bad values ValueError."""
     current = transfer_options()
@@ -261,6 +265,13 @@ class Context:
     def device_name(self) -> str:
         """The device's name, e.g. "NVIDIA H200"."""
         return self._ctx.properties["name"]
+
+    def gather_status(self) -> str:
+        """``"ready"`` when cuarrow's gather kernel runs in this context
+        (batches of many copies within the device go to it: the
+        ``device_gather`` transfer option), else why not (a build without
+        nvcc, no image of the kernel for this GPU)."""
+        return self._ctx.gather_status()
 
     def synchronize(self) -> None:
         """Block until the device has completed all preceding requested tasks."""

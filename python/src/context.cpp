@@ -33,7 +33,7 @@ auto transfer_option_fields(F&& f) {
   return f("staging_threshold_bytes", &O::staging_threshold_bytes, "staging_chunk_bytes", &O::staging_chunk_bytes,
            "staging_threads", &O::staging_threads, "staging_threads_to_device", &O::staging_threads_to_device,
            "pinned_pool_limit_bytes", &O::pinned_pool_limit_bytes, "staging_streaming_store_limit_bytes",
-           &O::staging_streaming_store_limit_bytes);
+           &O::staging_streaming_store_limit_bytes, "device_gather", &O::device_gather);
 }
 
 // getattr(obj, name), or nullopt when it raises AttributeError (hasattr's
@@ -187,6 +187,7 @@ void bind_context(nb::module_& m) {
       .def("reset_transfer_stats", &cuarrow::context::reset_transfer_stats)
       .def_prop_ro("properties", [](const cuarrow::context& c) { return properties_dict(c.properties()); })
       .def("synchronize", &cuarrow::context::synchronize, release_gil())
+      .def("gather_status", &cuarrow::context::gather_status, release_gil())
       .def("free_memory", &cuarrow::context::free_memory, release_gil())
       .def(
           "get_device_address",

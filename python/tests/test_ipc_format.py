@@ -489,3 +489,37 @@ def test_a_non_nullable_field_with_nulls_is_refused_naming_it(ctx):
         w.write_table(table)
     got = ipc.open_stream(w.close()).read_all().to_host()
     assert got.equals(pa.Table.from_batches([good]))
+
+
+@pytest.mark.parametrize("gather", [True, False], ids=["gather-kernel", "driver-copies"])
+def test_a_stream_of_many_pieces_is_pyarrows_bytes_with_and_without_the_gather_kernel(ctx, gather):
+    """A device table of 40 batches of 5 columns (hundreds of buffers, their
+    padding and metadata between them) written into device memory: through
+    cuarrow's gather kernel (one launch, gaps and metadata included) or one
+    driver copy each, the bytes are pyarrow's."""
+
+    def batch(k: int) -> pa.RecordBatch:
+        rows = range(100 * k, 100 * k + 100)
+        return pa.record_batch(
+            {
+                "i": pa.array(rows, pa.int64()),
+                "f": pa.array([x / 7 for x in rows], pa.float64()),
+                "s": pa.array([None if x % 11 == 0 else "v" * (x % 13) for x in rows]),
+                "b": pa.array([x % 3 == 0 for x in rows]),
+                "l": pa.array([[x] * (x % 4) for x in rows], pa.list_(pa.int16())),
+            }
+        )
+
+    batches = [batch(k) for k in range(40)]
+    table = pa.Table.from_batches(batches)
+    device = ipc.DeviceTable.from_batches([cuda.to_device(b, ctx) for b in batches])
+    saved = cuda.transfer_options()
+    cuda.set_transfer_options(device_gather=gather)
+    try:
+        with ipc.new_stream(ctx, table.schema) as w:
+            w.write_table(device)
+        out = w.close()
+    finally:
+        cuda.set_transfer_options(**saved)
+    assert ctx.gather_status() == "ready"
+    assert out.copy_to_host().to_pybytes() == _stream_bytes(batches, table.schema)

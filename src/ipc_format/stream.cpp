@@ -14,6 +14,7 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "device_gather.hpp"
 #include "ipc_format/writer.hpp"
 #include "message_io.hpp"
 
@@ -386,9 +387,17 @@ class assembler final : public internal::message_sink {
   // queued in parts of growing size (1,024 pieces, then 2,048, ...), so
   // that the GPU copies the first parts while the host makes the rest (a
   // table's thousands of pieces take the host a while to plan).
+  //
+  // Where the copy engine gives many copies within the device to cuarrow's
+  // gather kernel (gathers_device_copies), a gap costs a few bytes of a
+  // launch, not a driver call: no memset, and the metadata goes to the
+  // device in one copy first, its pieces then copied within the device
+  // with the bodies (one launch per 1,000 pieces instead of a driver copy
+  // each: about 5 us a copy on the H200 machine).
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
     buffer out = allocate_device(ctx, length_, s, std::move(resource));
-    if (gaps_ > 0 && gaps_ > length_ / kGapCopyWorth) {
+    const bool gathered = cuarrow::detail::gathers_device_copies(ctx);
+    if (!gathered && gaps_ > 0 && gaps_ > length_ / kGapCopyWorth) {
       fill_async(out, 0, length_, 0, s);
       std::erase_if(segments_, [](const segment& g) { return g.what == kind::gap; });
       widest_gap_ = 0;
@@ -399,6 +408,12 @@ class assembler final : public internal::message_sink {
       std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
       host = pinned ? std::move(*pinned) : allocate_host(n);
       std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
+      if (gathered) {
+        buffer on_device = allocate_device(ctx, n, s);
+        const copy_piece up{on_device, 0, host, 0, n};
+        copy_batch_async({&up, 1}, s);
+        host = std::move(on_device);
+      }
     }
     if (widest_gap_ > 0) {
       zeros = allocate_device(ctx, widest_gap_, s);

@@ -101,6 +101,7 @@ context_state::~context_state() {
     CUresult r = d->cuEventDestroy(order_event);
     if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy");
   }
+  unload_gather(*this);
   if (!owns_retain) return;
   // The device handle the retain was made with: asking for it again here
   // could fail, and the retain would then never be released.
@@ -279,6 +280,8 @@ void context::set_memory_resource(std::shared_ptr<device_memory_resource> resour
   std::lock_guard lock(state_->mutex);
   state_->resource = std::move(resource);
 }
+
+std::string context::gather_status() const { return detail::gather_status(*state_); }
 
 bool context::enable_peer_access(const context& peer) const {
   if (peer.device_number() == device_number()) return true;

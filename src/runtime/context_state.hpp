@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <vector>
 
 #include "cuarrow/context.hpp"
@@ -38,11 +39,22 @@ struct context_state {
   std::mutex order_mutex;
   CUevent order_event = nullptr;
 
+  // cuarrow's gather kernel in this context (gather.cpp): loaded at first
+  // use, unloaded with the state.
+  std::mutex gather_mutex;
+  bool gather_tried = false;
+  CUmodule gather_module = nullptr;
+  CUfunction gather_function = nullptr;
+  std::string gather_why_not;
+
   context_state() = default;
   context_state(const context_state&) = delete;
   context_state& operator=(const context_state&) = delete;
   ~context_state();
 };
+
+/// Unloads the gather kernel's module of `ctx`, if loaded (its destructor).
+void unload_gather(context_state& ctx) noexcept;
 
 /// Drop the process-wide cache of primary contexts (each is released when
 /// the last context, buffer or stream using it is gone).

@@ -62,7 +62,23 @@ struct batched_copy {
 /// legacy stream's work by two events; fewer go one by one.  Throws
 /// cuda_error naming the call that failed; some of the copies may be
 /// queued by then.
-void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s);
+/// With `gather` (the current context's state, where the caller found
+/// gather_ready), the copies within the device go to cuarrow's gather
+/// kernel instead, one launch per 1,000 (gather_async); the others as above.
+void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s, context_state* gather = nullptr);
+
+/// True when cuarrow's gather kernel (kernels/gather.cu) can run in `ctx`
+/// (loaded there at the first call): false when the library was built
+/// without nvcc, the GPU has no image of it, or the driver lacks the
+/// module entry points; gather_status says which.
+bool gather_ready(context_state& ctx);
+/// "ready", or why the gather kernel cannot run in `ctx`.
+std::string gather_status(context_state& ctx);
+/// Copies within `ctx`'s device (destinations disjoint, none reading
+/// another's destination) by the gather kernel, one launch per 1,000
+/// copies, on `s` in stream order.  Throws cuda_error when a launch fails
+/// (launches before it may have been queued) or the kernel is not ready.
+void gather_async(context_state& ctx, std::span<const batched_copy> copies, CUstream s);
 /// Between devices, each side with its context.
 void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
                      CUstream s);

@@ -184,8 +184,17 @@ class side_stream {
 constexpr std::size_t kMinSideStreamCopies = 16;
 }  // namespace
 
-void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s) {
+void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s, context_state* gather) {
   const driver_table& d = driver();
+  if (gather != nullptr) {
+    std::vector<batched_copy> within, rest;
+    for (const batched_copy& c : copies) {
+      (c.direction == copy_direction::device_to_device ? within : rest).push_back(c);
+    }
+    gather_async(*gather, within, s);
+    if (!rest.empty()) copy_many_async(rest, device, s, nullptr);
+    return;
+  }
   if (copies.size() < 2 || d.cuMemcpyBatchAsync == nullptr) {
     copy_each(copies, s);
     return;

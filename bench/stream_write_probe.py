@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""An IPC stream written into device memory with and without cuarrow's
+gather kernel (transfer_options device_gather), beside a raw
+device-to-device copy of as many bytes, for issue 14's "at least 0.9 x raw
+device-to-device" (bench/ipc_bench.py measures the default; this says what
+the kernel changed).
+
+    PYTHONPATH=<installed cuarrow> python3 bench/stream_write_probe.py [--table-bytes 2.2G] [--out probe.json]
+
+Two device tables of ipc_bench's 17 columns: the table moved with
+cuda.to_device (one batch per 2^21-row part: 8 for 2.2 GiB, what
+ipc_bench writes) and the same table read back from a Feather file
+(pyarrow's 64 Ki-row chunks: 226 batches, thousands of buffers).  Each
+write is timed (median of --reps), gather on and off, in one process.
+Needs CuPy for the raw copy.  Times mean something only on the GPU
+machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.feather as feather
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ipc_bench  # noqa: E402 - found through the line above
+from bench import median_time, parse_size  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--table-bytes", type=parse_size, default=parse_size("2.2G"))
+    ap.add_argument("--dir", type=Path, default=Path("/tmp"))
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    import cupy
+
+    from cuarrow import cuda, ipc
+
+    ctx = cuda.Context(0)
+    table = ipc_bench.build_table(args.table_bytes)
+    path = args.dir / "stream-write-probe.feather"
+    feather.write_feather(table, str(path), compression="uncompressed")
+    tables = {"to_device": cuda.to_device(table, ctx), "read_feather": ipc.read_feather(str(path))}
+    path.unlink()
+    result: dict[str, Any] = {"gather_status": ctx.gather_status(), "cases": []}
+    print(f"gather kernel: {result['gather_status']}", flush=True)
+    saved = cuda.transfer_options()
+    for name, device_table in tables.items():
+
+        def write(t: Any = device_table) -> Any:
+            w = ipc.new_stream(ctx, table.schema)
+            w.write_table(t)
+            return w.close()
+
+        size = write().size
+        src, dst = cupy.empty(size, dtype=cupy.uint8), cupy.empty(size, dtype=cupy.uint8)
+
+        def raw(d: int = dst.data.ptr, s: int = src.data.ptr, n: int = size) -> None:
+            cupy.cuda.runtime.memcpy(d, s, n, cupy.cuda.runtime.memcpyDeviceToDevice)
+            cupy.cuda.runtime.streamSynchronize(0)
+
+        t_raw = median_time(raw, args.reps)
+        row = {"table": name, "batches": len(device_table.to_batches()), "bytes": size, "raw_s": t_raw}
+        for gather in (True, False):
+            cuda.set_transfer_options(device_gather=gather)
+            t = median_time(write, args.reps)
+            row["gather_s" if gather else "driver_s"] = t
+        cuda.set_transfer_options(**saved)
+        del src, dst
+        result["cases"].append(row)
+        print(
+            f"{name:12s} {row['batches']:4d} batches {size / 1e9:.2f} GB: raw D2D {t_raw * 1e3:.2f} ms; "
+            f"gather kernel {row['gather_s'] * 1e3:.2f} ms ({t_raw / row['gather_s']:.2f} x raw); "
+            f"driver copies {row['driver_s'] * 1e3:.2f} ms ({t_raw / row['driver_s']:.2f} x raw)",
+            flush=True,
+        )
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
