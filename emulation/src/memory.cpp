@@ -830,20 +830,14 @@ Modules& modules() {
   return *m;
 }
 
-// The gather kernel's work for block `tile`, exactly as gather.cu does it:
-// the item whose tiles hold it, that tile's bytes.  False, with a fault
+// The gather kernel's work for block `tile`, by the kernel's own rule
+// (cuarrow_gather_tile): the item whose tiles hold it, that tile's bytes.  False, with a fault
 // reported, when its memory is not there.
 bool run_gather_tile(Stream& st, const cuarrow_gather_args& a, uint32_t tile) {
-  uint32_t lo = 0, hi = a.count - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (a.items[mid].first_tile <= tile) lo = mid;
-    else hi = mid - 1;
-  }
-  const cuarrow_gather_item& it = a.items[lo];
-  const uint64_t begin = static_cast<uint64_t>(tile - it.first_tile) * CUARROW_GATHER_TILE;
-  if (begin >= it.size) return true;
-  const uint64_t n = std::min<uint64_t>(CUARROW_GATHER_TILE, it.size - begin);
+  uint64_t begin = 0, end = 0;
+  const cuarrow_gather_item& it = a.items[cuarrow_gather_tile(&a, tile, &begin, &end)];
+  if (begin == end) return true;
+  const uint64_t n = end - begin;
   const char* why = "touched memory outside every allocation of the device";
   Side d, sr;
   char* to = nullptr;

@@ -39,19 +39,10 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS) cuarrow_gather(const cuarrow_gather_args args) {
-  const uint32_t tile = blockIdx.x;
-  // The last item whose first tile is at or before this one.
-  uint32_t lo = 0, hi = args.count - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (args.items[mid].first_tile <= tile) lo = mid;
-    else hi = mid - 1;
-  }
-  const cuarrow_gather_item& it = args.items[lo];
-  const uint64_t begin = static_cast<uint64_t>(tile - it.first_tile) * CUARROW_GATHER_TILE;
-  if (begin >= it.size) return;
-  const uint64_t end = begin + CUARROW_GATHER_TILE < it.size ? begin + CUARROW_GATHER_TILE : it.size;
+extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS) cuarrow_gather(const __grid_constant__ cuarrow_gather_args args) {
+  uint64_t begin = 0, end = 0;
+  const cuarrow_gather_item& it = args.items[cuarrow_gather_tile(&args, blockIdx.x, &begin, &end)];
+  if (begin == end) return;
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
   const auto* src = reinterpret_cast<const unsigned char*>(it.src);
   const uint64_t shared = it.dst ^ it.src;
