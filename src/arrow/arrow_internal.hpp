@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -149,6 +150,26 @@ inline std::optional<std::int64_t> layout_bytes(const buffer_spec& spec, std::in
 }
 
 // ---- batched small reads ------------------------------------------------------------
+
+// A range of bytes to read to the host: `size` bytes at byte `pos` of `buf`
+// (the caller has checked that it lies within).
+struct host_read {
+  buffer buf;
+  std::int64_t pos = 0;
+  std::int64_t size = 0;
+};
+
+// Every range's bytes in one host-accessible buffer, one after another
+// (range k at the sum of the sizes before it).  Device memory is read in
+// ONE copy_batch per stream read on (stream_for_device), synchronized,
+// into pinned memory from the pool where it can be had (a device-to-host
+// copy into pageable memory returns only once it has run, a round trip
+// each), with no host function to keep buffers alive (`reads` holds the
+// sources, the result the destination); pinned and managed memory is read
+// directly after its stream has caught up, ordinary host memory at once.
+// The one mechanism for the small reads of layouts and checks: offsets
+// (probe_cache), bitmaps to count nulls in, buffers a writer recomputes.
+buffer read_to_host(std::span<const host_read> reads, stream_view s);
 
 // Small integer reads (offsets, run ends, variadic sizes) of an array tree,
 // gathered so that memory outside ordinary host memory is read in ONE batch:

@@ -71,43 +71,21 @@ stream_view stream_for_device(stream_view s, int device) {
   return stream_view();
 }
 
-void probe_cache::fetch(stream_view s) {
-  if (pending_.empty()) return;
-  std::vector<request> todo = take_pending();
-  std::vector<std::uint64_t> scratch(todo.size(), 0);
-  // Device values land in PINNED scratch (from the result pool) where it can
-  // be had: a device-to-host copy into pageable memory returns only once it
-  // has completed, so each one was a whole round trip (2,300 of them when a
-  // writer laid out a table of 227 batches); into pinned memory the copies
-  // queue and the batch's one synchronization waits for them all.  Pinned
-  // memory of the first device's context serves that device's reads; others
-  // (and a pool at its limit) use the pageable scratch as before.
+buffer read_to_host(std::span<const host_read> reads, stream_view s) {
+  std::int64_t total = 0;
+  for (const host_read& r : reads) total += r.size;
+  if (total == 0) return allocate_host(0);
   std::optional<buffer> pinned;
-  int pinned_device = -1;
-  for (const request& r : todo) {
-    if (r.buf.type() == device_type::cuda && r.buf.get_context()) {
-      pinned = try_allocate_pinned_pooled(*r.buf.get_context(),
-                                          static_cast<std::int64_t>(todo.size() * sizeof(std::uint64_t)));
-      pinned_device = r.buf.device_id();
+  for (const host_read& r : reads) {
+    if (r.size > 0 && r.buf.type() == device_type::cuda && r.buf.get_context()) {
+      pinned = try_allocate_pinned_pooled(*r.buf.get_context(), total);
       break;
     }
   }
-  auto* pin = pinned ? reinterpret_cast<std::uint64_t*>(pinned->mutable_host_data()) : nullptr;
-  auto in_pinned = [&](const request& r) { return pin != nullptr && r.buf.device_id() == pinned_device; };
+  buffer out = pinned ? std::move(*pinned) : allocate_host(total);
 
-  // The device reads, per stream they are read on: ONE batched copy each,
-  // synchronized (copy_batch), so that the copies need no host function to
-  // keep their buffers alive (a copy_to_host_async per value queued one
-  // cuLaunchHostFunc each): the sources are held by `todo` and the
-  // destinations by `pinned` / `scratch`, all of which outlive the
-  // synchronization, and a copy_batch that fails midway settles its own
-  // queued copies (copy.cpp settle_after_failure) before it throws.  Pinned
-  // or managed memory is read directly once the stream that orders it has
-  // caught up (one synchronization per such stream).
-  const buffer pageable =
-      wrap_host(scratch.data(), static_cast<std::int64_t>(scratch.size() * sizeof(std::uint64_t)), nullptr, true);
-  std::vector<std::pair<stream_view, int>> reads;    // (stream, device) of the device reads, in order
-  std::vector<std::vector<copy_piece>> pieces;       // one batch per entry of `reads`
+  std::vector<std::pair<stream_view, int>> streams;  // (stream, device) of the device reads, in order
+  std::vector<std::vector<copy_piece>> pieces;       // one batch per entry of `streams`
   std::vector<std::pair<stream_view, int>> to_sync;  // streams ordering the pinned and managed reads
   auto index_of = [](std::vector<std::pair<stream_view, int>>& list, stream_view v, int device) {
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -116,38 +94,48 @@ void probe_cache::fetch(stream_view s) {
     list.emplace_back(v, device);
     return list.size() - 1;
   };
-  for (std::size_t k = 0; k < todo.size(); ++k) {
-    const request& r = todo[k];
-    const auto at = static_cast<std::int64_t>(k * sizeof(std::uint64_t));
-    if (r.buf.type() == device_type::cuda) {
-      const stream_view rs = stream_for_device(s, r.buf.device_id());
-      const std::size_t i = index_of(reads, rs, r.buf.device_id());
-      if (pieces.size() <= i) {
-        pieces.resize(i + 1);
-        pieces[i].reserve(todo.size() - k);
-      }
-      pieces[i].push_back(copy_piece{in_pinned(r) ? *pinned : pageable, at, r.buf, r.pos, r.width});
-    } else {
+  std::int64_t at = 0;
+  for (const host_read& r : reads) {
+    if (r.size > 0 && r.buf.type() == device_type::cuda) {
+      const std::size_t i = index_of(streams, stream_for_device(s, r.buf.device_id()), r.buf.device_id());
+      if (pieces.size() <= i) pieces.resize(i + 1);
+      pieces[i].push_back(copy_piece{out, at, r.buf, r.pos, r.size});
+    } else if (r.size > 0 && r.buf.type() != device_type::cpu) {
       index_of(to_sync, s, r.buf.device_id());
     }
+    at += r.size;
   }
-  for (std::size_t i = 0; i < reads.size(); ++i) {
+  for (std::size_t i = 0; i < streams.size(); ++i) {
     // In the sources' context (copy_batch pushes it), where a default
-    // stream is synchronized.
-    copy_batch(pieces[i], reads[i].first);
+    // stream is synchronized.  A copy_batch that fails midway settles its
+    // own queued copies (copy.cpp settle_after_failure) before it throws.
+    copy_batch(pieces[i], streams[i].first);
     cuarrow::detail::collect_deferred_releases();
   }
   for (const auto& [v, device] : to_sync) synchronize(v, device);
-
-  for (std::size_t k = 0; k < todo.size(); ++k) {
-    const request& r = todo[k];
-    if (r.buf.type() != device_type::cuda) {
-      std::memcpy(&scratch[k], r.buf.host_data() + r.pos, static_cast<std::size_t>(r.width));
-    } else if (in_pinned(r)) {
-      scratch[k] = 0;
-      std::memcpy(&scratch[k], &pin[k], static_cast<std::size_t>(r.width));
+  at = 0;
+  for (const host_read& r : reads) {
+    if (r.size > 0 && r.buf.type() != device_type::cuda) {
+      std::memcpy(out.mutable_host_data() + at, r.buf.host_data() + r.pos, static_cast<std::size_t>(r.size));
     }
-    values_[{r.buf.address() + static_cast<std::uintptr_t>(r.pos), r.width}] = scratch[k];
+    at += r.size;
+  }
+  return out;
+}
+
+void probe_cache::fetch(stream_view s) {
+  if (pending_.empty()) return;
+  const std::vector<request> todo = take_pending();
+  std::vector<host_read> reads;
+  reads.reserve(todo.size());
+  for (const request& r : todo) reads.push_back({r.buf, r.pos, r.width});
+  const buffer bytes = read_to_host(reads, s);
+  std::int64_t at = 0;
+  for (const request& r : todo) {
+    std::uint64_t raw = 0;
+    std::memcpy(&raw, bytes.host_data() + at, static_cast<std::size_t>(r.width));
+    values_[{r.buf.address() + static_cast<std::uintptr_t>(r.pos), r.width}] = raw;
+    at += r.width;
   }
 }
 

@@ -361,35 +361,38 @@ struct null_count_cache {
 
   static key key_of(const arrow::array_data& a) { return {a.buffers[0].address(), a.offset, a.length}; }
 
-  // One batched copy of every pending bitmap's bytes (pinned memory when the
-  // result pool has it), synchronized on `s`, then the bits counted.
+  // Every pending bitmap's bytes in one batched read (read_to_host), then
+  // the bits counted.
   void fetch(stream_view s) {
     if (pending.empty()) return;
-    std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // first byte, bytes
-    std::int64_t total = 0;
+    std::vector<ad::host_read> reads;
+    reads.reserve(pending.size());
     for (const auto& [k, a] : pending) {
-      ranges.push_back(ad::validity_bytes(a));
-      total += ranges.back().second;
+      const auto [first, bytes] = ad::validity_bytes(a);
+      reads.push_back({a.buffers[0], first, bytes});
     }
-    const arrow::array_data& any = pending.front().second;
-    std::optional<buffer> host;
-    if (any.buffers[0].get_context()) host = try_allocate_pinned_pooled(*any.buffers[0].get_context(), total);
-    if (!host) host = allocate_host(total);
-    std::vector<copy_piece> pieces;
+    const buffer host = ad::read_to_host(reads, s);
     std::int64_t at = 0;
     for (std::size_t i = 0; i < pending.size(); ++i) {
-      pieces.push_back({*host, at, pending[i].second.buffers[0], ranges[i].first, ranges[i].second});
-      at += ranges[i].second;
-    }
-    copy_batch(pieces, s);
-    at = 0;
-    for (std::size_t i = 0; i < pending.size(); ++i) {
       known[pending[i].first] =
-          ad::nulls_in_validity_bytes(pending[i].second, reinterpret_cast<const std::uint8_t*>(host->host_data()) + at);
-      at += ranges[i].second;
+          ad::nulls_in_validity_bytes(pending[i].second, reinterpret_cast<const std::uint8_t*>(host.host_data()) + at);
+      at += reads[i].size;
     }
     pending.clear();
   }
+};
+
+// A piece of a body whose bytes the writer computes on the host (Arrow's
+// writer computes them for slices: shifted bitmaps, offsets rebased to 0,
+// truncated buffers padded with zeros): what it reads of its source and
+// how it makes its bytes of those.  The reads of every batch of a
+// layout_bodies call are made together (one read_to_host), not one
+// synchronized copy each.
+struct computed_piece {
+  std::size_t batch = 0;  // index in layout_bodies' batches
+  std::size_t piece = 0;  // index in the layout's pieces
+  ad::host_read read;     // size 0: reads nothing
+  std::function<buffer(const std::uint8_t* bytes)> make;
 };
 
 struct layout_pass {
@@ -398,8 +401,9 @@ struct layout_pass {
   stream_view s;
   bool complete = true;
   body_layout out;
-  // Pieces whose bytes are computed on the host once the layout is complete.
-  std::vector<std::pair<std::size_t, std::function<buffer()>>> computed;
+  // Pieces whose bytes are computed on the host once every layout is
+  // complete (batch left 0: layout_bodies sets it).
+  std::vector<computed_piece> computed;
   // A walk that only asks for the values the layout needs (offsets, null
   // counts) and builds nothing: layout_bodies' first walk of every batch,
   // whose layout would be thrown away once a value turned out unknown.
@@ -424,11 +428,17 @@ struct layout_pass {
     out.body_length += pad8(size);
   }
   void add_empty() { add(buffer(), 0, 0); }
-  void add_computed(std::int64_t size, std::function<buffer()> make) {
+  // A piece of `size` bytes made by `make` of the `n` bytes at `pos` of `b`
+  // (read with every other computed piece's).
+  void add_computed(std::int64_t size, const buffer& b, std::int64_t pos, std::int64_t n,
+                    std::function<buffer(const std::uint8_t*)> make) {
     if (probing) return;
+    if (pos < 0 || n < 0 || pos + n > b.size()) {
+      throw invalid_argument("reading " + num(n) + " bytes at " + num(pos) + " of a buffer of " + num(b.size()));
+    }
     out.header.buffers.push_back({out.body_length, size});
     if (size > 0) {
-      computed.emplace_back(out.pieces.size(), std::move(make));
+      computed.push_back({0, out.pieces.size(), {n > 0 ? b : buffer(), pos, n}, std::move(make)});
       out.pieces.push_back({buffer(), 0, size, out.body_length});
     }
     out.body_length += pad8(size);
@@ -440,14 +450,11 @@ struct layout_pass {
     const std::int64_t bytes = ad::bitmap_bytes(len);
     if (off == 0 && pad64(bytes) >= b.size()) return add(b, 0, b.size());
     if (off % 8 == 0 && len % 8 == 0) return add(b, off / 8, bytes);
-    stream_view sv = s;
-    add_computed(bytes, [b, off, len, bytes, sv] {
-      const std::int64_t first = off / 8;
-      const std::vector<std::uint8_t> src = host_bytes_of(b, first, ad::bitmap_bytes(off + len) - first, sv);
+    const std::int64_t first = off / 8;
+    add_computed(bytes, b, first, ad::bitmap_bytes(off + len) - first, [len, bytes, shift = off % 8](auto* src) {
       std::vector<std::uint8_t> dst(static_cast<std::size_t>(bytes), 0);
-      const std::int64_t shift = off % 8;
       for (std::int64_t i = 0; i < len; ++i) {
-        if (ad::get_bit(src.data(), i + shift)) dst[static_cast<std::size_t>(i / 8)] |= std::uint8_t(1u << (i % 8));
+        if (ad::get_bit(src, i + shift)) dst[static_cast<std::size_t>(i / 8)] |= std::uint8_t(1u << (i % 8));
       }
       return host_buffer_of(dst);
     });
@@ -481,10 +488,9 @@ struct layout_pass {
     if (present == declared) return add(b, start, declared);
     // Rare (a slice within 64 bytes of the buffer's end): the bytes there
     // and the zeros after them, one piece as every buffer is.
-    stream_view sv = s;
-    add_computed(declared, [b, start, present, declared, sv] {
-      std::vector<std::uint8_t> v = present > 0 ? host_bytes_of(b, start, present, sv) : std::vector<std::uint8_t>();
-      v.resize(static_cast<std::size_t>(declared), 0);
+    add_computed(declared, b, present > 0 ? start : 0, present, [present, declared](auto* src) {
+      std::vector<std::uint8_t> v(static_cast<std::size_t>(declared), 0);
+      if (present > 0) std::memcpy(v.data(), src, static_cast<std::size_t>(present));
       return host_buffer_of(v);
     });
   }
@@ -504,8 +510,9 @@ struct layout_pass {
       if (b.size() >= width) {
         add(b, 0, b.size());
       } else {
-        add_computed(width,
-                     [width] { return host_buffer_of(std::vector<std::uint8_t>(static_cast<std::size_t>(width))); });
+        add_computed(width, b, 0, 0, [width](auto*) {
+          return host_buffer_of(std::vector<std::uint8_t>(static_cast<std::size_t>(width)));
+        });
       }
       return std::pair<std::int64_t, std::int64_t>{0, 0};
     }
@@ -517,10 +524,9 @@ struct layout_pass {
     }
     const std::int64_t required = (a.length + 1) * width;
     if (*first > 0) {
-      stream_view sv = s;
-      const std::int64_t base = *first, off = a.offset, n = a.length + 1;
-      add_computed(required, [b, base, off, n, width, sv] {
-        std::vector<std::uint8_t> v = host_bytes_of(b, off * width, n * width, sv);
+      const std::int64_t base = *first, n = a.length + 1;
+      add_computed(required, b, a.offset * width, n * width, [base, n, width](auto* src) {
+        std::vector<std::uint8_t> v(src, src + n * width);
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t x = ad::load_int(v.data(), i, width, true) - base;
           if (width == 4) {
@@ -626,7 +632,7 @@ struct layout_pass {
         }
         std::vector<std::uint8_t> rebased(offs.size());
         for (std::int64_t i = 0; i < a.length; ++i) put_int(rebased, i, w, ad::load_int(offs.data(), i, w, true) - lo);
-        add_computed(a.length * w, [rebased] { return host_buffer_of(rebased); });
+        add(host_buffer_of(rebased), 0, a.length * w);
         add(a.buffers[2], a.offset * w, a.length * w);
         if (lo != 0 || hi < c.length) {
           if (lo < 0 || lo > c.length) throw invalid_argument(where + ": list view offsets outside the values");
@@ -669,7 +675,7 @@ struct layout_pass {
           put_int(shifted, i, 4, o - first[code]);
           used[code] = std::max(used[code], o - first[code] + 1);
         }
-        add_computed(a.length * 4, [shifted] { return host_buffer_of(shifted); });
+        add(host_buffer_of(shifted), 0, a.length * 4);
         for (std::size_t i = 0; i < a.children.size(); ++i) {
           const std::size_t code = static_cast<std::size_t>(a.type.type_codes[i]) & 0x7f;
           const array_data& c = a.children[i];
@@ -731,7 +737,7 @@ struct layout_pass {
           }
           out.header.nodes.push_back({runs, 0});
           add_empty();
-          add_computed(runs * width, [rebased] { return host_buffer_of(rebased); });
+          add(host_buffer_of(rebased), 0, runs * width);
         }
         return visit(values.slice(first, runs), child(1));
       }
@@ -1094,6 +1100,7 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   cache.fetch(s);
   nulls.fetch(s);
   std::vector<std::optional<body_layout>> done(batches.size());
+  std::vector<computed_piece> computed;  // of every batch, made once all are laid out
   std::size_t left = batches.size();
   for (;;) {
     for (std::size_t b = 0; b < batches.size(); ++b) {
@@ -1105,7 +1112,10 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
         pass.visit(batch.columns[i], path_of(batch, i));
       }
       if (!pass.complete) continue;
-      for (auto& [index, make] : pass.computed) pass.out.pieces[index].source = make();
+      for (computed_piece& c : pass.computed) {
+        c.batch = b;
+        computed.push_back(std::move(c));
+      }
       done[b] = std::move(pass.out);
       --left;
     }
@@ -1117,6 +1127,18 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
     // what the passes asked, then the incomplete layouts again.
     cache.fetch(s);
     nulls.fetch(s);
+  }
+  // The computed pieces' sources in one batched read, then their bytes.
+  if (!computed.empty()) {
+    std::vector<ad::host_read> reads;
+    reads.reserve(computed.size());
+    for (const computed_piece& c : computed) reads.push_back(c.read);
+    const buffer bytes = ad::read_to_host(reads, s);
+    const auto* at = reinterpret_cast<const std::uint8_t*>(bytes.host_data());
+    for (computed_piece& c : computed) {
+      done[c.batch]->pieces[c.piece].source = c.make(at);
+      at += c.read.size;
+    }
   }
   std::vector<body_layout> out;
   out.reserve(batches.size());

@@ -281,14 +281,59 @@ TEST(IpcBodyLayout, ManyBatchesAreLaidOutTogether) {
     }
     if (f.available()) {
       // One by one, each batch makes at least one round of offset reads;
-      // together, two rounds in all (the list's offsets, then its strings').
-      // Both make the same copies of computed buffers (offsets not starting
-      // at 0 rebased, null counts counted), one synchronization each.
+      // together, two rounds in all (the list's offsets, then its strings'),
+      // and one read for every computed buffer of every batch (offsets not
+      // starting at 0 rebased, bitmaps shifted) and one of the null counts.
       EXPECT_GE(rounds_each, rounds_together + batches.size() - 2)
           << "one by one " << rounds_each << ", together " << rounds_together;
     }
   }
   EXPECT_TRUE(ipc::layout_bodies({}).empty());
+}
+
+// A table sliced off its start (every column's offsets rebased, every
+// bitmap shifted, null counts unknown): the buffers the writer computes on
+// the host are read for all batches in one batched copy, so the
+// synchronizations do not grow with the number of batches (one each made
+// thousands for a sliced table), and the bodies equal those of the same
+// slices in host memory.
+TEST(IpcBodyLayout, ComputedBuffersOfManySlicedBatchesAreReadTogether) {
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  if (!f.available()) GTEST_SKIP() << "counts driver calls: needs the host emulation's call counters";
+  cuarrow::context ctx = cuarrow::context::get(0);
+  random_arrays r(20261205);
+  auto syncs = [&] { return f.calls("cuStreamSynchronize") + f.calls("cuCtxSynchronize"); };
+  std::vector<std::size_t> rounds;
+  for (int n : {10, 60}) {
+    SCOPED_TRACE(std::to_string(n) + " batches");
+    std::vector<record_batch> host, device;
+    for (int i = 0; i < n; ++i) {
+      record_batch b;
+      b.schema.fields = {field("s", utf8()), field("i", int32()), field("b", binary())};
+      const std::int64_t rows = r.uniform(1, 40);
+      b.num_rows = rows + 5;
+      for (const auto& fl : b.schema.fields) b.columns.push_back(r.array(fl.type, b.num_rows));
+      // Sliced where they live, the host's of the device's buffers (to_device
+      // copies a string array's values up to its last offset only, and
+      // Arrow's truncation rules depend on a buffer's size).
+      const record_batch on_device = to_device(b, ctx);
+      host.push_back(to_host(on_device).slice(3, rows));
+      device.push_back(on_device.slice(3, rows));
+    }
+    ctx.synchronize();
+    f.reset_calls();
+    const std::vector<ipc::body_layout> laid = ipc::layout_bodies(device);
+    rounds.push_back(syncs());
+    const std::vector<ipc::body_layout> expected = ipc::layout_bodies(host);
+    ASSERT_EQ(laid.size(), expected.size());
+    for (std::size_t i = 0; i < laid.size(); ++i) {
+      EXPECT_EQ(bytes_of(ipc::write_body(laid[i], ctx)), bytes_of(ipc::write_body(expected[i], ctx))) << i;
+    }
+  }
+  // Offsets, then null counts and the computed buffers: a few reads
+  // whatever the number of batches.
+  EXPECT_EQ(rounds[0], rounds[1]);
+  EXPECT_LE(rounds[1], 4u);
 }
 
 TEST(IpcBodyLayout, ThePaddingIsZero) {
