@@ -551,6 +551,49 @@ TEST_F(BatchCopy, GatherKernelThatCannotLoadLeavesCopiesToTheDriver) {
   EXPECT_NE(r.output.find("CHILD OK"), std::string::npos) << r.output;
 }
 
+// A driver older than CUDA 12.1 (the emulation playing 12.0), which takes
+// no 32 KB launch parameters: the kernel is not used, gather_status() says
+// why, and the copies go to the driver one by one (12.0 has no
+// cuMemcpyBatchAsync either), the same bytes.
+CUARROW_CHILD_MODE(gather_old_driver) {
+  const fault_api& f = faults();
+  CHILD_CHECK(f.available());
+  CHILD_CHECK(cuarrow::driver_version() == 12000);
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 64;
+  const auto bytes = pattern(static_cast<std::size_t>(n), 4);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, bytes.data(), n);
+  cuarrow::buffer dst = cuarrow::allocate_device(ctx, 2 * n);
+  cuarrow::fill(dst, 0, 2 * n, 0);
+  std::vector<cuarrow::copy_piece> pieces;
+  for (std::int64_t i = 0; i < n; ++i) pieces.push_back({dst, 2 * i, src, i, 1});
+  f.reset_calls();
+  cuarrow::stream s(ctx);
+  cuarrow::copy_batch(pieces, s);
+  CHILD_CHECK(f.calls("cuLaunchKernel") == 0);
+  CHILD_CHECK(f.calls("cuModuleLoadData") == 0);
+  CHILD_CHECK(f.calls("cuMemcpyBatchAsync") == 0);
+  CHILD_CHECK(f.calls("cuMemcpyDtoDAsync") + f.calls("cuMemcpyAsync") == static_cast<std::size_t>(n));
+  const auto got = to_vector(dst);
+  for (std::int64_t i = 0; i < n; ++i) {
+    CHILD_CHECK(got[static_cast<std::size_t>(2 * i)] == bytes[static_cast<std::size_t>(i)]);
+    CHILD_CHECK(got[static_cast<std::size_t>(2 * i + 1)] == 0);
+  }
+  const std::string why = ctx.gather_status();
+  std::printf("STATUS: %s\n", why.c_str());
+  CHILD_CHECK(why.find("older than CUDA 12.1") != std::string::npos);
+  std::printf("CHILD OK\n");
+  return 0;
+}
+
+TEST_F(BatchCopy, GatherKernelIsNotUsedUnderADriverOlderThan12_1) {
+  if (!faults().available()) GTEST_SKIP() << "needs the emulation playing an older driver (no GPU involved)";
+  const cuarrow_test::child_result r =
+      cuarrow_test::run_self("gather_old_driver", {}, {{"CUARROW_EMULATED_DRIVER_VERSION", "12000"}});
+  ASSERT_TRUE(r.ok()) << "exit " << r.code << " signal " << r.signal << "\n" << r.output;
+  EXPECT_NE(r.output.find("CHILD OK"), std::string::npos) << r.output;
+}
+
 // The legacy default stream, which cuMemcpyBatchAsync refuses: the batch
 // runs on a stream of its own, ordered after and before the legacy
 // stream's work by events.  The reads back on the legacy stream see it.

@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "child_process.hpp"
 #include "test_support.hpp"
 
 TEST(Driver, LoadsTheSelectedDriver) {
@@ -56,4 +57,27 @@ TEST(Driver, CudaErrorsCarryCodeNameAndOperation) {
     EXPECT_NE(e.operation().find("cuPointerGetAttribute"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("failed: CUDA_ERROR_INVALID_VALUE (1): "), std::string::npos) << e.what();
   }
+}
+
+// A driver too old for cuarrow (the emulation playing CUDA 11.8): loading
+// it is a driver_error that names its version and what to do, not a crash
+// at the first call of an entry point it lacks.
+CUARROW_CHILD_MODE(driver_too_old) {
+  try {
+    cuarrow::load_driver();
+  } catch (const cuarrow::driver_error& e) {
+    std::printf("ERROR: %s\n", e.what());
+    return 0;
+  }
+  std::printf("LOADED\n");
+  return 1;
+}
+
+TEST(Driver, ADriverOlderThanCuda12IsRefusedSayingSo) {
+  if (!cuarrow::driver_is_emulated()) GTEST_SKIP() << "the emulation plays the old driver (no GPU involved)";
+  const cuarrow_test::child_result r =
+      cuarrow_test::run_self("driver_too_old", {}, {{"CUARROW_EMULATED_DRIVER_VERSION", "11080"}});
+  ASSERT_TRUE(r.ok()) << "exit " << r.code << " signal " << r.signal << "\n" << r.output;
+  EXPECT_NE(r.output.find("(version 11.8) is too old"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Update the NVIDIA driver"), std::string::npos) << r.output;
 }

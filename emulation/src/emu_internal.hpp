@@ -47,6 +47,14 @@ namespace cuemu {
 
 using Clock = std::chrono::steady_clock;
 
+// The CUDA version the emulation is a driver of (its entry points' newest
+// ABIs), unless CUARROW_EMULATED_DRIVER_VERSION names an older one.
+inline constexpr int kEmulatedDriverVersion = 13000;
+
+// The driver version the emulation reports and answers cuGetProcAddress as
+// (read at each call: lookups come before cuInit).
+int emulated_driver_version();
+
 // Device allocations are aligned (and their reserved blocks rounded) to this.
 inline constexpr size_t kAllocAlignment = 256;
 

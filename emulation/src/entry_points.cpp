@@ -361,12 +361,15 @@ CUresult get_proc_address(const char* symbol, void** pfn, int cudaVersion, cuuin
       return CUDA_ERROR_NOT_FOUND;
     }
   }
-  // The newest ABI of the symbol not newer than cudaVersion; with the
-  // per-thread flag, the _ptsz variant where one exists.
+  // The newest ABI of the symbol not newer than cudaVersion nor the
+  // driver; with the per-thread flag, the _ptsz variant where one exists.
+  // A symbol every ABI of which is newer than the driver is unknown to it
+  // (CUARROW_EMULATED_DRIVER_VERSION plays an older driver).
+  const int driver = emulated_driver_version();
   const EntryPoint* best = nullptr;
   bool known = false;
   for (const EntryPoint& e : kEntryPoints) {
-    if (std::strcmp(e.name, symbol) != 0 || (e.ptsz && !per_thread)) continue;
+    if (std::strcmp(e.name, symbol) != 0 || (e.ptsz && !per_thread) || e.version > driver) continue;
     known = true;
     if (e.version > cudaVersion) continue;
     if (!best || e.version > best->version || (e.version == best->version && e.ptsz)) best = &e;
@@ -402,7 +405,7 @@ CUresult emu_cuGetErrorString_v6000(CUresult error, const char** pStr) {
 
 CUresult emu_cuDriverGetVersion_v2020(int* driverVersion) {
   if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = 13000;
+  *driverVersion = emulated_driver_version();
   return CUDA_SUCCESS;
 }
 

@@ -69,9 +69,26 @@ bool env_flag(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+// CUARROW_EMULATED_DRIVER_VERSION as a CUDA version number (12000 for
+// 12.0), or 0 when unset or not a version from 10000 to 13000.
+int driver_version_from_env() {
+  const char* s = std::getenv("CUARROW_EMULATED_DRIVER_VERSION");
+  unsigned long long v = 0;
+  const char* e = nullptr;
+  if (!s || !*s || !parse_uint(s, &v, &e) || *e != '\0' || v < 10000 || v > kEmulatedDriverVersion) return 0;
+  return static_cast<int>(v);
+}
+
 CUresult read_config(Config* cfg) {
   const char* e = nullptr;
   unsigned long long v = 0;
+  if (const char* s = std::getenv("CUARROW_EMULATED_DRIVER_VERSION"); s && *s && driver_version_from_env() == 0) {
+    std::fprintf(stderr,
+                 "cuarrow emulation: CUARROW_EMULATED_DRIVER_VERSION='%s' is not a CUDA version from 10000 to %d "
+                 "(12000 for 12.0)\n",
+                 s, kEmulatedDriverVersion);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (const char* s = std::getenv("CUARROW_EMULATED_DEVICES"); s && *s) {
     if (!parse_uint(s, &v, &e) || *e != '\0' || v > 64) {
       std::fprintf(stderr, "cuarrow emulation: CUARROW_EMULATED_DEVICES='%s' is not a count from 0 to 64\n", s);
@@ -215,6 +232,11 @@ struct PerThreadStreamCleanup {
 CUARROW_EMU_STATIC_TLS thread_local PerThreadStreamCleanup t_pts_cleanup;
 
 }  // namespace
+
+int emulated_driver_version() {
+  const int v = driver_version_from_env();
+  return v != 0 ? v : kEmulatedDriverVersion;
+}
 
 void arm_per_thread_stream_cleanup() { t_pts_cleanup.armed = true; }
 

@@ -44,7 +44,7 @@ void load(context_state& ctx) {
   // The arguments (32 KB) travel as launch parameters, which drivers take
   // above 4 KB from CUDA 12.1 on.
   if (d.version < 12010) {
-    ctx.gather_why_not = "the driver is older than CUDA 12.1, which launches take 32 KB of parameters from";
+    ctx.gather_why_not = "the driver is older than CUDA 12.1 (launches take its 32 KB of arguments from 12.1 on)";
     return;
   }
   CUmodule module = nullptr;
