@@ -232,16 +232,23 @@ class Timing:
         self.max_reps = max_reps
 
 
-def median_time(fn: Callable[[], Any], reps: int) -> float:
-    """The median wall time of `reps` calls of `fn`, after one untimed call
-    (the probes' simple timing; the benchmark's own is measure())."""
-    fn()
+def time_calls(fn: Callable[[], Any], reps: int, warmups: int = 1) -> list[float]:
+    """The wall times (seconds) of `reps` calls of `fn`, each timed on its
+    own, after `warmups` untimed ones (the probes' simple timing; the
+    benchmark's own is measure())."""
+    for _ in range(warmups):
+        fn()
     samples = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    return samples
+
+
+def median_time(fn: Callable[[], Any], reps: int, warmups: int = 1) -> float:
+    """The median of time_calls(fn, reps, warmups)."""
+    return statistics.median(time_calls(fn, reps, warmups))
 
 
 def sample_summary(samples: list[float]) -> dict[str, Any]:

@@ -184,12 +184,7 @@ def raw_d2d(ctx: Any, nbytes: int, repeat: int = 5) -> dict[str, Any]:
             ddst.copy_from_device(dsrc)
 
         how = "cuarrow copy_from_device"
-    copy()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        copy()
-        samples.append(time.perf_counter() - start)
+    samples = bench.time_calls(copy, repeat)
     out = summary(samples)
     out.update(how=how, nbytes=nbytes, gbps=nbytes / out["median_s"] / 1e9)
     if how.startswith("cudaMemcpy"):

@@ -12,25 +12,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import median_time  # noqa: E402 - found through the line above
 
 
 def median_ns(fn, reps: int, warmups: int) -> float:
     """The median time of `reps` calls of `fn`, each timed on its own, after
     `warmups` untimed ones (bench/probe_tables.py uses it too)."""
-    for _ in range(warmups):
-        fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - t0)
-    return statistics.median(samples)
+    return median_time(fn, reps, warmups) * 1e9
 
 
 def median_us(fn, reps: int = 3000) -> float:

@@ -39,7 +39,8 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS) cuarrow_gather(const __grid_constant__ cuarrow_gather_args args) {
+extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
+    cuarrow_gather(const __grid_constant__ cuarrow_gather_args args) {
   uint64_t begin = 0, end = 0;
   const cuarrow_gather_item& it = args.items[cuarrow_gather_tile(&args, blockIdx.x, &begin, &end)];
   if (begin == end) return;
