@@ -50,7 +50,7 @@ def main() -> int:
     rows["cuarrow copy_to_host(buf=) 4 B"] = median_us(lambda: dev.copy_to_host(buf=out4))
     rows["cuarrow copy_from_host(4 B) into a buffer"] = median_us(lambda: dev.copy_from_host(a4))
     rows["_lib.allocate_device(4) (pool alloc + free)"] = median_us(lambda: lib.allocate_device(ctx._ctx, 4))
-    rows["_lib.copy_from_host(4 B)"] = median_us(lambda: lib.copy_from_host(dev, 0, a4, 0, 4, 0, -1))
+    rows["_lib.copy_from_host(4 B)"] = median_us(lambda: lib.copy_from_host(dev, 0, a4, 0, 4))
     rows["CudaBuffer._wrap"] = median_us(lambda: cuda.CudaBuffer._wrap(dev))
     rows["Python call of nothing (floor)"] = median_us(lambda: None)
     try:
