@@ -1,0 +1,127 @@
+"""The benchmark and probe scripts of bench/ run end to end.
+
+They measure only on the GPU machine, whose minutes are few; a script that
+no longer runs there (an argument the binding stopped taking, a renamed
+option) costs a call.  Here each runs in a child process on cuarrow's host
+emulation of the CUDA driver, at its smallest sizes: the benchmarks'
+self-tests (bench/selftest: every case, the checks that catch wrong data)
+and every probe once.  What they print as figures is meaningless here and
+not looked at; a script must exit 0 and write what it says it writes.
+
+The children always use the emulation (CUARROW_CUDA_DRIVER=emulated), on a
+GPU machine too: the CuPy stand-in of bench/selftest/fakes must never meet
+a real device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+FAKES = BENCH / "selftest" / "fakes"
+
+pytestmark = pytest.mark.skipif(not BENCH.is_dir(), reason="bench/ is not beside the tests (an installed copy)")
+
+
+def run_script(script: str, *args: str, fakes: bool = False, timeout: float = 300) -> str:
+    env = dict(os.environ, CUARROW_CUDA_DRIVER="emulated")
+    if fakes:  # host-memory CuPy for the raw device-copy references
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FAKES), env.get("PYTHONPATH")]))
+    r = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert r.returncode == 0, f"{script} exited {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
+    return r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("selftest", ["run.py", "ipc_run.py", "dask_run.py"])
+def test_benchmark_selftest_passes(selftest):
+    if selftest == "dask_run.py":
+        pytest.importorskip("distributed", reason="the Dask benchmark needs distributed")
+    out = run_script(f"selftest/{selftest}", timeout=600)
+    assert "selftest passed" in out, out
+
+
+def test_projection_probe_writes_its_figures(tmp_path):
+    run_script(
+        "projection_probe.py",
+        "--table-bytes",
+        "4M",
+        "--reps",
+        "1",
+        "--dir",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "p.json"),
+    )
+    assert json.loads((tmp_path / "p.json").read_text())
+
+
+def test_stream_write_probe_writes_its_figures(tmp_path):
+    out = tmp_path / "s.json"
+    run_script(
+        "stream_write_probe.py",
+        "--table-bytes",
+        "4M",
+        "--reps",
+        "1",
+        "--dir",
+        str(tmp_path),
+        "--out",
+        str(out),
+        fakes=True,
+    )
+    result = json.loads(out.read_text())
+    assert [c["table"] for c in result["cases"]] == ["to_device", "read_feather"]
+
+
+def test_batch_copy_probe_runs_over_the_driver_it_is_given(tmp_path):
+    from cuarrow import _cuarrow
+
+    _cuarrow.load_driver()
+    if not _cuarrow.driver_is_emulated():
+        pytest.skip("the probe is given the emulation's library, which this process did not load")
+    out = tmp_path / "b.json"
+    run_script(
+        "batch_copy_probe.py", "--driver", _cuarrow.driver_path(), "--total-mib", "1", "--reps", "1", "--out", str(out)
+    )
+    assert json.loads(out.read_text())
+
+
+def test_small_copy_and_table_probes_run():
+    assert "Python call of nothing" in run_script("probe_small.py")
+    assert "DeviceTable.to_host()" in run_script("probe_tables.py", "--columns", "4", "--column-bytes", "1K")
+
+
+def test_staging_sweep_writes_its_table(tmp_path):
+    run_script(
+        "staging_sweep.py",
+        "--out",
+        str(tmp_path),
+        "--sizes",
+        "2",
+        "--chunks",
+        "1",
+        "--threads",
+        "1",
+        "--budget",
+        "0.05",
+        "--no-memcpy",
+    )
+    assert (tmp_path / "sweep.json").is_file() and (tmp_path / "sweep.txt").is_file()
+
+
+def test_share_benchmark_and_write_scaling_probe_run(tmp_path):
+    run_script("share_bench.py", "--quick", "--out", str(tmp_path / "share"))
+    assert any((tmp_path / "share").iterdir())
+    run_script("write_scaling_probe.py", "--gib", "0.01", str(tmp_path))
