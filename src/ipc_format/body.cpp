@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -361,24 +362,21 @@ struct null_count_cache {
 
   static key key_of(const arrow::array_data& a) { return {a.buffers[0].address(), a.offset, a.length}; }
 
-  // Every pending bitmap's bytes in one batched read (read_to_host), then
-  // the bits counted.
-  void fetch(stream_view s) {
-    if (pending.empty()) return;
-    std::vector<ad::host_read> reads;
-    reads.reserve(pending.size());
+  // The pending bitmaps' bytes, appended to a round's reads (fetch_round).
+  void add_reads(std::vector<ad::host_read>& reads) const {
     for (const auto& [k, a] : pending) {
       const auto [first, bytes] = ad::validity_bytes(a);
       reads.push_back({a.buffers[0], first, bytes});
     }
-    const buffer host = ad::read_to_host(reads, s);
-    std::int64_t at = 0;
-    for (std::size_t i = 0; i < pending.size(); ++i) {
-      known[pending[i].first] =
-          ad::nulls_in_validity_bytes(pending[i].second, reinterpret_cast<const std::uint8_t*>(host.host_data()) + at);
-      at += reads[i].size;
+  }
+  // Their bits counted from the round's bytes at `at`; returns past them.
+  const std::uint8_t* take(const std::uint8_t* at) {
+    for (const auto& [k, a] : pending) {
+      known[k] = ad::nulls_in_validity_bytes(a, at);
+      at += ad::validity_bytes(a).second;
     }
     pending.clear();
+    return at;
   }
 };
 
@@ -395,9 +393,52 @@ struct computed_piece {
   std::function<buffer(const std::uint8_t* bytes)> make;
 };
 
+// Byte ranges a pass needs whole on the host (a sliced list view's offsets
+// and sizes, a sliced dense union's type codes and offsets, a sliced
+// run-end array's ends): asked like offsets, read for every batch of a
+// layout_bodies call in one read_to_host per round, not one synchronized
+// copy each.  Ordinary host memory is read in place.
+struct range_cache {
+  using key = std::pair<std::uintptr_t, std::int64_t>;  // first byte's address, bytes
+  std::map<key, std::vector<std::uint8_t>> known;
+  std::vector<ad::host_read> pending;
+  std::set<key> pending_keys;
+
+  // The `n` bytes at `pos` of `b`, or nullopt (and the read queued) while
+  // they are unknown.
+  std::optional<std::span<const std::uint8_t>> get_or_request(const buffer& b, std::int64_t pos, std::int64_t n) {
+    if (n == 0) return std::span<const std::uint8_t>();
+    if (pos < 0 || n < 0 || pos + n > b.size()) {
+      throw invalid_argument("reading " + num(n) + " bytes at " + num(pos) + " of a buffer of " + num(b.size()));
+    }
+    if (b.type() == device_type::cpu) {
+      return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(b.host_data()) + pos,
+                                           static_cast<std::size_t>(n));
+    }
+    const key k{b.address() + static_cast<std::uintptr_t>(pos), n};
+    if (auto it = known.find(k); it != known.end()) return std::span<const std::uint8_t>(it->second);
+    if (pending_keys.insert(k).second) pending.push_back({b, pos, n});
+    return std::nullopt;
+  }
+
+  // The pending ranges, appended to a round's reads (fetch_round).
+  void add_reads(std::vector<ad::host_read>& reads) const { reads.insert(reads.end(), pending.begin(), pending.end()); }
+  // Their bytes from the round's bytes at `at`; returns past them.
+  const std::uint8_t* take(const std::uint8_t* at) {
+    for (const ad::host_read& r : pending) {
+      known[{r.buf.address() + static_cast<std::uintptr_t>(r.pos), r.size}].assign(at, at + r.size);
+      at += r.size;
+    }
+    pending.clear();
+    pending_keys.clear();
+    return at;
+  }
+};
+
 struct layout_pass {
   ad::probe_cache& cache;
   null_count_cache& null_counts;
+  range_cache& ranges;
   stream_view s;
   bool complete = true;
   body_layout out;
@@ -421,6 +462,14 @@ struct layout_pass {
     return v;
   }
 
+  // The bytes of `b` at [pos, pos + n) (range_cache), nullopt while unknown:
+  // the pass is then incomplete.
+  std::optional<std::span<const std::uint8_t>> read_range(const buffer& b, std::int64_t pos, std::int64_t n) {
+    auto r = ranges.get_or_request(b, pos, n);
+    if (!r) complete = false;
+    return r;
+  }
+
   void add(const buffer& src, std::int64_t offset, std::int64_t size) {
     if (probing) return;
     out.header.buffers.push_back({out.body_length, size});
@@ -433,7 +482,7 @@ struct layout_pass {
   void add_computed(std::int64_t size, const buffer& b, std::int64_t pos, std::int64_t n,
                     std::function<buffer(const std::uint8_t*)> make) {
     if (probing) return;
-    if (pos < 0 || n < 0 || pos + n > b.size()) {
+    if (n != 0 && (pos < 0 || n < 0 || pos + n > b.size())) {
       throw invalid_argument("reading " + num(n) + " bytes at " + num(pos) + " of a buffer of " + num(b.size()));
     }
     out.header.buffers.push_back({out.body_length, size});
@@ -619,19 +668,19 @@ struct layout_pass {
           for (std::size_t i = 1; i <= 2; ++i) add(a.buffers[i], 0, std::min(a.buffers[i].size(), a.length * w));
           return visit(c, child(0));
         }
-        if (probing) return;
         // Arrow's GetZeroBasedListViewOffsets: offsets less the smallest, the
         // values from there (computed on the host).
-        const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * w, a.length * w, s);
-        const std::vector<std::uint8_t> sizes = host_bytes_of(a.buffers[2], a.offset * w, a.length * w, s);
+        const auto offs = read_range(a.buffers[1], a.offset * w, a.length * w);
+        const auto sizes = read_range(a.buffers[2], a.offset * w, a.length * w);
+        if (!offs || !sizes) return;
         std::int64_t lo = a.length > 0 ? std::numeric_limits<std::int64_t>::max() : 0, hi = 0;
         for (std::int64_t i = 0; i < a.length; ++i) {
-          const std::int64_t o = ad::load_int(offs.data(), i, w, true);
+          const std::int64_t o = ad::load_int(offs->data(), i, w, true);
           lo = std::min(lo, o);
-          hi = std::max(hi, o + ad::load_int(sizes.data(), i, w, true));
+          hi = std::max(hi, o + ad::load_int(sizes->data(), i, w, true));
         }
-        std::vector<std::uint8_t> rebased(offs.size());
-        for (std::int64_t i = 0; i < a.length; ++i) put_int(rebased, i, w, ad::load_int(offs.data(), i, w, true) - lo);
+        std::vector<std::uint8_t> rebased(offs->size());
+        for (std::int64_t i = 0; i < a.length; ++i) put_int(rebased, i, w, ad::load_int(offs->data(), i, w, true) - lo);
         add(host_buffer_of(rebased), 0, a.length * w);
         add(a.buffers[2], a.offset * w, a.length * w);
         if (lo != 0 || hi < c.length) {
@@ -660,17 +709,17 @@ struct layout_pass {
           for (std::size_t i = 0; i < a.children.size(); ++i) visit(a.children[i], child(i));
           return;
         }
-        if (probing) return;
         // Arrow's rule for a sliced dense union: each child's offsets less
         // the first one seen for it, each child sliced from there to the
         // largest offset used (computed on the host).
-        const std::vector<std::uint8_t> codes = host_bytes_of(a.buffers[0], a.offset, a.length, s);
-        const std::vector<std::uint8_t> offs = host_bytes_of(a.buffers[1], a.offset * 4, a.length * 4, s);
+        const auto codes = read_range(a.buffers[0], a.offset, a.length);
+        const auto offs = read_range(a.buffers[1], a.offset * 4, a.length * 4);
+        if (!codes || !offs) return;
         std::vector<std::int64_t> first(128, -1), used(128, 0);
-        std::vector<std::uint8_t> shifted(offs.size());
+        std::vector<std::uint8_t> shifted(offs->size());
         for (std::int64_t i = 0; i < a.length; ++i) {
-          const std::size_t code = codes[static_cast<std::size_t>(i)] & 0x7f;
-          const std::int64_t o = ad::load_int(offs.data(), i, 4, true);
+          const std::size_t code = (*codes)[static_cast<std::size_t>(i)] & 0x7f;
+          const std::int64_t o = ad::load_int(offs->data(), i, 4, true);
           if (first[code] < 0) first[code] = o;
           put_int(shifted, i, 4, o - first[code]);
           used[code] = std::max(used[code], o - first[code] + 1);
@@ -706,13 +755,12 @@ struct layout_pass {
           visit(ends, child(0));
           return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
         }
-        if (probing) return;
         // Arrow's LogicalRunEnds / LogicalValues: the runs that cover the
         // array, their ends less its offset and clipped to its length
         // (computed on the host from the run ends).
-        const std::vector<std::uint8_t> raw =
-            host_bytes_of(ends.buffers[1], ends.offset * width, ends.length * width, s);
-        auto end_at = [&](std::int64_t i) { return ad::load_int(raw.data(), i, width, true); };
+        const auto raw = read_range(ends.buffers[1], ends.offset * width, ends.length * width);
+        if (!raw) return;
+        auto end_at = [&](std::int64_t i) { return ad::load_int(raw->data(), i, width, true); };
         std::int64_t first = 0, count = ends.length;  // the first run that ends after the offset
         while (count > 0) {
           const std::int64_t half = count / 2;
@@ -1069,6 +1117,33 @@ void dictionary_memo::append(std::int64_t id, const array_data& delta, stream_vi
 
 // ---- writing ------------------------------------------------------------------------
 
+namespace {
+
+// One round of the reads the layout passes asked for: offsets and run ends
+// (probe_cache), the bitmaps of unknown null counts, whole ranges, all in
+// ONE read_to_host (one batched copy, one synchronization).
+void fetch_round(ad::probe_cache& cache, null_count_cache& nulls, range_cache& ranges, stream_view s) {
+  const std::vector<ad::probe_cache::request> values = cache.take_pending();
+  std::vector<ad::host_read> reads;
+  reads.reserve(values.size() + nulls.pending.size() + ranges.pending.size());
+  for (const ad::probe_cache::request& r : values) reads.push_back({r.buf, r.pos, r.width});
+  nulls.add_reads(reads);
+  ranges.add_reads(reads);
+  if (reads.empty()) return;
+  const buffer bytes = ad::read_to_host(reads, s);
+  const auto* at = reinterpret_cast<const std::uint8_t*>(bytes.host_data());
+  for (const ad::probe_cache::request& r : values) {
+    std::uint64_t raw = 0;
+    std::memcpy(&raw, at, static_cast<std::size_t>(r.width));
+    cache.supply(r, raw);
+    at += r.width;
+  }
+  at = nulls.take(at);
+  ranges.take(at);
+}
+
+}  // namespace
+
 std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s) {
   for (const arrow::record_batch& batch : batches) {
     if (batch.columns.size() != batch.schema.fields.size()) {
@@ -1081,6 +1156,7 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   // synchronized read per batch (227 batches of a table were 227 reads).
   ad::probe_cache cache;
   null_count_cache nulls;
+  range_cache ranges;
   // The columns' paths (for messages) made once, not per column of every
   // batch and pass: the batches of a call share their field names.
   std::vector<std::pair<std::string, std::string>> paths;  // name, path
@@ -1094,11 +1170,10 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   // are then read in one batched copy: a layout built before they were
   // known was built twice.
   for (const arrow::record_batch& batch : batches) {
-    layout_pass probe{cache, nulls, s, true, {}, {}, true};
+    layout_pass probe{cache, nulls, ranges, s, true, {}, {}, true};
     for (std::size_t i = 0; i < batch.columns.size(); ++i) probe.visit(batch.columns[i], path_of(batch, i));
   }
-  cache.fetch(s);
-  nulls.fetch(s);
+  fetch_round(cache, nulls, ranges, s);
   std::vector<std::optional<body_layout>> done(batches.size());
   std::vector<computed_piece> computed;  // of every batch, made once all are laid out
   std::size_t left = batches.size();
@@ -1106,7 +1181,7 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
     for (std::size_t b = 0; b < batches.size(); ++b) {
       if (done[b]) continue;
       const arrow::record_batch& batch = batches[b];
-      layout_pass pass{cache, nulls, s, true, {}, {}};
+      layout_pass pass{cache, nulls, ranges, s, true, {}, {}};
       pass.out.header.length = batch.num_rows;
       for (std::size_t i = 0; i < batch.columns.size(); ++i) {
         pass.visit(batch.columns[i], path_of(batch, i));
@@ -1120,13 +1195,12 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
       --left;
     }
     if (left == 0) break;
-    if (cache.pending() == 0 && nulls.pending.empty()) {
+    if (cache.pending() == 0 && nulls.pending.empty() && ranges.pending.empty()) {
       throw error("layout_body: offsets still unknown after they were read");
     }
-    // Offsets and null counts in device memory: one batched read of each for
-    // what the passes asked, then the incomplete layouts again.
-    cache.fetch(s);
-    nulls.fetch(s);
+    // What the passes asked for in device memory (offsets, null counts,
+    // ranges): one batched read, then the incomplete layouts again.
+    fetch_round(cache, nulls, ranges, s);
   }
   // The computed pieces' sources in one batched read, then their bytes.
   if (!computed.empty()) {
