@@ -380,24 +380,13 @@ struct null_count_cache {
   }
 };
 
-// A piece of a body whose bytes the writer computes on the host (Arrow's
-// writer computes them for slices: shifted bitmaps, offsets rebased to 0,
-// truncated buffers padded with zeros): what it reads of its source and
-// how it makes its bytes of those.  The reads of every batch of a
-// layout_bodies call are made together (one read_to_host), not one
-// synchronized copy each.
-struct computed_piece {
-  std::size_t batch = 0;  // index in layout_bodies' batches
-  std::size_t piece = 0;  // index in the layout's pieces
-  ad::host_read read;     // size 0: reads nothing
-  std::function<buffer(const std::uint8_t* bytes)> make;
-};
-
-// Byte ranges a pass needs whole on the host (a sliced list view's offsets
-// and sizes, a sliced dense union's type codes and offsets, a sliced
-// run-end array's ends): asked like offsets, read for every batch of a
-// layout_bodies call in one read_to_host per round, not one synchronized
-// copy each.  Ordinary host memory is read in place.
+// Byte ranges a pass needs on the host to compute what Arrow's writer
+// computes for slices (a bitmap shifted to bit 0, offsets rebased to 0, a
+// truncated buffer padded with zeros, a list view's offsets and sizes, a
+// dense union's type codes and offsets, run ends): asked like offsets,
+// read for every batch of a layout_bodies call in the round's one
+// read_to_host, not one synchronized copy each.  Ordinary host memory is
+// read in place.
 struct range_cache {
   using key = std::pair<std::uintptr_t, std::int64_t>;  // first byte's address, bytes
   std::map<key, std::vector<std::uint8_t>> known;
@@ -442,14 +431,10 @@ struct layout_pass {
   stream_view s;
   bool complete = true;
   body_layout out;
-  // Pieces whose bytes are computed on the host once every layout is
-  // complete (batch left 0: layout_bodies sets it).
-  std::vector<computed_piece> computed;
   // A walk that only asks for the values the layout needs (offsets, null
-  // counts) and builds nothing: layout_bodies' first walk of every batch,
-  // whose layout would be thrown away once a value turned out unknown.
-  // Branches that read device memory synchronously are left to the full
-  // passes.
+  // counts, ranges) and builds nothing: layout_bodies' first walk of every
+  // batch, whose layout would be thrown away once a value turned out
+  // unknown.
   bool probing = false;
 
   std::optional<std::int64_t> read_int(const buffer& b, std::int64_t pos, int width, const std::string& where) {
@@ -477,36 +462,22 @@ struct layout_pass {
     out.body_length += pad8(size);
   }
   void add_empty() { add(buffer(), 0, 0); }
-  // A piece of `size` bytes made by `make` of the `n` bytes at `pos` of `b`
-  // (read with every other computed piece's).
-  void add_computed(std::int64_t size, const buffer& b, std::int64_t pos, std::int64_t n,
-                    std::function<buffer(const std::uint8_t*)> make) {
-    if (probing) return;
-    if (n != 0 && (pos < 0 || n < 0 || pos + n > b.size())) {
-      throw invalid_argument("reading " + num(n) + " bytes at " + num(pos) + " of a buffer of " + num(b.size()));
-    }
-    out.header.buffers.push_back({out.body_length, size});
-    if (size > 0) {
-      computed.push_back({0, out.pieces.size(), {n > 0 ? b : buffer(), pos, n}, std::move(make)});
-      out.pieces.push_back({buffer(), 0, size, out.body_length});
-    }
-    out.body_length += pad8(size);
-  }
-
   // Arrow's GetTruncatedBitmap: the bits of [off, off + len) from bit 0.
   void bitmap(const buffer& b, std::int64_t off, std::int64_t len) {
     if (b.size() == 0) return add_empty();
     const std::int64_t bytes = ad::bitmap_bytes(len);
     if (off == 0 && pad64(bytes) >= b.size()) return add(b, 0, b.size());
     if (off % 8 == 0 && len % 8 == 0) return add(b, off / 8, bytes);
+    // Computed on the host (placeholders while the bytes are unknown: the
+    // pass is made again).
     const std::int64_t first = off / 8;
-    add_computed(bytes, b, first, ad::bitmap_bytes(off + len) - first, [len, bytes, shift = off % 8](auto* src) {
-      std::vector<std::uint8_t> dst(static_cast<std::size_t>(bytes), 0);
-      for (std::int64_t i = 0; i < len; ++i) {
-        if (ad::get_bit(src, i + shift)) dst[static_cast<std::size_t>(i / 8)] |= std::uint8_t(1u << (i % 8));
-      }
-      return host_buffer_of(dst);
-    });
+    const auto src = read_range(b, first, ad::bitmap_bytes(off + len) - first);
+    if (!src || probing) return add_empty();
+    std::vector<std::uint8_t> dst(static_cast<std::size_t>(bytes), 0);
+    for (std::int64_t i = 0; i < len; ++i) {
+      if (ad::get_bit(src->data(), i + off % 8)) dst[static_cast<std::size_t>(i / 8)] |= std::uint8_t(1u << (i % 8));
+    }
+    add(host_buffer_of(dst), 0, bytes);
   }
 
   // Arrow's fixed-width rule: values from the array's offset, with the
@@ -537,11 +508,11 @@ struct layout_pass {
     if (present == declared) return add(b, start, declared);
     // Rare (a slice within 64 bytes of the buffer's end): the bytes there
     // and the zeros after them, one piece as every buffer is.
-    add_computed(declared, b, present > 0 ? start : 0, present, [present, declared](auto* src) {
-      std::vector<std::uint8_t> v(static_cast<std::size_t>(declared), 0);
-      if (present > 0) std::memcpy(v.data(), src, static_cast<std::size_t>(present));
-      return host_buffer_of(v);
-    });
+    const auto src = read_range(b, present > 0 ? start : 0, present);
+    if (!src || probing) return add_empty();
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(declared), 0);
+    if (present > 0) std::memcpy(v.data(), src->data(), static_cast<std::size_t>(present));
+    add(host_buffer_of(v), 0, declared);
   }
 
   // Arrow's GetZeroBasedValueOffsets.  Returns the first and last offsets of
@@ -559,24 +530,45 @@ struct layout_pass {
       if (b.size() >= width) {
         add(b, 0, b.size());
       } else {
-        add_computed(width, b, 0, 0, [width](auto*) {
-          return host_buffer_of(std::vector<std::uint8_t>(static_cast<std::size_t>(width)));
-        });
+        add(host_buffer_of(std::vector<std::uint8_t>(static_cast<std::size_t>(width))), 0, width);
       }
       return std::pair<std::int64_t, std::int64_t>{0, 0};
     }
-    auto first = read_int(b, a.offset * width, width, where);
-    auto last = read_int(b, (a.offset + a.length) * width, width, where);
+    // A slice's offsets are read whole in one round, its first and last
+    // among them: they are rebased unless every value before the slice is
+    // empty, and reading the two first would put the rest a round later.
+    std::optional<std::span<const std::uint8_t>> whole;
+    std::optional<std::int64_t> first, last;
+    if (a.offset > 0) {
+      const std::int64_t end = (a.offset + a.length + 1) * width;
+      if (end > b.size()) {
+        throw invalid_argument(where + ": offset at byte " + num(end - width) + " lies outside its buffer of " +
+                               num(b.size()) + " bytes");
+      }
+      whole = read_range(b, a.offset * width, (a.length + 1) * width);
+      if (whole) {
+        first = ad::load_int(whole->data(), 0, width, true);
+        last = ad::load_int(whole->data(), a.length, width, true);
+      }
+    } else {
+      first = read_int(b, 0, width, where);
+      last = read_int(b, a.length * width, width, where);
+    }
     if (!first || !last) {
       add_empty();  // a placeholder: the pass is made again
       return std::nullopt;
     }
     const std::int64_t required = (a.length + 1) * width;
     if (*first > 0) {
-      const std::int64_t base = *first, n = a.length + 1;
-      add_computed(required, b, a.offset * width, n * width, [base, n, width](auto* src) {
-        std::vector<std::uint8_t> v(src, src + n * width);
-        for (std::int64_t i = 0; i < n; ++i) {
+      // Rebased to 0 on the host (an unsliced array's offsets that do not
+      // start at 0 are read whole a round later).
+      if (!whole) whole = read_range(b, 0, required);
+      if (!whole || probing) {
+        add_empty();
+      } else {
+        const std::int64_t base = *first;
+        std::vector<std::uint8_t> v(whole->begin(), whole->end());
+        for (std::int64_t i = 0; i <= a.length; ++i) {
           const std::int64_t x = ad::load_int(v.data(), i, width, true) - base;
           if (width == 4) {
             const auto y = static_cast<std::int32_t>(x);
@@ -585,8 +577,8 @@ struct layout_pass {
             std::memcpy(v.data() + i * 8, &x, 8);
           }
         }
-        return host_buffer_of(v);
-      });
+        add(host_buffer_of(v), 0, required);
+      }
     } else if (a.offset > 0 || b.size() > required) {
       add(b, a.offset * width, required);
     } else {
@@ -749,11 +741,18 @@ struct layout_pass {
           visit(ends.slice(0, 0), child(0));
           return visit(values.slice(0, 0), child(1));
         }
-        auto last = read_int(ends.buffers[1], (ends.offset + ends.length - 1) * width, width, where);
-        if (!last) return;
-        if (a.offset == 0 && *last == a.length) {
-          visit(ends, child(0));
-          return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
+        // Unsliced (the last run ends at the length): as it is.  A slice's
+        // ends are read whole at once, not its last end first.
+        if (a.offset == 0) {
+          auto last = read_int(ends.buffers[1], (ends.offset + ends.length - 1) * width, width, where);
+          if (!last) return;
+          if (*last == a.length) {
+            visit(ends, child(0));
+            return visit(values.length > ends.length ? values.slice(0, ends.length) : values, child(1));
+          }
+        } else if ((ends.offset + ends.length) * width > ends.buffers[1].size()) {
+          throw invalid_argument(where + ": run ends outside their buffer of " + num(ends.buffers[1].size()) +
+                                 " bytes");
         }
         // Arrow's LogicalRunEnds / LogicalValues: the runs that cover the
         // array, their ends less its offset and clipped to its length
@@ -1170,27 +1169,22 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   // are then read in one batched copy: a layout built before they were
   // known was built twice.
   for (const arrow::record_batch& batch : batches) {
-    layout_pass probe{cache, nulls, ranges, s, true, {}, {}, true};
+    layout_pass probe{cache, nulls, ranges, s, true, {}, true};
     for (std::size_t i = 0; i < batch.columns.size(); ++i) probe.visit(batch.columns[i], path_of(batch, i));
   }
   fetch_round(cache, nulls, ranges, s);
   std::vector<std::optional<body_layout>> done(batches.size());
-  std::vector<computed_piece> computed;  // of every batch, made once all are laid out
   std::size_t left = batches.size();
   for (;;) {
     for (std::size_t b = 0; b < batches.size(); ++b) {
       if (done[b]) continue;
       const arrow::record_batch& batch = batches[b];
-      layout_pass pass{cache, nulls, ranges, s, true, {}, {}};
+      layout_pass pass{cache, nulls, ranges, s, true, {}};
       pass.out.header.length = batch.num_rows;
       for (std::size_t i = 0; i < batch.columns.size(); ++i) {
         pass.visit(batch.columns[i], path_of(batch, i));
       }
       if (!pass.complete) continue;
-      for (computed_piece& c : pass.computed) {
-        c.batch = b;
-        computed.push_back(std::move(c));
-      }
       done[b] = std::move(pass.out);
       --left;
     }
@@ -1201,18 +1195,6 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
     // What the passes asked for in device memory (offsets, null counts,
     // ranges): one batched read, then the incomplete layouts again.
     fetch_round(cache, nulls, ranges, s);
-  }
-  // The computed pieces' sources in one batched read, then their bytes.
-  if (!computed.empty()) {
-    std::vector<ad::host_read> reads;
-    reads.reserve(computed.size());
-    for (const computed_piece& c : computed) reads.push_back(c.read);
-    const buffer bytes = ad::read_to_host(reads, s);
-    const auto* at = reinterpret_cast<const std::uint8_t*>(bytes.host_data());
-    for (computed_piece& c : computed) {
-      done[c.batch]->pieces[c.piece].source = c.make(at);
-      at += c.read.size;
-    }
   }
   std::vector<body_layout> out;
   out.reserve(batches.size());
