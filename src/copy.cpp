@@ -398,6 +398,33 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // as long as the device takes to move 8 MiB.  The large ones keep the
     // copy engines, queued after the launch so that the kernel runs while
     // the host queues them.
+    auto pinned_apart = [](std::vector<planned_piece*>& v, bool host_is_dst) {
+      std::vector<planned_piece*> pinned;
+      std::erase_if(v, [&](planned_piece* p) {
+        const bool is_pinned = (host_is_dst ? p->dst : p->src).type == device_type::cuda_host;
+        if (is_pinned) pinned.push_back(p);
+        return is_pinned;
+      });
+      return pinned;
+    };
+    std::vector<planned_piece*> h2d_pinned = pinned_apart(h2d, false), d2h_pinned = pinned_apart(d2h, true);
+    // Small reads of this context's device memory into pinned memory (a
+    // layout's offsets, bitmaps to count nulls in) join the runs within the
+    // device where the gather kernel can write pinned memory through its
+    // host pointer: each would otherwise be a driver copy of its own.
+    std::vector<planned_piece*> d2p;
+    if (!d2h_pinned.empty() && detail::gathers_device_copies(*ctx) && detail::gather_reaches_host(*ctx->state())) {
+      std::erase_if(d2h_pinned, [&](planned_piece* p) {
+        const bool small_read = p->size < static_cast<std::int64_t>(kDirectDeviceCopyBytes) && p->src.ctx != nullptr &&
+                                p->src.ctx->handle() == ctx->handle();
+        if (small_read) d2p.push_back(p);
+        return small_read;
+      });
+    }
+    std::vector<detail::batched_copy> to_pinned;
+    issue_runs(d2p, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      to_pinned.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+    });
     std::vector<detail::batched_copy> large;
     std::size_t small = 0;
     issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
@@ -418,7 +445,18 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
                p->src.ctx->handle() == ctx->handle();
       });
     };
-    const bool gathered = small >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
+    const bool gathered =
+        small + to_pinned.size() >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
+    // Gathered, the reads into pinned memory are copies within the device's
+    // address space for the kernel (the host pointer is the device's);
+    // otherwise they are the driver's device-to-host copies, as the other
+    // pinned ones.
+    if (gathered) {
+      runs.insert(runs.end(), to_pinned.begin(), to_pinned.end());
+    } else {
+      d2h_pinned.insert(d2h_pinned.end(), d2p.begin(), d2p.end());
+      d2p.clear();
+    }
     auto issue_large = [&] {
       for (const detail::batched_copy& c : large) detail::copy_device_to_device_async(c.dst, c.src, c.bytes, h);
     };
@@ -434,16 +472,6 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     issue_runs(managed, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       detail::copy_unified_async(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, h);
     });
-    auto pinned_apart = [](std::vector<planned_piece*>& v, bool host_is_dst) {
-      std::vector<planned_piece*> pinned;
-      std::erase_if(v, [&](planned_piece* p) {
-        const bool is_pinned = (host_is_dst ? p->dst : p->src).type == device_type::cuda_host;
-        if (is_pinned) pinned.push_back(p);
-        return is_pinned;
-      });
-      return pinned;
-    };
-    std::vector<planned_piece*> h2d_pinned = pinned_apart(h2d, false), d2h_pinned = pinned_apart(d2h, true);
     issue_runs(h2d_pinned, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       runs.push_back(
           {static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, detail::copy_direction::host_to_device});
@@ -469,6 +497,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     });
     h2d.insert(h2d.end(), h2d_pinned.begin(), h2d_pinned.end());  // for the byte counts below
     d2h.insert(d2h.end(), d2h_pinned.begin(), d2h_pinned.end());
+    d2h.insert(d2h.end(), d2p.begin(), d2p.end());
     if (!h2d_staged.empty()) {
       const auto pieces = staged_pieces(h2d_staged, true, gaps);
       detail::staged_host_to_device(ctx->handle(), pieces, h);

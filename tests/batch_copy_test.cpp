@@ -512,6 +512,59 @@ TEST_F(BatchCopy, GatherKernelCopiesEveryAlignmentAndTileBoundary) {
   EXPECT_NE(to_vector(gathered), old_bytes);
 }
 
+// Small reads of device memory into pinned memory (what a layout's or a
+// check's batched reads are): with the gather kernel running they are
+// gathered by it, written through the pinned memory's host pointer, one
+// launch and no driver copy; into pageable memory, which no kernel can
+// reach, they stay the driver's.  The same bytes either way, at every
+// alignment.
+TEST_F(BatchCopy, SmallReadsIntoPinnedMemoryByTheGatherKernel) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 300;
+  const auto bytes = pattern(static_cast<std::size_t>(4 * n), 8);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, bytes.data(), 4 * n);
+  cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, 2 * n);
+  std::vector<std::uint8_t> pageable_bytes(static_cast<std::size_t>(2 * n), 0);
+  cuarrow::buffer pageable = cuarrow::wrap_host(pageable_bytes.data(), 2 * n, nullptr);
+  std::memset(pinned.mutable_host_data(), 0, static_cast<std::size_t>(2 * n));
+  const fault_api& f = faults();
+  ctx.reset_transfer_stats();
+  for (const cuarrow::buffer* dst : {&pinned, &pageable}) {
+    SCOPED_TRACE(dst == &pinned ? "into pinned memory" : "into pageable memory");
+    // Reads of 1 or 2 bytes from every fourth byte, side by side in the
+    // destination.
+    std::vector<cuarrow::copy_piece> pieces;
+    std::int64_t at = 0;
+    for (std::int64_t i = 0; i < n && at < 2 * n - 1; ++i) {
+      const std::int64_t size = 1 + i % 2;
+      pieces.push_back({*dst, at, src, 4 * i + i % 3, size});
+      at += size;
+    }
+    if (f.available()) f.reset_calls();
+    cuarrow::stream s(ctx);
+    cuarrow::copy_batch(pieces, s);
+    const auto* got = reinterpret_cast<const std::uint8_t*>(dst->host_data());
+    for (const cuarrow::copy_piece& p : pieces) {
+      for (std::int64_t k = 0; k < p.size; ++k) {
+        ASSERT_EQ(got[p.dst_offset + k], bytes[static_cast<std::size_t>(p.src_offset + k)]) << p.dst_offset + k;
+      }
+    }
+    if (f.available()) {
+      const std::size_t launches = f.calls("cuLaunchKernel");
+      const std::size_t driver_copies =
+          f.calls("cuMemcpyDtoHAsync") + f.calls("cuMemcpyAsync") + f.calls("cuMemcpyBatchAsync");
+      if (dst == &pinned && ctx.gather_status() == "ready") {
+        EXPECT_EQ(launches, 1u);
+        EXPECT_EQ(driver_copies, 0u);
+      } else {
+        EXPECT_EQ(launches, 0u);
+        EXPECT_GE(driver_copies, 1u);
+      }
+    }
+  }
+  EXPECT_EQ(ctx.transfer_stats().device_to_device_bytes, 0) << "reads count as reads";
+}
+
 // The child modes' copy: 64 one-byte pieces within the device into every
 // other byte of a zeroed buffer, in one copy_batch whose driver calls are
 // counted from a reset.  0 when no kernel was launched and every byte is

@@ -132,8 +132,10 @@ def transfer_options() -> dict[str, int | bool]:
     ``staging_streaming_store_limit_bytes`` (copies to the device up to this
     size fill the staging buffers with non-temporal stores; 0: never) and
     ``device_gather`` (a bool: batches of 8 or more copies within a device,
-    such as an IPC stream written into device memory, go to cuarrow's gather
-    kernel, one launch per 1,000, instead of a driver copy each;
+    such as an IPC stream written into device memory, and small reads of
+    device memory into pinned memory, such as the offsets an IPC writer or a
+    check reads, go to cuarrow's gather kernel, one launch per 1,000, instead
+    of a driver copy each;
     ``Context.gather_status()`` says whether it runs)."""
     return dict(_lib.get_transfer_options())
 

@@ -43,6 +43,7 @@ struct context_state {
   // use, unloaded with the state.
   std::mutex gather_mutex;
   bool gather_tried = false;
+  bool gather_host_pointers = false;  // the kernel may write pinned host memory through its host pointer
   CUmodule gather_module = nullptr;
   CUfunction gather_function = nullptr;
   std::string gather_why_not;

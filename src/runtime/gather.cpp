@@ -60,6 +60,15 @@ void load(context_state& ctx) {
   }
   ctx.gather_module = module;
   ctx.gather_function = fn;
+  // Pinned host memory is mapped under unified addressing; where the device
+  // can use the host pointer of registered memory, the kernel can write it
+  // (gather_reaches_host).
+  int unified = 0, host_pointer = 0;
+  if (d.cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, ctx.cu_device) == CUDA_SUCCESS &&
+      d.cuDeviceGetAttribute(&host_pointer, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+                             ctx.cu_device) == CUDA_SUCCESS) {
+    ctx.gather_host_pointers = unified != 0 && host_pointer != 0;
+  }
 }
 
 // Launches the kernel once for `items`.
@@ -79,6 +88,12 @@ bool gather_ready(context_state& ctx) {
     load(ctx);
   }
   return ctx.gather_function != nullptr;
+}
+
+bool gather_reaches_host(context_state& ctx) {
+  if (!gather_ready(ctx)) return false;
+  std::lock_guard lock(ctx.gather_mutex);
+  return ctx.gather_host_pointers;
 }
 
 std::string gather_status(context_state& ctx) {

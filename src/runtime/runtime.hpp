@@ -72,6 +72,11 @@ void copy_many_async(std::span<const batched_copy> copies, int device, CUstream 
 /// without nvcc, the GPU has no image of it, or the driver lacks the
 /// module entry points; gather_status says which.
 bool gather_ready(context_state& ctx);
+/// True when the gather kernel runs in `ctx` and may also write pinned
+/// host memory through its host pointer (unified addressing and
+/// CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM): small reads of device memory
+/// into pinned memory can then be gathered too.
+bool gather_reaches_host(context_state& ctx);
 /// "ready", or why the gather kernel cannot run in `ctx`.
 std::string gather_status(context_state& ctx);
 /// Copies within `ctx`'s device (destinations disjoint, none reading

@@ -5,7 +5,7 @@
 // CUARROW_SHIM_TARGET ("emulated": the host emulation beside this library;
 // a path; unset: libcuda.so.1), forwards every entry point to it, and counts
 // the calls that matter for batching: synchronizations, copies,
-// allocations, event records and waits, pointer-attribute queries.  The counts are read through
+// allocations, event records and waits, pointer-attribute queries, kernel launches.  The counts are read through
 // cuarrow_shim_count(name); they are exact on the emulation and on a GPU.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -40,6 +40,7 @@ enum counter : int {
   k_batch_htod,  // copies to the device from the host inside them
   k_batch_dtoh,  // copies to the host inside them
   k_batch_dtod,  // copies within the device inside them
+  k_launch,      // kernel launches (cuarrow's gather kernel: many small copies in one)
   k_count
 };
 
@@ -74,7 +75,7 @@ void* target_symbol(const char* name) {
 std::atomic<unsigned long> g_syncs_after_copy{0};
 
 bool any_copy_queued() {
-  for (int c : {k_htod, k_dtoh, k_dtod, k_memcpy, k_peer, k_batch}) {
+  for (int c : {k_htod, k_dtoh, k_dtod, k_memcpy, k_peer, k_batch, k_launch}) {
     if (g_counts[c].load() > 0) return true;
   }
   return false;
@@ -154,6 +155,7 @@ const entry k_entries[] = {
     SHIM_ENTRY(cuPointerGetAttribute, 4000, k_pointer_attribute),
     SHIM_ENTRY(cuPointerGetAttributes, 7000, k_pointer_attributes),
     {"cuMemcpyBatchAsync", 13000, k_batch, reinterpret_cast<void*>(&batch_wrapper)},
+    SHIM_ENTRY(cuLaunchKernel, 4000, k_launch),
 };
 
 const char* const k_names[k_count] = {"cuStreamSynchronize",
@@ -175,7 +177,8 @@ const char* const k_names[k_count] = {"cuStreamSynchronize",
                                       "cuMemcpyBatchAsync",
                                       "cuMemcpyBatchAsync.htod",
                                       "cuMemcpyBatchAsync.dtoh",
-                                      "cuMemcpyBatchAsync.dtod"};
+                                      "cuMemcpyBatchAsync.dtod",
+                                      "cuLaunchKernel"};
 
 }  // namespace
 
