@@ -147,6 +147,13 @@ constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
 // gather kernel takes them when it is ready: fewer cost the driver no more
 // than a launch.
 constexpr std::size_t kMinGatheredRuns = 8;
+// Copies from the device into pinned memory up to this size go to the
+// gather kernel with them (where it can write pinned memory): the reads of
+// offsets, bitmaps and run ends that checks and layouts make, a few bytes
+// each.  Larger ones keep the copy engines, which move bulk data across
+// the link faster than the SMs' stores to host memory and cost a driver
+// call that their bytes amortize.
+constexpr std::int64_t kKernelReadBytes = 64 << 10;
 
 struct planned_piece {
   endpoint dst;
@@ -409,14 +416,15 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     };
     std::vector<planned_piece*> h2d_pinned = pinned_apart(h2d, false), d2h_pinned = pinned_apart(d2h, true);
     // Small reads of this context's device memory into pinned memory (a
-    // layout's offsets, bitmaps to count nulls in) join the runs within the
-    // device where the gather kernel can write pinned memory through its
-    // host pointer: each would otherwise be a driver copy of its own.
+    // layout's offsets, bitmaps to count nulls in; kKernelReadBytes) join
+    // the runs within the device where the gather kernel can write pinned
+    // memory through its host pointer: each would otherwise be a driver
+    // copy of its own.
     std::vector<planned_piece*> d2p;
     if (!d2h_pinned.empty() && detail::gathers_device_copies(*ctx) && detail::gather_reaches_host(*ctx->state())) {
       std::erase_if(d2h_pinned, [&](planned_piece* p) {
-        const bool small_read = p->size < static_cast<std::int64_t>(kDirectDeviceCopyBytes) && p->src.ctx != nullptr &&
-                                p->src.ctx->handle() == ctx->handle();
+        const bool small_read =
+            p->size <= kKernelReadBytes && p->src.ctx != nullptr && p->src.ctx->handle() == ctx->handle();
         if (small_read) d2p.push_back(p);
         return small_read;
       });

@@ -563,6 +563,18 @@ TEST_F(BatchCopy, SmallReadsIntoPinnedMemoryByTheGatherKernel) {
     }
   }
   EXPECT_EQ(ctx.transfer_stats().device_to_device_bytes, 0) << "reads count as reads";
+
+  // Bulk reads (over 64 KiB each) keep the copy engines.
+  if (f.available()) {
+    const std::int64_t piece = 128 << 10, count = 8;
+    cuarrow::buffer big = cuarrow::allocate_device(ctx, piece * count * 2);
+    cuarrow::buffer into = cuarrow::allocate_pinned(ctx, piece * count);
+    std::vector<cuarrow::copy_piece> bulk;
+    for (std::int64_t i = 0; i < count; ++i) bulk.push_back({into, i * piece, big, 2 * i * piece, piece});
+    f.reset_calls();
+    cuarrow::copy_batch(bulk);
+    EXPECT_EQ(f.calls("cuLaunchKernel"), 0u);
+  }
 }
 
 // The child modes' copy: 64 one-byte pieces within the device into every

@@ -81,7 +81,7 @@ struct transfer_options {
   /// where the GPU has it (a library built with nvcc; see
   /// context::gather_status()), instead of one driver copy each: on the
   /// H200 machine every driver copy cost about 5 us of host time, batched
-  /// or not.  Small copies (under 8 MiB) from the device into pinned host
+  /// or not.  Small copies (up to 64 KiB) from the device into pinned host
   /// memory join them where the device can write pinned memory through its
   /// host pointer (unified addressing and CAN_USE_HOST_POINTER_FOR_
   /// REGISTERED_MEM): the batched reads of offsets and bitmaps that checks
