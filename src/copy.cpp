@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -422,9 +423,19 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // copy of its own.
     std::vector<planned_piece*> d2p;
     if (!d2h_pinned.empty() && detail::gathers_device_copies(*ctx) && detail::gather_reaches_host(*ctx->state())) {
+      // The kernel writes through the host pointer, so the memory must be
+      // registered now (the driver stages a copy into memory whose
+      // registration ended with its context; a kernel would fault): asked
+      // once per destination buffer.
+      std::unordered_map<const void*, bool> registered;
+      auto still_pinned = [&](const planned_piece* p) {
+        auto [it, fresh] = registered.try_emplace(owner_of(p->piece->dst), false);
+        if (fresh) it->second = detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
+        return it->second;
+      };
       std::erase_if(d2h_pinned, [&](planned_piece* p) {
-        const bool small_read =
-            p->size <= kKernelReadBytes && p->src.ctx != nullptr && p->src.ctx->handle() == ctx->handle();
+        const bool small_read = p->size <= kKernelReadBytes && p->src.ctx != nullptr &&
+                                p->src.ctx->handle() == ctx->handle() && still_pinned(p);
         if (small_read) d2p.push_back(p);
         return small_read;
       });
