@@ -423,22 +423,29 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // copy of its own.
     std::vector<planned_piece*> d2p;
     if (!d2h_pinned.empty() && detail::gathers_device_copies(*ctx) && detail::gather_reaches_host(*ctx->state())) {
-      // The kernel writes through the host pointer, so the memory must be
-      // registered now (the driver stages a copy into memory whose
-      // registration ended with its context; a kernel would fault): asked
-      // once per destination buffer.
-      std::unordered_map<const void*, bool> registered;
-      auto still_pinned = [&](const planned_piece* p) {
-        auto [it, fresh] = registered.try_emplace(owner_of(p->piece->dst), false);
-        if (fresh) it->second = detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
-        return it->second;
-      };
       std::erase_if(d2h_pinned, [&](planned_piece* p) {
-        const bool small_read = p->size <= kKernelReadBytes && p->src.ctx != nullptr &&
-                                p->src.ctx->handle() == ctx->handle() && still_pinned(p);
+        const bool small_read =
+            p->size <= kKernelReadBytes && p->src.ctx != nullptr && p->src.ctx->handle() == ctx->handle();
         if (small_read) d2p.push_back(p);
         return small_read;
       });
+      // The kernel writes through the host pointer, so the memory must be
+      // registered now (the driver stages a copy into memory whose
+      // registration ended with its context; a kernel would fault): asked
+      // once per destination buffer, and only when there are enough copies
+      // for a launch.
+      if (d2p.size() + d2d.size() >= kMinGatheredRuns) {
+        std::unordered_map<const void*, bool> registered;
+        std::erase_if(d2p, [&](planned_piece* p) {
+          auto [it, fresh] = registered.try_emplace(owner_of(p->piece->dst), false);
+          if (fresh) it->second = detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
+          if (!it->second) d2h_pinned.push_back(p);
+          return !it->second;
+        });
+      } else {
+        d2h_pinned.insert(d2h_pinned.end(), d2p.begin(), d2p.end());
+        d2p.clear();
+      }
     }
     std::vector<detail::batched_copy> to_pinned;
     issue_runs(d2p, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
