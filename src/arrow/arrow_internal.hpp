@@ -194,6 +194,12 @@ class probe_cache {
   std::size_t pending() const noexcept { return pending_.size(); }
   // Read every pending request in one batch on `s` (see above).
   void fetch(stream_view s);
+  // The pending requests appended to `reads` (a caller's round of reads
+  // that read_to_host makes together with others of its own), and then
+  // their values taken from the bytes read for them at `at`; returns past
+  // them.  fetch() is these two around one read_to_host.
+  void add_reads(std::vector<host_read>& reads) const;
+  const std::uint8_t* take(const std::uint8_t* at);
   // The pending requests, handed to a caller that reads them another way
   // (the file reader takes them from the staging slots that fill the
   // device) and supply()s what it read; the next pass asks again for any

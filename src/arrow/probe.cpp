@@ -123,20 +123,29 @@ buffer read_to_host(std::span<const host_read> reads, stream_view s) {
   return out;
 }
 
-void probe_cache::fetch(stream_view s) {
-  if (pending_.empty()) return;
-  const std::vector<request> todo = take_pending();
-  std::vector<host_read> reads;
-  reads.reserve(todo.size());
-  for (const request& r : todo) reads.push_back({r.buf, r.pos, r.width});
-  const buffer bytes = read_to_host(reads, s);
-  std::int64_t at = 0;
-  for (const request& r : todo) {
+void probe_cache::add_reads(std::vector<host_read>& reads) const {
+  for (const request& r : pending_) reads.push_back({r.buf, r.pos, r.width});
+}
+
+const std::uint8_t* probe_cache::take(const std::uint8_t* at) {
+  for (const request& r : pending_) {
     std::uint64_t raw = 0;
-    std::memcpy(&raw, bytes.host_data() + at, static_cast<std::size_t>(r.width));
+    std::memcpy(&raw, at, static_cast<std::size_t>(r.width));
     values_[{r.buf.address() + static_cast<std::uintptr_t>(r.pos), r.width}] = raw;
     at += r.width;
   }
+  pending_.clear();
+  pending_keys_.clear();
+  return at;
+}
+
+void probe_cache::fetch(stream_view s) {
+  if (pending_.empty()) return;
+  std::vector<host_read> reads;
+  reads.reserve(pending_.size());
+  add_reads(reads);
+  const buffer bytes = read_to_host(reads, s);
+  take(reinterpret_cast<const std::uint8_t*>(bytes.host_data()));
 }
 
 }  // namespace cuarrow::arrow::detail

@@ -1122,23 +1122,14 @@ namespace {
 // (probe_cache), the bitmaps of unknown null counts, whole ranges, all in
 // ONE read_to_host (one batched copy, one synchronization).
 void fetch_round(ad::probe_cache& cache, null_count_cache& nulls, range_cache& ranges, stream_view s) {
-  const std::vector<ad::probe_cache::request> values = cache.take_pending();
   std::vector<ad::host_read> reads;
-  reads.reserve(values.size() + nulls.pending.size() + ranges.pending.size());
-  for (const ad::probe_cache::request& r : values) reads.push_back({r.buf, r.pos, r.width});
+  reads.reserve(cache.pending() + nulls.pending.size() + ranges.pending.size());
+  cache.add_reads(reads);
   nulls.add_reads(reads);
   ranges.add_reads(reads);
   if (reads.empty()) return;
   const buffer bytes = ad::read_to_host(reads, s);
-  const auto* at = reinterpret_cast<const std::uint8_t*>(bytes.host_data());
-  for (const ad::probe_cache::request& r : values) {
-    std::uint64_t raw = 0;
-    std::memcpy(&raw, at, static_cast<std::size_t>(r.width));
-    cache.supply(r, raw);
-    at += r.width;
-  }
-  at = nulls.take(at);
-  ranges.take(at);
+  ranges.take(nulls.take(cache.take(reinterpret_cast<const std::uint8_t*>(bytes.host_data()))));
 }
 
 }  // namespace
