@@ -394,12 +394,11 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     runs.reserve(items.size());
     // In the order the batched call groups them (within the device, to it,
     // from it), so that they need no sorting there.
-    // Large copies within the device go one cuMemcpyDtoDAsync each, first:
-    // on the H200 the stream writer and share(), which sent a few large
-    // pieces through the batched call (with a memset of the whole result),
-    // moved 1-2 GiB 2-4 x slower than one cudaMemcpy, which suggests the
-    // batched copies run below a single copy's bandwidth (to confirm there);
-    // at this size a call of its own costs less than the copy takes.
+    // Large copies within the device go one cuMemcpyDtoDAsync each: at
+    // this size a call of its own costs less than the copy takes, and the
+    // gather kernel moved such pieces at ~1.3 TB/s on the H200 against
+    // the copy engine's 2.1 (the batched call itself keeps full bandwidth:
+    // bench/batch_copy_probe.py, 2026-12-05).
     // Smaller ones stay in the batch.  With cuarrow's gather kernel ready
     // and many small runs, those go to it (copy_many_async): one launch for
     // up to 1,000 runs, where every driver copy costs the host about 5 us,
@@ -430,15 +429,17 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
         return small_read;
       });
       // The kernel writes through the host pointer, so the memory must be
-      // registered now (the driver stages a copy into memory whose
-      // registration ended with its context; a kernel would fault): asked
-      // once per destination buffer, and only when there are enough copies
-      // for a launch.
+      // mapped for the device now (kernel_reaches_host): the driver
+      // copies into memory whose registration ended with its context, or
+      // one CUDA does not promise to map (registered by another library
+      // without CU_MEMHOSTREGISTER_DEVICEMAP), where a kernel could fault.
+      // Asked once per destination buffer, and only when there are enough
+      // copies for a launch.
       if (d2p.size() + d2d.size() >= kMinGatheredRuns) {
         std::unordered_map<const void*, bool> registered;
         std::erase_if(d2p, [&](planned_piece* p) {
           auto [it, fresh] = registered.try_emplace(owner_of(p->piece->dst), false);
-          if (fresh) it->second = detail::is_page_locked(reinterpret_cast<const void*>(p->dst.address));
+          if (fresh) it->second = detail::kernel_reaches_host(p->dst.address);
           if (!it->second) d2h_pinned.push_back(p);
           return !it->second;
         });

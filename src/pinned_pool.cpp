@@ -90,7 +90,11 @@ std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_
       detail::on_release_contexts(release_pool_at_exit);
       s.make_room(static_cast<std::int64_t>(cls), limit);
       try {
-        p = detail::allocate_page_locked(cls, /*mapped=*/false);
+        // Mapped for the device (CU_MEMHOSTREGISTER_DEVICEMAP): cuarrow's
+        // gather kernel writes small reads of device memory into results
+        // through their host pointer (copy.cpp), which CUDA promises only
+        // for mapped memory.
+        p = detail::allocate_page_locked(cls, /*mapped=*/true);
       } catch (const std::exception&) {
         return std::nullopt;  // no pinned memory to be had: the caller copies into ordinary memory
       }

@@ -31,4 +31,12 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   return a;
 }
 
+bool kernel_reaches_host(std::uintptr_t address) {
+  const driver_table& d = driver();
+  CUdeviceptr mapped = 0;
+  return d.cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, static_cast<CUdeviceptr>(address)) ==
+             CUDA_SUCCESS &&
+         mapped == static_cast<CUdeviceptr>(address);
+}
+
 }  // namespace cuarrow::detail

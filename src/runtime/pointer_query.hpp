@@ -29,4 +29,15 @@ struct pointer_attributes {
 /// driver can be loaded.
 pointer_attributes query_pointer(std::uintptr_t address);
 
+/// Whether kernels of the current context reach the host memory at
+/// `address` through that very address (CU_POINTER_ATTRIBUTE_DEVICE_POINTER
+/// equal to it).  CUDA promises this for memory from cuMemHostAlloc and for
+/// registrations with CU_MEMHOSTREGISTER_DEVICEMAP on devices that can use
+/// the host pointer of registered memory; for a registration without
+/// DEVICEMAP it promises nothing (driver 580 on the H200 maps those too:
+/// tests/gpu), and a kernel writing unmapped memory would fault, where a
+/// driver copy works.  False for memory the driver does not know (a
+/// registration that ended with its context), and when the query fails.
+bool kernel_reaches_host(std::uintptr_t address);
+
 }  // namespace cuarrow::detail

@@ -94,7 +94,11 @@ TEST(Gpu, PointerAttributesOfForeignAllocations) {
 
   std::vector<std::uint8_t> page_locked(1 << 16);
   ASSERT_EQ(reg(page_locked.data(), page_locked.size(), CU_MEMHOSTREGISTER_PORTABLE), CUDA_SUCCESS);
-  EXPECT_NE(ctx.get_device_address(page_locked.data()), 0u);
+  // Mapped for the device at its host address though registered without
+  // CU_MEMHOSTREGISTER_DEVICEMAP, as the emulation plays it: the gather
+  // kernel writes small reads into such memory (copy.cpp asks this very
+  // attribute before it does).
+  EXPECT_EQ(ctx.get_device_address(page_locked.data()), reinterpret_cast<std::uintptr_t>(page_locked.data()));
   unreg(page_locked.data());
   std::vector<char> pageable(64);
   EXPECT_THROW((void)ctx.get_device_address(pageable.data()), cuarrow::cuda_error);
