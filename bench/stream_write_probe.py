@@ -7,7 +7,10 @@ the kernel changed).
 
     PYTHONPATH=<installed cuarrow> python3 bench/stream_write_probe.py [--table-bytes 2.2G] [--out probe.json]
 
-Two device tables of ipc_bench's 17 columns: the table moved with
+Each case also records the writer's own account of one more write
+(``stats()``: layout, metadata, allocation, queueing and waiting, on the
+calling thread), which says whether the host or the copies take the
+time.  Two device tables of ipc_bench's 17 columns: the table moved with
 cuda.to_device (one batch per 2^21-row part: 8 for 2.2 GiB, what
 ipc_bench writes) and the same table read back from a Feather file
 (pyarrow's 64 Ki-row chunks: 226 batches, thousands of buffers).  Each
@@ -54,11 +57,15 @@ def main() -> int:
     print(f"gather kernel: {result['gather_status']}", flush=True)
     saved = cuda.transfer_options()
     for name, device_table in tables.items():
+        last: dict[str, Any] = {}
 
-        def write(t: Any = device_table) -> Any:
+        def write(t: Any = device_table, last: dict[str, Any] = last) -> Any:
             w = ipc.new_stream(ctx, table.schema)
             w.write_table(t)
-            return w.close()
+            out = w.close()
+            last.clear()
+            last.update(w.stats())
+            return out
 
         size = write().size
         src, dst = cupy.empty(size, dtype=cupy.uint8), cupy.empty(size, dtype=cupy.uint8)
@@ -73,6 +80,8 @@ def main() -> int:
             cuda.set_transfer_options(device_gather=gather)
             t = median_time(write, args.reps)
             row["gather_s" if gather else "driver_s"] = t
+            write()
+            row["gather_stats" if gather else "driver_stats"] = dict(last)
         cuda.set_transfer_options(**saved)
         del src, dst
         result["cases"].append(row)
@@ -80,6 +89,13 @@ def main() -> int:
             f"{name:12s} {row['batches']:4d} batches {size / 1e9:.2f} GB: raw D2D {t_raw * 1e3:.2f} ms; "
             f"gather kernel {row['gather_s'] * 1e3:.2f} ms ({t_raw / row['gather_s']:.2f} x raw); "
             f"driver copies {row['driver_s'] * 1e3:.2f} ms ({t_raw / row['driver_s']:.2f} x raw)",
+            flush=True,
+        )
+        st = row["gather_stats"]
+        print(
+            "  the writer's time (gather kernel): "
+            + ", ".join(f"{k[:-8]} {v * 1e3:.3f} ms" for k, v in st.items() if k.endswith("_seconds") and v)
+            + f"; {st['body_pieces']} body pieces",
             flush=True,
         )
     if args.out:

@@ -835,6 +835,20 @@ class _Writer:
         """Bytes written to the path so far (None for a writer into device memory)."""
         return int(self._writer.bytes_written) if self._path is not None else None
 
+    def stats(self) -> dict[str, Any]:
+        """Where the writer's time went so far, on the calling thread
+        (always collected): ``batches``, ``messages`` (schema, dictionary
+        and record batches) and ``body_pieces`` (byte ranges of buffers the
+        bodies take); seconds in ``layout_seconds`` (bodies laid out, with
+        the reads of device memory that Arrow's rules for sliced data
+        need), ``compress_seconds``, ``metadata_seconds`` (message metadata
+        encoded); for a writer into device memory, ``close()``'s
+        ``allocate_seconds``, ``queue_seconds`` (copies planned and queued)
+        and ``wait_seconds`` (waiting for them); for one to a path,
+        ``file_write_seconds`` (bytes into the file, the device-to-host
+        copies of the bodies included)."""
+        return dict(self._writer.stats())
+
     def write_batch(self, batch: Any, custom_metadata: Any = None) -> None:
         """Add a record batch (device, or pyarrow moved to the writer's
         device), with the custom metadata of its message."""
@@ -955,6 +969,7 @@ def write_feather(
     version: int = 2,
     *,
     progress: Any = None,
+    stats: dict | None = None,
 ) -> None:
     """Writes a DeviceTable (or DeviceRecordBatch; a pyarrow Table is moved
     to device 0 first) to the Feather v2 file (Arrow IPC file) at path
@@ -962,7 +977,11 @@ def write_feather(
     shape.  `compression`: "lz4" (what pyarrow writes by default, so also
     None), "zstd" or "uncompressed"; `compression_level` the codec's level;
     `chunksize` the most rows a record batch holds (default: the table's
-    own batches); `progress` as read_feather's."""
+    own batches); `progress` as read_feather's; `stats`: a dict to fill
+    with where the write's time went (keys as
+    ``RecordBatchFileWriter.stats()``)."""
+    if stats is not None and not isinstance(stats, dict):
+        raise TypeError(f"stats must be None or a dict to fill, not {_type_name(stats)}")
     if version != 2:
         raise ValueError("cuarrow writes Feather version 2 (the Arrow IPC file format) only")
     if not _is_path(dest):
@@ -1008,3 +1027,5 @@ def write_feather(
             report(done, writer.bytes_written or 0)
     writer.close()
     report(None, writer.bytes_written or 0)
+    if stats is not None:
+        stats.update(writer.stats())

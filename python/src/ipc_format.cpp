@@ -142,6 +142,15 @@ void init_buffer_reader(Reader<R>* self, const cuarrow::buffer& source) {
   new (self) Reader<R>{R(source, ci::read_options{}), placement_of(source), {}};
 }
 
+// A writer's write_stats as a dict of its fields.
+nb::dict stats_of(const ci::write_stats& w) {
+  using S = ci::write_stats;
+  return fields_dict(w, "batches", &S::batches, "messages", &S::messages, "body_pieces", &S::body_pieces,
+                     "layout_seconds", &S::layout_seconds, "compress_seconds", &S::compress_seconds, "metadata_seconds",
+                     &S::metadata_seconds, "allocate_seconds", &S::allocate_seconds, "queue_seconds", &S::queue_seconds,
+                     "wait_seconds", &S::wait_seconds, "file_write_seconds", &S::file_write_seconds);
+}
+
 // A reader's read_stats as a dict of its fields.
 nb::dict stats_of(const ci::read_stats& r) {
   using S = ci::read_stats;
@@ -182,7 +191,8 @@ void writer_methods(nb::class_<W>& c) {
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
             locked(self, [&] { self.w->write(bs, mds); });
           },
-          nb::arg("batches"), nb::arg("custom_metadata") = nb::none());
+          nb::arg("batches"), nb::arg("custom_metadata") = nb::none())
+      .def("stats", [](W& self) { return stats_of(locked(self, [&] { return self.w->stats(); })); });
 }
 
 // What the readers offer.  Every reader: the schema.  File readers (in

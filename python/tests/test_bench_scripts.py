@@ -60,6 +60,9 @@ def test_table_probes_write_their_figures(tmp_path, probe):
     result = json.loads(out.read_text())
     if probe == "stream_write_probe.py":
         assert [c["table"] for c in result["cases"]] == ["to_device", "read_feather"]
+        for case in result["cases"]:  # the writer's own account of a write, both ways
+            for key in ("gather_stats", "driver_stats"):
+                assert case[key]["batches"] == case["batches"] and case[key]["wait_seconds"] > 0
     else:
         assert result
 

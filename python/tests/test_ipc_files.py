@@ -330,6 +330,30 @@ def test_read_stats_say_where_the_time_went(ctx, tmp_path, compression):
     assert (stats["decompress_seconds"] > 0) == (compression != "uncompressed")
 
 
+@pytest.mark.parametrize("compression", ["uncompressed", "zstd"])
+def test_write_stats_say_where_the_time_went(ctx, tmp_path, compression):
+    table = _wide()
+    device = cuda.to_device(table, ctx)
+    stats = {}
+    ipc.write_feather(device, tmp_path / "w.arrow", compression=compression, stats=stats)
+    assert feather.read_table(tmp_path / "w.arrow").equals(table)
+    n = len(table.to_batches())
+    # A file's messages: the schema and every batch (no dictionaries).
+    assert stats["batches"] == n and stats["messages"] == n + 1
+    assert stats["body_pieces"] > 0 and stats["file_write_seconds"] > 0 and stats["layout_seconds"] > 0
+    assert (stats["compress_seconds"] > 0) == (compression != "uncompressed")
+    assert stats["allocate_seconds"] == stats["queue_seconds"] == stats["wait_seconds"] == 0
+    # Into device memory: the same counts, close()'s phases instead of the file's.
+    with ipc.new_stream(ctx, table.schema) as w:
+        w.write_table(device)
+        before = w.stats()
+    after = w.stats()
+    assert before["wait_seconds"] == 0 and after["wait_seconds"] > 0 and after["queue_seconds"] > 0
+    assert after["batches"] == n and after["messages"] == n + 1 and after["file_write_seconds"] == 0
+    with pytest.raises(TypeError, match="stats must be None or a dict"):
+        ipc.write_feather(device, tmp_path / "x.arrow", stats=[])
+
+
 def test_read_stats_time_nothing_unless_asked(ctx, tmp_path):
     table = _wide()
     path = tmp_path / "s.arrows"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "copy_sinks.hpp"
+#include "copy_sources.hpp"
 #include "cuarrow/error.hpp"
 #include "ipc_format/writer.hpp"
 
@@ -30,6 +31,7 @@ class file_sink final : public internal::message_sink {
 
   void add_host(const std::vector<std::byte>& bytes) override {
     if (bytes.empty()) return;
+    const cuarrow::detail::timed t(&counters.file_write_ns);
     file_.write_at(bytes.data(), bytes.size(), static_cast<std::uint64_t>(length_));
     length_ += static_cast<std::int64_t>(bytes.size());
   }
@@ -46,7 +48,9 @@ class file_sink final : public internal::message_sink {
     // alive) are dropped with the writer's file.
     const std::vector<cuarrow::detail::file_piece> pieces = std::move(pending_);
     pending_.clear();
-    if (!pieces.empty()) cuarrow::detail::write_to_file(file_, pieces, s_);
+    if (pieces.empty()) return;
+    const cuarrow::detail::timed t(&counters.file_write_ns);
+    cuarrow::detail::write_to_file(file_, pieces, s_);
   }
 
  private:
@@ -139,5 +143,7 @@ void file_writer::close() {
 const std::string& file_writer::path() const noexcept { return state_->file.path(); }
 
 std::int64_t file_writer::bytes_written() const noexcept { return state_->sink.length(); }
+
+write_stats file_writer::stats() const noexcept { return state_->sink.counters.snapshot(); }
 
 }  // namespace cuarrow::ipc

@@ -10,6 +10,7 @@
 #include <utility>
 #include <variant>
 
+#include "copy_sources.hpp"
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/error.hpp"
@@ -395,7 +396,11 @@ class assembler final : public internal::message_sink {
   // with the bodies (one launch per 1,000 pieces instead of a driver copy
   // each: about 5 us a copy on the H200 machine).
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
-    buffer out = allocate_device(ctx, length_, s, std::move(resource));
+    buffer out = [&] {
+      const cuarrow::detail::timed t(&counters.allocate_ns);
+      return allocate_device(ctx, length_, s, std::move(resource));
+    }();
+    std::optional<cuarrow::detail::timed> queueing(&counters.queue_ns);
     const bool gathered = cuarrow::detail::gathers_device_copies(ctx);
     if (!gathered && gaps_ > 0 && gaps_ > length_ / kGapCopyWorth) {
       fill_async(out, 0, length_, 0, s);
@@ -409,7 +414,10 @@ class assembler final : public internal::message_sink {
       host = pinned ? std::move(*pinned) : allocate_host(n);
       std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
       if (gathered) {
-        buffer on_device = allocate_device(ctx, n, s);
+        buffer on_device = [&] {
+          const cuarrow::detail::timed t(&counters.allocate_ns);
+          return allocate_device(ctx, n, s);
+        }();
         const copy_piece up{on_device, 0, host, 0, n};
         copy_batch_async({&up, 1}, s);
         host = std::move(on_device);
@@ -435,7 +443,11 @@ class assembler final : public internal::message_sink {
       }
       copy_batch_async(part, s);
     }
-    s.synchronize(ctx);
+    queueing.reset();
+    {
+      const cuarrow::detail::timed t(&counters.wait_ns);
+      s.synchronize(ctx);
+    }
     segments_.clear();
     sources_.clear();
     host_.clear();
@@ -481,7 +493,15 @@ class assembler final : public internal::message_sink {
 namespace internal {
 
 file_block message_sink::append(const message_metadata& m, body_layout* body) {
-  const std::vector<std::byte> meta = write_encapsulated_metadata(m);
+  const std::vector<std::byte> meta = [&] {
+    const cuarrow::detail::timed t(&counters.metadata_ns);
+    return write_encapsulated_metadata(m);
+  }();
+  ++counters.messages;
+  if (body != nullptr) {
+    counters.body_pieces +=
+        std::count_if(body->pieces.begin(), body->pieces.end(), [](const body_piece& p) { return p.size > 0; });
+  }
   file_block b;
   b.offset = length_;
   b.metadata_length = static_cast<std::int32_t>(meta.size());
@@ -517,9 +537,29 @@ message_writer::message_writer(arrow::schema schema, stream_writer::format f, st
 }
 
 body_layout message_writer::layout(const arrow::record_batch& batch) const {
-  body_layout l = layout_body(batch, s_);
+  body_layout l = [&] {
+    const cuarrow::detail::timed t(&sink_.counters.layout_ns);
+    return layout_body(batch, s_);
+  }();
   if (!options_.compression) return l;
+  const cuarrow::detail::timed t(&sink_.counters.compress_ns);
   return compress_body(l, *options_.compression, options_.compress, options_.compress_threads, s_);
+}
+
+write_stats write_counters::snapshot() const noexcept {
+  const auto sec = [](const std::atomic<std::int64_t>& ns) { return static_cast<double>(ns.load()) * 1e-9; };
+  write_stats r;
+  r.batches = batches;
+  r.messages = messages;
+  r.body_pieces = body_pieces;
+  r.layout_seconds = sec(layout_ns);
+  r.compress_seconds = sec(compress_ns);
+  r.metadata_seconds = sec(metadata_ns);
+  r.allocate_seconds = sec(allocate_ns);
+  r.queue_seconds = sec(queue_ns);
+  r.wait_seconds = sec(wait_ns);
+  r.file_write_seconds = sec(file_write_ns);
+  return r;
 }
 
 namespace {
@@ -592,7 +632,10 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
   check(batches, custom_metadata, who);
   // Every batch laid out first, their device offsets read together (one
   // round trip per level of nesting for all of them).
-  std::vector<body_layout> all = layout_bodies(batches, s_);
+  std::vector<body_layout> all = [&] {
+    const cuarrow::detail::timed t(&sink_.counters.layout_ns);
+    return layout_bodies(batches, s_);
+  }();
   std::size_t first = 0;
   while (first < batches.size()) {
     // Uncompressed, a layout is known before its bytes move: every batch
@@ -608,6 +651,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
       ++end;
     }
     if (options_.compression) {
+      const cuarrow::detail::timed t(&sink_.counters.compress_ns);
       layouts = compress_bodies(layouts, *options_.compression, options_.compress, options_.compress_threads, s_);
     }
     for (std::size_t k = 0; k < layouts.size(); ++k) {
@@ -618,6 +662,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
       m.body_length = layouts[k].body_length;
       if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
       batch_blocks_.push_back(sink_.append(m, &layouts[k]));
+      ++sink_.counters.batches;
     }
     sink_.flush();
     first = end;
@@ -682,6 +727,8 @@ buffer stream_writer::finish() {
   st.writer.finish();
   return st.out.finish(st.ctx, st.s, st.resource);
 }
+
+write_stats stream_writer::stats() const noexcept { return state_->out.counters.snapshot(); }
 
 buffer serialize_record_batch(const arrow::record_batch& batch, const context& ctx, stream_view s) {
   for (const arrow::field& f : batch.schema.fields) {

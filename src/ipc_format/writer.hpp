@@ -5,6 +5,7 @@
 // they go.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -18,6 +19,15 @@
 #include "cuarrow/ipc/stream.hpp"
 
 namespace cuarrow::ipc::internal {
+
+/// A writer's write_stats as it counts them: the times in nanoseconds,
+/// which cuarrow::detail::timed (copy_sources.hpp) adds into.
+struct write_counters {
+  std::int64_t batches = 0, messages = 0, body_pieces = 0;
+  std::atomic<std::int64_t> layout_ns{0}, compress_ns{0}, metadata_ns{0}, allocate_ns{0}, queue_ns{0}, wait_ns{0},
+      file_write_ns{0};
+  write_stats snapshot() const noexcept;
+};
 
 /// Where a writer's bytes go, one after another.
 class message_sink {
@@ -38,6 +48,8 @@ class message_sink {
   file_block append(const message_metadata& m, body_layout* body);
   /// Bytes so far.
   std::int64_t length() const noexcept { return length_; }
+  /// What the writer and this sink counted (message_writer adds its own).
+  write_counters counters;
 
  protected:
   std::int64_t length_ = 0;

@@ -261,6 +261,36 @@ TEST(IpcFileWriter, ManyBatchesInOneCallEqualPerBatchWrites) {
   cuarrow::set_transfer_options(saved);
 }
 
+// A file writer's stats: the counts the in-memory writer gives for the
+// same batches, its time in writing the file, none in the phases of
+// finishing a stream in device memory.
+TEST(IpcFileWriter, StatsCountWhatTheInMemoryWriterCounts) {
+  temp_dir dir;
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  random_arrays gen(20261205);
+  record_batch host;
+  host.schema.fields = {field("i", int64()), field("s", utf8())};
+  host.num_rows = 1000;
+  for (const auto& fld : host.schema.fields) host.columns.push_back(gen.array(fld.type, host.num_rows));
+  const std::vector<record_batch> batches = {to_device(host, ctx), host.slice(3, 500)};
+  for (fmt f : {fmt::stream, fmt::file}) {
+    ipc::file_writer fw((dir / "stats").string(), host.schema, f);
+    fw.write(batches);
+    fw.close();
+    ipc::stream_writer mem(host.schema, ctx, f);
+    mem.write(batches);
+    (void)mem.finish();
+    const ipc::write_stats a = fw.stats(), b = mem.stats();
+    EXPECT_EQ(a.batches, 2);
+    EXPECT_EQ(a.batches, b.batches);
+    EXPECT_EQ(a.messages, b.messages);
+    EXPECT_EQ(a.body_pieces, b.body_pieces);
+    EXPECT_GT(a.file_write_seconds, 0.0);
+    EXPECT_GT(a.layout_seconds, 0.0);
+    EXPECT_EQ(a.allocate_seconds + a.queue_seconds + a.wait_seconds, 0.0) << "nothing finished in device memory";
+  }
+}
+
 // Random batches (nested, sliced, with nulls), on the device and on the
 // host: the file holds what the in-memory writer produces.
 TEST(IpcFileWriter, RandomBatchesEqualTheInMemoryWriter) {

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -249,6 +251,53 @@ TEST(IpcStream, EqualDictionariesInOtherObjectsAreNotReplacements) {
   ipc::stream_writer f(s.schema().schema, ctx, ipc::stream_writer::format::file);
   f.write(*b0);
   EXPECT_THROW(f.write(*b1), cuarrow::invalid_argument);
+}
+
+// A writer says how many messages and body pieces it wrote and where its
+// time went: the counts those of the stream it made (read back message by
+// message), the phases disjoint parts of the calling thread's time.
+TEST(IpcStream, AWriterSaysWhereItsTimeWent) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<std::byte> golden = load("dictionaries.arrows");
+  ipc::stream_reader r(on_host(golden));
+  std::vector<record_batch> batches;
+  while (std::optional<record_batch> b = r.read_next()) batches.push_back(to_device(*b, ctx));
+  ASSERT_GE(batches.size(), 2u);
+  const auto start = std::chrono::steady_clock::now();
+  ipc::stream_writer w(r.schema().schema, ctx);
+  w.write(batches.front());
+  w.write(std::span<const record_batch>(batches).subspan(1));
+  const ipc::write_stats before = w.stats();
+  EXPECT_EQ(before.wait_seconds, 0.0) << "nothing is copied before finish()";
+  const cuarrow::buffer out = w.finish();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const ipc::write_stats st = w.stats();
+
+  std::int64_t messages = 0, pieces = 0;
+  std::int64_t at = 0;
+  while (std::optional<ipc::message> m = ipc::read_message(out, at)) {
+    at += m->size;
+    ++messages;
+    const ipc::record_batch_header* h = nullptr;
+    if (m->kind() == ipc::message_kind::record_batch) h = &m->metadata.record_batch("test");
+    if (m->kind() == ipc::message_kind::dictionary_batch) h = &m->metadata.dictionary_batch("test").data;
+    if (h != nullptr) {
+      pieces +=
+          std::count_if(h->buffers.begin(), h->buffers.end(), [](const ipc::body_range& b) { return b.length > 0; });
+    }
+  }
+  EXPECT_EQ(st.batches, static_cast<std::int64_t>(batches.size()));
+  EXPECT_EQ(st.messages, messages);
+  EXPECT_EQ(st.body_pieces, pieces);
+  EXPECT_GT(st.layout_seconds, 0.0);
+  EXPECT_GT(st.metadata_seconds, 0.0);
+  EXPECT_GT(st.allocate_seconds, 0.0);
+  EXPECT_GT(st.queue_seconds, 0.0);
+  EXPECT_GT(st.wait_seconds, 0.0);
+  EXPECT_EQ(st.compress_seconds, 0.0) << "uncompressed";
+  EXPECT_EQ(st.file_write_seconds, 0.0) << "into memory";
+  EXPECT_LE(st.layout_seconds + st.metadata_seconds + st.allocate_seconds + st.queue_seconds + st.wait_seconds, wall);
+  EXPECT_GE(st.layout_seconds, before.layout_seconds);
 }
 
 // A stream in device memory reads as device arrays whose buffers lie inside

@@ -79,6 +79,9 @@ class CUARROW_EXPORT file_writer {
   const std::string& path() const noexcept;
   /// Bytes written so far (after close(): the file's size).
   std::int64_t bytes_written() const noexcept;
+  /// Where the writer's time went so far (write_stats; close() included
+  /// once run).
+  write_stats stats() const noexcept;
 
  private:
   struct state;

@@ -154,6 +154,26 @@ struct write_options {
   int compress_threads = 0;
 };
 
+/// Where a writer's time went, on the calling thread (stream_writer::stats,
+/// file_writer::stats), for benchmarks and logs.  Always collected: a few
+/// clock reads per write() and per finish, none per buffer.
+struct write_stats {
+  std::int64_t batches = 0;      ///< record batches written (dictionary batches not included)
+  std::int64_t messages = 0;     ///< messages: the schema, dictionary batches, record batches
+  std::int64_t body_pieces = 0;  ///< byte ranges of buffers that the bodies take (none for an empty buffer)
+  /// Bodies laid out: Arrow's rules for sliced data on the host, with the
+  /// reads of device memory they need (offsets, bitmaps, run ends).
+  double layout_seconds = 0;
+  double compress_seconds = 0;  ///< bodies copied to the host and compressed (write_options::compression)
+  double metadata_seconds = 0;  ///< message metadata encoded (FlatBuffers)
+  double allocate_seconds = 0;  ///< stream_writer::finish: the output's device allocation and the metadata's
+  double queue_seconds = 0;     ///< stream_writer::finish: the copies planned and queued
+  double wait_seconds = 0;      ///< stream_writer::finish: waiting for the copies to end
+  /// file_writer: bytes into the file (metadata by pwrite, bodies through
+  /// the staging pipeline, their device-to-host DMAs included).
+  double file_write_seconds = 0;
+};
+
 /// Writes record batches as an IPC stream or file into one device
 /// allocation.  Dictionary-encoded columns send their dictionaries before
 /// the first batch that uses them; in a stream, a batch with another
@@ -192,6 +212,8 @@ class CUARROW_EXPORT stream_writer {
   /// which is synchronized once.  The writer is then
   /// done: write() and finish() throw invalid_argument.
   buffer finish();
+  /// Where the writer's time went so far (finish() included once run).
+  write_stats stats() const noexcept;
 
  private:
   struct state;
