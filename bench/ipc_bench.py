@@ -480,6 +480,58 @@ def read_phases(s: Setup, notes: list[str]) -> dict[str, Any]:
     return out
 
 
+def write_phases(s: Setup, device_table: Any, notes: list[str]) -> dict[str, Any]:
+    """Where one write of each kind spends its time (the writers' stats:
+    layouts, compression, metadata, the file's writes or the device
+    stream's allocation, queueing and wait), one untimed write each after
+    the timed cases.  Empty, with a note, for a cuarrow without them."""
+    out: dict[str, Any] = {}
+
+    def one(name: str, write: Callable[[], dict[str, Any]]) -> bool:
+        t0 = time.perf_counter()
+        try:
+            got = write()
+        except (TypeError, AttributeError) as e:
+            notes.append(f"write phases not measured: the writers' stats are not available ({e})")
+            return False
+        except Exception as e:  # noqa: BLE001 - the timed cases report failures; say so and go on
+            notes.append(f"write phases of the {name} write not measured: {type(e).__name__}: {e}")
+            return True
+        got["wall_seconds"] = time.perf_counter() - t0
+        out[name] = got
+        log(
+            f"write phases, {name}: "
+            + ", ".join(
+                f"{k.removesuffix('_seconds')} {v * 1e3:.3f} ms" if isinstance(v, float) else f"{k} {v}"
+                for k, v in got.items()
+            )
+        )
+        return True
+
+    for comp in COMPRESSIONS:
+        path = s.workdir / f"phases-{comp}.feather"
+
+        def to_file(p: Path = path, c: str = comp) -> dict[str, Any]:
+            got: dict[str, Any] = {}
+            try:
+                s.ipc.write_feather(device_table, str(p), compression=c, stats=got)
+            finally:
+                p.unlink(missing_ok=True)
+            return got
+
+        if not one(comp, to_file):
+            return {}
+
+    def to_device_memory() -> dict[str, Any]:
+        w = s.ipc.new_stream(s.ctx, s.table.schema)
+        w.write_table(device_table)
+        w.close()
+        return dict(w.stats())
+
+    one("device stream", to_device_memory)
+    return out
+
+
 def cold_cases(s: Setup, pread: ThreadedPread, notes: list[str]) -> list[Case]:
     path, n, table = str(s.files["uncompressed"]), s.nbytes, s.table
     ends = file_ends(path)
@@ -1006,9 +1058,16 @@ def main(argv: list[str] | None = None) -> int:
             dev.clear()  # written: its device memory goes to the messages (the emulation has 1 GiB by default)
             return []
 
+        wphases: dict[str, Any] = {}
+
+        def measure_write_phases() -> list[Case]:
+            wphases.update(write_phases(s, dev["table"], notes))
+            return []
+
         later: list[tuple[str, Callable[[], list[Case]]]] = [
             ("writes", lambda: write_cases(s, dev["table"], notes)),
             ("device stream", lambda: stream_cases(s, dev["table"], notes)),
+            ("write phases", measure_write_phases),
             ("", release_table),
         ]
         for name in ("serialize_record_batch", "read_record_batch"):
@@ -1102,6 +1161,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "notes": notes,
         "read_phases": phases,
+        "write_phases": wphases,
         "cuarrow_env": {k: v for k, v in os.environ.items() if k.startswith("CUARROW_")},
         "wall_s": round(time.time() - t_begin, 1),
     }

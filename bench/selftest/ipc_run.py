@@ -130,6 +130,11 @@ def check(out: Path, rc: int) -> list:
         problems.append("a target without its reference figure")
     if any(r.get("ratio_ref") is None for r in results if r["impl"] == "cuarrow"):
         problems.append("cuarrow rows without a '× ref' ratio")
+    phases = data["meta"].get("write_phases", {})
+    if set(phases) != {*ipc_bench.COMPRESSIONS, "device stream"} or any(
+        p.get("batches", 0) < 1 for p in phases.values()
+    ):
+        problems.append(f"write phases not recorded for every write: {sorted(phases)}")
     if len(data["meta"]["table"]["file_bytes"]) != 3 or data["meta"]["table"]["columns"] != 17:
         problems.append("results.json does not describe the table and its three files")
     for name in ("results.txt", "summary.md"):
