@@ -507,7 +507,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       runs.push_back(
           {static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n, detail::copy_direction::device_to_host});
     });
-    detail::copy_many_async(runs, ctx->device_number(), h, gathered ? ctx->state().get() : nullptr);
+    detail::copy_many_async(runs, *ctx->state(), h, gathered);
     if (gathered) issue_large();
     for (const planned_piece* p : peer) {
       p->dst.ctx->enable_peer_access(*p->src.ctx);

@@ -669,6 +669,45 @@ TEST_F(BatchCopy, ManySmallDevicePiecesOnTheDefaultStream) {
   EXPECT_TRUE(warnings.empty()) << warnings.front();
 }
 
+// Batches on the legacy default stream share the context's side stream:
+// after the first, none creates or destroys a stream or an event, and each
+// makes one batched call between two orderings (an event record and a
+// wait each way).  Every batch's bytes arrive, read back on the legacy
+// stream.
+TEST_F(BatchCopy, BatchesOnTheDefaultStreamReuseOneSideStream) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const fault_api& f = faults();
+  if (!f.available() || batch_entry_hidden()) GTEST_SKIP() << "counts the emulation's driver calls";
+  cuarrow::transfer_options o = cuarrow::get_transfer_options();
+  o.device_gather = false;  // driver copies (the fixture restores the options)
+  cuarrow::set_transfer_options(o);
+  const std::int64_t n = 64;
+  const auto bytes = pattern(static_cast<std::size_t>(n), 5);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, bytes.data(), n);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    cuarrow::buffer dst = cuarrow::allocate_device(ctx, 2 * n);
+    cuarrow::fill(dst, 0, 2 * n, 0);
+    std::vector<cuarrow::copy_piece> pieces;
+    for (std::int64_t i = 0; i < n; ++i) pieces.push_back({dst, 2 * i + round % 2, src, i, 1});
+    f.reset_calls();
+    cuarrow::copy_batch_async(pieces, cuarrow::stream_view());
+    if (round > 0) {
+      EXPECT_EQ(f.calls("cuStreamCreate"), 0u);
+      EXPECT_EQ(f.calls("cuStreamDestroy"), 0u);
+      EXPECT_EQ(f.calls("cuEventCreate"), 0u);
+      EXPECT_EQ(f.calls("cuEventDestroy"), 0u);
+    }
+    EXPECT_EQ(f.calls("cuMemcpyBatchAsync"), 1u);
+    EXPECT_EQ(f.calls("cuEventRecord"), 2u);
+    EXPECT_EQ(f.calls("cuStreamWaitEvent"), 2u);
+    const auto got = to_vector(dst);  // on the legacy stream: after the batch
+    for (std::int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(bytes[static_cast<std::size_t>(i)], got[static_cast<std::size_t>(2 * i + round % 2)]) << i;
+    }
+  }
+}
+
 // A driver that answers CUDA_ERROR_NOT_SUPPORTED: the pieces go one by one.
 TEST_F(BatchCopy, ManySmallDevicePiecesWhenTheBatchedCallIsNotSupported) {
   cuarrow::context ctx = cuarrow::context::get(0);

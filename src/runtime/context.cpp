@@ -101,6 +101,11 @@ context_state::~context_state() {
     CUresult r = d->cuEventDestroy(order_event);
     if (r != CUDA_SUCCESS) warn_result(r, "cuEventDestroy");
   }
+  if (side_stream != nullptr) {
+    // Released by the driver once its copies are done.
+    CUresult r = d->cuStreamDestroy(side_stream);
+    if (r != CUDA_SUCCESS) warn_result(r, "cuStreamDestroy");
+  }
   unload_gather(*this);
   if (!owns_retain) return;
   // The device handle the retain was made with: asking for it again here

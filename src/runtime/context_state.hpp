@@ -39,6 +39,14 @@ struct context_state {
   std::mutex order_mutex;
   CUevent order_event = nullptr;
 
+  // A stream of this context for the batched copies queued on behalf of
+  // the legacy default stream, which cuMemcpyBatchAsync refuses
+  // (copy_many_async): created at first use, used by one batch at a time,
+  // destroyed with the state.  A stream per batch cost about ten driver
+  // calls (a create, two events, their records and waits, destroys).
+  std::mutex side_mutex;
+  CUstream side_stream = nullptr;
+
   // cuarrow's gather kernel in this context (gather.cpp): loaded at first
   // use, unloaded with the state.
   std::mutex gather_mutex;

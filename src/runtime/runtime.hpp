@@ -58,14 +58,16 @@ struct batched_copy {
 /// microsecond; without it (older drivers, or a driver that answers
 /// NOT_SUPPORTED) one cuMemcpyDtoDAsync / HtoDAsync / DtoHAsync each.  On
 /// the legacy default stream, which the batched call refuses, 16 or more
-/// copies run on a stream created for them, ordered after and before the
-/// legacy stream's work by two events; fewer go one by one.  Throws
-/// cuda_error naming the call that failed; some of the copies may be
-/// queued by then.
-/// With `gather` (the current context's state, where the caller found
-/// gather_ready), the copies within the device go to cuarrow's gather
-/// kernel instead, one launch per 1,000 (gather_async); the others as above.
-void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s, context_state* gather = nullptr);
+/// copies run on the context's side stream (context_state::side_stream),
+/// ordered after and before the legacy stream's work (order_after); fewer
+/// go one by one.  Throws cuda_error naming the call that failed; some of
+/// the copies may be queued by then (on the side stream, which is then
+/// synchronized before the error leaves).
+/// `ctx` is the current context's state.  With `gather` (where the caller
+/// found gather_ready), the copies within the device go to cuarrow's
+/// gather kernel instead, one launch per 1,000 (gather_async); the others
+/// as above.
+void copy_many_async(std::span<const batched_copy> copies, context_state& ctx, CUstream s, bool gather = false);
 
 /// True when cuarrow's gather kernel (kernels/gather.cu) can run in `ctx`
 /// (loaded there at the first call): false when the library was built

@@ -157,42 +157,22 @@ void batch_on(std::span<const batched_copy> copies, int device, CUstream s) {
   }
 }
 
-// A stream of the current context for one batch issued on behalf of the
-// legacy default stream, destroyed at scope exit (the driver releases it
-// once its work is done).  If the batch may have been queued on it and
-// ordering it back into the legacy stream failed, the destructor waits for
-// it first, so that the caller's buffers outlive its copies.
-class side_stream {
- public:
-  side_stream() { check(driver().cuStreamCreate(&handle_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }
-  ~side_stream() {
-    if (!joined_) (void)driver().cuStreamSynchronize(handle_);  // the failure is being thrown
-    if (CUresult r = driver().cuStreamDestroy(handle_); r != CUDA_SUCCESS) warn_result(r, "cuStreamDestroy");
-  }
-  side_stream(const side_stream&) = delete;
-  side_stream& operator=(const side_stream&) = delete;
-  CUstream handle() const noexcept { return handle_; }
-  void joined() noexcept { joined_ = true; }
-
- private:
-  CUstream handle_ = nullptr;
-  bool joined_ = false;
-};
-
 // Below this many copies the legacy default stream's copies go one by one:
-// the side stream costs about ten driver calls.
+// the side stream costs five driver calls (two records, two waits, and the
+// batch's own).
 constexpr std::size_t kMinSideStreamCopies = 16;
 }  // namespace
 
-void copy_many_async(std::span<const batched_copy> copies, int device, CUstream s, context_state* gather) {
+void copy_many_async(std::span<const batched_copy> copies, context_state& ctx, CUstream s, bool gather) {
   const driver_table& d = driver();
-  if (gather != nullptr) {
+  const int device = ctx.device;
+  if (gather) {
     std::vector<batched_copy> within, rest;
     for (const batched_copy& c : copies) {
       (c.direction == copy_direction::device_to_device ? within : rest).push_back(c);
     }
-    gather_async(*gather, within, s);
-    if (!rest.empty()) copy_many_async(rest, device, s, nullptr);
+    gather_async(ctx, within, s);
+    if (!rest.empty()) copy_many_async(rest, ctx, s, false);
     return;
   }
   if (copies.size() < 2 || d.cuMemcpyBatchAsync == nullptr) {
@@ -201,10 +181,10 @@ void copy_many_async(std::span<const batched_copy> copies, int device, CUstream 
   }
   // The batched call refuses the legacy default stream (a null handle here:
   // the table is loaded with CU_GET_PROC_ADDRESS_LEGACY_STREAM).  There the
-  // batch runs on a stream of its own between two events: it starts after
-  // the work queued on the legacy stream so far (an event recorded there
-  // also waits for the blocking streams, as a copy queued there would), and
-  // the legacy stream's later work waits for it, as for a copy queued there.
+  // batch runs on the context's side stream: it starts after the work
+  // queued on the legacy stream so far (an event recorded there also waits
+  // for the blocking streams, as a copy queued there would), and the legacy
+  // stream's later work waits for it, as for a copy queued there.
   const bool legacy = s == nullptr || s == CU_STREAM_LEGACY;
   if (!legacy) {
     batch_on(copies, device, s);
@@ -214,14 +194,23 @@ void copy_many_async(std::span<const batched_copy> copies, int device, CUstream 
     copy_each(copies, s);
     return;
   }
-  runtime_event before, after;
-  side_stream side;  // destroyed first: on a failure it waits for what it may have queued
-  before.record(s);
-  stream_wait_event(side.handle(), before.handle());
-  batch_on(copies, device, side.handle());
-  after.record(side.handle());
-  stream_wait_event(s, after.handle());
-  side.joined();
+  std::lock_guard lock(ctx.side_mutex);  // one batch at a time on it
+  if (ctx.side_stream == nullptr) {
+    scoped_context guard(ctx.handle);
+    check(d.cuStreamCreate(&ctx.side_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  const CUstream side = ctx.side_stream;
+  order_after(ctx, s, side, /*producer_may_be_retired=*/false);
+  try {
+    batch_on(copies, device, side);
+    order_after(ctx, side, s, /*producer_may_be_retired=*/false);
+  } catch (...) {
+    // Copies may be queued on the side stream that the legacy stream does
+    // not wait for: they end before the error leaves, and with it the
+    // caller's hold on their buffers.
+    (void)d.cuStreamSynchronize(side);
+    throw;
+  }
 }
 
 void copy_peer_async(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t bytes,
