@@ -225,7 +225,8 @@ CUARROW_EXPORT buffer register_host(const context& ctx, void* data, std::int64_t
 /// back to the pool, still pinned, when the last handle is gone.  Used for
 /// the results of device-to-host copies, which the DMA engine then writes at
 /// the link's speed.  Contents are whatever the block held (not zeroed);
-/// unlike allocate_pinned the block is not mapped for device access.
+/// mapped for device access as allocate_pinned's is (cuarrow's gather
+/// kernel writes small reads of device memory into it).
 /// Synchronous, no stream.  Throws invalid_argument (negative size),
 /// cuda_error (making `ctx` current); a failure to pin is nullopt.
 CUARROW_EXPORT std::optional<buffer> try_allocate_pinned_pooled(const context& ctx, std::int64_t size);
