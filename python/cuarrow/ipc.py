@@ -841,7 +841,9 @@ class _Writer:
         and record batches) and ``body_pieces`` (byte ranges of buffers the
         bodies take); seconds in ``layout_seconds`` (bodies laid out, with
         the reads of device memory that Arrow's rules for sliced data
-        need), ``compress_seconds``, ``metadata_seconds`` (message metadata
+        need), ``compress_seconds`` (of which ``compress_copy_seconds``
+        before compressing: the bodies copied to host memory),
+        ``metadata_seconds`` (message metadata
         encoded); for a writer into device memory, ``close()``'s
         ``allocate_seconds``, ``queue_seconds`` (copies planned and queued)
         and ``wait_seconds`` (waiting for them); for one to a path,

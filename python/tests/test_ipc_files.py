@@ -342,6 +342,8 @@ def test_write_stats_say_where_the_time_went(ctx, tmp_path, compression):
     assert stats["batches"] == n and stats["messages"] == n + 1
     assert stats["body_pieces"] > 0 and stats["file_write_seconds"] > 0 and stats["layout_seconds"] > 0
     assert (stats["compress_seconds"] > 0) == (compression != "uncompressed")
+    assert (stats["compress_copy_seconds"] > 0) == (compression != "uncompressed")
+    assert stats["compress_copy_seconds"] <= stats["compress_seconds"]
     assert stats["allocate_seconds"] == stats["queue_seconds"] == stats["wait_seconds"] == 0
     # Into device memory: the same counts, close()'s phases instead of the file's.
     with ipc.new_stream(ctx, table.schema) as w:

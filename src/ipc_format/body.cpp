@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "arrow/arrow_internal.hpp"
+#include "copy_sources.hpp"
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
 #include "message_io.hpp"
@@ -1222,7 +1223,14 @@ namespace cuarrow::ipc {
 
 std::vector<body_layout> compress_bodies(std::span<const body_layout> layouts, compression_codec codec,
                                          const compress_options& options, int threads, stream_view s) {
+  return detail::compress_bodies(layouts, codec, options, threads, s, nullptr);
+}
+
+std::vector<body_layout> detail::compress_bodies(std::span<const body_layout> layouts, compression_codec codec,
+                                                 const compress_options& options, int threads, stream_view s,
+                                                 std::atomic<std::int64_t>* copy_ns) {
   (void)max_framed_size(codec, 0);  // the codec is checked before anything is copied
+  std::optional<cuarrow::detail::timed> copying(copy_ns);
   // The bytes to compress: host memory where it is; device (and managed)
   // memory of every layout copied into one host block, pinned where the
   // pool has room.
@@ -1279,6 +1287,7 @@ std::vector<body_layout> compress_bodies(std::span<const body_layout> layouts, c
       if (synchronized) break;
     }
   }
+  copying.reset();
   const buffer framed = allocate_host(most);
   {
     std::size_t k = 0;

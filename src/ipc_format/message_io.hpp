@@ -4,6 +4,7 @@
 // column of a record batch lies in its header (body.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,14 @@ class probe_cache;
 }
 
 namespace cuarrow::ipc::detail {
+
+/// compress_bodies (record_batch.hpp), adding to `*copy_ns` (when not
+/// null) the nanoseconds spent before compressing: the host block
+/// allocated and the device buffers copied into it (the writers'
+/// write_stats::compress_copy_seconds).
+std::vector<body_layout> compress_bodies(std::span<const body_layout> layouts, compression_codec codec,
+                                         const compress_options& options, int threads, stream_view s,
+                                         std::atomic<std::int64_t>* copy_ns);
 
 /// "RecordBatch", "Schema", ... (Message.fbs names).
 const char* kind_name(message_kind k);

@@ -543,7 +543,10 @@ body_layout message_writer::layout(const arrow::record_batch& batch) const {
   }();
   if (!options_.compression) return l;
   const cuarrow::detail::timed t(&sink_.counters.compress_ns);
-  return compress_body(l, *options_.compression, options_.compress, options_.compress_threads, s_);
+  return std::move(detail::compress_bodies(std::span<const body_layout>(&l, 1), *options_.compression,
+                                           options_.compress, options_.compress_threads, s_,
+                                           &sink_.counters.compress_copy_ns)
+                       .front());
 }
 
 write_stats write_counters::snapshot() const noexcept {
@@ -554,6 +557,7 @@ write_stats write_counters::snapshot() const noexcept {
   r.body_pieces = body_pieces;
   r.layout_seconds = sec(layout_ns);
   r.compress_seconds = sec(compress_ns);
+  r.compress_copy_seconds = sec(compress_copy_ns);
   r.metadata_seconds = sec(metadata_ns);
   r.allocate_seconds = sec(allocate_ns);
   r.queue_seconds = sec(queue_ns);
@@ -652,7 +656,8 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
     }
     if (options_.compression) {
       const cuarrow::detail::timed t(&sink_.counters.compress_ns);
-      layouts = compress_bodies(layouts, *options_.compression, options_.compress, options_.compress_threads, s_);
+      layouts = detail::compress_bodies(layouts, *options_.compression, options_.compress, options_.compress_threads,
+                                        s_, &sink_.counters.compress_copy_ns);
     }
     for (std::size_t k = 0; k < layouts.size(); ++k) {
       const std::size_t i = first + k;

@@ -24,8 +24,8 @@ namespace cuarrow::ipc::internal {
 /// which cuarrow::detail::timed (copy_sources.hpp) adds into.
 struct write_counters {
   std::int64_t batches = 0, messages = 0, body_pieces = 0;
-  std::atomic<std::int64_t> layout_ns{0}, compress_ns{0}, metadata_ns{0}, allocate_ns{0}, queue_ns{0}, wait_ns{0},
-      file_write_ns{0};
+  std::atomic<std::int64_t> layout_ns{0}, compress_ns{0}, compress_copy_ns{0}, metadata_ns{0}, allocate_ns{0},
+      queue_ns{0}, wait_ns{0}, file_write_ns{0};
   write_stats snapshot() const noexcept;
 };
 

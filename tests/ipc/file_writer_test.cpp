@@ -288,6 +288,19 @@ TEST(IpcFileWriter, StatsCountWhatTheInMemoryWriterCounts) {
     EXPECT_GT(a.file_write_seconds, 0.0);
     EXPECT_GT(a.layout_seconds, 0.0);
     EXPECT_EQ(a.allocate_seconds + a.queue_seconds + a.wait_seconds, 0.0) << "nothing finished in device memory";
+    EXPECT_EQ(a.compress_seconds, 0.0) << "uncompressed";
+  }
+  // Compressed: the copy to the host is part of the compression's time.
+  for (ipc::compression_codec c : ipc::available_codecs()) {
+    SCOPED_TRACE(ipc::to_string(c));
+    ipc::write_options wo;
+    wo.compression = c;
+    ipc::file_writer fw((dir / "compressed").string(), host.schema, fmt::file, {}, {}, wo);
+    fw.write(batches);
+    fw.close();
+    const ipc::write_stats st = fw.stats();
+    EXPECT_GT(st.compress_copy_seconds, 0.0);
+    EXPECT_GT(st.compress_seconds, st.compress_copy_seconds);
   }
 }
 

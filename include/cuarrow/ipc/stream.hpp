@@ -165,6 +165,9 @@ struct write_stats {
   /// reads of device memory they need (offsets, bitmaps, run ends).
   double layout_seconds = 0;
   double compress_seconds = 0;  ///< bodies copied to the host and compressed (write_options::compression)
+  /// Of compress_seconds, before compressing: the host block allocated and
+  /// the bodies' device buffers copied into it.
+  double compress_copy_seconds = 0;
   double metadata_seconds = 0;  ///< message metadata encoded (FlatBuffers)
   double allocate_seconds = 0;  ///< stream_writer::finish: the output's device allocation and the metadata's
   double queue_seconds = 0;     ///< stream_writer::finish: the copies planned and queued
