@@ -64,6 +64,9 @@ class timed {
   std::chrono::steady_clock::time_point start_{};
 };
 
+/// The seconds a `timed` counter holds (the readers' and writers' stats).
+inline double seconds_of(const std::atomic<std::int64_t>& ns) noexcept { return static_cast<double>(ns.load()) * 1e-9; }
+
 /// Reads exactly out.size() bytes at `offset` of `fd` (short reads and
 /// EINTR are retried).  Throws cuarrow::error naming `path`, the offset and
 /// the system's reason, or saying where the file ended.

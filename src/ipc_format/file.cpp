@@ -246,20 +246,20 @@ struct file_source {
   }
 
   read_stats stats() const noexcept {
-    auto sec = [](const std::atomic<std::int64_t>& ns) { return static_cast<double>(ns.load()) * 1e-9; };
+    using cuarrow::detail::seconds_of;
     read_stats r;
     r.bytes_read = bytes_read.load();
     r.batches = batches.load();
     r.staging_jobs = staging_jobs.load();
-    r.metadata_seconds = sec(metadata_ns);
-    r.allocate_seconds = sec(allocate_ns);
-    r.staging_seconds = sec(staging_ns);
-    r.gds_seconds = sec(gds_ns);
-    r.build_seconds = sec(build_ns);
-    r.pread_seconds = sec(pread_ns);
-    r.decompress_seconds = sec(decompress_ns);
-    r.dma_wait_seconds = sec(dma_wait_ns);
-    r.gpu_decompress_seconds = sec(gpu_decompress_ns);
+    r.metadata_seconds = seconds_of(metadata_ns);
+    r.allocate_seconds = seconds_of(allocate_ns);
+    r.staging_seconds = seconds_of(staging_ns);
+    r.gds_seconds = seconds_of(gds_ns);
+    r.build_seconds = seconds_of(build_ns);
+    r.pread_seconds = seconds_of(pread_ns);
+    r.decompress_seconds = seconds_of(decompress_ns);
+    r.dma_wait_seconds = seconds_of(dma_wait_ns);
+    r.gpu_decompress_seconds = seconds_of(gpu_decompress_ns);
     return r;
   }
 

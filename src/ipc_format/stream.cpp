@@ -550,19 +550,19 @@ body_layout message_writer::layout(const arrow::record_batch& batch) const {
 }
 
 write_stats write_counters::snapshot() const noexcept {
-  const auto sec = [](const std::atomic<std::int64_t>& ns) { return static_cast<double>(ns.load()) * 1e-9; };
+  using cuarrow::detail::seconds_of;
   write_stats r;
   r.batches = batches;
   r.messages = messages;
   r.body_pieces = body_pieces;
-  r.layout_seconds = sec(layout_ns);
-  r.compress_seconds = sec(compress_ns);
-  r.compress_copy_seconds = sec(compress_copy_ns);
-  r.metadata_seconds = sec(metadata_ns);
-  r.allocate_seconds = sec(allocate_ns);
-  r.queue_seconds = sec(queue_ns);
-  r.wait_seconds = sec(wait_ns);
-  r.file_write_seconds = sec(file_write_ns);
+  r.layout_seconds = seconds_of(layout_ns);
+  r.compress_seconds = seconds_of(compress_ns);
+  r.compress_copy_seconds = seconds_of(compress_copy_ns);
+  r.metadata_seconds = seconds_of(metadata_ns);
+  r.allocate_seconds = seconds_of(allocate_ns);
+  r.queue_seconds = seconds_of(queue_ns);
+  r.wait_seconds = seconds_of(wait_ns);
+  r.file_write_seconds = seconds_of(file_write_ns);
   return r;
 }
 
