@@ -197,7 +197,9 @@ void copy_many_async(std::span<const batched_copy> copies, context_state& ctx, C
   std::lock_guard lock(ctx.side_mutex);  // one batch at a time on it
   if (ctx.side_stream == nullptr) {
     scoped_context guard(ctx.handle);
-    check(d.cuStreamCreate(&ctx.side_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUstream made = nullptr;  // kept only once made: a failed create leaves none behind
+    check(d.cuStreamCreate(&made, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    ctx.side_stream = made;
   }
   const CUstream side = ctx.side_stream;
   order_after(ctx, s, side, /*producer_may_be_retired=*/false);
