@@ -433,8 +433,9 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       // copies into memory whose registration ended with its context, or
       // one CUDA does not promise to map (registered by another library
       // without CU_MEMHOSTREGISTER_DEVICEMAP), where a kernel could fault.
-      // Asked once per destination buffer, and only when there are enough
-      // copies for a launch.
+      // Asked once per destination buffer, and only when there may be
+      // copies enough for a launch (else `gathered` below is false, and
+      // they go back with the other pinned reads there).
       if (d2p.size() + d2d.size() >= kMinGatheredRuns) {
         std::unordered_map<const void*, bool> registered;
         std::erase_if(d2p, [&](planned_piece* p) {
@@ -443,9 +444,6 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
           if (!it->second) d2h_pinned.push_back(p);
           return !it->second;
         });
-      } else {
-        d2h_pinned.insert(d2h_pinned.end(), d2p.begin(), d2p.end());
-        d2p.clear();
       }
     }
     std::vector<detail::batched_copy> to_pinned;
