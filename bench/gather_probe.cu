@@ -1,0 +1,318 @@
+// How fast cuarrow's gather kernel (src/runtime/kernels/gather.cu, compiled
+// into this program as the library ships it) moves many pieces within one
+// device, beside the copy engines: one cudaMemcpyAsync of all the bytes (the
+// raw device-to-device figure of issue 14), one cudaMemcpyAsync per piece
+// (what cuarrow does today for runs of 8 MiB or more), and variants of the
+// kernel (tile size, loads in flight per thread).  The pieces are laid out as
+// an IPC stream lays out a table's buffers: sources 64-byte aligned (device
+// buffers), destinations 8-byte aligned and packed (the body's padding), so
+// about half of them share only 8-byte alignment with their source.  A
+// second set has every piece 16-byte aligned on both sides.
+//
+//   cuarrow_gather_probe [--bytes N] [--reps N] [--out results.json]
+//
+// Every case runs --reps times (11) after one warm-up; the figure is the
+// median of the GPU time between two events around the case, and the
+// host's time to queue it.  Each case's result is checked against the
+// source (a kernel counts mismatched bytes): a wrong copy is a failure
+// (exit code 1), not a figure.  Built by scripts/gpu-suite.sh prepare where
+// nvcc is (tests/arrow/CMakeLists.txt); runs on a GPU only.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "../src/runtime/kernels/gather.cu"
+
+namespace {
+
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+// A variant of the kernel: `Tile` bytes a block, and `Bytes` bytes in flight
+// per thread whatever the word (the shipped kernel keeps four words in
+// flight: 64 bytes with 16-byte words, 32 with 8-byte ones).
+template <class Word, int Bytes>
+__device__ void copy_in_flight(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
+                               uint64_t end) {
+  constexpr uint64_t w = sizeof(Word);
+  constexpr int n = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;
+  uint64_t head = (w - (reinterpret_cast<uint64_t>(dst + begin) % w)) % w;
+  if (head > end - begin) head = end - begin;
+  const uint64_t body_begin = begin + head;
+  const uint64_t words = (end - body_begin) / w;
+  const uint64_t body_end = body_begin + words * w;
+  for (uint64_t i = begin + threadIdx.x; i < body_begin; i += blockDim.x) dst[i] = src[i];
+  Word* __restrict__ d = reinterpret_cast<Word*>(dst + body_begin);
+  const Word* __restrict__ s = reinterpret_cast<const Word*>(src + body_begin);
+  const uint64_t stride = blockDim.x;
+  uint64_t i = threadIdx.x;
+  for (; i + (n - 1) * stride < words; i += n * stride) {
+    Word v[n];
+#pragma unroll
+    for (int k = 0; k < n; ++k) v[k] = s[i + k * stride];
+#pragma unroll
+    for (int k = 0; k < n; ++k) d[i + k * stride] = v[k];
+  }
+  for (; i < words; i += stride) d[i] = s[i];
+  for (uint64_t j = body_end + threadIdx.x; j < end; j += blockDim.x) dst[j] = src[j];
+}
+
+struct variant_item {
+  uint64_t dst, src, size;
+  uint32_t first_tile, reserved;
+};
+struct variant_args {
+  uint32_t count, reserved;
+  variant_item items[CUARROW_GATHER_MAX_ITEMS];
+};
+
+template <uint64_t Tile, int Bytes>
+__global__ void __launch_bounds__(CUARROW_GATHER_THREADS) gather_variant(const __grid_constant__ variant_args args) {
+  uint32_t lo = 0, hi = args.count - 1;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (args.items[mid].first_tile <= blockIdx.x) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const variant_item& it = args.items[lo];
+  const uint64_t b = static_cast<uint64_t>(blockIdx.x - it.first_tile) * Tile;
+  if (b >= it.size) return;
+  const uint64_t e = b + Tile < it.size ? b + Tile : it.size;
+  auto* dst = reinterpret_cast<unsigned char*>(it.dst);
+  const auto* src = reinterpret_cast<const unsigned char*>(it.src);
+  const uint64_t shared = it.dst ^ it.src;
+  if (shared % 16 == 0) copy_in_flight<uint4, Bytes>(dst, src, b, e);
+  else if (shared % 8 == 0) copy_in_flight<unsigned long long, Bytes>(dst, src, b, e);
+  else if (shared % 4 == 0) copy_in_flight<unsigned int, Bytes>(dst, src, b, e);
+  else copy_in_flight<unsigned char, Bytes>(dst, src, b, e);
+}
+
+__global__ void fill_pattern(unsigned char* p, uint64_t n) {
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    p[i] = static_cast<unsigned char>((i * 131 + 7) >> 3);
+  }
+}
+
+__global__ void count_mismatches(const unsigned char* a, const unsigned char* b, uint64_t n, unsigned long long* bad) {
+  unsigned long long mine = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    mine += a[i] != b[i];
+  }
+  if (mine) atomicAdd(bad, mine);
+}
+
+struct piece {
+  uint64_t dst, src, size;
+};
+
+// `count` pieces of about bytes / count each, sources 64-byte aligned in
+// `src`, destinations packed at 8-byte alignment (or 16 with aligned16) in
+// `dst`.  Returns the bytes they cover.
+std::vector<piece> layout(uint64_t src, uint64_t dst, uint64_t bytes, int count, bool aligned16) {
+  std::vector<piece> out;
+  const uint64_t each = bytes / static_cast<uint64_t>(count);
+  uint64_t s = 0, d = 0;
+  for (int k = 0; k < count; ++k) {
+    // Sizes vary a little (a multiple of 8), as a table's buffers do.
+    uint64_t size = each - (static_cast<uint64_t>(k % 7) * 8);
+    if (!aligned16 && k % 2 == 1) size -= 8;  // the next destination starts 8 past a 16-byte boundary
+    out.push_back({dst + d, src + s, size});
+    s += (size + 63) / 64 * 64;
+    d += aligned16 ? (size + 15) / 16 * 16 : (size + 7) / 8 * 8;
+  }
+  return out;
+}
+
+template <class Args, class Launch>
+void launch_all(const std::vector<piece>& ps, uint64_t tile, cudaStream_t st, Args& args, Launch launch) {
+  uint32_t tiles = 0;
+  args.count = 0;
+  for (const piece& p : ps) {
+    if (args.count == CUARROW_GATHER_MAX_ITEMS) {
+      launch(args, tiles);
+      args.count = 0;
+      tiles = 0;
+    }
+    auto& it = args.items[args.count++];
+    it.dst = p.dst;
+    it.src = p.src;
+    it.size = p.size;
+    it.first_tile = tiles;
+    tiles += static_cast<uint32_t>((p.size + tile - 1) / tile);
+  }
+  if (args.count > 0) launch(args, tiles);
+  (void)st;
+}
+
+struct figure {
+  std::string name, layout;
+  int pieces = 0;
+  uint64_t bytes = 0;
+  double gpu_ms = 0, host_ms = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t bytes = 2360000000ull;
+  int reps = 11;
+  std::string out_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--bytes" && i + 1 < argc) bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--bytes N] [--reps N] [--out results.json]\n", argv[0]);
+      return 2;
+    }
+  }
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  unsigned char *src = nullptr, *dst = nullptr, *expect = nullptr;
+  unsigned long long* bad = nullptr;
+  const uint64_t room = bytes + bytes / 16 + (1 << 20);
+  CHECK(cudaMalloc(&src, room));
+  CHECK(cudaMalloc(&dst, room));
+  CHECK(cudaMalloc(&expect, room));
+  CHECK(cudaMalloc(&bad, sizeof(unsigned long long)));
+  fill_pattern<<<4096, 256>>>(src, room);
+  CHECK(cudaGetLastError());
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  auto* args = new cuarrow_gather_args;
+  auto* vargs = new variant_args;
+  std::vector<figure> figures;
+  int failures = 0;
+
+  for (bool aligned16 : {false, true}) {
+    for (int count : {1, 160, 1000, 4000}) {
+      const auto ps = layout(reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), bytes, count, aligned16);
+      uint64_t covered = 0;
+      for (const piece& p : ps) covered += p.size;
+      // The expected destination: the pieces copied by the copy engines.
+      CHECK(cudaMemsetAsync(expect, 0, room, st));
+      for (const piece& p : ps) {
+        CHECK(cudaMemcpyAsync(expect + (p.dst - reinterpret_cast<uint64_t>(dst)), reinterpret_cast<void*>(p.src),
+                              p.size, cudaMemcpyDeviceToDevice, st));
+      }
+      const uint64_t span = ps.back().dst + ps.back().size - reinterpret_cast<uint64_t>(dst);
+      struct kase {
+        const char* name;
+        std::function<void()> run;
+      };
+      std::vector<kase> cases;
+      cases.push_back({"one cudaMemcpyAsync of every byte (raw D2D)",
+                       [&] { CHECK(cudaMemcpyAsync(dst, src, covered, cudaMemcpyDeviceToDevice, st)); }});
+      cases.push_back({"cudaMemcpyAsync per piece (copy engines)", [&] {
+                         for (const piece& p : ps) {
+                           CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(p.dst), reinterpret_cast<void*>(p.src), p.size,
+                                                 cudaMemcpyDeviceToDevice, st));
+                         }
+                       }});
+      cases.push_back({"cuarrow_gather as shipped (64 KiB tiles)", [&] {
+                         launch_all(ps, CUARROW_GATHER_TILE, st, *args, [&](cuarrow_gather_args& a, uint32_t tiles) {
+                           cuarrow_gather<<<tiles, CUARROW_GATHER_THREADS, 0, st>>>(a);
+                           CHECK(cudaGetLastError());
+                         });
+                       }});
+      auto variant = [&](auto kernel, uint64_t tile) {
+        return [&, kernel, tile] {
+          launch_all(ps, tile, st, *vargs, [&](variant_args& a, uint32_t tiles) {
+            kernel<<<tiles, CUARROW_GATHER_THREADS, 0, st>>>(a);
+            CHECK(cudaGetLastError());
+          });
+        };
+      };
+      cases.push_back(
+          {"variant: 64 KiB tiles, 64 B in flight a thread", variant(gather_variant<64u << 10, 64>, 64u << 10)});
+      cases.push_back(
+          {"variant: 256 KiB tiles, 64 B in flight a thread", variant(gather_variant<256u << 10, 64>, 256u << 10)});
+      cases.push_back(
+          {"variant: 256 KiB tiles, 128 B in flight a thread", variant(gather_variant<256u << 10, 128>, 256u << 10)});
+      cases.push_back(
+          {"variant: 1 MiB tiles, 128 B in flight a thread", variant(gather_variant<1u << 20, 128>, 1u << 20)});
+      for (std::size_t c = 0; c < cases.size(); ++c) {
+        if (c == 0 && count != 1) continue;  // the raw figure once per layout kind
+        CHECK(cudaMemsetAsync(dst, 0, room, st));
+        cases[c].run();  // warm-up, then checked
+        CHECK(cudaMemsetAsync(bad, 0, sizeof(unsigned long long), st));
+        count_mismatches<<<4096, 256, 0, st>>>(dst, c == 0 ? src : expect, c == 0 ? covered : span, bad);
+        unsigned long long nbad = 0;
+        CHECK(cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st));
+        CHECK(cudaStreamSynchronize(st));
+        if (nbad != 0) {
+          std::fprintf(stderr, "WRONG: %s, %d pieces (%s): %llu bytes differ\n", cases[c].name, count,
+                       aligned16 ? "16-byte aligned" : "8-byte aligned", nbad);
+          ++failures;
+          continue;
+        }
+        std::vector<double> gpu, host;
+        for (int r = 0; r < reps; ++r) {
+          CHECK(cudaStreamSynchronize(st));
+          const auto t0 = std::chrono::steady_clock::now();
+          CHECK(cudaEventRecord(e0, st));
+          cases[c].run();
+          CHECK(cudaEventRecord(e1, st));
+          const auto t1 = std::chrono::steady_clock::now();
+          CHECK(cudaEventSynchronize(e1));
+          float ms = 0;
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          gpu.push_back(ms);
+          host.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+        figure f{cases[c].name,      aligned16 ? "16-byte aligned" : "8-byte aligned destinations",
+                 c == 0 ? 1 : count, covered,
+                 median(gpu),        median(host)};
+        std::printf("%-50s %-28s %5d pieces  %8.3f ms GPU (%7.1f GB/s)  %8.3f ms to queue\n", f.name.c_str(),
+                    f.layout.c_str(), f.pieces, f.gpu_ms, static_cast<double>(f.bytes) / f.gpu_ms / 1e6, f.host_ms);
+        std::fflush(stdout);
+        figures.push_back(f);
+      }
+    }
+  }
+  if (!out_path.empty()) {
+    std::ofstream o(out_path);
+    o << "{\n \"device\": \"" << prop.name << "\",\n \"bytes\": " << bytes << ",\n \"reps\": " << reps
+      << ",\n \"figures\": [\n";
+    for (std::size_t i = 0; i < figures.size(); ++i) {
+      const figure& f = figures[i];
+      o << "  {\"case\": \"" << f.name << "\", \"layout\": \"" << f.layout << "\", \"pieces\": " << f.pieces
+        << ", \"bytes\": " << f.bytes << ", \"gpu_ms\": " << f.gpu_ms << ", \"queue_ms\": " << f.host_ms
+        << ", \"gbps\": " << static_cast<double>(f.bytes) / f.gpu_ms / 1e6 << "}" << (i + 1 < figures.size() ? "," : "")
+        << "\n";
+    }
+    o << " ],\n \"failures\": " << failures << "\n}\n";
+  }
+  delete args;
+  delete vargs;
+  return failures == 0 ? 0 : 1;
+}
