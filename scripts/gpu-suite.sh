@@ -22,7 +22,9 @@
 #       package built there; their results go to $OUT/bench and
 #       $OUT/ipc-bench (CUARROW_BENCH_ARGS and CUARROW_IPC_BENCH_ARGS add
 #       options to each); then the pool IPC probe (bench/pool_ipc_probe.cpp,
-#       built by prepare): $OUT/pool_ipc_probe.json; then, with Dask
+#       built by prepare): $OUT/pool_ipc_probe.json, and the gather
+#       kernel probe (bench/gather_probe.cu, built by prepare where nvcc
+#       is): $OUT/gather_probe.json; then, with Dask
 #       installed from build/wheels, the Dask benchmark (bench/dask_bench.py:
 #       a 1 GiB DeviceTable against a 1 GiB NumPy array between two workers
 #       over TCP) to $OUT/dask-bench, and the sharing benchmark
@@ -88,10 +90,13 @@ if [ "$mode" = prepare ]; then
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_BUILD_CUDA_TESTS=$cuda_tests \
     -DCUARROW_BUILD_PROBES=ON >/dev/null
   cmake --build build/gpu -j "$(nproc)"
-  # Only what runs there travels, without debug sections: the device tool
-  # carries at most 64 MiB with the checkout.
+  # Only what runs there travels, without debug sections or symbol tables
+  # (the libraries keep their dynamic symbols): the device tool carries at
+  # most 64 MiB with the checkout, and with the nvCOMP and Dask wheels the
+  # binaries stripped of debug sections only came to about 65.
   rm -f build/gpu/bin/cuarrow_emulation_test
-  strip --strip-debug build/gpu/bin/* build/gpu/lib/*.so.* 2>/dev/null || true
+  strip --strip-all build/gpu/bin/* 2>/dev/null || true
+  strip --strip-unneeded build/gpu/lib/*.so.* 2>/dev/null || true
   echo "built build/gpu; now run: scripts/gpu-suite.sh run   (on the GPU machine, carrying build/gpu)"
   exit 0
 fi
@@ -407,6 +412,9 @@ if [ -f pyproject.toml ]; then
     step ipc-benchmark python3 bench/ipc_bench.py --out "$out/ipc-bench" ${CUARROW_IPC_BENCH_ARGS:-}
     # What an IPC-capable pool costs against the default pool (issue 15).
     [ -x $bin/cuarrow_pool_ipc_probe ] && step pool-ipc-probe $bin/cuarrow_pool_ipc_probe --out "$out/pool_ipc_probe.json"
+    # The gather kernel against the copy engines (issue 14's stream into
+    # device memory; a few seconds).
+    [ -x $bin/cuarrow_gather_probe ] && step gather-probe $bin/cuarrow_gather_probe --out "$out/gather_probe.json"
     # Issue 15: Dask between two worker processes, and share() / open_shared
     # (about half a minute and a few seconds; the timeouts only stop a hang).
     if python3 -c "import distributed" 2>/dev/null; then
