@@ -45,44 +45,14 @@ namespace {
 
 // A variant of the kernel: `Tile` bytes a block, and `Bytes` bytes in flight
 // per thread whatever the word (the shipped kernel keeps four words in
-// flight: 64 bytes with 16-byte words, 32 with 8-byte ones).
+// flight: 64 bytes with 16-byte words, 32 with 8-byte ones), through the
+// shipped kernel's own copy loop (copy_words).
 template <class Word, int Bytes>
-__device__ void copy_in_flight(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
-                               uint64_t end) {
-  constexpr uint64_t w = sizeof(Word);
-  constexpr int n = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;
-  uint64_t head = (w - (reinterpret_cast<uint64_t>(dst + begin) % w)) % w;
-  if (head > end - begin) head = end - begin;
-  const uint64_t body_begin = begin + head;
-  const uint64_t words = (end - body_begin) / w;
-  const uint64_t body_end = body_begin + words * w;
-  for (uint64_t i = begin + threadIdx.x; i < body_begin; i += blockDim.x) dst[i] = src[i];
-  Word* __restrict__ d = reinterpret_cast<Word*>(dst + body_begin);
-  const Word* __restrict__ s = reinterpret_cast<const Word*>(src + body_begin);
-  const uint64_t stride = blockDim.x;
-  uint64_t i = threadIdx.x;
-  for (; i + (n - 1) * stride < words; i += n * stride) {
-    Word v[n];
-#pragma unroll
-    for (int k = 0; k < n; ++k) v[k] = s[i + k * stride];
-#pragma unroll
-    for (int k = 0; k < n; ++k) d[i + k * stride] = v[k];
-  }
-  for (; i < words; i += stride) d[i] = s[i];
-  for (uint64_t j = body_end + threadIdx.x; j < end; j += blockDim.x) dst[j] = src[j];
-}
-
-struct variant_item {
-  uint64_t dst, src, size;
-  uint32_t first_tile, reserved;
-};
-struct variant_args {
-  uint32_t count, reserved;
-  variant_item items[CUARROW_GATHER_MAX_ITEMS];
-};
+constexpr int in_flight = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;
 
 template <uint64_t Tile, int Bytes>
-__global__ void __launch_bounds__(CUARROW_GATHER_THREADS) gather_variant(const __grid_constant__ variant_args args) {
+__global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
+    gather_variant(const __grid_constant__ cuarrow_gather_args args) {
   uint32_t lo = 0, hi = args.count - 1;
   while (lo < hi) {
     const uint32_t mid = (lo + hi + 1) / 2;
@@ -92,17 +62,17 @@ __global__ void __launch_bounds__(CUARROW_GATHER_THREADS) gather_variant(const _
       hi = mid - 1;
     }
   }
-  const variant_item& it = args.items[lo];
+  const cuarrow_gather_item& it = args.items[lo];
   const uint64_t b = static_cast<uint64_t>(blockIdx.x - it.first_tile) * Tile;
   if (b >= it.size) return;
   const uint64_t e = b + Tile < it.size ? b + Tile : it.size;
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
   const auto* src = reinterpret_cast<const unsigned char*>(it.src);
   const uint64_t shared = it.dst ^ it.src;
-  if (shared % 16 == 0) copy_in_flight<uint4, Bytes>(dst, src, b, e);
-  else if (shared % 8 == 0) copy_in_flight<unsigned long long, Bytes>(dst, src, b, e);
-  else if (shared % 4 == 0) copy_in_flight<unsigned int, Bytes>(dst, src, b, e);
-  else copy_in_flight<unsigned char, Bytes>(dst, src, b, e);
+  if (shared % 16 == 0) copy_words<uint4, in_flight<uint4, Bytes>>(dst, src, b, e);
+  else if (shared % 8 == 0) copy_words<unsigned long long, in_flight<unsigned long long, Bytes>>(dst, src, b, e);
+  else if (shared % 4 == 0) copy_words<unsigned int, in_flight<unsigned int, Bytes>>(dst, src, b, e);
+  else copy_words<unsigned char, in_flight<unsigned char, Bytes>>(dst, src, b, e);
 }
 
 __global__ void fill_pattern(unsigned char* p, uint64_t n) {
@@ -143,8 +113,8 @@ std::vector<piece> layout(uint64_t src, uint64_t dst, uint64_t bytes, int count,
   return out;
 }
 
-template <class Args, class Launch>
-void launch_all(const std::vector<piece>& ps, uint64_t tile, cudaStream_t st, Args& args, Launch launch) {
+template <class Launch>
+void launch_all(const std::vector<piece>& ps, uint64_t tile, cuarrow_gather_args& args, Launch launch) {
   uint32_t tiles = 0;
   args.count = 0;
   for (const piece& p : ps) {
@@ -161,7 +131,6 @@ void launch_all(const std::vector<piece>& ps, uint64_t tile, cudaStream_t st, Ar
     tiles += static_cast<uint32_t>((p.size + tile - 1) / tile);
   }
   if (args.count > 0) launch(args, tiles);
-  (void)st;
 }
 
 struct figure {
@@ -209,7 +178,6 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   auto* args = new cuarrow_gather_args;
-  auto* vargs = new variant_args;
   std::vector<figure> figures;
   int failures = 0;
 
@@ -239,14 +207,14 @@ int main(int argc, char** argv) {
                          }
                        }});
       cases.push_back({"cuarrow_gather as shipped (64 KiB tiles)", [&] {
-                         launch_all(ps, CUARROW_GATHER_TILE, st, *args, [&](cuarrow_gather_args& a, uint32_t tiles) {
+                         launch_all(ps, CUARROW_GATHER_TILE, *args, [&](cuarrow_gather_args& a, uint32_t tiles) {
                            cuarrow_gather<<<tiles, CUARROW_GATHER_THREADS, 0, st>>>(a);
                            CHECK(cudaGetLastError());
                          });
                        }});
       auto variant = [&](auto kernel, uint64_t tile) {
         return [&, kernel, tile] {
-          launch_all(ps, tile, st, *vargs, [&](variant_args& a, uint32_t tiles) {
+          launch_all(ps, tile, *args, [&](cuarrow_gather_args& a, uint32_t tiles) {
             kernel<<<tiles, CUARROW_GATHER_THREADS, 0, st>>>(a);
             CHECK(cudaGetLastError());
           });
@@ -313,6 +281,5 @@ int main(int argc, char** argv) {
     o << " ],\n \"failures\": " << failures << "\n}\n";
   }
   delete args;
-  delete vargs;
   return failures == 0 ? 0 : 1;
 }

@@ -8,8 +8,9 @@
 namespace {
 
 // Copies bytes [begin, end) of one item with this block's threads, in the
-// widest words both sides share the alignment of.
-template <class Word>
+// widest words both sides share the alignment of, `InFlight` loads a thread
+// before their stores (bench/gather_probe.cu times other counts).
+template <class Word, int InFlight = 4>
 __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
                            uint64_t end) {
   constexpr uint64_t w = sizeof(Word);
@@ -22,16 +23,16 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
   for (uint64_t i = begin + threadIdx.x; i < body_begin; i += blockDim.x) dst[i] = src[i];
   Word* __restrict__ d = reinterpret_cast<Word*>(dst + body_begin);
   const Word* __restrict__ s = reinterpret_cast<const Word*>(src + body_begin);
-  // Four loads in flight before their stores: a tile of 16-byte words is
-  // 16 a thread, four rounds of this.
+  // Four loads in flight by default: a tile of 16-byte words is 16 a
+  // thread, four rounds of this.
   const uint64_t stride = blockDim.x;
   uint64_t i = threadIdx.x;
-  for (; i + 3 * stride < words; i += 4 * stride) {
-    const Word a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
-    d[i] = a;
-    d[i + stride] = b;
-    d[i + 2 * stride] = c;
-    d[i + 3 * stride] = e;
+  for (; i + (InFlight - 1) * stride < words; i += InFlight * stride) {
+    Word v[InFlight];
+#pragma unroll
+    for (int k = 0; k < InFlight; ++k) v[k] = s[i + k * stride];
+#pragma unroll
+    for (int k = 0; k < InFlight; ++k) d[i + k * stride] = v[k];
   }
   for (; i < words; i += stride) d[i] = s[i];
   for (uint64_t i = body_end + threadIdx.x; i < end; i += blockDim.x) dst[i] = src[i];
