@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -97,7 +96,7 @@ struct piece {
 
 // `count` pieces of about bytes / count each, sources 64-byte aligned in
 // `src`, destinations packed at 8-byte alignment (or 16 with aligned16) in
-// `dst`.  Returns the bytes they cover.
+// `dst`.
 std::vector<piece> layout(uint64_t src, uint64_t dst, uint64_t bytes, int count, bool aligned16) {
   std::vector<piece> out;
   const uint64_t each = bytes / static_cast<uint64_t>(count);
