@@ -10,7 +10,9 @@ the kernel changed).
 Each case also records the writer's own account of one more write
 (``stats()``: layout, metadata, allocation, queueing and waiting, on the
 calling thread), which says whether the host or the copies take the
-time.  Two device tables of ipc_bench's 17 columns: the table moved with
+time.  It also times the writes with the gather kernel's line
+(``device_gather_max_run_bytes``: the runs from it on take the copy
+engines) at each of --lines.  Two device tables of ipc_bench's 17 columns: the table moved with
 cuda.to_device (one batch per 2^21-row part: 8 for 2.2 GiB, what
 ipc_bench writes) and the same table read back from a Feather file
 (pyarrow's 64 Ki-row chunks: 226 batches, thousands of buffers).  Each
@@ -32,7 +34,7 @@ import pyarrow.feather as feather
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ipc_bench  # noqa: E402 - found through the line above
-from bench import median_time, parse_size  # noqa: E402
+from bench import median_time, parse_size, parse_size_or_zero  # noqa: E402
 
 
 def main() -> int:
@@ -41,6 +43,12 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=Path("/tmp"))
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--lines",
+        type=lambda v: [parse_size_or_zero(x) for x in v.split(",")],
+        default=[parse_size_or_zero(x) for x in ("1M", "8M", "32M", "0")],
+        help="device_gather_max_run_bytes values to time (0: no line)",
+    )
     args = ap.parse_args()
 
     import cupy
@@ -75,13 +83,23 @@ def main() -> int:
             cupy.cuda.runtime.streamSynchronize(0)
 
         t_raw = median_time(raw, args.reps)
-        row = {"table": name, "batches": len(device_table.to_batches()), "bytes": size, "raw_s": t_raw}
+        row: dict[str, Any] = {"table": name, "batches": len(device_table.to_batches()), "bytes": size, "raw_s": t_raw}
         for gather in (True, False):
             cuda.set_transfer_options(device_gather=gather)
             t = median_time(write, args.reps)
             row["gather_s" if gather else "driver_s"] = t
             write()
             row["gather_stats" if gather else "driver_stats"] = dict(last)
+        # Where the kernel's runs end and the copy engines' begin
+        # (device_gather_max_run_bytes; 0: the kernel takes every run).
+        row["gather_lines"] = []
+        for line in args.lines:
+            cuda.set_transfer_options(device_gather=True, device_gather_max_run_bytes=line)
+            t = median_time(write, args.reps)
+            write()
+            row["gather_lines"].append({"max_run_bytes": line, "s": t, "stats": dict(last)})
+            shown = f"{line / 2**20:g} MiB" if line else "none"
+            print(f"  {name}: kernel's line {shown}: {t * 1e3:.2f} ms ({t_raw / t:.2f} x raw)", flush=True)
         cuda.set_transfer_options(**saved)
         del src, dst
         result["cases"].append(row)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -140,11 +141,12 @@ void settle_after_failure(std::vector<buffer> buffers, CUstream h) noexcept {
 // ---- the strategy for each pair of memory kinds ---------------------------------------
 
 constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_gaps_writable
-// Device-to-device runs of at least this many bytes are not batched (see
-// run_batch_group): 8 MiB take the H200 about 4 us to copy, more than a
-// driver call costs.
+// Device-to-device runs of at least this many bytes are not put in the
+// driver's batched call (see run_batch_group): 8 MiB take the H200 about
+// 4 us to copy, more than a driver call costs.  The gather kernel's line is
+// transfer_options::device_gather_max_run_bytes (8 MiB by default too).
 constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
-// From this many runs within a device below kDirectDeviceCopyBytes on, the
+// From this many runs within a device below the kernel's line on, the
 // gather kernel takes them when it is ready: fewer cost the driver no more
 // than a launch.
 constexpr std::size_t kMinGatheredRuns = 8;
@@ -404,7 +406,9 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // up to 1,000 runs, where every driver copy costs the host about 5 us,
     // as long as the device takes to move 8 MiB.  The large ones keep the
     // copy engines, queued after the launch so that the kernel runs while
-    // the host queues them.
+    // the host queues them.  Where that line lies for the kernel is a
+    // transfer option (device_gather_max_run_bytes), which
+    // bench/stream_write_probe.py sweeps on the GPU machine.
     auto pinned_apart = [](std::vector<planned_piece*>& v, bool host_is_dst) {
       std::vector<planned_piece*> pinned;
       std::erase_if(v, [&](planned_piece* p) {
@@ -450,17 +454,18 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     issue_runs(d2p, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       to_pinned.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
-    std::vector<detail::batched_copy> large;
-    std::size_t small = 0;
+    std::vector<detail::batched_copy> d2d_runs;
     issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
-      const detail::batched_copy c{static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n};
-      if (n >= kDirectDeviceCopyBytes) {
-        large.push_back(c);
-      } else {
-        runs.push_back(c);
-        ++small;
-      }
+      d2d_runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
+    // The kernel's largest run (transfer_options::device_gather_max_run_bytes;
+    // 0: no limit), and the driver batch's (kDirectDeviceCopyBytes).
+    const std::int64_t max_run = detail::current_transfer_options().device_gather_max_run_bytes;
+    const std::size_t kernel_limit = max_run > 0 ? static_cast<std::size_t>(max_run) : SIZE_MAX;
+    const auto below = [&](std::size_t limit) {
+      return static_cast<std::size_t>(std::count_if(d2d_runs.begin(), d2d_runs.end(),
+                                                    [&](const detail::batched_copy& c) { return c.bytes < limit; }));
+    };
     // A kernel reaches only memory of the context it runs in (cuMemcpy
     // reaches any context's on the device): memory of a context wrapped
     // from elsewhere keeps the driver's copies.
@@ -470,8 +475,13 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
                p->src.ctx->handle() == ctx->handle();
       });
     };
-    const bool gathered =
-        small + to_pinned.size() >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
+    const bool gathered = below(kernel_limit) + to_pinned.size() >= kMinGatheredRuns &&
+                          detail::gathers_device_copies(*ctx) && one_context();
+    // Runs below the line stay in the batch (the kernel's or the driver's);
+    // the others get one driver copy each.
+    std::vector<detail::batched_copy> large;
+    const std::size_t line = gathered ? kernel_limit : kDirectDeviceCopyBytes;
+    for (const detail::batched_copy& c : d2d_runs) (c.bytes < line ? runs : large).push_back(c);
     // Gathered, the reads into pinned memory are copies within the device's
     // address space for the kernel (the host pointer is the device's);
     // otherwise they are the driver's device-to-host copies, as the other

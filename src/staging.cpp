@@ -47,6 +47,9 @@ void validate(const transfer_options& o) {
   if (o.staging_streaming_store_limit_bytes < 0) {
     throw invalid_argument("staging_streaming_store_limit_bytes must be >= 0");
   }
+  if (o.device_gather_max_run_bytes < 0) {
+    throw invalid_argument("device_gather_max_run_bytes must be >= 0 (0: no limit)");
+  }
   if (o.staging_chunk_bytes < (64 << 10)) throw invalid_argument("staging_chunk_bytes must be at least 64 KiB");
   if (o.staging_threads < 1 || o.staging_threads > 256) {
     throw invalid_argument("staging_threads must be between 1 and 256");
@@ -76,6 +79,7 @@ struct options_state {
     options.staging_streaming_store_limit_bytes =
         env_int("CUARROW_STAGING_STREAMING_LIMIT", options.staging_streaming_store_limit_bytes);
     options.device_gather = env_int("CUARROW_DEVICE_GATHER", 1) != 0;
+    options.device_gather_max_run_bytes = env_int("CUARROW_DEVICE_GATHER_MAX_RUN", options.device_gather_max_run_bytes);
     try {
       validate(options);
     } catch (const error& e) {

@@ -470,6 +470,97 @@ TEST_F(BatchCopy, ThousandsOfSmallDevicePiecesByTheGatherKernel) {
   many_small_device_pieces(10000, s, true);
 }
 
+namespace {
+
+// Driver calls and launches of one batch within the device.
+struct device_batch_calls {
+  std::size_t launches = 0, singles = 0, batched = 0;
+};
+
+// Runs of the given sizes, 64 bytes apart (so that none merge), from one
+// allocation to another under device_gather_max_run_bytes = `max_run`; checks
+// the bytes, and returns the calls the batch made.
+device_batch_calls copy_runs(const std::vector<std::int64_t>& sizes, std::int64_t max_run) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  cuarrow::transfer_options o = cuarrow::get_transfer_options();
+  o.device_gather_max_run_bytes = max_run;  // the fixture restores the options
+  cuarrow::set_transfer_options(o);
+  std::int64_t span = 0;
+  for (std::int64_t n : sizes) span += n + 64;
+  const auto src_bytes = pattern(static_cast<std::size_t>(span), 21);
+  cuarrow::buffer src = cuarrow::copy_to_device(ctx, src_bytes.data(), span);
+  cuarrow::buffer dst = cuarrow::allocate_device(ctx, span, s);
+  std::vector<cuarrow::copy_piece> pieces;
+  std::int64_t at = 0;
+  for (std::int64_t n : sizes) {
+    pieces.push_back({dst, at, src, at, n});
+    at += n + 64;
+  }
+  const fault_api& f = faults();
+  if (f.available()) f.reset_calls();
+  cuarrow::copy_batch(pieces, s);
+  device_batch_calls calls;
+  if (f.available()) calls = {f.calls("cuLaunchKernel"), f.calls("cuMemcpyDtoDAsync"), f.calls("cuMemcpyBatchAsync")};
+  std::vector<std::uint8_t> back(static_cast<std::size_t>(span));
+  cuarrow::copy_to_host(back.data(), dst, 0, span);
+  for (const cuarrow::copy_piece& p : pieces) {
+    EXPECT_EQ(
+        0, std::memcmp(back.data() + p.dst_offset, src_bytes.data() + p.src_offset, static_cast<std::size_t>(p.size)))
+        << "the run at " << p.dst_offset;
+  }
+  return calls;
+}
+
+}  // namespace
+
+// The gather kernel's largest run is a transfer option: runs from it on get
+// one driver copy each (the copy engines), the smaller ones one launch; 0
+// lets the kernel take every run.  A batch with too few runs below the line
+// for a launch keeps the driver's copies.
+TEST_F(BatchCopy, GatherKernelTakesRunsBelowItsLine) {
+  // The bytes are checked everywhere; the calls are counted on the emulation.
+  const bool counted = faults().available();
+  if (counted) {
+    ASSERT_EQ(cuarrow::context::get(0).gather_status(), "ready");
+  }
+  const std::int64_t kib = 1 << 10;
+  const std::int64_t default_line = cuarrow::transfer_options{}.device_gather_max_run_bytes;
+  std::vector<std::int64_t> mixed(8, 3 * kib);  // 8 small runs: a launch
+  mixed.insert(mixed.end(), 4, 600 * kib);      // 4 above a 512 KiB line
+  device_batch_calls c = copy_runs(mixed, 512 * kib);
+  if (counted) {
+    EXPECT_EQ(c.launches, 1u);
+    EXPECT_EQ(c.singles, 4u);
+  }
+  // Under the default line (8 MiB) the kernel takes all twelve.
+  c = copy_runs(mixed, default_line);
+  if (counted) {
+    EXPECT_EQ(c.launches, 1u);
+    EXPECT_EQ(c.singles, 0u);
+  }
+  // Eight runs above a 512 KiB line: none for the kernel, so the driver's
+  // batch takes them all (its own line is 8 MiB).
+  c = copy_runs(std::vector<std::int64_t>(8, 600 * kib), 512 * kib);
+  if (counted) {
+    EXPECT_EQ(c.launches, 0u);
+    EXPECT_EQ(c.singles + c.batched, batch_entry_hidden() ? 8u : 1u);
+  }
+  // Runs the default line sends to the copy engines, one driver copy each;
+  // with no line (0) the kernel takes them.
+  const std::vector<std::int64_t> huge(8, 9 << 20);
+  c = copy_runs(huge, default_line);
+  if (counted) {
+    EXPECT_EQ(c.launches, 0u);
+    EXPECT_EQ(c.singles, 8u);
+  }
+  c = copy_runs(huge, 0);
+  if (counted) {
+    EXPECT_EQ(c.launches, 1u);
+    EXPECT_EQ(c.singles, 0u);
+  }
+}
+
 // Every alignment the kernel tells apart (both sides 16-, 8-, 4-byte
 // aligned alike, or not at all), pieces of one byte to several tiles
 // (64 KiB) with ends on and off tile boundaries: the bytes of one copy each.

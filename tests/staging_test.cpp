@@ -123,6 +123,9 @@ TEST(TransferOptions, AreValidated) {
   bad = o;
   bad.staging_streaming_store_limit_bytes = -1;
   EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
+  bad = o;
+  bad.device_gather_max_run_bytes = -1;
+  EXPECT_THROW(cuarrow::set_transfer_options(bad), cuarrow::invalid_argument);
   EXPECT_EQ(cuarrow::get_transfer_options().staging_chunk_bytes, o.staging_chunk_bytes);
 }
 

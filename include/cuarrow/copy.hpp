@@ -90,6 +90,13 @@ struct transfer_options {
   /// SMs with it.  false: driver copies always.  Environment:
   /// CUARROW_DEVICE_GATHER=0.
   bool device_gather = true;
+  /// In a batch that the gather kernel takes, runs within the device of at
+  /// least this many bytes (after neighbours are merged) still get one
+  /// driver copy each, on the copy engines; 0: no limit, the kernel takes
+  /// them all.  The default, 8 MiB, is what the H200 copies in about 4 us,
+  /// longer than a driver call costs the host.  Environment:
+  /// CUARROW_DEVICE_GATHER_MAX_RUN.
+  std::int64_t device_gather_max_run_bytes = 8 << 20;
 };
 
 /// The options in force: those set last, else the environment, else the

@@ -136,7 +136,10 @@ def transfer_options() -> dict[str, int | bool]:
     device memory into pinned memory, such as the offsets an IPC writer or a
     check reads, go to cuarrow's gather kernel, one launch per 1,000, instead
     of a driver copy each;
-    ``Context.gather_status()`` says whether it runs)."""
+    ``Context.gather_status()`` says whether it runs) and
+    ``device_gather_max_run_bytes`` (in such a batch, runs of at least this
+    many bytes still get one driver copy each, on the copy engines; 0: the
+    kernel takes every run)."""
     return dict(_lib.get_transfer_options())
 
 

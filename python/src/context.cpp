@@ -33,7 +33,8 @@ auto transfer_option_fields(F&& f) {
   return f("staging_threshold_bytes", &O::staging_threshold_bytes, "staging_chunk_bytes", &O::staging_chunk_bytes,
            "staging_threads", &O::staging_threads, "staging_threads_to_device", &O::staging_threads_to_device,
            "pinned_pool_limit_bytes", &O::pinned_pool_limit_bytes, "staging_streaming_store_limit_bytes",
-           &O::staging_streaming_store_limit_bytes, "device_gather", &O::device_gather);
+           &O::staging_streaming_store_limit_bytes, "device_gather", &O::device_gather, "device_gather_max_run_bytes",
+           &O::device_gather_max_run_bytes);
 }
 
 // getattr(obj, name), or nullopt when it raises AttributeError (hasattr's

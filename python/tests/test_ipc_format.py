@@ -491,12 +491,17 @@ def test_a_non_nullable_field_with_nulls_is_refused_naming_it(ctx):
     assert got.equals(pa.Table.from_batches([good]))
 
 
-@pytest.mark.parametrize("gather", [True, False], ids=["gather-kernel", "driver-copies"])
-def test_a_stream_of_many_pieces_is_pyarrows_bytes_with_and_without_the_gather_kernel(ctx, gather):
+@pytest.mark.parametrize(
+    ("gather", "max_run"),
+    [(True, None), (True, 0), (True, 256), (False, None)],
+    ids=["gather-kernel", "gather-kernel-no-line", "gather-kernel-256-byte-line", "driver-copies"],
+)
+def test_a_stream_of_many_pieces_is_pyarrows_bytes_with_and_without_the_gather_kernel(ctx, gather, max_run):
     """A device table of 40 batches of 5 columns (hundreds of buffers, their
     padding and metadata between them) written into device memory: through
-    cuarrow's gather kernel (one launch, gaps and metadata included) or one
-    driver copy each, the bytes are pyarrow's."""
+    cuarrow's gather kernel (one launch, gaps and metadata included), with
+    the runs from the kernel's line on (device_gather_max_run_bytes) left
+    to the copy engines, or one driver copy each, the bytes are pyarrow's."""
 
     def batch(k: int) -> pa.RecordBatch:
         rows = range(100 * k, 100 * k + 100)
@@ -515,6 +520,8 @@ def test_a_stream_of_many_pieces_is_pyarrows_bytes_with_and_without_the_gather_k
     device = ipc.DeviceTable.from_batches([cuda.to_device(b, ctx) for b in batches])
     saved = cuda.transfer_options()
     cuda.set_transfer_options(device_gather=gather)
+    if max_run is not None:
+        cuda.set_transfer_options(device_gather_max_run_bytes=max_run)
     try:
         with ipc.new_stream(ctx, table.schema) as w:
             w.write_table(device)
