@@ -2,7 +2,9 @@
 // into this program as the library ships it) moves many pieces within one
 // device, beside the copy engines: one cudaMemcpyAsync of all the bytes (the
 // raw device-to-device figure of issue 14), one cudaMemcpyAsync per piece
-// (what cuarrow does today for runs of 8 MiB or more), and variants of the
+// (what cuarrow did for runs of 8 MiB or more before the H100 run of
+// 2026-12-05, and does under transfer_options::device_gather_max_run_bytes),
+// and variants of the
 // kernel (tile size, loads in flight per thread).  The pieces are laid out as
 // an IPC stream lays out a table's buffers: sources 64-byte aligned (device
 // buffers), destinations 8-byte aligned and packed (the body's padding), so
@@ -43,8 +45,8 @@ namespace {
   } while (0)
 
 // A variant of the kernel: `Tile` bytes a block, and `Bytes` bytes in flight
-// per thread whatever the word (the shipped kernel keeps four words in
-// flight: 64 bytes with 16-byte words, 32 with 8-byte ones), through the
+// per thread whatever the word (the shipped kernel keeps 64 bytes in flight
+// with 16- and 8-byte words, four words with narrower ones), through the
 // shipped kernel's own copy loop (copy_words).
 template <class Word, int Bytes>
 constexpr int in_flight = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;

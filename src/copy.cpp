@@ -144,7 +144,7 @@ constexpr std::uintptr_t kMergeGap = 256;  // batch_copy_options::destination_ga
 // Device-to-device runs of at least this many bytes are not put in the
 // driver's batched call (see run_batch_group): 8 MiB take the H200 about
 // 4 us to copy, more than a driver call costs.  The gather kernel's line is
-// transfer_options::device_gather_max_run_bytes (8 MiB by default too).
+// transfer_options::device_gather_max_run_bytes (none by default).
 constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
 // From this many runs within a device below the kernel's line on, the
 // gather kernel takes them when it is ready: fewer cost the driver no more
@@ -396,19 +396,17 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     runs.reserve(items.size());
     // In the order the batched call groups them (within the device, to it,
     // from it), so that they need no sorting there.
-    // Large copies within the device go one cuMemcpyDtoDAsync each: at
-    // this size a call of its own costs less than the copy takes, and the
-    // gather kernel moved such pieces at ~1.3 TB/s on the H200 against
-    // the copy engine's 2.1 (the batched call itself keeps full bandwidth:
-    // bench/batch_copy_probe.py, 2026-12-05).
-    // Smaller ones stay in the batch.  With cuarrow's gather kernel ready
-    // and many small runs, those go to it (copy_many_async): one launch for
-    // up to 1,000 runs, where every driver copy costs the host about 5 us,
-    // as long as the device takes to move 8 MiB.  The large ones keep the
-    // copy engines, queued after the launch so that the kernel runs while
-    // the host queues them.  Where that line lies for the kernel is a
-    // transfer option (device_gather_max_run_bytes), which
-    // bench/stream_write_probe.py sweeps on the GPU machine.
+    // Runs within the device: many (kMinGatheredRuns) go to cuarrow's
+    // gather kernel when it is ready (copy_many_async), one launch for up
+    // to 1,000 runs, where every driver copy costs the host 5-12 us; large
+    // runs too, unless transfer_options::device_gather_max_run_bytes draws
+    // a line (those from it on keep the copy engines, queued after the
+    // launch so that the kernel runs while the host queues them).  On an
+    // H100 the kernel moved 160 pieces of 15 MB in 1.88 ms, the copy
+    // engines in 2.47 ms plus 2.03 ms of the host's time to queue them
+    // (bench/gather_probe.cu).  Without the kernel, runs from
+    // kDirectDeviceCopyBytes on go one cuMemcpyDtoDAsync each and the
+    // smaller ones in the driver's batched call.
     auto pinned_apart = [](std::vector<planned_piece*>& v, bool host_is_dst) {
       std::vector<planned_piece*> pinned;
       std::erase_if(v, [&](planned_piece* p) {

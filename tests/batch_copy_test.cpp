@@ -526,6 +526,7 @@ TEST_F(BatchCopy, GatherKernelTakesRunsBelowItsLine) {
   }
   const std::int64_t kib = 1 << 10;
   const std::int64_t default_line = cuarrow::transfer_options{}.device_gather_max_run_bytes;
+  const std::int64_t eight_mib = 8 << 20;
   std::vector<std::int64_t> mixed(8, 3 * kib);  // 8 small runs: a launch
   mixed.insert(mixed.end(), 4, 600 * kib);      // 4 above a 512 KiB line
   device_batch_calls c = copy_runs(mixed, 512 * kib);
@@ -533,7 +534,8 @@ TEST_F(BatchCopy, GatherKernelTakesRunsBelowItsLine) {
     EXPECT_EQ(c.launches, 1u);
     EXPECT_EQ(c.singles, 4u);
   }
-  // Under the default line (8 MiB) the kernel takes all twelve.
+  // Under the default (no line) the kernel takes all twelve.
+  EXPECT_EQ(default_line, 0);
   c = copy_runs(mixed, default_line);
   if (counted) {
     EXPECT_EQ(c.launches, 1u);
@@ -546,10 +548,10 @@ TEST_F(BatchCopy, GatherKernelTakesRunsBelowItsLine) {
     EXPECT_EQ(c.launches, 0u);
     EXPECT_EQ(c.singles + c.batched, batch_entry_hidden() ? 8u : 1u);
   }
-  // Runs the default line sends to the copy engines, one driver copy each;
+  // Runs an 8 MiB line sends to the copy engines, one driver copy each;
   // with no line (0) the kernel takes them.
   const std::vector<std::int64_t> huge(8, 9 << 20);
-  c = copy_runs(huge, default_line);
+  c = copy_runs(huge, eight_mib);
   if (counted) {
     EXPECT_EQ(c.launches, 0u);
     EXPECT_EQ(c.singles, 8u);
