@@ -32,6 +32,8 @@ from cuarrow import _cuarrow as _lib
 from cuarrow._arrays import DeviceRecordBatch, DeviceTable, _refuse_cast
 from cuarrow._convert import from_device, to_device
 from cuarrow._device import CUDA as _CUDA
+from cuarrow._driver import is_emulated
+from cuarrow._errors import CudaError
 from cuarrow._io import BufferReader
 from cuarrow._memory import Context, CudaBuffer
 
@@ -715,8 +717,15 @@ def _nvcomp_wheel_default() -> None:
     """Point the core at the nvidia-libnvcomp-cu13 wheel's libnvcomp.so.6
     when that wheel is installed and CUARROW_NVCOMP_LIBRARY is not set (the
     core reads the variable once, when a reader first asks for nvCOMP):
-    looked for once a process, not at each reader opened."""
+    looked for once a process, not at each reader opened.  Not on the
+    driver's host emulation, where libnvcomp's kernels cannot run (there
+    only CUARROW_NVCOMP_LIBRARY, set by the user, loads it)."""
     if os.environ.get("CUARROW_NVCOMP_LIBRARY"):
+        return
+    try:
+        if is_emulated():
+            return
+    except CudaError:  # no driver at all: the core's status says so
         return
     import importlib.util
 

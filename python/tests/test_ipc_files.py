@@ -449,3 +449,33 @@ def test_gpu_decompression_of_a_corrupt_frame_is_an_error_never_data(ctx, tmp_pa
     else:
         assert re.search(r"CudaError: .*nvCOMP", done.stdout), done.stdout
     assert ipc.read_feather(path, gpu_decompression=True).to_host().equals(table)
+
+
+def test_the_nvcomp_wheel_is_not_loaded_on_the_emulation(tmp_path):
+    """On the driver's host emulation an installed nvidia-libnvcomp-cu13
+    wheel is left alone (its kernels cannot run on emulated memory), and
+    no environment variable is set for child processes; a reader asking for
+    GPU decompression gets the host's."""
+    lib = tmp_path / "site" / "nvidia" / "libnvcomp" / "lib64"
+    lib.mkdir(parents=True)
+    (lib / "libnvcomp.so.6").write_bytes(b"not a library")
+    table = _wide(rows=2000, chunks=2)
+    path = _write_file(tmp_path / "z.arrow", table, "zstd")
+    code = (
+        "import os, sys\n"
+        "from cuarrow import ipc\n"
+        "status = ipc.nvcomp_status()\n"
+        "assert not status['available'], status\n"
+        "assert 'emulation' in status['reason'], status\n"
+        "assert 'CUARROW_NVCOMP_LIBRARY' not in os.environ\n"
+        "reader = ipc.open_file(sys.argv[1], gpu_decompression=True, collect_stats=True)\n"
+        "rows = reader.read_all().num_rows\n"
+        "assert reader.stats()['decompress_seconds'] > 0 and reader.stats()['gpu_decompress_seconds'] == 0\n"
+        "print(rows)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CUARROW_NVCOMP_LIBRARY"}
+    env["CUARROW_CUDA_DRIVER"] = "emulated"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "site"), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(table.num_rows)
