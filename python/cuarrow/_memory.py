@@ -138,8 +138,8 @@ def transfer_options() -> dict[str, int | bool]:
     of a driver copy each;
     ``Context.gather_status()`` says whether it runs) and
     ``device_gather_max_run_bytes`` (in such a batch, runs of at least this
-    many bytes still get one driver copy each, on the copy engines; 0: the
-    kernel takes every run)."""
+    many bytes still get one driver copy each, on the copy engines; 0, the
+    default: the kernel takes every run)."""
     return dict(_lib.get_transfer_options())
 
 
