@@ -45,8 +45,8 @@ namespace {
   } while (0)
 
 // A variant of the kernel: `Tile` bytes a block, and `Bytes` bytes in flight
-// per thread whatever the word (the shipped kernel keeps 64 bytes in flight
-// with 16- and 8-byte words, four words with narrower ones), through the
+// per thread whatever the word (the shipped kernel keeps four words in
+// flight: 64 bytes with 16-byte words, 32 with 8-byte ones), through the
 // shipped kernel's own copy loop (copy_words).
 template <class Word, int Bytes>
 constexpr int in_flight = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;

@@ -48,11 +48,11 @@ extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
   const auto* src = reinterpret_cast<const unsigned char*>(it.src);
   const uint64_t shared = it.dst ^ it.src;
-  // 64 bytes in flight a thread with 16- and with 8-byte words: on an H100
-  // pieces that share only 8-byte alignment (half of an IPC body's) moved
-  // 3% faster with eight 8-byte loads than with four (bench/gather_probe.cu).
+  // Four loads in flight whatever the word: eight 8-byte loads, which the
+  // probe's variant kernel moved 3% faster, made this kernel 3-5% slower
+  // on the H100 (docs/gpu-runs/2026-12-05-1346-h100.md).
   if (shared % 16 == 0) copy_words<uint4>(dst, src, begin, end);
-  else if (shared % 8 == 0) copy_words<unsigned long long, 8>(dst, src, begin, end);
+  else if (shared % 8 == 0) copy_words<unsigned long long>(dst, src, begin, end);
   else if (shared % 4 == 0) copy_words<unsigned int>(dst, src, begin, end);
   else copy_words<unsigned char>(dst, src, begin, end);
 }
