@@ -55,4 +55,13 @@ struct nvcomp_info {
 /// a library explicitly (tests do, with a host stand-in).
 CUARROW_EXPORT nvcomp_info nvcomp_status();
 
+/// A libnvcomp to load when CUARROW_NVCOMP_LIBRARY is not set, in place of
+/// the loader's libnvcomp.so.6: what a package that found nvCOMP's wheel
+/// passes (cuarrow's Python package does, for nvidia-libnvcomp-cu13).
+/// Unlike the variable it is not loaded on the host emulation of the driver,
+/// and child processes do not inherit it.  It counts only if given before
+/// nvCOMP is first examined (nvcomp_status, or a reader asking for GPU
+/// decompression); returns whether it was taken.  Thread-safe.
+CUARROW_EXPORT bool set_nvcomp_default_library(std::string path);
+
 }  // namespace cuarrow

@@ -32,8 +32,6 @@ from cuarrow import _cuarrow as _lib
 from cuarrow._arrays import DeviceRecordBatch, DeviceTable, _refuse_cast
 from cuarrow._convert import from_device, to_device
 from cuarrow._device import CUDA as _CUDA
-from cuarrow._driver import is_emulated
-from cuarrow._errors import CudaError
 from cuarrow._io import BufferReader
 from cuarrow._memory import Context, CudaBuffer
 
@@ -714,19 +712,11 @@ def nvcomp_status() -> dict[str, Any]:
 
 @functools.cache
 def _nvcomp_wheel_default() -> None:
-    """Point the core at the nvidia-libnvcomp-cu13 wheel's libnvcomp.so.6
-    when that wheel is installed and CUARROW_NVCOMP_LIBRARY is not set (the
-    core reads the variable once, when a reader first asks for nvCOMP):
-    looked for once a process, not at each reader opened.  Not on the
-    driver's host emulation, where libnvcomp's kernels cannot run (there
-    only CUARROW_NVCOMP_LIBRARY, set by the user, loads it)."""
-    if os.environ.get("CUARROW_NVCOMP_LIBRARY"):
-        return
-    try:
-        if is_emulated():
-            return
-    except CudaError:  # no driver at all: the core's status says so
-        return
+    """Offer the core the nvidia-libnvcomp-cu13 wheel's libnvcomp.so.6 when
+    that wheel is installed (set_nvcomp_default_library: used where
+    CUARROW_NVCOMP_LIBRARY is not set, never on the driver's emulation, and
+    not inherited by child processes, as a variable would be): looked for
+    once a process, not at each reader opened."""
     import importlib.util
 
     try:
@@ -737,7 +727,7 @@ def _nvcomp_wheel_default() -> None:
     for root in roots:
         candidate = os.path.join(root, "lib64", "libnvcomp.so.6")
         if os.path.isfile(candidate):
-            os.environ["CUARROW_NVCOMP_LIBRARY"] = candidate
+            _lib.set_nvcomp_default_library(candidate)
             return
 
 

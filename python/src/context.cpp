@@ -156,6 +156,7 @@ void bind_context(nb::module_& m) {
     return fields_dict(released(cuarrow::nvcomp_status), "mode", &N::mode, "available", &N::available, "version",
                        &N::version, "library", &N::library, "reason", &N::reason);
   });
+  m.def("set_nvcomp_default_library", &cuarrow::set_nvcomp_default_library, nb::arg("path"));
   m.def("trim_pinned_pool", &cuarrow::trim_pinned_pool, release_gil());
   m.def("get_transfer_options", [] {
     return transfer_option_fields([](auto... f) { return fields_dict(cuarrow::get_transfer_options(), f...); });

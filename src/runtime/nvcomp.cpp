@@ -20,6 +20,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuarrow/context.hpp"
@@ -84,6 +85,27 @@ nvcomp_state& state() {
   return *s;
 }
 
+// set_nvcomp_default_library's path, and whether nvCOMP was examined (after
+// which the path no longer counts).
+struct default_library {
+  std::mutex mutex;
+  std::string path;
+  bool examined = false;
+};
+
+default_library& the_default() {
+  static auto* d = new default_library;
+  return *d;
+}
+
+// The default path, marking nvCOMP examined.
+std::string take_default() {
+  default_library& d = the_default();
+  std::lock_guard lock(d.mutex);
+  d.examined = true;
+  return d.path;
+}
+
 std::string version_text(std::uint32_t v) {
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 100) + "." + std::to_string(v % 100);
 }
@@ -110,7 +132,7 @@ std::string status_text(const nvcomp_table& t, status_t st) {
   return name;
 }
 
-void compute(nvcomp_state& s) {
+void compute(nvcomp_state& s, const std::string& default_path) {
   nvcomp_info& info = s.info;
   std::string mode = "auto";
   if (const char* env = std::getenv("CUARROW_NVCOMP"); env != nullptr && *env != '\0') mode = env;
@@ -126,7 +148,7 @@ void compute(nvcomp_state& s) {
   }
   const char* chosen = std::getenv("CUARROW_NVCOMP_LIBRARY");
   const bool explicit_library = chosen != nullptr && *chosen != '\0';
-  info.library = explicit_library ? chosen : kDefaultLibrary;
+  info.library = explicit_library ? chosen : !default_path.empty() ? default_path : kDefaultLibrary;
   try {
     if (driver().emulated && !explicit_library) {
       info.reason =
@@ -189,7 +211,7 @@ const nvcomp_state& computed() {
   nvcomp_state& s = state();
   std::call_once(s.once, [&] {
     try {
-      compute(s);
+      compute(s, take_default());
     } catch (const std::exception& e) {  // std::bad_alloc, nothing else throws
       s.info.reason = std::string("nvCOMP could not be examined: ") + e.what();
     }
@@ -294,6 +316,14 @@ nvcomp_info nvcomp_status() {
   } catch (...) {  // copying the strings ran out of memory
     return {};
   }
+}
+
+bool set_nvcomp_default_library(std::string path) {
+  detail::default_library& d = detail::the_default();
+  std::lock_guard lock(d.mutex);
+  if (d.examined) return false;
+  d.path = std::move(path);
+  return true;
 }
 
 }  // namespace cuarrow

@@ -138,6 +138,25 @@ TEST_F(Nvcomp, EmulatedDriverDoesNotLoadTheRealLibrary) {
   EXPECT_TRUE(contains(n.reason, "host emulation")) << n.reason;
 }
 
+// A default library (what the Python package passes for nvCOMP's wheel) is
+// not loaded on the emulation either, unlike the variable, and counts only
+// before nvCOMP was examined.
+TEST_F(Nvcomp, DefaultLibraryIsNotLoadedOnTheEmulation) {
+  const char* fake = std::getenv("CUARROW_TEST_FAKE_NVCOMP");
+  ASSERT_NE(fake, nullptr) << "CMake passes the host stand-in's path";
+  ASSERT_EQ(std::getenv("CUARROW_NVCOMP_LIBRARY"), nullptr);
+  EXPECT_TRUE(cuarrow::set_nvcomp_default_library(fake));
+  const cuarrow::nvcomp_info n = cuarrow::nvcomp_status();
+  EXPECT_FALSE(n.available);
+  EXPECT_EQ(n.library, fake);
+  EXPECT_TRUE(contains(n.reason, "host emulation")) << n.reason;
+  EXPECT_FALSE(cuarrow::set_nvcomp_default_library("/elsewhere/libnvcomp.so.6"));
+  EXPECT_EQ(cuarrow::nvcomp_status().library, fake);
+  void* loaded = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_EQ(loaded, nullptr) << "the stand-in was loaded";
+  if (loaded != nullptr) dlclose(loaded);
+}
+
 // ---- CUARROW_NVCOMP=off, with the fake named -------------------------------------------------
 
 TEST_F(Nvcomp, OffLoadsNothing) {
