@@ -702,9 +702,10 @@ def read_feather(
 def nvcomp_status() -> dict[str, Any]:
     """Whether readers asked for ``gpu_decompression`` get it: nvCOMP's
     ``mode`` (CUARROW_NVCOMP), ``available``, ``version``, ``library`` and,
-    in a sentence, the ``reason``.  Loads libnvcomp on first call (from the
-    nvidia-libnvcomp-cu13 wheel when it is installed, else
-    CUARROW_NVCOMP_LIBRARY or the loader's libnvcomp.so.6); computed once a
+    in a sentence, the ``reason``.  Loads libnvcomp on first call
+    (CUARROW_NVCOMP_LIBRARY when set, else the nvidia-libnvcomp-cu13 wheel's
+    when it is installed, else the loader's libnvcomp.so.6; not on the
+    driver's emulation unless the variable names one); computed once a
     process."""
     _nvcomp_wheel_default()
     return dict(_lib.nvcomp_status())
