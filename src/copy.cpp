@@ -287,7 +287,9 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   // of the link), and a batch of a thousand columns makes a thousand driver
   // calls less.  Only pieces large enough to be staged on their own are
   // asked, so that large pinned memory still goes straight to the DMA.
-  const std::int64_t threshold = detail::current_transfer_options().staging_threshold_bytes;
+  // One reading of the options for the whole batch.
+  const transfer_options settings = detail::current_transfer_options();
+  const std::int64_t threshold = settings.staging_threshold_bytes;
   auto stages = [threshold](std::int64_t n) { return threshold > 0 && n >= threshold; };
   std::int64_t h2d_host = 0, d2h_host = 0;
   for (const planned_piece* p : items) {
@@ -457,13 +459,12 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       d2d_runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
     // The kernel's largest run (transfer_options::device_gather_max_run_bytes;
-    // 0: no limit), and the driver batch's (kDirectDeviceCopyBytes).
-    const std::int64_t max_run = detail::current_transfer_options().device_gather_max_run_bytes;
-    const std::size_t kernel_limit = max_run > 0 ? static_cast<std::size_t>(max_run) : SIZE_MAX;
-    const auto below = [&](std::size_t limit) {
-      return static_cast<std::size_t>(std::count_if(d2d_runs.begin(), d2d_runs.end(),
-                                                    [&](const detail::batched_copy& c) { return c.bytes < limit; }));
-    };
+    // 0: no limit), and the runs below it.
+    const std::size_t kernel_limit = settings.device_gather_max_run_bytes > 0
+                                         ? static_cast<std::size_t>(settings.device_gather_max_run_bytes)
+                                         : SIZE_MAX;
+    const auto for_kernel = static_cast<std::size_t>(std::count_if(
+        d2d_runs.begin(), d2d_runs.end(), [&](const detail::batched_copy& c) { return c.bytes < kernel_limit; }));
     // A kernel reaches only memory of the context it runs in (cuMemcpy
     // reaches any context's on the device): memory of a context wrapped
     // from elsewhere keeps the driver's copies.
@@ -473,8 +474,8 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
                p->src.ctx->handle() == ctx->handle();
       });
     };
-    const bool gathered = below(kernel_limit) + to_pinned.size() >= kMinGatheredRuns &&
-                          detail::gathers_device_copies(*ctx) && one_context();
+    const bool gathered =
+        for_kernel + to_pinned.size() >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
     // Runs below the line stay in the batch (the kernel's or the driver's);
     // the others get one driver copy each.
     std::vector<detail::batched_copy> large;
