@@ -52,45 +52,9 @@ namespace {
 template <class Word, int Bytes>
 constexpr int in_flight = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;
 
-// Bytes [begin, end) of a piece whose sides share 8-byte alignment but not
-// 16: 16-byte stores, each from two aligned 16-byte loads of the source
-// (the upper half of one, the lower half of the next), four stores in
-// flight; the bytes around that body (up to 23 at each end) by 8-byte
-// words.  Every load stays within the piece's source bytes.
-__device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
-                              uint64_t end) {
-  // The first x >= begin + 8 at which dst + x is 16-byte aligned (src + x
-  // is then 8 past a 16-byte boundary, and src + x - 8 is the first load).
-  uint64_t p = begin + 8;
-  p += (16 - (reinterpret_cast<uint64_t>(dst + p) % 16)) % 16;
-  const uint64_t words = end >= p + 24 ? (end - p - 24) / 16 + 1 : 0;
-  if (words == 0) {
-    copy_words<unsigned long long>(dst, src, begin, end);
-    return;
-  }
-  copy_words<unsigned long long>(dst, src, begin, p);
-  const uint4* __restrict__ s = reinterpret_cast<const uint4*>(src + p - 8);
-  uint4* __restrict__ d = reinterpret_cast<uint4*>(dst + p);
-  const uint64_t stride = blockDim.x;
-  uint64_t i = threadIdx.x;
-  for (; i + 3 * stride < words; i += 4 * stride) {
-    uint4 lo[4], hi[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      lo[k] = s[i + k * stride];
-      hi[k] = s[i + k * stride + 1];
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) d[i + k * stride] = make_uint4(lo[k].z, lo[k].w, hi[k].x, hi[k].y);
-  }
-  for (; i < words; i += stride) {
-    const uint4 lo = s[i], hi = s[i + 1];
-    d[i] = make_uint4(lo.z, lo.w, hi.x, hi.y);
-  }
-  copy_words<unsigned long long>(dst, src, p + 16 * words, end);
-}
-
-// Narrow == 0: pieces that share 8-byte alignment only go by copy_shifted8.
+// Narrow == 0: pieces that share 8-byte alignment only go by the shipped
+// kernel's copy_shifted8 (16-byte stores); Narrow > 0: by 8-byte words,
+// Narrow loads in flight.
 template <uint64_t Tile, int Wide, int Narrow>
 __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
     gather_variant(const __grid_constant__ cuarrow_gather_args args) {
@@ -263,8 +227,6 @@ int main(int argc, char** argv) {
           });
         };
       };
-      // The shipped kernel's own settings again, after the others: a check
-      // that the order of the cases does not move the figures.
       cases.push_back(
           {"variant: 64 KiB tiles, 64 B in flight a thread", variant(gather_variant<64u << 10, 4, 8>, 64u << 10)});
       cases.push_back(
@@ -273,10 +235,13 @@ int main(int argc, char** argv) {
           {"variant: 256 KiB tiles, 128 B in flight a thread", variant(gather_variant<256u << 10, 8, 16>, 256u << 10)});
       cases.push_back(
           {"variant: 1 MiB tiles, 128 B in flight a thread", variant(gather_variant<1u << 20, 8, 16>, 1u << 20)});
-      cases.push_back({"variant: 64 KiB tiles, 8-byte-aligned pieces by 16-byte stores",
-                       variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
-      cases.push_back({"variant: the shipped settings (64 KiB tiles, 4 words in flight)",
+      cases.push_back({"variant: 64 KiB tiles, 8-byte-aligned pieces by 8-byte words (before 2026-12-05 17:00)",
                        variant(gather_variant<64u << 10, 4, 4>, 64u << 10)});
+      // The shipped kernel's own settings again, after the others: a check
+      // that the order of the cases does not move the figures (on the H100
+      // the shipped kernel still ran up to 3% slower than this, warmed up).
+      cases.push_back({"variant: the shipped settings (64 KiB tiles, 8-byte-aligned pieces by 16-byte stores)",
+                       variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
       for (std::size_t c = 0; c < cases.size(); ++c) {
         if (c == 0 && count != 1) continue;  // the raw figure once per layout kind
         CHECK(cudaMemsetAsync(dst, 0, room, st));
