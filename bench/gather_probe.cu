@@ -58,16 +58,9 @@ constexpr int in_flight = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / s
 template <uint64_t Tile, int Wide, int Narrow>
 __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
     gather_variant(const __grid_constant__ cuarrow_gather_args args) {
-  uint32_t lo = 0, hi = args.count - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (args.items[mid].first_tile <= blockIdx.x) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const cuarrow_gather_item& it = args.items[lo];
+  uint32_t index = 0;
+  CUARROW_GATHER_FIND(args, blockIdx.x, index);  // the shipped search; the tile's bytes by this Tile
+  const cuarrow_gather_item& it = args.items[index];
   const uint64_t b = static_cast<uint64_t>(blockIdx.x - it.first_tile) * Tile;
   if (b >= it.size) return;
   const uint64_t e = b + Tile < it.size ? b + Tile : it.size;

@@ -11,8 +11,9 @@
  * travel in the launch's parameter space (CUDA 12.1 and later take up to
  * 32,764 bytes of parameters): no device table to upload first.
  *
- * cuarrow_gather_tile says which bytes a block copies: the kernel calls it
- * on the device, the emulation on the host (one rule, not two copies). */
+ * CUARROW_GATHER_FIND and cuarrow_gather_range say which bytes a block
+ * copies: the kernel uses them on the device, the emulation on the host
+ * (through cuarrow_gather_tile): one rule, not two copies. */
 #ifndef CUARROW_GATHER_ARGS_H
 #define CUARROW_GATHER_ARGS_H
 
@@ -43,28 +44,49 @@ typedef struct cuarrow_gather_args {
 #define CUARROW_GATHER_FN static inline
 #endif
 
-/* The bytes block `tile` copies: the last item whose first tile is at or
- * before it (binary search over the items, which are in tile order), and
- * that item's bytes [*begin, *end) of this tile.  Returns the item's index
- * and *begin == *end where the tile is past the item's end (a grid may be
- * larger than the tiles it needs).  `args->count` is at least 1. */
+/* The index of the item whose tiles hold block `tile`: the last item whose
+ * first tile is at or before it (a binary search over the items, which are
+ * in tile order), into `index`.  `args` is a cuarrow_gather_args value, not
+ * a pointer, and `args.count` is at least 1.  A macro, not a function of
+ * the arguments' address, so that the kernel indexes its __grid_constant__
+ * parameter in place. */
+#define CUARROW_GATHER_FIND(args, tile, index)       \
+  do {                                               \
+    uint32_t lo_ = 0, hi_ = (args).count - 1;        \
+    while (lo_ < hi_) {                              \
+      const uint32_t mid_ = (lo_ + hi_ + 1) / 2;     \
+      if ((args).items[mid_].first_tile <= (tile)) { \
+        lo_ = mid_;                                  \
+      } else {                                       \
+        hi_ = mid_ - 1;                              \
+      }                                              \
+    }                                                \
+    (index) = lo_;                                   \
+  } while (0)
+
+/* Whether block `tile` copies bytes of an item of `size` bytes whose first
+ * tile is `first_tile`, and which: [*begin, *end) (not set where it copies
+ * none: a grid may be larger than the tiles it needs; the kernel then
+ * returns). */
+CUARROW_GATHER_FN int cuarrow_gather_range(uint64_t size, uint32_t first_tile, uint32_t tile, uint64_t* begin,
+                                           uint64_t* end) {
+  const uint64_t b = (uint64_t)(tile - first_tile) * CUARROW_GATHER_TILE;
+  if (b >= size) return 0;
+  *begin = b;
+  *end = b + CUARROW_GATHER_TILE < size ? b + CUARROW_GATHER_TILE : size;
+  return 1;
+}
+
+/* The bytes block `tile` copies, for the host (the emulation): the item
+ * (CUARROW_GATHER_FIND), returned as its index, and that item's bytes
+ * [*begin, *end) of this tile (cuarrow_gather_range), *begin == *end where
+ * the tile is past the item's end. */
 CUARROW_GATHER_FN uint32_t cuarrow_gather_tile(const cuarrow_gather_args* args, uint32_t tile, uint64_t* begin,
                                                uint64_t* end) {
-  uint32_t lo = 0, hi = args->count - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (args->items[mid].first_tile <= tile) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const cuarrow_gather_item* it = &args->items[lo];
-  const uint64_t b = (uint64_t)(tile - it->first_tile) * CUARROW_GATHER_TILE;
-  *begin = b < it->size ? b : it->size;
-  *end = b + CUARROW_GATHER_TILE < it->size ? b + CUARROW_GATHER_TILE : it->size;
-  if (*end < *begin) *end = *begin;
-  return lo;
+  uint32_t i = 0;
+  CUARROW_GATHER_FIND(*args, tile, i);
+  if (!cuarrow_gather_range(args->items[i].size, args->items[i].first_tile, tile, begin, end)) *begin = *end = 0;
+  return i;
 }
 
 #endif
