@@ -94,10 +94,11 @@ struct transfer_options {
   /// least this many bytes (after neighbours are merged) still get one
   /// driver copy each, on the copy engines; 0 (the default): no limit, the
   /// kernel takes them all.  Measured on an H100 (bench/gather_probe.cu,
-  /// 2.36 GB): 160 pieces of 15 MB took the kernel 1.88 ms, and one driver
-  /// copy each 2.47 ms of GPU time and 2.03 ms of the host's to queue; one
-  /// piece of all the bytes, the kernel 1.64 ms against the copy engine's
-  /// 1.57.  Environment: CUARROW_DEVICE_GATHER_MAX_RUN.
+  /// 2.36 GB): 160 pieces of 15 MB took the kernel 1.88 ms (1.69 ms since
+  /// 2026-12-05 16:30), and one driver copy each 2.47 ms of GPU time and
+  /// 1-2 ms of the host's to queue; one piece of all the bytes, the kernel
+  /// 1.62 ms against the copy engine's 1.57.  Environment:
+  /// CUARROW_DEVICE_GATHER_MAX_RUN.
   std::int64_t device_gather_max_run_bytes = 0;
 };
 
