@@ -4,8 +4,7 @@
 // raw device-to-device figure of issue 14), one cudaMemcpyAsync per piece
 // (what cuarrow did for runs of 8 MiB or more before the H100 run of
 // 2026-12-05, and does under transfer_options::device_gather_max_run_bytes),
-// and variants of the
-// kernel (tile size, loads in flight per thread).  The pieces are laid out as
+// and variants of the kernel (tile size, loads in flight per thread).  The pieces are laid out as
 // an IPC stream lays out a table's buffers: sources 64-byte aligned (device
 // buffers), destinations 8-byte aligned and packed (the body's padding), so
 // about half of them share only 8-byte alignment with their source.  A
@@ -45,10 +44,9 @@ namespace {
   } while (0)
 
 // A variant of the kernel: `Tile` bytes a block, `Wide` 16-byte loads in
-// flight a thread and `Narrow` 8-byte ones (the shipped kernel keeps four
-// words in flight: 64 bytes with 16-byte words, 32 with 8-byte ones; 4- and
-// 1-byte words get Narrow * 8 bytes' worth), through the shipped kernel's
-// own copy loop (copy_words).
+// flight a thread and `Narrow` 8-byte ones (4- and 1-byte words get
+// Narrow * 8 bytes' worth), through the shipped kernel's own copy loops
+// (copy_words, copy_shifted8).  The shipped kernel is <64 KiB, 4, 0>.
 template <class Word, int Bytes>
 constexpr int in_flight = Bytes / static_cast<int>(sizeof(Word)) > 0 ? Bytes / static_cast<int>(sizeof(Word)) : 1;
 
@@ -228,11 +226,12 @@ int main(int argc, char** argv) {
           {"variant: 256 KiB tiles, 128 B in flight a thread", variant(gather_variant<256u << 10, 8, 16>, 256u << 10)});
       cases.push_back(
           {"variant: 1 MiB tiles, 128 B in flight a thread", variant(gather_variant<1u << 20, 8, 16>, 1u << 20)});
-      cases.push_back({"variant: 64 KiB tiles, 8-byte-aligned pieces by 8-byte words (before 2026-12-05 17:00)",
+      cases.push_back({"variant: 64 KiB tiles, 8-byte-aligned pieces by 8-byte words (the kernel before e1eb423)",
                        variant(gather_variant<64u << 10, 4, 4>, 64u << 10)});
       // The shipped kernel's own settings again, after the others: a check
-      // that the order of the cases does not move the figures (on the H100
-      // the shipped kernel still ran up to 3% slower than this, warmed up).
+      // that the order of the cases, and the build, do not move the figures
+      // (until 8ce8e90 the shipped kernel, built with fewer registers, ran
+      // 3-4% slower than this).
       cases.push_back({"variant: the shipped settings (64 KiB tiles, 8-byte-aligned pieces by 16-byte stores)",
                        variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
       for (std::size_t c = 0; c < cases.size(); ++c) {

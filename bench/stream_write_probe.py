@@ -12,10 +12,11 @@ Each case also records the writer's own account of one more write
 calling thread), which says whether the host or the copies take the
 time.  It also times the writes with the gather kernel's line
 (``device_gather_max_run_bytes``: the runs from it on take the copy
-engines) at each of --lines.  Two device tables of ipc_bench's 17 columns: the table moved with
-cuda.to_device (one batch per 2^21-row part: 8 for 2.2 GiB, what
-ipc_bench writes) and the same table read back from a Feather file
-(pyarrow's 64 Ki-row chunks: 226 batches, thousands of buffers).  Each
+engines) at each of --lines.  Two device tables of ipc_bench's 17
+columns: the table moved with cuda.to_device (one batch per 2^21-row
+part: 8 for 2.2 GiB, what ipc_bench writes) and the same table read back
+from a Feather file (pyarrow's 64 Ki-row chunks: 226 batches, thousands
+of buffers).  Each
 write is timed (median of --reps), gather on and off, in one process.
 Needs CuPy for the raw copy.  Times mean something only on the GPU
 machine.

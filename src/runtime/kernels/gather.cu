@@ -95,9 +95,9 @@ extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
   const auto* src = reinterpret_cast<const unsigned char*>(it.src);
   const uint64_t shared = it.dst ^ it.src;
-  // Four loads in flight whatever the word: eight 8-byte loads, which the
-  // probe's variant kernel moved 3% faster, made this kernel 3-5% slower
-  // on the H100 (docs/gpu-runs/2026-12-05-1346-h100.md).
+  // 16-byte words four in flight; pieces sharing only 8-byte alignment by
+  // 16-byte stores; 4- and 1-byte words 32 bytes in flight (what the probe's
+  // variants measured best, docs/gpu-runs/2026-12-05-1603-h100.md).
   if (shared % 16 == 0) copy_words<uint4>(dst, src, begin, end);
   else if (shared % 8 == 0) copy_shifted8(dst, src, begin, end);
   else if (shared % 4 == 0) copy_words<unsigned int, 8>(dst, src, begin, end);
