@@ -437,6 +437,11 @@ struct layout_pass {
   // batch, whose layout would be thrown away once a value turned out
   // unknown.
   bool probing = false;
+  // Where not null (layout_bodies_each's `assumed`): the offsets of an
+  // unsliced array that are not known yet are taken as those of an array
+  // that uses all its values (first 0, last the values' count) instead of
+  // read, and noted here.
+  std::vector<detail::assumed_offset>* assume = nullptr;
 
   std::optional<std::int64_t> read_int(const buffer& b, std::int64_t pos, int width, const std::string& where) {
     if (pos < 0 || pos + width > b.size()) {
@@ -446,6 +451,17 @@ struct layout_pass {
     auto v = cache.get_or_request(b, pos, width, true);
     if (!v) complete = false;
     return v;
+  }
+
+  // The value at `pos` if known, else `guess`, noted in *assume.
+  std::int64_t assumed_int(const buffer& b, std::int64_t pos, int width, std::int64_t guess, const std::string& where) {
+    if (pos < 0 || pos + width > b.size()) {
+      throw invalid_argument(where + ": offset at byte " + num(pos) + " lies outside its buffer of " + num(b.size()) +
+                             " bytes");
+    }
+    if (std::optional<std::int64_t> v = cache.get(b, pos, width, true)) return *v;
+    assume->push_back({b, pos, width, guess});
+    return guess;
   }
 
   // The bytes of `b` at [pos, pos + n) (range_cache), nullopt while unknown:
@@ -518,7 +534,10 @@ struct layout_pass {
 
   // Arrow's GetZeroBasedValueOffsets.  Returns the first and last offsets of
   // the array (nullopt while unknown).
-  std::optional<std::pair<std::int64_t, std::int64_t>> offsets(const array_data& a, int width,
+  // `all_used`: the last offset of an array that uses all its values
+  // (the bytes of its values buffer, the length of its child), what
+  // `assume` takes it to be.
+  std::optional<std::pair<std::int64_t, std::int64_t>> offsets(const array_data& a, int width, std::int64_t all_used,
                                                                const std::string& where) {
     const buffer& b = a.buffers[1];
     if (a.length == 0) {
@@ -551,6 +570,9 @@ struct layout_pass {
         first = ad::load_int(whole->data(), 0, width, true);
         last = ad::load_int(whole->data(), a.length, width, true);
       }
+    } else if (assume != nullptr) {
+      first = assumed_int(b, 0, width, 0, where);
+      last = assumed_int(b, a.length * width, width, all_used, where);
     } else {
       first = read_int(b, 0, width, where);
       last = read_int(b, a.length * width, width, where);
@@ -626,8 +648,8 @@ struct layout_pass {
       case type_id::large_binary:
       case type_id::large_utf8: {
         const int width = l.buffers[1].byte_width;
-        auto range = offsets(a, width, where);
         const buffer& data = a.buffers[2];
+        auto range = offsets(a, width, data.size(), where);
         if (!range) return add_empty();
         const std::int64_t total = a.length == 0 ? 0 : range->second - range->first;
         if (data.size() > 0 && (a.offset != 0 || total < data.size())) {
@@ -646,7 +668,7 @@ struct layout_pass {
       case type_id::list:
       case type_id::large_list:
       case type_id::map: {
-        auto range = offsets(a, l.buffers[1].byte_width, where);
+        auto range = offsets(a, l.buffers[1].byte_width, a.children[0].length, where);
         if (!range) return;
         const std::int64_t first = range->first, n = range->second - range->first;
         const array_data& c = a.children[0];
@@ -1135,7 +1157,10 @@ void fetch_round(ad::probe_cache& cache, null_count_cache& nulls, range_cache& r
 
 }  // namespace
 
-std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s) {
+namespace detail {
+
+void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_view s, const layout_ready& ready,
+                        std::vector<assumed_offset>* assumed) {
   for (const arrow::record_batch& batch : batches) {
     if (batch.columns.size() != batch.schema.fields.size()) {
       throw invalid_argument("record batch: " + num(batch.columns.size()) + " columns for " +
@@ -1160,25 +1185,40 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
   // First every batch walked for the values its layout needs only, which
   // are then read in one batched copy: a layout built before they were
   // known was built twice.
-  for (const arrow::record_batch& batch : batches) {
-    layout_pass probe{cache, nulls, ranges, s, true, {}, true};
-    for (std::size_t i = 0; i < batch.columns.size(); ++i) probe.visit(batch.columns[i], path_of(batch, i));
+  // Assuming offsets, the passes themselves ask for what they still need.
+  if (assumed == nullptr) {
+    for (const arrow::record_batch& batch : batches) {
+      layout_pass probe{cache, nulls, ranges, s, true, {}, true};
+      for (std::size_t i = 0; i < batch.columns.size(); ++i) probe.visit(batch.columns[i], path_of(batch, i));
+    }
+    fetch_round(cache, nulls, ranges, s);
   }
-  fetch_round(cache, nulls, ranges, s);
+  // A layout is handed over as soon as it and every one before it are
+  // complete: in the first round after the read, for batches whose
+  // offsets need no further round (no nesting under a sliced list).
   std::vector<std::optional<body_layout>> done(batches.size());
-  std::size_t left = batches.size();
+  std::vector<char> complete(batches.size(), 0);
+  std::size_t left = batches.size(), next = 0;
   for (;;) {
     for (std::size_t b = 0; b < batches.size(); ++b) {
-      if (done[b]) continue;
+      if (complete[b]) continue;
       const arrow::record_batch& batch = batches[b];
+      std::vector<assumed_offset> guesses;  // this pass's, kept if it completes
       layout_pass pass{cache, nulls, ranges, s, true, {}};
+      if (assumed != nullptr) pass.assume = &guesses;
       pass.out.header.length = batch.num_rows;
       for (std::size_t i = 0; i < batch.columns.size(); ++i) {
         pass.visit(batch.columns[i], path_of(batch, i));
       }
       if (!pass.complete) continue;
+      if (assumed != nullptr) assumed->insert(assumed->end(), guesses.begin(), guesses.end());
       done[b] = std::move(pass.out);
+      complete[b] = 1;
       --left;
+      for (; next < batches.size() && complete[next]; ++next) {
+        ready(next, std::move(*done[next]));
+        done[next].reset();
+      }
     }
     if (left == 0) break;
     if (cache.pending() == 0 && nulls.pending.empty() && ranges.pending.empty()) {
@@ -1188,9 +1228,55 @@ std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batc
     // ranges): one batched read, then the incomplete layouts again.
     fetch_round(cache, nulls, ranges, s);
   }
+}
+
+namespace {
+
+void add_bound(const array_data& a, bool sliced, group_bound& b) {
+  sliced = sliced || a.offset != 0;
+  // The node, its buffers (with those a layout makes for an array that
+  // has none: the offsets of an empty one), a variadic count, and a second
+  // node (a sliced run-end encoded array's run ends).
+  b.entries += 2 + static_cast<std::int64_t>(std::max<std::size_t>(a.buffers.size(), 3)) + 1;
+  // What a layout takes of a buffer, or computes from it, is at most the
+  // buffer (a slice, a shifted bitmap, rebased offsets, clipped run ends),
+  // padded to 8; plus what it makes for an array that has no buffer there.
+  std::int64_t own = 24;
+  for (const buffer& x : a.buffers) own += pad8(x.size()) + 8;
+  (sliced ? b.loose : b.bytes) += own;
+  for (const array_data& c : a.children) add_bound(c, sliced, b);
+}
+
+}  // namespace
+
+bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s) {
+  if (assumed.empty()) return true;
+  std::vector<ad::host_read> reads;
+  reads.reserve(assumed.size());
+  for (const assumed_offset& a : assumed) reads.push_back({a.buf, a.pos, a.width});
+  const buffer bytes = ad::read_to_host(reads, s);
+  const auto* at = reinterpret_cast<const std::uint8_t*>(bytes.host_data());
+  for (const assumed_offset& a : assumed) {
+    if (ad::load_int(at, 0, a.width, true) != a.value) return false;
+    at += a.width;
+  }
+  return true;
+}
+
+group_bound body_bound(std::span<const arrow::record_batch> batches) {
+  group_bound b;
+  for (const arrow::record_batch& batch : batches) {
+    for (const array_data& c : batch.columns) add_bound(c, false, b);
+  }
+  return b;
+}
+
+}  // namespace detail
+
+std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s) {
   std::vector<body_layout> out;
   out.reserve(batches.size());
-  for (auto& d : done) out.push_back(std::move(*d));
+  detail::layout_bodies_each(batches, s, [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
   return out;
 }
 

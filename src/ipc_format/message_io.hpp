@@ -137,4 +137,43 @@ std::size_t parts_for(std::size_t n, std::size_t min_per_part);
 /// to build on one thread; a thread's wake-up costs tens of microseconds).
 std::size_t batches_per_thread(const schema_message& schema);
 
+/// An offset a layout took without reading it: `width` bytes at `pos` of
+/// `buf`, taken to hold `value`.
+struct assumed_offset {
+  buffer buf;
+  std::int64_t pos = 0;
+  int width = 0;
+  std::int64_t value = 0;
+};
+
+/// layout_bodies, each layout handed to `ready` (in the batches' order) as
+/// soon as it and those before it are complete, not when every batch is:
+/// a writer queues a batch's copies while the next ones are laid out.  An
+/// exception from `ready` stops the layout.
+///
+/// With `assumed`, the offsets of unsliced arrays are not read first: each
+/// is taken as an array that uses all its values has it (first 0, last
+/// the size of its values) and noted in *assumed, so that the first
+/// layouts are handed over without waiting for a read of the device.
+/// Those layouts are Arrow's only where assumptions_hold: the caller
+/// checks, and lays the batches out again without `assumed` where not.
+/// (Null counts, slices and run ends are read as without it.)
+using layout_ready = std::function<void(std::size_t index, body_layout&& layout)>;
+void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_view s, const layout_ready& ready,
+                        std::vector<assumed_offset>* assumed = nullptr);
+/// Whether every assumed offset holds its value, read on `s` in one batched
+/// copy (which waits for the work queued on `s` before it).
+bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s);
+
+/// An upper bound of what layout_bodies makes of some batches, from their
+/// buffers' sizes alone (no device read): body bytes (`bytes` for arrays
+/// outside any slice, `loose` for those in one, whose layout may take much
+/// less than their buffers: a 10-row slice of a string column takes a few
+/// bytes of its data), and `entries`, a bound of the nodes, buffers and
+/// variadic counts their metadata lists.  Dictionaries not included.
+struct group_bound {
+  std::int64_t bytes = 0, loose = 0, entries = 0;
+};
+group_bound body_bound(std::span<const arrow::record_batch> batches);
+
 }  // namespace cuarrow::ipc::detail

@@ -2,7 +2,9 @@
 #include "cuarrow/ipc/stream.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -338,8 +340,23 @@ const arrow::array_data& array_at(const arrow::record_batch& batch, const std::v
 
 // Messages laid end to end in one device allocation: the metadata from
 // host bytes, the bodies from the batches' buffers, each piece at its place.
+//
+// Early (a stream_writer's, where the gather kernel takes the copies): the
+// allocation is made when the first batches are written, its size an upper
+// bound of what they take (reserve()), and each message's copies are queued
+// as soon as it is appended, so that the GPU copies the first batches while
+// the host lays out the next ones; finish() then waits once and returns the
+// stream's bytes of it.  A bound found short, or another write() that does
+// not fit, turns the bytes queued so far into one piece of a stream made as
+// below.
 class assembler final : public internal::message_sink {
  public:
+  assembler() = default;
+  /// Where finish() will put the stream, known from the start: reserve()
+  /// may then allocate it early.
+  assembler(context ctx, stream_view s, std::shared_ptr<device_memory_resource> resource)
+      : target_(target{std::move(ctx), s, std::move(resource)}) {}
+
   // Appends host bytes: kept in one host vector, which finish() copies once
   // into one block of pinned memory, so that every message's metadata is a
   // DMA of the batched copies.
@@ -379,6 +396,58 @@ class assembler final : public internal::message_sink {
     if (length_ > covered) add_gap(covered, length_ - covered);
   }
 
+  // Early, where it can be: room for `bound` more bytes, allocated now
+  // (what was appended so far queued into it).  Not where the bound may
+  // overshoot by much: the bytes of sliced arrays (`loose`, which a
+  // layout may take a few of) are at most those of the rest, or
+  // kLooseBytes.  A reservation that has no room for `bound` more ends
+  // early mode (demote).
+  bool reserve(std::int64_t bound, std::int64_t loose) override {
+    if (reserved_) {
+      if (bound <= reserved_->size() - length_) return true;
+      demote();
+      return false;
+    }
+    if (!target_ || demoted_ || loose > std::max(kLooseBytes, bound - loose) ||
+        bound > std::numeric_limits<std::int64_t>::max() - length_ ||
+        !cuarrow::detail::gathers_device_copies(target_->ctx)) {
+      return false;
+    }
+    try {
+      const cuarrow::detail::timed t(&counters.allocate_ns);
+      reserved_ = allocate_device(target_->ctx, length_ + bound, target_->s, target_->resource);
+      zeros_ = allocate_device(target_->ctx, kMaxZeros, target_->s);
+    } catch (const out_of_memory&) {
+      reserved_.reset();
+      return false;  // finish() asks for the stream's exact size instead
+    }
+    fill_async(zeros_, 0, kMaxZeros, 0, target_->s);
+    queue_pending();
+    return true;
+  }
+
+  // What a failed write appended is forgotten (early, its queued copies
+  // land in bytes that later messages overwrite or the result leaves out).
+  void truncate(std::int64_t length) override {
+    std::erase_if(segments_, [&](const segment& g) {
+      if (g.at < length) return false;
+      if (g.what == kind::body) sources_[g.source] = buffer();
+      return true;
+    });
+    if (!segments_.empty() && segments_.back().at + segments_.back().size > length) {
+      segments_.back().size = length - segments_.back().at;
+    }
+    gaps_ = std::count_if(segments_.begin(), segments_.end(), [](const segment& g) { return g.what == kind::gap; });
+    length_ = std::min(length_, length);
+    queued_ = std::min(queued_, length);
+    pending_messages_ = 0;
+  }
+
+  // Early: what is left of a write's messages queued (see appended()).
+  void flush() override {
+    if (reserved_) queue_pending();
+  }
+
   // One allocation on `ctx`; every piece and the metadata in batched
   // copies on `s`, which is synchronized once.  The padding is zeroed by
   // small copies from a zeroed allocation where they are few for the
@@ -395,7 +464,33 @@ class assembler final : public internal::message_sink {
   // device in one copy first, its pieces then copied within the device
   // with the bodies (one launch per 1,000 pieces instead of a driver copy
   // each: about 5 us a copy on the H200 machine).
+  //
+  // Early (reserve()): what is left queued into the reservation, one wait,
+  // and the stream's bytes of it; a reservation that overshot the stream
+  // by more than an eighth (and kSlackBytes) is copied into an allocation
+  // of the stream's size instead, so that the result does not hold memory
+  // it does not use.
   buffer finish(const context& ctx, stream_view s, std::shared_ptr<device_memory_resource> resource = nullptr) {
+    if (reserved_) queue_pending();  // which demotes where the bound fell short
+    if (reserved_) {
+      buffer out = std::move(*reserved_);
+      reserved_.reset();
+      zeros_ = buffer();
+      queued_ = 0;
+      const std::int64_t unused = out.size() - length_;
+      if (unused > std::max(kSlackBytes, length_ / 8)) {
+        buffer exact = [&] {
+          const cuarrow::detail::timed t(&counters.allocate_ns);
+          return allocate_device(ctx, length_, s, std::move(resource));
+        }();
+        const copy_piece whole{exact, 0, out, 0, length_};
+        copy_batch_async({&whole, 1}, s);
+        out = std::move(exact);
+      }
+      const cuarrow::detail::timed t(&counters.wait_ns);
+      s.synchronize(ctx);
+      return out.size() == length_ ? out : out.slice(0, length_);
+    }
     buffer out = [&] {
       const cuarrow::detail::timed t(&counters.allocate_ns);
       return allocate_device(ctx, length_, s, std::move(resource));
@@ -407,22 +502,7 @@ class assembler final : public internal::message_sink {
       std::erase_if(segments_, [](const segment& g) { return g.what == kind::gap; });
       widest_gap_ = 0;
     }
-    buffer host, zeros;
-    if (!host_.empty()) {
-      const auto n = static_cast<std::int64_t>(host_.size());
-      std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
-      host = pinned ? std::move(*pinned) : allocate_host(n);
-      std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
-      if (gathered) {
-        buffer on_device = [&] {
-          const cuarrow::detail::timed t(&counters.allocate_ns);
-          return allocate_device(ctx, n, s);
-        }();
-        const copy_piece up{on_device, 0, host, 0, n};
-        copy_batch_async({&up, 1}, s);
-        host = std::move(on_device);
-      }
-    }
+    buffer host = host_.empty() ? buffer() : host_block(ctx, s, gathered), zeros;
     if (widest_gap_ > 0) {
       zeros = allocate_device(ctx, widest_gap_, s);
       fill_async(zeros, 0, widest_gap_, 0, s);
@@ -433,14 +513,7 @@ class assembler final : public internal::message_sink {
       const std::size_t end = std::min(segments_.size(), at + size);
       part.clear();
       part.reserve(end - at);
-      for (std::size_t i = at; i < end; ++i) {
-        const segment& g = segments_[i];
-        switch (g.what) {
-          case kind::host: part.push_back(copy_piece{out, g.at, host, g.from, g.size}); break;
-          case kind::body: part.push_back(copy_piece{out, g.at, std::move(sources_[g.source]), g.from, g.size}); break;
-          case kind::gap: part.push_back(copy_piece{out, g.at, zeros, 0, g.size}); break;
-        }
-      }
+      for (std::size_t i = at; i < end; ++i) part.push_back(piece_of(segments_[i], out, host, zeros));
       copy_batch_async(part, s);
     }
     queueing.reset();
@@ -448,12 +521,18 @@ class assembler final : public internal::message_sink {
       const cuarrow::detail::timed t(&counters.wait_ns);
       s.synchronize(ctx);
     }
-    segments_.clear();
-    sources_.clear();
-    host_.clear();
-    gaps_ = 0;
-    widest_gap_ = 0;
+    clear_pending();
     return out;
+  }
+
+ protected:
+  // Early: queued in parts of kEarlyPartBytes or more (a large batch
+  // alone, small ones together: each part costs the host a launch and a
+  // few driver calls, which a part that small takes the GPU about as long
+  // to copy), the rest at the end of the write (flush).
+  void appended() override {
+    ++pending_messages_;
+    if (reserved_ && length_ - queued_ >= kEarlyPartBytes) queue_pending();
   }
 
  private:
@@ -464,6 +543,14 @@ class assembler final : public internal::message_sink {
   // copy of a batch might cost were the copies run one after another
   // (bench/batch_copy_probe.py measures both).
   static constexpr std::int64_t kGapCopyWorth = std::int64_t{4} << 20;
+  // Early mode: the bytes of sliced arrays a reservation may count on top
+  // of the rest's, and what it may overshoot the stream by and still be
+  // returned (besides an eighth of the stream).
+  static constexpr std::int64_t kLooseBytes = std::int64_t{64} << 20;
+  static constexpr std::int64_t kSlackBytes = std::int64_t{1} << 20;
+  // Early mode's parts: 64 MiB take an H100 about 45 us to copy within the
+  // device, longer than the host takes to queue a part.
+  static constexpr std::int64_t kEarlyPartBytes = std::int64_t{64} << 20;
   enum class kind : unsigned char { host, body, gap };
   struct segment {
     std::int64_t at = 0;    // offset in the stream
@@ -472,6 +559,12 @@ class assembler final : public internal::message_sink {
     kind what = kind::body;
     std::size_t source = 0;  // index in sources_ (bodies)
   };
+  struct target {
+    context ctx;
+    stream_view s;
+    std::shared_ptr<device_memory_resource> resource;
+  };
+
   void add_gap(std::int64_t at, std::int64_t size) {
     for (std::int64_t done = 0; done < size; done += kMaxZeros) {
       const std::int64_t n = std::min(kMaxZeros, size - done);
@@ -481,11 +574,88 @@ class assembler final : public internal::message_sink {
     }
   }
 
-  std::vector<segment> segments_;  // in stream order
+  // host_ in one block of pinned memory (ordinary memory when the pool has
+  // no room), the source of the metadata's copies.  `gathered`: then copied
+  // to the device in one copy on `s`, and that copy is the source (the
+  // metadata's pieces are then copied within the device with the bodies,
+  // not one driver copy each from the host).
+  buffer host_block(const context& ctx, stream_view s, bool gathered) {
+    const auto n = static_cast<std::int64_t>(host_.size());
+    std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
+    buffer host = pinned ? std::move(*pinned) : allocate_host(n);
+    std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
+    if (!gathered) return host;
+    buffer on_device = [&] {
+      const cuarrow::detail::timed t(&counters.allocate_ns);
+      return allocate_device(ctx, n, s);
+    }();
+    const copy_piece up{on_device, 0, host, 0, n};
+    copy_batch_async({&up, 1}, s);
+    return on_device;
+  }
+
+  // The copy of a segment into `out` (a body's source taken over).
+  copy_piece piece_of(segment& g, const buffer& out, const buffer& host, const buffer& zeros) {
+    switch (g.what) {
+      case kind::host: return copy_piece{out, g.at, host, g.from, g.size};
+      case kind::body: return copy_piece{out, g.at, std::move(sources_[g.source]), g.from, g.size};
+      case kind::gap: break;
+    }
+    return copy_piece{out, g.at, zeros, 0, g.size};
+  }
+
+  void clear_pending() {
+    segments_.clear();
+    sources_.clear();
+    host_.clear();
+    gaps_ = 0;
+    widest_gap_ = 0;
+  }
+
+  // Early: what was appended since the last call, queued into the
+  // reservation in one batched copy on the target's stream; past its end
+  // (the bound fell short), demoted instead.
+  void queue_pending() {
+    if (segments_.empty()) return;
+    if (length_ > reserved_->size()) return demote();
+    const cuarrow::detail::timed t(&counters.queue_ns);
+    const buffer host = host_.empty() ? buffer() : host_block(target_->ctx, target_->s, true);
+    std::vector<copy_piece> part;
+    part.reserve(segments_.size());
+    for (segment& g : segments_) part.push_back(piece_of(g, *reserved_, host, zeros_));
+    copy_batch_async(part, target_->s);
+    counters.early_messages += pending_messages_;
+    pending_messages_ = 0;
+    queued_ = length_;
+    clear_pending();
+  }
+
+  // The end of early mode: the bytes queued into the reservation become
+  // the first piece of the stream that finish() makes (one copy within
+  // the device), and this assembler reserves no more.
+  void demote() {
+    demoted_ = true;
+    if (!reserved_) return;
+    if (queued_ > 0) {
+      segments_.insert(segments_.begin(), segment{0, 0, queued_, kind::body, sources_.size()});
+      sources_.push_back(std::move(*reserved_));
+    }
+    reserved_.reset();
+    zeros_ = buffer();
+    queued_ = 0;
+  }
+
+  std::vector<segment> segments_;  // in stream order, not yet queued
   std::vector<buffer> sources_;
   std::vector<std::byte> host_;
   std::int64_t widest_gap_ = 0;
   std::int64_t gaps_ = 0;
+  std::optional<target> target_;
+  std::optional<buffer> reserved_;  // early: the stream's allocation, [0, queued_) queued into it
+  buffer zeros_;                    // early: kMaxZeros zeroed bytes, the gaps' source
+  std::int64_t queued_ = 0;
+  std::int64_t pending_messages_ = 0;  // appended since the last queue_pending
+  bool demoted_ = false;
 };
 
 }  // namespace
@@ -508,7 +678,12 @@ file_block message_sink::append(const message_metadata& m, body_layout* body) {
   b.body_length = body != nullptr ? body->body_length : 0;
   add_host(meta);
   if (body != nullptr) add_body(std::move(*body));
+  appended();
   return b;
+}
+
+void message_sink::truncate(std::int64_t) {
+  throw error("IPC writer: this sink cannot take back what was appended (it reserves nothing)");
 }
 
 message_writer::message_writer(arrow::schema schema, stream_writer::format f, stream_view s,
@@ -533,7 +708,9 @@ message_writer::message_writer(arrow::schema schema, stream_writer::format f, st
   }
   message_metadata m;
   m.header = message_schema_;
+  const std::int64_t before = sink_.length();
   sink_.append(m, nullptr);
+  schema_bytes_ = sink_.length() - before;
 }
 
 body_layout message_writer::layout(const arrow::record_batch& batch) const {
@@ -553,6 +730,7 @@ write_stats write_counters::snapshot() const noexcept {
   using cuarrow::detail::seconds_of;
   write_stats r;
   r.batches = batches;
+  r.early_messages = early_messages;
   r.messages = messages;
   r.body_pieces = body_pieces;
   r.layout_seconds = seconds_of(layout_ns);
@@ -634,6 +812,7 @@ void message_writer::check(std::span<const arrow::record_batch> batches,
 void message_writer::write(std::span<const arrow::record_batch> batches,
                            std::span<const arrow::key_value_metadata> custom_metadata, const char* who) {
   check(batches, custom_metadata, who);
+  if (write_early(batches, custom_metadata)) return;
   // Every batch laid out first, their device offsets read together (one
   // round trip per level of nesting for all of them).
   std::vector<body_layout> all = [&] {
@@ -674,6 +853,87 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
   }
 }
 
+bool message_writer::write_early(std::span<const arrow::record_batch> batches,
+                                 std::span<const arrow::key_value_metadata> custom_metadata) {
+  // Uncompressed bodies without dictionaries (a dictionary message's size
+  // is known only once it is compared with the last one sent).
+  if (options_.compression || !message_schema_.dictionaries.empty() || batches.empty()) return false;
+  // Room for every message of the call, and for what finish() adds (the
+  // end-of-stream marker; a file's footer: the schema, a block per
+  // message, the footer's metadata).
+  const detail::group_bound b = detail::body_bound(batches);
+  constexpr std::int64_t kMetadataBase = 512, kMetadataPerEntry = 32;
+  std::int64_t bound = b.bytes + b.loose + b.entries * kMetadataPerEntry +
+                       static_cast<std::int64_t>(batches.size()) * kMetadataBase + 16;
+  for (const arrow::key_value_metadata& kv : custom_metadata) {
+    for (const auto& [k, v] : kv) bound += static_cast<std::int64_t>(k.size() + v.size()) + 64;
+  }
+  if (format_ == stream_writer::format::file) {
+    bound += schema_bytes_ + kMetadataBase +
+             32 * static_cast<std::int64_t>(batch_blocks_.size() + dictionary_blocks_.size() + batches.size());
+    for (const auto& [k, v] : footer_metadata_) bound += static_cast<std::int64_t>(k.size() + v.size()) + 64;
+  }
+  if (!sink_.reserve(bound, b.loose)) return false;
+  // Each batch's message goes to the sink as soon as its layout is known,
+  // which queues its copies while the next batches are laid out.  The
+  // offsets of unsliced arrays are assumed to use all their values, not
+  // read first (so that the GPU starts on the first batch without waiting
+  // for a read of the device), then checked once every copy is queued;
+  // where one does not hold (values past the last offset, offsets not
+  // from 0), the call's messages are taken back and written again from
+  // offsets read.  A failure midway takes back what the call appended.
+  const std::int64_t length = sink_.length();
+  const std::size_t blocks = batch_blocks_.size();
+  const internal::write_counters& c = sink_.counters;
+  const std::int64_t counted[] = {c.batches, c.messages, c.body_pieces, c.early_messages};
+  auto take_back = [&] {
+    batch_blocks_.resize(blocks);
+    sink_.counters.batches = counted[0];
+    sink_.counters.messages = counted[1];
+    sink_.counters.body_pieces = counted[2];
+    sink_.counters.early_messages = counted[3];
+    sink_.truncate(length);
+  };
+  auto lay_out = [&](std::vector<detail::assumed_offset>* assumed) {
+    std::int64_t appending_ns = 0;
+    const auto start = std::chrono::steady_clock::now();
+    detail::layout_bodies_each(
+        batches, s_,
+        [&](std::size_t i, body_layout&& l) {
+          const auto t = std::chrono::steady_clock::now();
+          message_metadata m;
+          m.header = std::move(l.header);
+          m.body_length = l.body_length;
+          if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
+          batch_blocks_.push_back(sink_.append(m, &l));
+          ++sink_.counters.batches;
+          appending_ns +=
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+        },
+        assumed);
+    sink_.counters.layout_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count() -
+        appending_ns);
+    sink_.flush();
+  };
+  try {
+    std::vector<detail::assumed_offset> assumed;
+    lay_out(&assumed);
+    const bool held = [&] {
+      const cuarrow::detail::timed t(&sink_.counters.wait_ns);
+      return detail::assumptions_hold(assumed, s_);
+    }();
+    if (!held) {
+      take_back();
+      lay_out(nullptr);
+    }
+  } catch (...) {
+    take_back();
+    throw;
+  }
+  return true;
+}
+
 void message_writer::finish() {
   sink_.add_host(end_of_stream_marker());
   if (format_ == stream_writer::format::file) {
@@ -700,7 +960,7 @@ struct stream_writer::state {
   stream_view s;
   std::shared_ptr<device_memory_resource> resource;  // null: the context's
   bool finished = false;
-  assembler out;  // before the writer, which writes into it from its constructor
+  assembler out{ctx, s, resource};  // before the writer, which writes into it from its constructor
   internal::message_writer writer;
 };
 

@@ -23,7 +23,7 @@ namespace cuarrow::ipc::internal {
 /// A writer's write_stats as it counts them: the times in nanoseconds,
 /// which cuarrow::detail::timed (copy_sources.hpp) adds into.
 struct write_counters {
-  std::int64_t batches = 0, messages = 0, body_pieces = 0;
+  std::int64_t batches = 0, messages = 0, body_pieces = 0, early_messages = 0;
   std::atomic<std::int64_t> layout_ns{0}, compress_ns{0}, compress_copy_ns{0}, metadata_ns{0}, allocate_ns{0},
       queue_ns{0}, wait_ns{0}, file_write_ns{0};
   write_stats snapshot() const noexcept;
@@ -42,6 +42,19 @@ class message_sink {
   /// The end of a group of messages: a sink that defers bodies (the file
   /// sink gathers them into one staging-pipeline job) writes them now.
   virtual void flush() {}
+  /// Messages of at most `bound` bytes follow, `loose` of them from sliced
+  /// arrays (detail::body_bound).  A sink that can queue each message's
+  /// copies as soon as it is appended makes room for them and says true:
+  /// the writer then appends each batch as soon as its layout is known.
+  /// Default: false (the sink waits for flush() or its end).
+  virtual bool reserve(std::int64_t bound, std::int64_t loose) {
+    (void)bound;
+    (void)loose;
+    return false;
+  }
+  /// Forgets what was appended from `length` on: a write that failed
+  /// midway after reserve() said true leaves the sink as it was before it.
+  virtual void truncate(std::int64_t length);
 
   /// One encapsulated message at the end (metadata, then the body if any,
   /// taken over); where it lies, for a file's footer.
@@ -52,6 +65,8 @@ class message_sink {
   write_counters counters;
 
  protected:
+  /// After append() added a message (its metadata and body).
+  virtual void appended() {}
   std::int64_t length_ = 0;
 };
 
@@ -91,6 +106,11 @@ class message_writer {
  private:
   body_layout layout(const arrow::record_batch& batch) const;
   void send_dictionaries(const arrow::record_batch& batch);
+  /// The batches' messages (metadata and body) for a sink that queues
+  /// each as it comes (message_sink::reserve), each appended as soon as
+  /// its layout is known; false when the sink did not reserve.
+  bool write_early(std::span<const arrow::record_batch> batches,
+                   std::span<const arrow::key_value_metadata> custom_metadata);
 
   arrow::schema schema_;
   schema_message message_schema_;
@@ -100,6 +120,7 @@ class message_writer {
   write_options options_;
   message_sink& sink_;
   std::vector<file_block> dictionary_blocks_, batch_blocks_;
+  std::int64_t schema_bytes_ = 0;  // the schema message's size (a file's footer repeats the schema)
   std::map<std::int64_t, std::shared_ptr<const arrow::array_data>> sent_;  // dictionary id -> last sent
 };
 

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -253,6 +255,204 @@ TEST(IpcStream, EqualDictionariesInOtherObjectsAreNotReplacements) {
   EXPECT_THROW(f.write(*b1), cuarrow::invalid_argument);
 }
 
+// Batches written in one call go to the device as they are laid out: the
+// writer allocates the stream when they are written (room for an upper
+// bound of what they take) and queues each message's copies at once,
+// while the next batches are laid out (where the gather kernel takes the
+// copies).  The bytes are pyarrow's all the same; a later write that does
+// not fit the room goes on as a writer that queued nothing would, the
+// bytes queued before it one piece of the stream.
+TEST(IpcStream, BatchesAreCopiedAsTheyAreWritten) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const bool gathered = ctx.gather_status() == "ready";
+  for (const char* name : {"metadata.arrows", "sliced.arrows"}) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::stream_reader r(on_device(golden));
+    std::vector<record_batch> batches;
+    std::vector<key_value_metadata> metadata;
+    while (std::optional<ipc::batch_with_metadata> b = r.read_next_with_custom_metadata()) {
+      batches.push_back(b->batch);
+      metadata.push_back(b->custom_metadata);
+    }
+    ASSERT_GE(batches.size(), 2u);
+    {
+      ipc::stream_writer w(r.schema().schema, ctx);
+      w.write(batches, metadata);
+      const ipc::write_stats written = w.stats();
+      EXPECT_EQ(written.early_messages, gathered ? written.messages : 0) << "the schema and every batch";
+      EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+    }
+    // The first batch alone, then the rest: the second call does not fit
+    // the room the first made.
+    ipc::stream_writer w(r.schema().schema, ctx);
+    w.write(std::span<const record_batch>(batches).first(1), std::span<const key_value_metadata>(metadata).first(1));
+    w.write(std::span<const record_batch>(batches).subspan(1),
+            std::span<const key_value_metadata>(metadata).subspan(1));
+    const ipc::write_stats st = w.stats();
+    EXPECT_EQ(st.early_messages, gathered ? 2 : 0) << "the schema and the first batch";
+    EXPECT_EQ(st.messages, static_cast<std::int64_t>(batches.size()) + 1);
+    EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+  }
+}
+
+std::vector<std::byte> bytes_of_ints(const std::vector<std::int32_t>& v) {
+  std::vector<std::byte> out(v.size() * 4);
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// A writer does not read the offsets of unsliced arrays before it queues
+// their copies: it takes them to use all their values, and checks after.
+// Where they do not (offsets that do not start at 0, a child longer than
+// the offsets use), it writes the batches again from the offsets it read:
+// Arrow's bytes, the same as from the same buffers in host memory (read in
+// place, never assumed).
+TEST(IpcStream, OffsetsThatDoNotUseAllTheValuesAreWrittenAsArrowWritesThem) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<std::byte> text = {std::byte{'a'}, std::byte{'b'}, std::byte{'c'}, std::byte{'d'},
+                                       std::byte{'e'}, std::byte{'f'}, std::byte{'g'}, std::byte{'h'}};
+  const std::vector<std::byte> from3 = bytes_of_ints({3, 4, 6, 8});  // 3 strings of "defgh"
+  const std::vector<std::byte> items = bytes_of_ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const std::vector<std::byte> lists = bytes_of_ints({0, 2, 4});  // 2 lists of the first 4 of 10 items
+  auto batch = [&](const std::function<cuarrow::buffer(const std::vector<std::byte>&)>& place) {
+    array_data s;
+    s.type = utf8();
+    s.length = 3;
+    s.null_count = 0;
+    s.buffers = {cuarrow::buffer(), place(from3), place(text)};
+    array_data item;
+    item.type = int32();
+    item.length = 10;
+    item.null_count = 0;
+    item.buffers = {cuarrow::buffer(), place(items)};
+    array_data l;
+    l.type = list(field("item", int32()));
+    l.length = 2;
+    l.null_count = 0;
+    l.buffers = {cuarrow::buffer(), place(lists)};
+    l.children = {item};
+    record_batch b;
+    b.schema.fields = {field("s", s.type), field("l", l.type)};
+    b.columns = {s, l};
+    b.num_rows = 2;
+    b.columns[0] = s.slice(0, 2);  // every column 2 rows; the slice keeps offset 0
+    return b;
+  };
+  const record_batch device = batch(on_device), host = batch(on_host);
+  ipc::stream_writer w(device.schema, ctx);
+  w.write(std::vector<record_batch>{device, device});
+  ipc::stream_writer reference(host.schema, ctx);
+  reference.write(std::vector<record_batch>{host, host});
+  const std::vector<std::byte> got = to_bytes(w.finish()), want = to_bytes(reference.finish());
+  EXPECT_EQ(first_difference(got, want), "");
+  ipc::stream_reader r(on_host(got));
+  for (const record_batch& b : r.read_all()) EXPECT_TRUE(equals(b, host));
+}
+
+// A run-end encoded column whose runs end at `ends`, over `length` rows
+// (values "a", "b", ...), beside an int32 column.
+record_batch with_runs(const std::vector<std::optional<std::int32_t>>& ends, std::int64_t length) {
+  std::vector<std::optional<std::string>> values;
+  for (std::size_t i = 0; i < ends.size(); ++i) values.emplace_back(std::string(1, static_cast<char>('a' + i)));
+  array_data runs;
+  runs.type = run_end_encoded(int32(), utf8());
+  runs.length = length;
+  runs.null_count = 0;
+  runs.children = {primitive<std::int32_t>(int32(), ends), strings(utf8(), values)};
+  std::vector<std::optional<std::int32_t>> ints;
+  for (std::int64_t i = 0; i < length; ++i) ints.emplace_back(static_cast<std::int32_t>(i * 7));
+  record_batch b;
+  b.schema.fields = {field("runs", runs.type), field("i", int32())};
+  b.columns = {runs, primitive<std::int32_t>(int32(), ints)};
+  b.num_rows = length;
+  return b;
+}
+
+// A write that fails midway (a later batch's layout finds its run ends too
+// short, after the first batch's copies were queued) adds nothing: the
+// writer goes on as if it had not been called.
+TEST(IpcStream, AFailedWriteTakesBackTheBatchesItQueued) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const record_batch good = to_device(with_runs({5, 10}, 10), ctx);
+  // Rows 1-19 of 20 whose runs end at row 10 (made on the device, where
+  // nothing checks them): sliced, so the layout reads the run ends and
+  // only then finds that they stop before the slice does.
+  record_batch bad = to_device(with_runs({5, 10, 20}, 20), ctx);
+  bad.columns[0].children = good.columns[0].children;
+  bad = bad.slice(1, 19);
+  const record_batch later = to_device(with_runs({3, 4, 8}, 8), ctx);
+  ipc::stream_writer w(good.schema, ctx);
+  const std::vector<record_batch> both{good, bad};
+  EXPECT_THROW(w.write(both), cuarrow::invalid_argument);
+  EXPECT_EQ(w.stats().batches, 0);
+  w.write(later);
+  const std::vector<std::byte> got = to_bytes(w.finish());
+
+  ipc::stream_writer reference(good.schema, ctx);
+  reference.write(to_host(later));
+  EXPECT_EQ(first_difference(got, to_bytes(reference.finish())), "");
+  ipc::stream_reader r(on_host(got));
+  const std::vector<record_batch> read = r.read_all();
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_TRUE(equals(read[0], to_host(later)));
+}
+
+// A resource that counts the bytes it has handed out and not taken back.
+class counting_resource final : public cuarrow::device_memory_resource {
+ public:
+  std::uintptr_t allocate(std::int64_t bytes, cuarrow::stream_view s) override {
+    live += bytes;
+    return inner_->allocate(bytes, s);
+  }
+  void deallocate(std::uintptr_t address, std::int64_t bytes, cuarrow::stream_view s) noexcept override {
+    live -= bytes;
+    inner_->deallocate(address, bytes, s);
+  }
+  std::string name() const override { return "counting"; }
+  std::atomic<std::int64_t> live{0};
+
+ private:
+  std::shared_ptr<cuarrow::device_memory_resource> inner_ = cuarrow::plain_device_resource::shared();
+};
+
+// The room a writer makes is bounded by the buffers' sizes; where the
+// batches take much less of them (here a string column's 4 MiB of values,
+// of which its offsets use 26 bytes), the stream it returns does not keep
+// the rest: it holds at most its own size and a small slack of the
+// resource's memory once the writer is gone.
+TEST(IpcStream, AStreamDoesNotKeepTheRoomItDidNotUse) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  std::vector<std::optional<std::string>> words;
+  for (char c = 'a'; c <= 'z'; ++c) words.emplace_back(std::string(1, c));
+  record_batch b;
+  b.schema.fields = {field("s", utf8())};
+  b.columns = {strings(utf8(), words)};
+  b.num_rows = static_cast<std::int64_t>(words.size());
+  record_batch d = to_device(b, ctx);
+  std::vector<std::byte> values(std::size_t{4} << 20, std::byte{0x5a});
+  cuarrow::copy_to_host(values.data(), d.columns[0].buffers[2], 0, d.columns[0].buffers[2].size());
+  d.columns[0].buffers[2] = cuarrow::copy_to_device(ctx, values.data(), static_cast<std::int64_t>(values.size()));
+
+  auto resource = std::make_shared<counting_resource>();
+  cuarrow::buffer out;
+  {
+    ipc::stream_writer w(b.schema, ctx, ipc::stream_writer::format::stream, {}, {}, {}, resource);
+    w.write(std::vector<record_batch>{d});
+    out = w.finish();
+  }
+  ctx.synchronize();
+  EXPECT_LT(out.size(), 4096);
+  EXPECT_LE(resource->live.load(), out.size() + (std::int64_t{1} << 20));
+  // The same on the host: Arrow writes 64 bytes of the values (the 26
+  // used, padded to 64) where the buffer holds more than the offsets use.
+  record_batch h = b;
+  h.columns[0].buffers[2] = on_host(values);
+  ipc::stream_writer reference(b.schema, ctx);
+  reference.write(h);
+  EXPECT_EQ(first_difference(to_bytes(out), to_bytes(reference.finish())), "");
+}
+
 // A writer says how many messages and body pieces it wrote and where its
 // time went: the counts those of the stream it made (read back message by
 // message), the phases disjoint parts of the calling thread's time.
@@ -268,7 +468,7 @@ TEST(IpcStream, AWriterSaysWhereItsTimeWent) {
   w.write(batches.front());
   w.write(std::span<const record_batch>(batches).subspan(1));
   const ipc::write_stats before = w.stats();
-  EXPECT_EQ(before.wait_seconds, 0.0) << "nothing is copied before finish()";
+  EXPECT_EQ(before.wait_seconds, 0.0) << "nothing is waited for before finish()";
   const cuarrow::buffer out = w.finish();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ipc::write_stats st = w.stats();

@@ -161,6 +161,10 @@ struct write_stats {
   std::int64_t batches = 0;      ///< record batches written (dictionary batches not included)
   std::int64_t messages = 0;     ///< messages: the schema, dictionary batches, record batches
   std::int64_t body_pieces = 0;  ///< byte ranges of buffers that the bodies take (none for an empty buffer)
+  /// stream_writer: messages whose copies were queued when they were
+  /// written, while the next batches were laid out, not at finish() (see
+  /// stream_writer::write).
+  std::int64_t early_messages = 0;
   /// Bodies laid out: Arrow's rules for sliced data on the host, with the
   /// reads of device memory they need (offsets, bitmaps, run ends).
   double layout_seconds = 0;
@@ -169,9 +173,13 @@ struct write_stats {
   /// the bodies' device buffers copied into it.
   double compress_copy_seconds = 0;
   double metadata_seconds = 0;  ///< message metadata encoded (FlatBuffers)
-  double allocate_seconds = 0;  ///< stream_writer::finish: the output's device allocation and the metadata's
-  double queue_seconds = 0;     ///< stream_writer::finish: the copies planned and queued
-  double wait_seconds = 0;      ///< stream_writer::finish: waiting for the copies to end
+  /// stream_writer: the output's device allocation and the metadata's
+  /// (in write() where it copies early, else in finish()).
+  double allocate_seconds = 0;
+  double queue_seconds = 0;  ///< stream_writer: the copies planned and queued
+  /// stream_writer: waiting for the copies to end (finish(); and a write()
+  /// that copied early, which checks the offsets it assumed after them).
+  double wait_seconds = 0;
   /// file_writer: bytes into the file (metadata by pwrite, bodies through
   /// the staging pipeline, their device-to-host DMAs included).
   double file_write_seconds = 0;
@@ -184,7 +192,8 @@ struct write_stats {
 class CUARROW_EXPORT stream_writer {
  public:
   enum class format { stream, file };
-  /// Nothing is written until finish().  `footer_metadata`: a file's
+  /// Writes the schema message (into host memory; copied with the rest).
+  /// `footer_metadata`: a file's
   /// footer custom metadata (pyarrow's new_file(metadata=...)).  With
   /// options.compression, each batch's buffers are copied to the host and
   /// compressed there when it is written (the writer then keeps the
@@ -200,19 +209,40 @@ class CUARROW_EXPORT stream_writer {
   stream_writer(const stream_writer&) = delete;
   stream_writer& operator=(const stream_writer&) = delete;
 
-  /// Adds a batch (its schema must equal the writer's; invalid_argument).
-  /// Its buffers are kept until finish() (uncompressed).
+  /// Adds a batch (its schema must equal the writer's; invalid_argument):
+  /// write(batches) of one.
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
   /// Adds every batch, in order, as write(batch) one by one would, their
   /// layouts made together (layout_bodies: the offsets read from the device
   /// in one round trip per level of nesting, not one per batch).
   /// `custom_metadata`: empty, or one per batch.  The schemas and the
-  /// metadata count are checked first (invalid_argument, nothing added).
+  /// metadata count are checked first (invalid_argument, nothing added);
+  /// a write that fails later adds nothing either.
+  ///
+  /// Copied early, where the gather kernel takes the copies (context::
+  /// gather_status() "ready"), the batches hold no dictionary and no codec
+  /// is set: the output is allocated here, sized by an upper bound of the
+  /// messages from the buffers' sizes (where the batches' sliced arrays
+  /// hold at most as many bytes as the rest, or 64 MiB), and each message's
+  /// copies are queued on the writer's stream as soon as its layout is
+  /// known (in parts of 64 MiB or more), while the next batches are laid
+  /// out.  The offsets of unsliced arrays are not read before: each is
+  /// taken to use all its values (first offset 0, last the size of its
+  /// values), and all are read back in one copy once the copies are queued,
+  /// which waits for them; where one does not hold, the batches are written
+  /// again from the offsets read (their first copies wasted, the bytes
+  /// Arrow's).  A later write() that does not fit the room goes on as a
+  /// writer that copies at finish(), the bytes so far one piece of it.
+  /// Otherwise the buffers are kept (uncompressed) and copied by finish().
   void write(std::span<const arrow::record_batch> batches,
              std::span<const arrow::key_value_metadata> custom_metadata = {});
   /// The stream or file: one device allocation filled by batched copies
   /// on the writer's stream (the padding from a small zeroed allocation),
-  /// which is synchronized once.  The writer is then
+  /// which is synchronized once.  Copied early, what is left queued into
+  /// the allocation write() made, one wait, and the stream's bytes of it (a
+  /// slice; copied into an allocation of its own size where the room
+  /// overshot the stream by more than an eighth of it and 1 MiB, so that it
+  /// does not hold memory it does not use).  The writer is then
   /// done: write() and finish() throw invalid_argument.
   buffer finish();
   /// Where the writer's time went so far (finish() included once run).
