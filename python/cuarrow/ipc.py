@@ -844,9 +844,13 @@ class _Writer:
         need), ``compress_seconds`` (of which ``compress_copy_seconds``
         before compressing: the bodies copied to host memory),
         ``metadata_seconds`` (message metadata
-        encoded); for a writer into device memory, ``close()``'s
-        ``allocate_seconds``, ``queue_seconds`` (copies planned and queued)
-        and ``wait_seconds`` (waiting for them); for one to a path,
+        encoded); for a writer into device memory, ``allocate_seconds``,
+        ``queue_seconds`` (copies planned and queued) and ``wait_seconds``
+        (waiting for them), in ``close()`` or, where the writer copies as
+        it writes, in the writes too, and ``early_messages`` (messages
+        whose copies were queued when they were written, not at
+        ``close()``: uncompressed batches without dictionaries, where the
+        gather kernel runs; see docs/ipc-format.md); for one to a path,
         ``file_write_seconds`` (bytes into the file, the device-to-host
         copies of the bodies included)."""
         return dict(self._writer.stats())

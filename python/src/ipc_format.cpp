@@ -146,10 +146,10 @@ void init_buffer_reader(Reader<R>* self, const cuarrow::buffer& source) {
 nb::dict stats_of(const ci::write_stats& w) {
   using S = ci::write_stats;
   return fields_dict(w, "batches", &S::batches, "messages", &S::messages, "body_pieces", &S::body_pieces,
-                     "layout_seconds", &S::layout_seconds, "compress_seconds", &S::compress_seconds,
-                     "compress_copy_seconds", &S::compress_copy_seconds, "metadata_seconds", &S::metadata_seconds,
-                     "allocate_seconds", &S::allocate_seconds, "queue_seconds", &S::queue_seconds, "wait_seconds",
-                     &S::wait_seconds, "file_write_seconds", &S::file_write_seconds);
+                     "early_messages", &S::early_messages, "layout_seconds", &S::layout_seconds, "compress_seconds",
+                     &S::compress_seconds, "compress_copy_seconds", &S::compress_copy_seconds, "metadata_seconds",
+                     &S::metadata_seconds, "allocate_seconds", &S::allocate_seconds, "queue_seconds", &S::queue_seconds,
+                     "wait_seconds", &S::wait_seconds, "file_write_seconds", &S::file_write_seconds);
 }
 
 // A reader's read_stats as a dict of its fields.

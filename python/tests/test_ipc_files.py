@@ -345,13 +345,20 @@ def test_write_stats_say_where_the_time_went(ctx, tmp_path, compression):
     assert (stats["compress_copy_seconds"] > 0) == (compression != "uncompressed")
     assert stats["compress_copy_seconds"] <= stats["compress_seconds"]
     assert stats["allocate_seconds"] == stats["queue_seconds"] == stats["wait_seconds"] == 0
-    # Into device memory: the same counts, close()'s phases instead of the file's.
+    assert stats["early_messages"] == 0
+    # Into device memory: the same counts, the device phases instead of the
+    # file's; every message copied as it was written (uncompressed, no
+    # dictionaries), before close(), where the gather kernel runs.
+    early = ctx.gather_status() == "ready"
     with ipc.new_stream(ctx, table.schema) as w:
         w.write_table(device)
         before = w.stats()
     after = w.stats()
-    assert before["wait_seconds"] == 0 and after["wait_seconds"] > 0 and after["queue_seconds"] > 0
+    assert before["early_messages"] == (n + 1 if early else 0)
+    assert (before["queue_seconds"] > 0) == early
+    assert after["wait_seconds"] > before["wait_seconds"] and after["queue_seconds"] > 0
     assert after["batches"] == n and after["messages"] == n + 1 and after["file_write_seconds"] == 0
+    assert after["early_messages"] == before["early_messages"]
     with pytest.raises(TypeError, match="stats must be None or a dict"):
         ipc.write_feather(device, tmp_path / "x.arrow", stats=[])
 
