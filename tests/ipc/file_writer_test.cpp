@@ -23,6 +23,7 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/codec.hpp"
 #include "cuarrow/ipc/metadata.hpp"
+#include "ipc_test_util.hpp"
 #include "test_data.hpp"
 
 namespace cuarrow_ipc_file_writer_test {
@@ -158,12 +159,7 @@ TEST(IpcFileWriter, AllBatchesInOneCallAreWrittenByteForByte) {
     SCOPED_TRACE(name);
     const bytes golden = load(name);
     ipc::stream_reader r(on_device(golden));
-    std::vector<record_batch> batches;
-    std::vector<key_value_metadata> metadata;
-    while (std::optional<ipc::batch_with_metadata> b = r.read_next_with_custom_metadata()) {
-      batches.push_back(b->batch);
-      metadata.push_back(b->custom_metadata);
-    }
+    const auto [batches, metadata] = ipc_test_util::read_rest(r);
     const fs::path out = dir / name;
     ipc::file_writer w(out.string(), r.schema().schema, fmt::stream);
     w.write(batches, metadata);

@@ -24,6 +24,7 @@
 #include "cuarrow/copy.hpp"
 #include "cuarrow/ipc/metadata.hpp"
 #include "cuarrow/memory_resource.hpp"
+#include "ipc_test_util.hpp"
 #include "test_data.hpp"
 
 namespace cuarrow_ipc_stream_test {
@@ -269,12 +270,7 @@ TEST(IpcStream, BatchesAreCopiedAsTheyAreWritten) {
     SCOPED_TRACE(name);
     const std::vector<std::byte> golden = load(name);
     ipc::stream_reader r(on_device(golden));
-    std::vector<record_batch> batches;
-    std::vector<key_value_metadata> metadata;
-    while (std::optional<ipc::batch_with_metadata> b = r.read_next_with_custom_metadata()) {
-      batches.push_back(b->batch);
-      metadata.push_back(b->custom_metadata);
-    }
+    const auto [batches, metadata] = ipc_test_util::read_rest(r);
     ASSERT_GE(batches.size(), 2u);
     {
       ipc::stream_writer w(r.schema().schema, ctx);
