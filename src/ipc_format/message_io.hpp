@@ -138,12 +138,13 @@ std::size_t parts_for(std::size_t n, std::size_t min_per_part);
 std::size_t batches_per_thread(const schema_message& schema);
 
 /// An offset a layout took without reading it: `width` bytes at `pos` of
-/// `buf`, taken to hold `value`.
+/// `buf`, taken to hold a value in [low, high] (any of which gives that
+/// layout).
 struct assumed_offset {
   buffer buf;
   std::int64_t pos = 0;
   int width = 0;
-  std::int64_t value = 0;
+  std::int64_t low = 0, high = 0;
 };
 
 /// layout_bodies, each layout handed to `ready` (in the batches' order) as
@@ -153,11 +154,14 @@ struct assumed_offset {
 ///
 /// With `assumed`, the offsets of unsliced arrays are not read first: each
 /// is taken as an array that uses all its values has it (first 0, last
-/// the size of its values) and noted in *assumed, so that the first
-/// layouts are handed over without waiting for a read of the device.
-/// Those layouts are Arrow's only where assumptions_hold: the caller
-/// checks, and lays the batches out again without `assumed` where not.
-/// (Null counts, slices and run ends are read as without it.)
+/// the size of its values) and noted in *assumed with the values that
+/// give the same layout (a string array's last offset may fall short of
+/// its values' size by what Arrow's 64-byte padding of a cut buffer
+/// covers: pyarrow writes a slice's values so), so that the first layouts
+/// are handed over without waiting for a read of the device.  Those
+/// layouts are Arrow's only where assumptions_hold: the caller checks, and
+/// lays the batches out again without `assumed` where not.  (Null counts,
+/// slices and run ends are read as without it.)
 using layout_ready = std::function<void(std::size_t index, body_layout&& layout)>;
 void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_view s, const layout_ready& ready,
                         std::vector<assumed_offset>* assumed = nullptr);

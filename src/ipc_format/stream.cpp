@@ -526,13 +526,14 @@ class assembler final : public internal::message_sink {
   }
 
  protected:
-  // Early: queued in parts of kEarlyPartBytes or more (a large batch
-  // alone, small ones together: each part costs the host a launch and a
-  // few driver calls, which a part that small takes the GPU about as long
-  // to copy), the rest at the end of the write (flush).
+  // Early: queued in parts, the first of kEarlyPartBytes or more (so that
+  // the GPU starts soon), each next at least twice what is queued (each
+  // part costs the GPU a wait for a host function, tens of microseconds,
+  // and the host a launch and a few driver calls), the rest at the end of
+  // the write (flush).
   void appended() override {
     ++pending_messages_;
-    if (reserved_ && length_ - queued_ >= kEarlyPartBytes) queue_pending();
+    if (reserved_ && length_ - queued_ >= std::max(kEarlyPartBytes, 2 * queued_)) queue_pending();
   }
 
  private:
@@ -548,9 +549,14 @@ class assembler final : public internal::message_sink {
   // returned (besides an eighth of the stream).
   static constexpr std::int64_t kLooseBytes = std::int64_t{64} << 20;
   static constexpr std::int64_t kSlackBytes = std::int64_t{1} << 20;
-  // Early mode's parts: 64 MiB take an H100 about 45 us to copy within the
-  // device, longer than the host takes to queue a part.
+  // Early mode's first part: 64 MiB take an H100 about 45 us to copy
+  // within the device, longer than the host takes to queue a part.
   static constexpr std::int64_t kEarlyPartBytes = std::int64_t{64} << 20;
+  // A part's metadata pieces go to the device as one copy and then within
+  // the device with the bodies where they are this many or more; fewer are
+  // copied from pinned memory directly (a driver copy each, but no upload
+  // and no second batched copy: one host function less on the stream).
+  static constexpr std::size_t kUploadedHostPieces = 8;
   enum class kind : unsigned char { host, body, gap };
   struct segment {
     std::int64_t at = 0;    // offset in the stream
@@ -619,7 +625,10 @@ class assembler final : public internal::message_sink {
     if (segments_.empty()) return;
     if (length_ > reserved_->size()) return demote();
     const cuarrow::detail::timed t(&counters.queue_ns);
-    const buffer host = host_.empty() ? buffer() : host_block(target_->ctx, target_->s, true);
+    const auto host_pieces = static_cast<std::size_t>(
+        std::count_if(segments_.begin(), segments_.end(), [](const segment& g) { return g.what == kind::host; }));
+    const buffer host =
+        host_.empty() ? buffer() : host_block(target_->ctx, target_->s, host_pieces >= kUploadedHostPieces);
     std::vector<copy_piece> part;
     part.reserve(segments_.size());
     for (segment& g : segments_) part.push_back(piece_of(g, *reserved_, host, zeros_));

@@ -225,13 +225,15 @@ class CUARROW_EXPORT stream_writer {
   /// messages from the buffers' sizes (where the batches' sliced arrays
   /// hold at most as many bytes as the rest, or 64 MiB), and each message's
   /// copies are queued on the writer's stream as soon as its layout is
-  /// known (in parts of 64 MiB or more), while the next batches are laid
-  /// out.  The offsets of unsliced arrays are not read before: each is
-  /// taken to use all its values (first offset 0, last the size of its
-  /// values), and all are read back in one copy once the copies are queued,
-  /// which waits for them; where one does not hold, the batches are written
-  /// again from the offsets read (their first copies wasted, the bytes
-  /// Arrow's).  A later write() that does not fit the room goes on as a
+  /// known (in parts: the first of 64 MiB or more, each next at least twice
+  /// what is queued, the rest at the end of the call), while the next
+  /// batches are laid out.  The offsets of unsliced arrays are not read
+  /// before: each is taken to use all its values (first offset 0, last the
+  /// size of its values, or short of it by what Arrow's 64-byte padding
+  /// covers), and all are read back in one copy once the copies are
+  /// queued, which waits for them; where one does not hold, the batches are
+  /// written again from the offsets read (their first copies wasted, the
+  /// bytes Arrow's).  A later write() that does not fit the room goes on as a
   /// writer that copies at finish(), the bytes so far one piece of it.
   /// Otherwise the buffers are kept (uncompressed) and copied by finish().
   void write(std::span<const arrow::record_batch> batches,
