@@ -218,7 +218,9 @@ shared_object share(const arrow::schema& schema, std::span<const arrow::record_b
   check_shape(kind, batches.size(), schema.fields.size(), "share");
   std::shared_ptr<ipc_pool_resource> pool = pool_for(ctx, options);
   stream_writer w(schema, ctx, stream_writer::format::stream, s, {}, {}, resource_of(pool));
-  for (const arrow::record_batch& b : batches) w.write(b);
+  // Every batch in one write: their layouts together, and copied as they
+  // are laid out (a write per batch would copy the first batch twice).
+  w.write(batches);
   buffer packed = w.finish();  // synchronized: complete before any importer reads
   ipc_memory_handle h = export_ipc(packed);
   return detail::share_access::make(kind, std::move(packed), std::move(h), true, std::move(pool));

@@ -234,7 +234,9 @@ class CUARROW_EXPORT stream_writer {
   /// queued, which waits for them; where one does not hold, the batches are
   /// written again from the offsets read (their first copies wasted, the
   /// bytes Arrow's).  A later write() that does not fit the room goes on as a
-  /// writer that copies at finish(), the bytes so far one piece of it.
+  /// writer that copies at finish(), the bytes so far one piece of it: one
+  /// more copy within the device of what the first write queued (write a
+  /// table's batches in one call to avoid it).
   /// Otherwise the buffers are kept (uncompressed) and copied by finish().
   void write(std::span<const arrow::record_batch> batches,
              std::span<const arrow::key_value_metadata> custom_metadata = {});
