@@ -443,11 +443,15 @@ struct layout_pass {
   // read, and noted here.
   std::vector<detail::assumed_offset>* assume = nullptr;
 
-  std::optional<std::int64_t> read_int(const buffer& b, std::int64_t pos, int width, const std::string& where) {
+  static void check_int_at(const buffer& b, std::int64_t pos, int width, const std::string& where) {
     if (pos < 0 || pos + width > b.size()) {
       throw invalid_argument(where + ": offset at byte " + num(pos) + " lies outside its buffer of " + num(b.size()) +
                              " bytes");
     }
+  }
+
+  std::optional<std::int64_t> read_int(const buffer& b, std::int64_t pos, int width, const std::string& where) {
+    check_int_at(b, pos, width, where);
     auto v = cache.get_or_request(b, pos, width, true);
     if (!v) complete = false;
     return v;
@@ -457,10 +461,7 @@ struct layout_pass {
   // values [low, guess] that lay the array out as `guess` does.
   std::int64_t assumed_int(const buffer& b, std::int64_t pos, int width, std::int64_t guess, std::int64_t low,
                            const std::string& where) {
-    if (pos < 0 || pos + width > b.size()) {
-      throw invalid_argument(where + ": offset at byte " + num(pos) + " lies outside its buffer of " + num(b.size()) +
-                             " bytes");
-    }
+    check_int_at(b, pos, width, where);
     if (std::optional<std::int64_t> v = cache.get(b, pos, width, true)) return *v;
     assume->push_back({b, pos, width, low, guess});
     return guess;
@@ -1201,12 +1202,13 @@ void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_vie
   // A layout is handed over as soon as it and every one before it are
   // complete: in the first round after the read, for batches whose
   // offsets need no further round (no nesting under a sliced list).
+  // (A layout handed over stays engaged, moved from, as the mark of a
+  // complete batch.)
   std::vector<std::optional<body_layout>> done(batches.size());
-  std::vector<char> complete(batches.size(), 0);
   std::size_t left = batches.size(), next = 0;
   for (;;) {
     for (std::size_t b = 0; b < batches.size(); ++b) {
-      if (complete[b]) continue;
+      if (done[b]) continue;
       const arrow::record_batch& batch = batches[b];
       std::vector<assumed_offset> guesses;  // this pass's, kept if it completes
       layout_pass pass{cache, nulls, ranges, s, true, {}};
@@ -1218,12 +1220,8 @@ void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_vie
       if (!pass.complete) continue;
       if (assumed != nullptr) assumed->insert(assumed->end(), guesses.begin(), guesses.end());
       done[b] = std::move(pass.out);
-      complete[b] = 1;
       --left;
-      for (; next < batches.size() && complete[next]; ++next) {
-        ready(next, std::move(*done[next]));
-        done[next].reset();
-      }
+      for (; next < batches.size() && done[next]; ++next) ready(next, std::move(*done[next]));
     }
     if (left == 0) break;
     if (cache.pending() == 0 && nulls.pending.empty() && ranges.pending.empty()) {

@@ -440,7 +440,6 @@ class assembler final : public internal::message_sink {
     gaps_ = std::count_if(segments_.begin(), segments_.end(), [](const segment& g) { return g.what == kind::gap; });
     length_ = std::min(length_, length);
     queued_ = std::min(queued_, length);
-    pending_messages_ = 0;
   }
 
   // Early: what is left of a write's messages queued (see appended()).
@@ -532,7 +531,6 @@ class assembler final : public internal::message_sink {
   // and the host a launch and a few driver calls), the rest at the end of
   // the write (flush).
   void appended() override {
-    ++pending_messages_;
     if (reserved_ && length_ - queued_ >= std::max(kEarlyPartBytes, 2 * queued_)) queue_pending();
   }
 
@@ -633,8 +631,7 @@ class assembler final : public internal::message_sink {
     part.reserve(segments_.size());
     for (segment& g : segments_) part.push_back(piece_of(g, *reserved_, host, zeros_));
     copy_batch_async(part, target_->s);
-    counters.early_messages += pending_messages_;
-    pending_messages_ = 0;
+    counters.early_messages = counters.messages;  // every message so far is queued now
     queued_ = length_;
     clear_pending();
   }
@@ -663,7 +660,6 @@ class assembler final : public internal::message_sink {
   std::optional<buffer> reserved_;  // early: the stream's allocation, [0, queued_) queued into it
   buffer zeros_;                    // early: kMaxZeros zeroed bytes, the gaps' source
   std::int64_t queued_ = 0;
-  std::int64_t pending_messages_ = 0;  // appended since the last queue_pending
   bool demoted_ = false;
 };
 

@@ -293,6 +293,19 @@ TEST(IpcStream, BatchesAreCopiedAsTheyAreWritten) {
   }
 }
 
+// An array of `type` without nulls over `buffers` (no validity buffer
+// given: pass an empty one first where the layout has one) and `children`.
+array_data array_over(const data_type& type, std::int64_t length, std::vector<cuarrow::buffer> buffers,
+                      std::vector<array_data> children = {}) {
+  array_data a;
+  a.type = type;
+  a.length = length;
+  a.null_count = 0;
+  a.buffers = std::move(buffers);
+  a.children = std::move(children);
+  return a;
+}
+
 std::vector<std::byte> bytes_of_ints(const std::vector<std::int32_t>& v) {
   std::vector<std::byte> out(v.size() * 4);
   std::memcpy(out.data(), v.data(), out.size());
@@ -313,22 +326,9 @@ TEST(IpcStream, OffsetsThatDoNotUseAllTheValuesAreWrittenAsArrowWritesThem) {
   const std::vector<std::byte> items = bytes_of_ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   const std::vector<std::byte> lists = bytes_of_ints({0, 2, 4});  // 2 lists of the first 4 of 10 items
   auto batch = [&](const std::function<cuarrow::buffer(const std::vector<std::byte>&)>& place) {
-    array_data s;
-    s.type = utf8();
-    s.length = 3;
-    s.null_count = 0;
-    s.buffers = {cuarrow::buffer(), place(from3), place(text)};
-    array_data item;
-    item.type = int32();
-    item.length = 10;
-    item.null_count = 0;
-    item.buffers = {cuarrow::buffer(), place(items)};
-    array_data l;
-    l.type = list(field("item", int32()));
-    l.length = 2;
-    l.null_count = 0;
-    l.buffers = {cuarrow::buffer(), place(lists)};
-    l.children = {item};
+    const array_data s = array_over(utf8(), 3, {cuarrow::buffer(), place(from3), place(text)});
+    const array_data item = array_over(int32(), 10, {cuarrow::buffer(), place(items)});
+    const array_data l = array_over(list(field("item", int32())), 2, {cuarrow::buffer(), place(lists)}, {item});
     record_batch b;
     b.schema.fields = {field("s", s.type), field("l", l.type)};
     b.columns = {s, l};
@@ -364,14 +364,9 @@ TEST(IpcStream, AssumedOffsetsHoldWithinArrowsPadding) {
     SCOPED_TRACE("last offset " + std::to_string(last) + " of 100 bytes of values");
     const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
     auto batch = [&](const std::function<cuarrow::buffer(const std::vector<std::byte>&)>& place) {
-      array_data a;
-      a.type = utf8();
-      a.length = 2;
-      a.null_count = 0;
-      a.buffers = {cuarrow::buffer(), place(offsets), place(values)};
       record_batch b;
       b.schema.fields = {field("s", utf8())};
-      b.columns = {a};
+      b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
       b.num_rows = 2;
       return b;
     };
@@ -392,11 +387,8 @@ TEST(IpcStream, AssumedOffsetsHoldWithinArrowsPadding) {
 record_batch with_runs(const std::vector<std::optional<std::int32_t>>& ends, std::int64_t length) {
   std::vector<std::optional<std::string>> values;
   for (std::size_t i = 0; i < ends.size(); ++i) values.emplace_back(std::string(1, static_cast<char>('a' + i)));
-  array_data runs;
-  runs.type = run_end_encoded(int32(), utf8());
-  runs.length = length;
-  runs.null_count = 0;
-  runs.children = {primitive<std::int32_t>(int32(), ends), strings(utf8(), values)};
+  const array_data runs = array_over(run_end_encoded(int32(), utf8()), length, {},
+                                     {primitive<std::int32_t>(int32(), ends), strings(utf8(), values)});
   std::vector<std::optional<std::int32_t>> ints;
   for (std::int64_t i = 0; i < length; ++i) ints.emplace_back(static_cast<std::int32_t>(i * 7));
   record_batch b;
