@@ -552,6 +552,8 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
 
     if (wait) {
       synchronize_issued(s);
+    } else if (options.caller_keeps_buffers) {
+      if (gather_block) keep_alive_until_passed({*gather_block}, h);  // the copy's own block
     } else if (!(h2d.empty() && h2d_gathered.empty() && d2h.empty() && d2d.empty() && peer.empty() &&
                  managed.empty())) {
       // One host function keeps every buffer alive until the stream passes
@@ -811,6 +813,26 @@ void copy_batch_async(std::span<const copy_piece> pieces, stream_view s, const b
 
 void copy_batch(std::span<const copy_piece> pieces, stream_view s, const batch_copy_options& options) {
   run_batch(pieces, s, true, options);
+}
+
+void keep_alive_until_passed(std::vector<buffer> buffers, stream_view s) {
+  detail::collect_deferred_releases();
+  if (buffers.empty()) return;
+  // A default stream acts on the current context: the first device
+  // buffer's (the host function then follows the work cuarrow queued
+  // there for it).
+  const auto with_context =
+      std::find_if(buffers.begin(), buffers.end(), [](const buffer& b) { return b.get_context().has_value(); });
+  if (with_context == buffers.end()) {
+    // Ordinary host memory only: a stream of its own still orders it (a
+    // created stream carries its context); the default stream of no
+    // context cannot have cuarrow's work for it.
+    if (!s.is_default()) keep_alive_until_passed(std::move(buffers), s.handle());
+    return;
+  }
+  const context ctx = *with_context->get_context();
+  scoped_context guard(ctx);
+  keep_alive_until_passed(std::move(buffers), s.handle());
 }
 
 void fill_async(const buffer& dst, std::int64_t dst_offset, std::int64_t size, std::uint8_t value, stream_view s) {

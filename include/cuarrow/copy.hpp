@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "cuarrow/buffer.hpp"
 #include "cuarrow/export.hpp"
@@ -135,7 +136,22 @@ struct batch_copy_options {
   /// array (the gaps are alignment padding; they are written as zeros or
   /// with the source's bytes between the pieces).
   bool destination_gaps_writable = false;
+  /// The caller keeps every buffer of the batch alive until `s` has passed
+  /// its copies (it synchronizes `s`, or hands the buffers to
+  /// keep_alive_until_passed, before it drops them).  Then no host
+  /// function is queued behind the batch to keep them: each costs the
+  /// stream a wait for the driver's host thread (microseconds), which a
+  /// caller queueing many batches back to back (an IPC stream written into
+  /// device memory) pays once per batch.  A pinned block the copy makes
+  /// itself (gathered host pieces) is still kept by one.
+  bool caller_keeps_buffers = false;
 };
+
+/// Keeps `buffers` alive until `s` has passed the work queued on it so far
+/// (one host function queued on `s`; they are released at a later cuarrow
+/// call on a user thread).  Where the host function cannot be queued,
+/// waits for `s` instead and throws cuda_error.
+CUARROW_EXPORT void keep_alive_until_passed(std::vector<buffer> buffers, stream_view s);
 
 /// Many copies as one operation on `s`.  Every piece is checked (as
 /// copy_async checks it) before anything is queued; destinations must not
