@@ -356,6 +356,20 @@ class assembler final : public internal::message_sink {
   /// may then allocate it early.
   assembler(context ctx, stream_view s, std::shared_ptr<device_memory_resource> resource)
       : target_(target{std::move(ctx), s, std::move(resource)}) {}
+  assembler(const assembler&) = delete;
+  assembler& operator=(const assembler&) = delete;
+  // Early copies still queued when finish() did not wait for them (it was
+  // never called, or failed): their buffers are kept until the stream has
+  // passed them.
+  ~assembler() override {
+    if (kept_.empty() || !target_) return;
+    try {
+      keep_alive_until_passed(std::move(kept_), target_->s);
+    } catch (...) {
+      // The stream cannot take a host function: keep_alive_until_passed
+      // waited for it first.
+    }
+  }
 
   // Appends host bytes: kept in one host vector, which finish() copies once
   // into one block of pinned memory, so that every message's metadata is a
@@ -474,7 +488,7 @@ class assembler final : public internal::message_sink {
     if (reserved_) {
       buffer out = std::move(*reserved_);
       reserved_.reset();
-      zeros_ = buffer();
+      kept_.push_back(std::move(zeros_));
       queued_ = 0;
       const std::int64_t unused = out.size() - length_;
       if (unused > std::max(kSlackBytes, length_ / 8)) {
@@ -488,6 +502,7 @@ class assembler final : public internal::message_sink {
       }
       const cuarrow::detail::timed t(&counters.wait_ns);
       s.synchronize(ctx);
+      kept_.clear();
       return out.size() == length_ ? out : out.slice(0, length_);
     }
     buffer out = [&] {
@@ -501,7 +516,7 @@ class assembler final : public internal::message_sink {
       std::erase_if(segments_, [](const segment& g) { return g.what == kind::gap; });
       widest_gap_ = 0;
     }
-    buffer host = host_.empty() ? buffer() : host_block(ctx, s, gathered), zeros;
+    buffer host = host_.empty() ? buffer() : host_block(ctx, s, gathered), zeros;  // kept_ keeps the pinned block
     if (widest_gap_ > 0) {
       zeros = allocate_device(ctx, widest_gap_, s);
       fill_async(zeros, 0, widest_gap_, 0, s);
@@ -520,6 +535,7 @@ class assembler final : public internal::message_sink {
       const cuarrow::detail::timed t(&counters.wait_ns);
       s.synchronize(ctx);
     }
+    kept_.clear();
     clear_pending();
     return out;
   }
@@ -582,7 +598,8 @@ class assembler final : public internal::message_sink {
   // no room), the source of the metadata's copies.  `gathered`: then copied
   // to the device in one copy on `s`, and that copy is the source (the
   // metadata's pieces are then copied within the device with the bodies,
-  // not one driver copy each from the host).
+  // not one driver copy each from the host).  The pinned block is kept
+  // (kept_) until finish() has waited for the stream.
   buffer host_block(const context& ctx, stream_view s, bool gathered) {
     const auto n = static_cast<std::int64_t>(host_.size());
     std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
@@ -594,7 +611,8 @@ class assembler final : public internal::message_sink {
       return allocate_device(ctx, n, s);
     }();
     const copy_piece up{on_device, 0, host, 0, n};
-    copy_batch_async({&up, 1}, s);
+    copy_batch_async({&up, 1}, s, kKept);
+    kept_.push_back(std::move(host));
     return on_device;
   }
 
@@ -630,7 +648,10 @@ class assembler final : public internal::message_sink {
     std::vector<copy_piece> part;
     part.reserve(segments_.size());
     for (segment& g : segments_) part.push_back(piece_of(g, *reserved_, host, zeros_));
-    copy_batch_async(part, target_->s);
+    // No host function per part: the sources are kept here (kept_) until
+    // finish() has waited for the stream.
+    copy_batch_async(part, target_->s, kKept);
+    for (copy_piece& p : part) kept_.push_back(std::move(p.src));
     counters.early_messages = counters.messages;  // every message so far is queued now
     queued_ = length_;
     clear_pending();
@@ -647,7 +668,7 @@ class assembler final : public internal::message_sink {
       sources_.push_back(std::move(*reserved_));
     }
     reserved_.reset();
-    zeros_ = buffer();
+    kept_.push_back(std::move(zeros_));
     queued_ = 0;
   }
 
@@ -659,6 +680,10 @@ class assembler final : public internal::message_sink {
   std::optional<target> target_;
   std::optional<buffer> reserved_;  // early: the stream's allocation, [0, queued_) queued into it
   buffer zeros_;                    // early: kMaxZeros zeroed bytes, the gaps' source
+  // The buffers of copies queued with caller_keeps_buffers (the early
+  // parts, the metadata's uploads), until finish() has waited for them.
+  std::vector<buffer> kept_;
+  static constexpr batch_copy_options kKept{.caller_keeps_buffers = true};
   std::int64_t queued_ = 0;
   bool demoted_ = false;
 };
@@ -817,6 +842,7 @@ void message_writer::check(std::span<const arrow::record_batch> batches,
 void message_writer::write(std::span<const arrow::record_batch> batches,
                            std::span<const arrow::key_value_metadata> custom_metadata, const char* who) {
   check(batches, custom_metadata, who);
+  settle();  // an earlier write's assumed offsets, before anything else is appended
   if (write_early(batches, custom_metadata)) return;
   // Every batch laid out first, their device offsets read together (one
   // round trip per level of nesting for all of them).
@@ -883,63 +909,122 @@ bool message_writer::write_early(std::span<const arrow::record_batch> batches,
   // which queues its copies while the next batches are laid out.  The
   // offsets of unsliced arrays are assumed to use all their values, not
   // read first (so that the GPU starts on the first batch without waiting
-  // for a read of the device), then checked once every copy is queued;
-  // where one does not hold (values past the last offset, offsets not
-  // from 0), the call's messages are taken back and written again from
-  // offsets read.  A failure midway takes back what the call appended.
-  const std::int64_t length = sink_.length();
-  const std::size_t blocks = batch_blocks_.size();
-  const internal::write_counters& c = sink_.counters;
-  const std::int64_t counted[] = {c.batches, c.messages, c.body_pieces, c.early_messages};
-  auto take_back = [&] {
-    batch_blocks_.resize(blocks);
-    sink_.counters.batches = counted[0];
-    sink_.counters.messages = counted[1];
-    sink_.counters.body_pieces = counted[2];
-    sink_.counters.early_messages = counted[3];
-    sink_.truncate(length);
-  };
-  auto lay_out = [&](std::vector<detail::assumed_offset>* assumed) {
-    std::int64_t appending_ns = 0;
-    const auto start = std::chrono::steady_clock::now();
-    detail::layout_bodies_each(
-        batches, s_,
-        [&](std::size_t i, body_layout&& l) {
-          const auto t = std::chrono::steady_clock::now();
-          message_metadata m;
-          m.header = std::move(l.header);
-          m.body_length = l.body_length;
-          if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
-          batch_blocks_.push_back(sink_.append(m, &l));
-          ++sink_.counters.batches;
-          appending_ns +=
-              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
-        },
-        assumed);
-    sink_.counters.layout_ns.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count() -
-        appending_ns);
-    sink_.flush();
-  };
+  // for a read of the device), and checked later (settle(): at the next
+  // write or at finish, where the read waits for copies that are queued
+  // anyway).  A failure midway takes back what the call appended.
+  unchecked_write w = mark();
+  std::vector<detail::assumed_offset> assumed;
   try {
-    std::vector<detail::assumed_offset> assumed;
-    lay_out(&assumed);
-    const bool held = [&] {
-      const cuarrow::detail::timed t(&sink_.counters.wait_ns);
-      return detail::assumptions_hold(assumed, s_);
-    }();
-    if (!held) {
-      take_back();
-      lay_out(nullptr);
-    }
+    append_early(batches, custom_metadata, &assumed);
   } catch (...) {
-    take_back();
+    take_back(w);
     throw;
   }
+  if (assumed.empty()) return true;
+  w.batches.assign(batches.begin(), batches.end());
+  w.custom_metadata.assign(custom_metadata.begin(), custom_metadata.end());
+  unchecked_.push_back(std::move(w));
+  assumed_.insert(assumed_.end(), std::make_move_iterator(assumed.begin()), std::make_move_iterator(assumed.end()));
   return true;
 }
 
+message_writer::unchecked_write message_writer::mark() const {
+  const internal::write_counters& c = sink_.counters;
+  return {sink_.length(), batch_blocks_.size(), {c.batches, c.messages, c.body_pieces, c.early_messages}, {}, {}};
+}
+
+void message_writer::take_back(const unchecked_write& w) {
+  batch_blocks_.resize(w.blocks);
+  sink_.counters.batches = w.counted[0];
+  sink_.counters.messages = w.counted[1];
+  sink_.counters.body_pieces = w.counted[2];
+  sink_.counters.early_messages = w.counted[3];
+  sink_.truncate(w.length);
+}
+
+void message_writer::append_early(std::span<const arrow::record_batch> batches,
+                                  std::span<const arrow::key_value_metadata> custom_metadata,
+                                  std::vector<detail::assumed_offset>* assumed) {
+  std::int64_t appending_ns = 0;
+  const auto start = std::chrono::steady_clock::now();
+  detail::layout_bodies_each(
+      batches, s_,
+      [&](std::size_t i, body_layout&& l) {
+        const auto t = std::chrono::steady_clock::now();
+        message_metadata m;
+        m.header = std::move(l.header);
+        m.body_length = l.body_length;
+        if (!custom_metadata.empty()) m.custom_metadata = custom_metadata[i];
+        batch_blocks_.push_back(sink_.append(m, &l));
+        ++sink_.counters.batches;
+        appending_ns +=
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+      },
+      assumed);
+  sink_.counters.layout_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count() -
+      appending_ns);
+  sink_.flush();
+}
+
+void message_writer::settle() {
+  if (unchecked_.empty()) return;
+  if (!retaking_) {
+    const bool held = [&] {
+      const cuarrow::detail::timed t(&sink_.counters.wait_ns);
+      return detail::assumptions_hold(assumed_, s_);
+    }();
+    if (held) {
+      unchecked_.clear();
+      assumed_.clear();
+      return;
+    }
+  }
+  // An offset did not hold (values past the last offset, offsets not from
+  // 0): every message from the first unchecked write on is taken back and
+  // written again from offsets read.  Should that fail, the writer stays
+  // at that point, and the next call writes them again.
+  retaking_ = true;
+  assumed_.clear();
+  take_back(unchecked_.front());
+  try {
+    for (const unchecked_write& w : unchecked_) append_early(w.batches, w.custom_metadata, nullptr);
+  } catch (...) {
+    take_back(unchecked_.front());
+    throw;
+  }
+  unchecked_.clear();
+  retaking_ = false;
+}
+
 void message_writer::finish() {
+  if (unchecked_.empty() || retaking_) {
+    settle();
+    add_end();
+    return;
+  }
+  // The end queued behind the copies before the assumed offsets are read,
+  // so that the one wait for them covers the end too; taken back with the
+  // rest where an offset did not hold.
+  const unchecked_write before_end = mark();
+  add_end();
+  sink_.flush();
+  const bool held = [&] {
+    const cuarrow::detail::timed t(&sink_.counters.wait_ns);
+    return detail::assumptions_hold(assumed_, s_);
+  }();
+  if (held) {
+    unchecked_.clear();
+    assumed_.clear();
+    return;
+  }
+  take_back(before_end);
+  retaking_ = true;
+  settle();
+  add_end();
+}
+
+void message_writer::add_end() {
   sink_.add_host(end_of_stream_marker());
   if (format_ == stream_writer::format::file) {
     file_footer footer;

@@ -17,6 +17,7 @@
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
 #include "cuarrow/ipc/stream.hpp"
+#include "message_io.hpp"
 
 namespace cuarrow::ipc::internal {
 
@@ -111,6 +112,30 @@ class message_writer {
   /// its layout is known; false when the sink did not reserve.
   bool write_early(std::span<const arrow::record_batch> batches,
                    std::span<const arrow::key_value_metadata> custom_metadata);
+  /// An early write whose assumed offsets are not checked yet: where the
+  /// sink and the counts stood before it, and what it wrote (kept to write
+  /// it again where an offset does not hold).
+  struct unchecked_write {
+    std::int64_t length = 0;       // the sink's
+    std::size_t blocks = 0;        // batch_blocks_'s size
+    std::int64_t counted[4] = {};  // batches, messages, body_pieces, early_messages
+    std::vector<arrow::record_batch> batches;
+    std::vector<arrow::key_value_metadata> custom_metadata;
+  };
+  unchecked_write mark() const;
+  /// Forgets every message appended since `w` was marked.
+  void take_back(const unchecked_write& w);
+  /// The batches' messages appended as their layouts come (layout_bodies_each,
+  /// with `assumed` where offsets may be assumed), then the sink flushed.
+  void append_early(std::span<const arrow::record_batch> batches,
+                    std::span<const arrow::key_value_metadata> custom_metadata,
+                    std::vector<detail::assumed_offset>* assumed);
+  /// The unchecked writes' assumed offsets read (one batched read, which
+  /// waits for the copies queued before it); where one does not hold, their
+  /// messages taken back and written again from offsets read.
+  void settle();
+  /// The end-of-stream marker and a file's footer, appended.
+  void add_end();
 
   arrow::schema schema_;
   schema_message message_schema_;
@@ -120,7 +145,10 @@ class message_writer {
   write_options options_;
   message_sink& sink_;
   std::vector<file_block> dictionary_blocks_, batch_blocks_;
-  std::int64_t schema_bytes_ = 0;  // the schema message's size (a file's footer repeats the schema)
+  std::int64_t schema_bytes_ = 0;                // the schema message's size (a file's footer repeats the schema)
+  std::vector<unchecked_write> unchecked_;       // in order, all after any checked message
+  std::vector<detail::assumed_offset> assumed_;  // the unchecked writes' assumed offsets
+  bool retaking_ = false;                        // an offset did not hold: the unchecked writes are to be written again
   std::map<std::int64_t, std::shared_ptr<const arrow::array_data>> sent_;  // dictionary id -> last sent
 };
 

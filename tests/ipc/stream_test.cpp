@@ -27,6 +27,7 @@
 #include "cuarrow/memory_resource.hpp"
 #include "ipc_test_util.hpp"
 #include "test_data.hpp"
+#include "test_support.hpp"
 
 namespace cuarrow_ipc_stream_test {
 namespace {
@@ -351,9 +352,10 @@ TEST(IpcStream, OffsetsThatDoNotUseAllTheValuesAreWrittenAsArrowWritesThem) {
 // by what Arrow's 64-byte padding of a cut buffer covers gives the layout
 // of one that uses them all (pyarrow writes a slice's values so; its
 // readers give such arrays): the writer's assumption holds, and the
-// batch is not written twice (one read of the device in write(), the
-// check).  One offset further short does not, and is written again from
-// the offsets read (a second read).  The bytes are Arrow's either way.
+// batch is not written twice (one read of the device, the check, which
+// finish() makes before its own wait; write() waits for nothing).  One
+// offset further short does not, and is written again from the offsets
+// read (a second read).  The bytes are Arrow's either way.
 TEST(IpcStream, AssumedOffsetsHoldWithinArrowsPadding) {
   const cuarrow_test::fault_api& f = cuarrow_test::faults();
   if (!f.available()) GTEST_SKIP() << "counts driver calls: needs the host emulation's call counters";
@@ -372,13 +374,91 @@ TEST(IpcStream, AssumedOffsetsHoldWithinArrowsPadding) {
     };
     const record_batch device = batch(on_device), host = batch(on_host);
     ctx.synchronize();
+    auto waits = [&] { return f.calls("cuStreamSynchronize") + f.calls("cuCtxSynchronize"); };
     ipc::stream_writer w(device.schema, ctx);
     f.reset_calls();
     w.write(std::vector<record_batch>{device});
-    EXPECT_EQ(f.calls("cuStreamSynchronize") + f.calls("cuCtxSynchronize"), static_cast<std::size_t>(reads));
+    EXPECT_EQ(waits(), 0U) << "write() waited for its copies";
+    f.reset_calls();
+    const cuarrow::buffer got = w.finish();
+    EXPECT_EQ(waits(), static_cast<std::size_t>(reads) + 1) << "reads of the device and finish()'s own wait";
     ipc::stream_writer reference(host.schema, ctx);
     reference.write(host);
-    EXPECT_EQ(first_difference(to_bytes(w.finish()), to_bytes(reference.finish())), "");
+    EXPECT_EQ(first_difference(to_bytes(got), to_bytes(reference.finish())), "");
+  }
+}
+
+// A string column of 2 rows over 100 bytes of values whose last offset is
+// `last` (64: short of the values by more than Arrow's padding, so the
+// writer's assumption does not hold), on the device or the host.
+record_batch strings_ending_at(int last, bool device) {
+  const std::vector<std::byte> values(100, std::byte{'v'});
+  const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
+  auto place = device ? on_device : on_host;
+  record_batch b;
+  b.schema.fields = {field("s", utf8())};
+  b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
+  b.num_rows = 2;
+  return b;
+}
+
+// An assumption that does not hold is found after write() returned: by the
+// next write() (which writes the earlier batches again before its own) or
+// by finish() (which takes back the end it queued and writes it again
+// after them).  Stream and file: Arrow's bytes, and a file's footer points
+// at the messages written last.
+TEST(IpcStream, AnOffsetThatDoesNotHoldIsWrittenAgainAtTheNextWriteOrTheEnd) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const record_batch short_d = strings_ending_at(64, true), short_h = strings_ending_at(64, false);
+  const record_batch full_d = strings_ending_at(100, true), full_h = strings_ending_at(100, false);
+  ctx.synchronize();
+  for (const auto f : {ipc::stream_writer::format::stream, ipc::stream_writer::format::file}) {
+    SCOPED_TRACE(f == ipc::stream_writer::format::file ? "file" : "stream");
+    for (const bool second_write : {false, true}) {
+      SCOPED_TRACE(second_write ? "a second write" : "one write");
+      ipc::stream_writer w(short_d.schema, ctx, f), reference(short_h.schema, ctx, f);
+      w.write(std::vector<record_batch>{full_d, short_d});
+      reference.write(std::vector<record_batch>{full_h, short_h});
+      if (second_write) {
+        w.write(full_d);
+        reference.write(full_h);
+      }
+      const std::vector<std::byte> got = to_bytes(w.finish()), want = to_bytes(reference.finish());
+      EXPECT_EQ(first_difference(got, want), "");
+      EXPECT_EQ(w.stats().batches, second_write ? 3 : 2);
+      if (f == ipc::stream_writer::format::file) {
+        ipc::file_reader r(on_host(got));
+        ASSERT_EQ(r.num_record_batches(), second_write ? 3 : 2);
+        EXPECT_TRUE(equals(r.read_batch(1), short_h));
+      }
+    }
+  }
+}
+
+// A writer dropped before finish() after its copies were queued (an
+// exception between write() and finish(), say): the copies' sources and
+// the room are kept until the stream has passed them, then freed.
+TEST(IpcStream, AWriterDroppedBeforeFinishKeepsWhatItsCopiesUse) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::stream s(ctx);
+  const std::size_t faults = cuarrow_test::emu().async_fault_count ? cuarrow_test::emu().async_fault_count() : 0;
+  ctx.synchronize();
+  const std::int64_t base = ctx.bytes_allocated();
+  {
+    cuarrow_test::scoped_op_delay delay(20000);
+    {
+      const record_batch b = strings_ending_at(100, true);
+      ctx.synchronize();
+      ipc::stream_writer w(b.schema, ctx, ipc::stream_writer::format::stream, s);
+      w.write(std::vector<record_batch>{b, b});
+      EXPECT_GT(w.stats().early_messages, 0) << "the case needs copies queued early";
+    }  // the writer and the batch dropped while the copies may be queued
+    s.synchronize();
+  }
+  ctx.synchronize();
+  EXPECT_EQ(ctx.bytes_allocated(), base);
+  if (cuarrow_test::emu().async_fault_count) {
+    EXPECT_EQ(cuarrow_test::emu().async_fault_count(), faults);
   }
 }
 

@@ -177,8 +177,9 @@ struct write_stats {
   /// (in write() where it copies early, else in finish()).
   double allocate_seconds = 0;
   double queue_seconds = 0;  ///< stream_writer: the copies planned and queued
-  /// stream_writer: waiting for the copies to end (finish(); and a write()
-  /// that copied early, which checks the offsets it assumed after them).
+  /// stream_writer: waiting for the copies to end (finish(), which also
+  /// reads the offsets the writes that copied early assumed; a write()
+  /// after such a write reads them first).
   double wait_seconds = 0;
   /// file_writer: bytes into the file (metadata by pwrite, bodies through
   /// the staging pipeline, their device-to-host DMAs included).
@@ -230,10 +231,16 @@ class CUARROW_EXPORT stream_writer {
   /// batches are laid out.  The offsets of unsliced arrays are not read
   /// before: each is taken to use all its values (first offset 0, last the
   /// size of its values, or short of it by what Arrow's 64-byte padding
-  /// covers), and all are read back in one copy once the copies are
-  /// queued, which waits for them; where one does not hold, the batches are
-  /// written again from the offsets read (their first copies wasted, the
-  /// bytes Arrow's).  A later write() that does not fit the room goes on as a
+  /// covers).  write() then returns without waiting for its copies: the
+  /// assumed offsets are read back in one copy by finish() (after the
+  /// end-of-stream marker is queued, one wait for everything) or by the
+  /// next write(), before it adds anything; where one does not hold, the
+  /// batches from that write() on are written again from the offsets read
+  /// (their first copies wasted, the bytes Arrow's).  The writer keeps the
+  /// batches' buffers until then, and the buffers its copies use until
+  /// finish() has waited for them (a writer destroyed before that hands
+  /// them to keep_alive_until_passed).  A later write() that does not fit
+  /// the room goes on as a
   /// writer that copies at finish(), the bytes so far one piece of it: one
   /// more copy within the device of what the first write queued (write a
   /// table's batches in one call to avoid it).
@@ -243,7 +250,8 @@ class CUARROW_EXPORT stream_writer {
   /// The stream or file: one device allocation filled by batched copies
   /// on the writer's stream (the padding from a small zeroed allocation),
   /// which is synchronized once.  Copied early, what is left queued into
-  /// the allocation write() made, one wait, and the stream's bytes of it (a
+  /// the allocation write() made, the assumed offsets checked, one wait,
+  /// and the stream's bytes of it (a
   /// slice; copied into an allocation of its own size where the room
   /// overshot the stream by more than an eighth of it and 1 MiB, so that it
   /// does not hold memory it does not use).  The writer is then
