@@ -41,6 +41,26 @@ std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed) {
   return v;
 }
 
+void expect_kept_until_passed(const cuarrow::context& ctx, const cuarrow::stream& s, std::int64_t held,
+                              const std::function<void()>& queue) {
+  const std::size_t faults = emu().async_fault_count ? emu().async_fault_count() : 0;
+  ctx.synchronize();
+  const std::int64_t base = ctx.bytes_allocated();
+  {
+    scoped_op_delay delay(20000);
+    queue();
+    if (emu().set_op_delay_us) {
+      EXPECT_GE(ctx.bytes_allocated(), base + held) << "memory in use by queued work was freed";
+    }
+    s.synchronize();
+  }
+  ctx.synchronize();
+  EXPECT_EQ(ctx.bytes_allocated(), base);
+  if (emu().async_fault_count) {
+    EXPECT_EQ(emu().async_fault_count(), faults);
+  }
+}
+
 std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b) {
   std::vector<std::uint8_t> v(static_cast<std::size_t>(b.size()));
   cuarrow::copy_to_host(v.data(), b, 0, b.size());

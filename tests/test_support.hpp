@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace cuarrow_test {
@@ -60,6 +61,15 @@ class scoped_op_delay {
 };
 
 std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed);
+
+// Runs `queue`, which queues work on `s` and drops its handles of the
+// device memory it uses, with the emulation's operations slowed down;
+// then checks that at least `held` bytes stay allocated on `ctx` while
+// the work may be queued (emulation only: a real GPU may be done), and
+// that after `s` is synchronized every byte is freed without an
+// asynchronous fault.
+void expect_kept_until_passed(const cuarrow::context& ctx, const cuarrow::stream& s, std::int64_t held,
+                              const std::function<void()>& queue);
 std::vector<std::uint8_t> to_vector(const cuarrow::buffer& b);
 
 // A fixture with the staging pipeline on small chunks (64 KiB chunks and

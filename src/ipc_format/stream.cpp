@@ -967,25 +967,23 @@ void message_writer::append_early(std::span<const arrow::record_batch> batches,
   sink_.flush();
 }
 
+bool message_writer::assumptions_held() {
+  const bool held = [&] {
+    const cuarrow::detail::timed t(&sink_.counters.wait_ns);
+    return detail::assumptions_hold(assumed_, s_);
+  }();
+  assumed_.clear();
+  if (held) unchecked_.clear();
+  retaking_ = !held;
+  return held;
+}
+
 void message_writer::settle() {
-  if (unchecked_.empty()) return;
-  if (!retaking_) {
-    const bool held = [&] {
-      const cuarrow::detail::timed t(&sink_.counters.wait_ns);
-      return detail::assumptions_hold(assumed_, s_);
-    }();
-    if (held) {
-      unchecked_.clear();
-      assumed_.clear();
-      return;
-    }
-  }
+  if (unchecked_.empty() || (!retaking_ && assumptions_held())) return;
   // An offset did not hold (values past the last offset, offsets not from
   // 0): every message from the first unchecked write on is taken back and
   // written again from offsets read.  Should that fail, the writer stays
-  // at that point, and the next call writes them again.
-  retaking_ = true;
-  assumed_.clear();
+  // at that point (retaking_), and the next call writes them again.
   take_back(unchecked_.front());
   try {
     for (const unchecked_write& w : unchecked_) append_early(w.batches, w.custom_metadata, nullptr);
@@ -998,28 +996,16 @@ void message_writer::settle() {
 }
 
 void message_writer::finish() {
-  if (unchecked_.empty() || retaking_) {
-    settle();
+  if (!unchecked_.empty() && !retaking_) {
+    // The end queued behind the copies before the assumed offsets are
+    // read, so that the one wait for them covers the end too; taken back
+    // with the rest where an offset did not hold.
+    const unchecked_write before_end = mark();
     add_end();
-    return;
+    sink_.flush();
+    if (assumptions_held()) return;
+    take_back(before_end);
   }
-  // The end queued behind the copies before the assumed offsets are read,
-  // so that the one wait for them covers the end too; taken back with the
-  // rest where an offset did not hold.
-  const unchecked_write before_end = mark();
-  add_end();
-  sink_.flush();
-  const bool held = [&] {
-    const cuarrow::detail::timed t(&sink_.counters.wait_ns);
-    return detail::assumptions_hold(assumed_, s_);
-  }();
-  if (held) {
-    unchecked_.clear();
-    assumed_.clear();
-    return;
-  }
-  take_back(before_end);
-  retaking_ = true;
   settle();
   add_end();
 }

@@ -130,9 +130,13 @@ class message_writer {
   void append_early(std::span<const arrow::record_batch> batches,
                     std::span<const arrow::key_value_metadata> custom_metadata,
                     std::vector<detail::assumed_offset>* assumed);
-  /// The unchecked writes' assumed offsets read (one batched read, which
-  /// waits for the copies queued before it); where one does not hold, their
-  /// messages taken back and written again from offsets read.
+  /// Whether the unchecked writes' assumed offsets hold (one batched read,
+  /// which waits for the copies queued before it): then the writes are
+  /// checked; else they are to be written again (retaking_).
+  bool assumptions_held();
+  /// The unchecked writes checked (assumptions_held) or, where an offset
+  /// does not hold, their messages taken back and written again from
+  /// offsets read.
   void settle();
   /// The end-of-stream marker and a file's footer, appended.
   void add_end();
