@@ -847,7 +847,9 @@ class _Writer:
         encoded); for a writer into device memory, ``allocate_seconds``,
         ``queue_seconds`` (copies planned and queued) and ``wait_seconds``
         (waiting for them), in ``close()`` or, where the writer copies as
-        it writes, in the writes too, and ``early_messages`` (messages
+        it writes, in the writes too (a write queues its copies without
+        waiting; ``close()``, or the next write, then reads the offsets it
+        took as given), and ``early_messages`` (messages
         whose copies were queued when they were written, not at
         ``close()``: uncompressed batches without dictionaries, where the
         gather kernel runs; see docs/ipc-format.md); for one to a path,
@@ -857,7 +859,9 @@ class _Writer:
 
     def write_batch(self, batch: Any, custom_metadata: Any = None) -> None:
         """Add a record batch (device, or pyarrow moved to the writer's
-        device), with the custom metadata of its message."""
+        device), with the custom metadata of its message.  A device batch's
+        memory must not change until ``close()``: the writer may copy it
+        as late as then."""
         self._check_open()
         device = _device_batch(batch, self._ctx, "write_batch")
         self._writer.write(_batch_data(device, self._schema, self._non_nullable), _pairs(custom_metadata))

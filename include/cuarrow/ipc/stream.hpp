@@ -211,7 +211,9 @@ class CUARROW_EXPORT stream_writer {
   stream_writer& operator=(const stream_writer&) = delete;
 
   /// Adds a batch (its schema must equal the writer's; invalid_argument):
-  /// write(batches) of one.
+  /// write(batches) of one.  The writer keeps the batch's buffers and may
+  /// read them until finish() returns: their bytes must not change before
+  /// then.
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata = {});
   /// Adds every batch, in order, as write(batch) one by one would, their
   /// layouts made together (layout_bodies: the offsets read from the device
