@@ -7,10 +7,24 @@
 
 namespace {
 
+// How the copy loops read and write their words: plain loads and stores,
+// the kernel's.  bench/gather_probe.cu times others (cache-streaming ones)
+// through the same loops.
+struct plain_access {
+  template <class Word>
+  __device__ static Word load(const Word* p) {
+    return *p;
+  }
+  template <class Word>
+  __device__ static void store(Word* p, const Word& v) {
+    *p = v;
+  }
+};
+
 // Copies bytes [begin, end) of one item with this block's threads, in the
 // widest words both sides share the alignment of, `InFlight` loads a thread
 // before their stores (bench/gather_probe.cu times other counts).
-template <class Word, int InFlight = 4>
+template <class Word, int InFlight = 4, class Access = plain_access>
 __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
                            uint64_t end) {
   constexpr uint64_t w = sizeof(Word);
@@ -30,11 +44,11 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
   for (; i + (InFlight - 1) * stride < words; i += InFlight * stride) {
     Word v[InFlight];
 #pragma unroll
-    for (int k = 0; k < InFlight; ++k) v[k] = s[i + k * stride];
+    for (int k = 0; k < InFlight; ++k) v[k] = Access::load(s + i + k * stride);
 #pragma unroll
-    for (int k = 0; k < InFlight; ++k) d[i + k * stride] = v[k];
+    for (int k = 0; k < InFlight; ++k) Access::store(d + i + k * stride, v[k]);
   }
-  for (; i < words; i += stride) d[i] = s[i];
+  for (; i < words; i += stride) Access::store(d + i, Access::load(s + i));
   for (uint64_t i = body_end + threadIdx.x; i < end; i += blockDim.x) dst[i] = src[i];
 }
 
@@ -47,6 +61,7 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
 // this moved such pieces 7% faster than 8-byte words did (gather_probe:
 // 1.69 ms against 1.82 ms for 2.36 GB in 160 pieces,
 // docs/gpu-runs/2026-12-05-1603-h100.md).
+template <class Access = plain_access>
 __device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
                               uint64_t end) {
   // The first x >= begin + 8 at which dst + x is 16-byte aligned (src + x
@@ -55,10 +70,10 @@ __device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned ch
   p += (16 - (reinterpret_cast<uint64_t>(dst + p) % 16)) % 16;
   const uint64_t words = end >= p + 24 ? (end - p - 24) / 16 + 1 : 0;
   if (words == 0) {
-    copy_words<unsigned long long>(dst, src, begin, end);
+    copy_words<unsigned long long, 4, Access>(dst, src, begin, end);
     return;
   }
-  copy_words<unsigned long long>(dst, src, begin, p);
+  copy_words<unsigned long long, 4, Access>(dst, src, begin, p);
   const uint4* __restrict__ s = reinterpret_cast<const uint4*>(src + p - 8);
   uint4* __restrict__ d = reinterpret_cast<uint4*>(dst + p);
   const uint64_t stride = blockDim.x;
@@ -67,17 +82,17 @@ __device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned ch
     uint4 lo[4], hi[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      lo[k] = s[i + k * stride];
-      hi[k] = s[i + k * stride + 1];
+      lo[k] = Access::load(s + i + k * stride);
+      hi[k] = Access::load(s + i + k * stride + 1);
     }
 #pragma unroll
-    for (int k = 0; k < 4; ++k) d[i + k * stride] = make_uint4(lo[k].z, lo[k].w, hi[k].x, hi[k].y);
+    for (int k = 0; k < 4; ++k) Access::store(d + i + k * stride, make_uint4(lo[k].z, lo[k].w, hi[k].x, hi[k].y));
   }
   for (; i < words; i += stride) {
-    const uint4 lo = s[i], hi = s[i + 1];
-    d[i] = make_uint4(lo.z, lo.w, hi.x, hi.y);
+    const uint4 lo = Access::load(s + i), hi = Access::load(s + i + 1);
+    Access::store(d + i, make_uint4(lo.z, lo.w, hi.x, hi.y));
   }
-  copy_words<unsigned long long>(dst, src, p + 16 * words, end);
+  copy_words<unsigned long long, 4, Access>(dst, src, p + 16 * words, end);
 }
 
 }  // namespace
