@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +69,18 @@ def main() -> int:
     saved = cuda.transfer_options()
     for name, device_table in tables.items():
         last: dict[str, Any] = {}
+        parts: dict[str, list[float]] = {"new_stream": [], "write_table": [], "close": []}
 
-        def write(t: Any = device_table, last: dict[str, Any] = last) -> Any:
+        def write(t: Any = device_table, last: dict[str, Any] = last, parts: dict = parts) -> Any:
+            t0 = time.perf_counter()
             w = ipc.new_stream(ctx, table.schema)
+            t1 = time.perf_counter()
             w.write_table(t)
+            t2 = time.perf_counter()
             out = w.close()
+            t3 = time.perf_counter()
+            for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
+                parts[k].append(v)
             last.clear()
             last.update(w.stats())
             return out
@@ -87,8 +96,16 @@ def main() -> int:
         row: dict[str, Any] = {"table": name, "batches": len(device_table.to_batches()), "bytes": size, "raw_s": t_raw}
         for gather in (True, False):
             cuda.set_transfer_options(device_gather=gather)
+            for v in parts.values():
+                v.clear()
             t = median_time(write, args.reps)
             row["gather_s" if gather else "driver_s"] = t
+            # Where a call's time falls: the writer's making (the schema
+            # message), the write (copies queued; with the gather kernel it
+            # does not wait for them) and close (the wait), medians.
+            row["gather_calls_s" if gather else "driver_calls_s"] = {
+                k: statistics.median(v) for k, v in parts.items() if v
+            }
             write()
             row["gather_stats" if gather else "driver_stats"] = dict(last)
         # Where the kernel's runs end and the copy engines' begin
@@ -108,6 +125,11 @@ def main() -> int:
             f"{name:12s} {row['batches']:4d} batches {size / 1e9:.2f} GB: raw D2D {t_raw * 1e3:.2f} ms; "
             f"gather kernel {row['gather_s'] * 1e3:.2f} ms ({t_raw / row['gather_s']:.2f} x raw); "
             f"driver copies {row['driver_s'] * 1e3:.2f} ms ({t_raw / row['driver_s']:.2f} x raw)",
+            flush=True,
+        )
+        calls = row["gather_calls_s"]
+        print(
+            "  a call's parts (gather kernel): " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in calls.items()),
             flush=True,
         )
         st = row["gather_stats"]
