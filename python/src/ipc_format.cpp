@@ -190,7 +190,9 @@ void writer_methods(nb::class_<W>& c) {
           [](W& self, const std::vector<const BatchData*>& batches, nb::handle custom_metadata) {
             std::vector<ca::record_batch> bs = batches_of(batches);
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
-            locked(self, [&] { self.w->write(bs, mds); });
+            // Moved in where the writer keeps them (a stream writer that
+            // copies early), a span otherwise.
+            locked(self, [&] { self.w->write(std::move(bs), mds); });
           },
           nb::arg("batches"), nb::arg("custom_metadata") = nb::none())
       .def("stats", [](W& self) { return stats_of(locked(self, [&] { return self.w->stats(); })); });

@@ -93,8 +93,11 @@ class message_writer {
   /// is known before any byte moves); with a codec, groups of about
   /// compressed_group_bytes of uncompressed body, each compressed at once
   /// (compress_bodies), which bounds the host memory the framed buffers take.
+  /// `owned`, when given, holds the batches `batches` views: a write that
+  /// keeps them (copied early, its offsets not checked yet) takes them
+  /// over instead of copying them.
   void write(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
-             const char* who);
+             const char* who, std::vector<arrow::record_batch>* owned = nullptr);
   /// What write() checks before it writes anything: every schema equals
   /// the writer's, and `custom_metadata` is empty or one per batch
   /// (invalid_argument).
@@ -111,7 +114,7 @@ class message_writer {
   /// each as it comes (message_sink::reserve), each appended as soon as
   /// its layout is known; false when the sink did not reserve.
   bool write_early(std::span<const arrow::record_batch> batches,
-                   std::span<const arrow::key_value_metadata> custom_metadata);
+                   std::span<const arrow::key_value_metadata> custom_metadata, std::vector<arrow::record_batch>* owned);
   /// An early write whose assumed offsets are not checked yet: where the
   /// sink and the counts stood before it, and what it wrote (kept to write
   /// it again where an offset does not hold).

@@ -417,7 +417,13 @@ TEST(IpcStream, AnOffsetThatDoesNotHoldIsWrittenAgainAtTheNextWriteOrTheEnd) {
     for (const bool second_write : {false, true}) {
       SCOPED_TRACE(second_write ? "a second write" : "one write");
       ipc::stream_writer w(short_d.schema, ctx, f), reference(short_h.schema, ctx, f);
-      w.write(std::vector<record_batch>{full_d, short_d});
+      // The batches given as a span (kept as a copy) or taken over.
+      std::vector<record_batch> both{full_d, short_d};
+      if (second_write) {
+        w.write(std::span<const record_batch>(both));
+      } else {
+        w.write(std::move(both));
+      }
       reference.write(std::vector<record_batch>{full_h, short_h});
       if (second_write) {
         w.write(full_d);

@@ -249,6 +249,12 @@ class CUARROW_EXPORT stream_writer {
   /// Otherwise the buffers are kept (uncompressed) and copied by finish().
   void write(std::span<const arrow::record_batch> batches,
              std::span<const arrow::key_value_metadata> custom_metadata = {});
+  /// write(batches) taking them over: where the writer keeps them (copied
+  /// early, until their assumed offsets are read), they are moved in, not
+  /// copied (a table of 226 batches of 17 columns: about 0.2 ms of host
+  /// time).  `batches` is left empty or as it was.
+  void write(std::vector<arrow::record_batch>&& batches,
+             std::span<const arrow::key_value_metadata> custom_metadata = {});
   /// The stream or file: one device allocation filled by batched copies
   /// on the writer's stream (the padding from a small zeroed allocation),
   /// which is synchronized once.  Copied early, what is left queued into
