@@ -187,12 +187,19 @@ bool extends_run(const planned_piece& last, const planned_piece& next, bool gaps
          src_allocation == allocation_of(next.piece->src);
 }
 
+// `items` in destination order; often they are already (a writer's pieces
+// come in the order of its output), and a check is cheaper than a sort.
+template <class Piece>
+void sort_by_destination(std::vector<Piece*>& items) {
+  auto before = [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; };
+  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+}
+
 // Issues `dma(dst, src, bytes)` once per run of `items` (sorted here by
 // destination address).
 template <class Dma>
 void issue_runs(std::vector<planned_piece*>& items, bool gaps_writable, Dma dma) {
-  std::sort(items.begin(), items.end(),
-            [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; });
+  sort_by_destination(items);
   std::size_t i = 0;
   while (i < items.size()) {
     const planned_piece* head = items[i];
@@ -241,8 +248,7 @@ std::vector<detail::staged_piece> staged_pieces(std::vector<planned_piece*>& ite
 
 // How many DMAs issue_runs would make of `items` (sorted here by destination).
 std::size_t direct_runs(std::vector<planned_piece*>& items, bool gaps_writable) {
-  std::sort(items.begin(), items.end(),
-            [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; });
+  sort_by_destination(items);
   std::size_t runs = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i == 0 || !extends_run(*items[i - 1], *items[i], gaps_writable)) ++runs;
@@ -330,9 +336,12 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   // Order after each stream-ordered allocation once (a hash set: a batch
   // of a table's buffers has hundreds of allocations and thousands of pieces).
   std::unordered_set<const void*> ordered;
+  const void* last_ordered = nullptr;  // most pieces share their destination's allocation with the last
   auto order = [&](const buffer& b) {
     if (!b.is_stream_ordered() || b.size() == 0) return;
-    if (!ordered.insert(owner_of(b)).second) return;
+    const void* owner = owner_of(b);
+    if (owner == last_ordered || !ordered.insert(owner).second) return;
+    last_ordered = owner;
     order_after_allocation(&b, s);
   };
   for (const planned_piece* p : items) {
@@ -455,6 +464,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       to_pinned.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
     std::vector<detail::batched_copy> d2d_runs;
+    d2d_runs.reserve(d2d.size());
     issue_runs(d2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       d2d_runs.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
@@ -469,10 +479,12 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // reaches any context's on the device): memory of a context wrapped
     // from elsewhere keeps the driver's copies.
     auto one_context = [&] {
-      return std::all_of(d2d.begin(), d2d.end(), [&](const planned_piece* p) {
-        return p->dst.ctx != nullptr && p->src.ctx != nullptr && p->dst.ctx->handle() == ctx->handle() &&
-               p->src.ctx->handle() == ctx->handle();
-      });
+      const CUcontext handle = ctx->handle();
+      auto same = [&](const context* c) {
+        return c == ctx || (c != nullptr && (c->state() == ctx->state() || c->handle() == handle));
+      };
+      return std::all_of(d2d.begin(), d2d.end(),
+                         [&](const planned_piece* p) { return same(p->dst.ctx) && same(p->src.ctx); });
     };
     const bool gathered =
         for_kernel + to_pinned.size() >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
@@ -622,8 +634,7 @@ void run_batch(std::span<const copy_piece> pieces, stream_view s, bool wait, con
   std::vector<const planned_piece*> by_dst;
   by_dst.reserve(planned.size());
   for (const planned_piece& p : planned) by_dst.push_back(&p);
-  std::sort(by_dst.begin(), by_dst.end(),
-            [](const planned_piece* a, const planned_piece* b) { return a->dst.address < b->dst.address; });
+  sort_by_destination(by_dst);
   for (std::size_t i = 1; i < by_dst.size(); ++i) {
     const planned_piece* a = by_dst[i - 1];
     const planned_piece* b = by_dst[i];
