@@ -200,7 +200,11 @@ class CUARROW_EXPORT stream_writer {
   /// compressed there when it is written (the writer then keeps the
   /// compressed bytes, not the batch).  `resource`: where finish()
   /// allocates the output (null: the context's resource; a
-  /// plain_device_resource gives memory CUDA IPC can export).  Throws
+  /// plain_device_resource gives memory CUDA IPC can export).  `s` orders
+  /// the batches' producers and carries the copies: it must stay valid
+  /// until finish() returns or the writer is destroyed (a writer dropped
+  /// before finish() queues on it the release of what its copies use, as
+  /// RMM's device_buffer frees on its stream).  Throws
   /// invalid_argument for a schema IPC cannot carry, cuarrow::error when
   /// this build lacks the codec.
   stream_writer(arrow::schema schema, context ctx, format f = format::stream, stream_view s = {},
