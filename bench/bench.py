@@ -358,6 +358,33 @@ class Impl:
     def cases(self, group: str, n: int, host: HostData) -> list[Case]:
         return []
 
+    @staticmethod
+    def returning(sync: Callable[[], Any]) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+        """A case's call for an "alloc" copy: `f`, then `sync`, giving `f`'s result."""
+
+        def wrap(f: Callable[[], Any]) -> Callable[[], Any]:
+            def fn() -> Any:
+                r = f()
+                sync()
+                return r
+
+            return fn
+
+        return wrap
+
+    @staticmethod
+    def completing(sync: Callable[[], Any]) -> Callable[[Callable[[], Any]], Callable[[], None]]:
+        """A case's call for an "into" copy: `f`, then `sync`."""
+
+        def wrap(f: Callable[[], Any]) -> Callable[[], None]:
+            def fn() -> None:
+                f()
+                sync()
+
+            return fn
+
+        return wrap
+
 
 class Cuarrow(Impl):
     name = "cuarrow"
@@ -484,20 +511,7 @@ class Cupy(Impl):
         def C(label, fn, sem, **kw):
             return Case(group, "cupy", label, n, fn, sem, expect=exp, **kw)
 
-        def alloc(f: Callable[[], Any]) -> Callable[[], Any]:
-            def fn() -> Any:
-                r = f()
-                sync()
-                return r
-
-            return fn
-
-        def into(f: Callable[[], Any]) -> Callable[[], None]:
-            def fn() -> None:
-                f()
-                sync()
-
-            return fn
+        alloc, into = self.returning(sync), self.completing(sync)
 
         if group == "H2D pageable":
             return [
@@ -545,20 +559,7 @@ class Numba(Impl):
         def C(label, fn, sem, **kw):
             return Case(group, "numba", label, n, fn, sem, expect=exp, **kw)
 
-        def alloc(f: Callable[[], Any]) -> Callable[[], Any]:
-            def fn() -> Any:
-                r = f()
-                sync()
-                return r
-
-            return fn
-
-        def into(f: Callable[[], Any]) -> Callable[[], None]:
-            def fn() -> None:
-                f()
-                sync()
-
-            return fn
+        alloc, into = self.returning(sync), self.completing(sync)
 
         if group == "H2D pageable":
             return [
@@ -605,20 +606,7 @@ class Torch(Impl):
         def C(label, fn, sem, **kw):
             return Case(group, "torch", label, n, fn, sem, expect=exp, **kw)
 
-        def alloc(f: Callable[[], Any]) -> Callable[[], Any]:
-            def fn() -> Any:
-                r = f()
-                sync()
-                return r
-
-            return fn
-
-        def into(f: Callable[[], Any]) -> Callable[[], None]:
-            def fn() -> None:
-                f()
-                sync()
-
-            return fn
+        alloc, into = self.returning(sync), self.completing(sync)
 
         if group == "H2D pageable":
             return [
