@@ -23,13 +23,16 @@ struct plain_access {
 
 // Copies bytes [begin, end) of one item with this block's threads, in the
 // widest words both sides share the alignment of, `InFlight` loads a thread
-// before their stores (bench/gather_probe.cu times other counts).
-template <class Word, int InFlight = 4, class Access = plain_access>
+// before their stores (bench/gather_probe.cu times other counts).  The
+// words start where the destination is `Align`-byte aligned (a multiple of
+// the word; the probe times whole cache lines).
+template <class Word, int InFlight = 4, class Access = plain_access, uint64_t Align = sizeof(Word)>
 __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
                            uint64_t end) {
   constexpr uint64_t w = sizeof(Word);
+  static_assert(Align % w == 0, "the words start at a word boundary");
   // Bytes before the first aligned word, and after the last.
-  uint64_t head = (w - (reinterpret_cast<uint64_t>(dst + begin) % w)) % w;
+  uint64_t head = (Align - (reinterpret_cast<uint64_t>(dst + begin) % Align)) % Align;
   if (head > end - begin) head = end - begin;
   const uint64_t body_begin = begin + head;
   const uint64_t words = (end - body_begin) / w;
@@ -61,13 +64,14 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
 // this moved such pieces 7% faster than 8-byte words did (gather_probe:
 // 1.69 ms against 1.82 ms for 2.36 GB in 160 pieces,
 // docs/gpu-runs/2026-12-05-1603-h100.md).
-template <class Access = plain_access>
+template <class Access = plain_access, uint64_t Align = 16>
 __device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
                               uint64_t end) {
-  // The first x >= begin + 8 at which dst + x is 16-byte aligned (src + x
-  // is then 8 past a 16-byte boundary, and src + x - 8 is the first load).
+  // The first x >= begin + 8 at which dst + x is Align-byte aligned (so
+  // 16-byte: src + x is then 8 past a 16-byte boundary, and src + x - 8 is
+  // the first load).
   uint64_t p = begin + 8;
-  p += (16 - (reinterpret_cast<uint64_t>(dst + p) % 16)) % 16;
+  p += (Align - (reinterpret_cast<uint64_t>(dst + p) % Align)) % Align;
   const uint64_t words = end >= p + 24 ? (end - p - 24) / 16 + 1 : 0;
   if (words == 0) {
     copy_words<unsigned long long, 4, Access>(dst, src, begin, end);
