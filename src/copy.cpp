@@ -335,18 +335,21 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
   const auto started = std::chrono::steady_clock::now();
   // Order after each stream-ordered allocation once (a hash set: a batch
   // of a table's buffers has hundreds of allocations and thousands of pieces).
+  // Most pieces share each side's allocation with the piece before: the
+  // last owner of each side is remembered.
   std::unordered_set<const void*> ordered;
-  const void* last_ordered = nullptr;  // most pieces share their destination's allocation with the last
-  auto order = [&](const buffer& b) {
+  auto order = [&](const buffer& b, const void*& last) {
     if (!b.is_stream_ordered() || b.size() == 0) return;
     const void* owner = owner_of(b);
-    if (owner == last_ordered || !ordered.insert(owner).second) return;
-    last_ordered = owner;
-    order_after_allocation(&b, s);
+    if (owner == last) return;
+    last = owner;
+    if (ordered.insert(owner).second) order_after_allocation(&b, s);
   };
+  const void* last_dst = nullptr;
+  const void* last_src = nullptr;
   for (const planned_piece* p : items) {
-    order(p->piece->dst);
-    order(p->piece->src);
+    order(p->piece->dst, last_dst);
+    order(p->piece->src, last_src);
   }
   std::int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;
   auto add = [](const std::vector<planned_piece*>& v, std::int64_t& total) {
