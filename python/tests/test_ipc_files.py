@@ -4,6 +4,7 @@ pyarrow writes the file, cuarrow reads it onto the device, to_host() equals
 what pyarrow reads; projection reads only the chosen columns' bytes;
 compressed files decompress; bad paths and files raise clear errors."""
 
+import gc
 import os
 import re
 import subprocess
@@ -361,6 +362,28 @@ def test_write_stats_say_where_the_time_went(ctx, tmp_path, compression):
     assert after["early_messages"] == before["early_messages"]
     with pytest.raises(TypeError, match="stats must be None or a dict"):
         ipc.write_feather(device, tmp_path / "x.arrow", stats=[])
+
+
+def test_a_device_writer_left_unclosed_frees_what_its_copies_used(ctx):
+    # An exception inside the with-block leaves the writer unclosed: where
+    # it copied early, its copies may still be queued when it is dropped,
+    # and what they use is released once the stream has passed them.
+    table = _wide()
+    device = cuda.to_device(table, ctx)
+    ctx.synchronize()
+    before = ctx.bytes_allocated
+    with pytest.raises(RuntimeError, match="stop here"):
+        with ipc.new_stream(ctx, table.schema) as w:
+            w.write_table(device)
+            raise RuntimeError("stop here")
+    del w
+    gc.collect()
+    ctx.synchronize()
+    assert ctx.bytes_allocated == before
+    # The batches were not harmed, and another writer takes them.
+    with ipc.new_stream(ctx, table.schema) as w:
+        w.write_table(device)
+    assert ipc.open_stream(w.getvalue()).read_all().to_host().equals(table)
 
 
 def test_read_stats_time_nothing_unless_asked(ctx, tmp_path):
