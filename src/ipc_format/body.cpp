@@ -17,6 +17,7 @@
 // which is cuarrow's layout_of order with the V4 union validity added.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -1218,7 +1219,10 @@ void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_vie
         pass.visit(batch.columns[i], path_of(batch, i));
       }
       if (!pass.complete) continue;
-      if (assumed != nullptr) assumed->insert(assumed->end(), guesses.begin(), guesses.end());
+      if (assumed != nullptr) {
+        assumed->insert(assumed->end(), std::make_move_iterator(guesses.begin()),
+                        std::make_move_iterator(guesses.end()));
+      }
       done[b] = std::move(pass.out);
       --left;
       for (; next < batches.size() && done[next]; ++next) ready(next, std::move(*done[next]));
