@@ -192,7 +192,7 @@ def from_dlpack(capsule: object, context: Context) -> Buffer: ...
 
 class ArrayData:
     """
-    An Arrow array (cuarrow::arrow::array_data) with its field and declared placement.
+    An Arrow array with its field and declared placement (cuarrow::arrow::placed_array).
     """
 
     @property
@@ -237,7 +237,7 @@ class ArrayData:
 
 class BatchData:
     """
-    A record batch (cuarrow::arrow::record_batch) with its declared placement.
+    A record batch with its declared placement (cuarrow::arrow::placed_batch).
     """
 
     @property

@@ -1,5 +1,5 @@
 // Typed Arrow data: cuarrow::arrow bound for the facade (cuarrow/_arrays.py),
-// over the handles ArrayData and BatchData (arrow_data.hpp).  Data crosses to
+// over the core's placed_array and placed_batch (bound as ArrayData and BatchData).  Data crosses to
 // Python as PyCapsules of the C Data / C Device Data / C Stream interfaces
 // (capsules.hpp), which pyarrow turns into its own objects.  The GIL is
 // released around transfers, imports of device data (which read offsets from
@@ -25,7 +25,6 @@
 
 #include <cuarrow/arrow/arrow.hpp>
 
-#include "arrow_data.hpp"
 #include "capsules.hpp"
 #include "common.hpp"
 
@@ -39,11 +38,8 @@ ca::placement placement_from(int type, int id) {
   return ca::placement::of(static_cast<cuarrow::device_type>(type), id);
 }
 
-// (device type code, device id) of data, or `declared` when it has no buffer.
-std::pair<int, int> placement_pair(const ca::array_data& d, const ca::placement& declared) {
-  const ca::placement p = ca::placement_of(d, declared);
-  return {static_cast<int>(p.type), p.device_id};
-}
+// (device type code, device id) of a placement.
+std::pair<int, int> placement_pair(const ca::placement& p) { return {static_cast<int>(p.type), p.device_id}; }
 
 // ---- the paired array and batch bindings ------------------------------------------
 
@@ -53,16 +49,20 @@ template <class T>
 struct kind;
 
 template <>
-struct kind<ArrayData> {
+struct kind<ca::placed_array> {
   static constexpr const char* plural = "arrays";
   static ca::field meta(const ArrowSchema& s) { return ca::read_field(s); }
-  static void export_meta(const ArrayData& a, ArrowSchema* s) { ca::export_field(a.field, s); }
+  static void export_meta(const ca::placed_array& a, ArrowSchema* s) { ca::export_field(a.field, s); }
   template <class A>
   static auto& value(A& a) {
     return a.data;
   }
-  static ArrayData make(ca::field f, ca::array_data d, ca::placement p) { return {std::move(f), std::move(d), p}; }
-  static ArrayData like(const ArrayData& a, ca::array_data d, ca::placement p) { return {a.field, std::move(d), p}; }
+  static ca::placed_array make(ca::field f, ca::array_data d, ca::placement p) {
+    return {std::move(f), std::move(d), p};
+  }
+  static ca::placed_array like(const ca::placed_array& a, ca::array_data d, ca::placement p) {
+    return {a.field, std::move(d), p};
+  }
   static auto import(ArrowArray* a, const ca::field& f, const ca::import_options& o) {
     return ca::import_array(a, f.type, o);
   }
@@ -70,23 +70,25 @@ struct kind<ArrayData> {
     return ca::import_device_array(a, f.type, s, o);
   }
   static void export_host(const ca::array_data& d, ArrowArray* out) { ca::export_array(d, out); }
-  static void export_device(const ArrayData& a, cuarrow::stream_view s, ArrowDeviceArray* out,
+  static void export_device(const ca::placed_array& a, cuarrow::stream_view s, ArrowDeviceArray* out,
                             const ca::export_options& o) {
     ca::export_device_array(a.data, s, out, nullptr, o);
   }
 };
 
 template <>
-struct kind<BatchData> {
+struct kind<ca::placed_batch> {
   static constexpr const char* plural = "batches";
   static ca::schema meta(const ArrowSchema& s) { return ca::read_schema(s); }
-  static void export_meta(const BatchData& b, ArrowSchema* s) { ca::export_schema(b.batch.schema, s); }
+  static void export_meta(const ca::placed_batch& b, ArrowSchema* s) { ca::export_schema(b.batch.schema, s); }
   template <class B>
   static auto& value(B& b) {
     return b.batch;
   }
-  static BatchData make(const ca::schema&, ca::record_batch b, ca::placement p) { return {std::move(b), p}; }
-  static BatchData like(const BatchData&, ca::record_batch b, ca::placement p) { return {std::move(b), p}; }
+  static ca::placed_batch make(const ca::schema&, ca::record_batch b, ca::placement p) { return {std::move(b), p}; }
+  static ca::placed_batch like(const ca::placed_batch&, ca::record_batch b, ca::placement p) {
+    return {std::move(b), p};
+  }
   static auto import(ArrowArray* a, const ca::schema& sc, const ca::import_options& o) {
     return ca::import_record_batch(a, sc, o);
   }
@@ -95,7 +97,7 @@ struct kind<BatchData> {
   }
   // A host batch is exported from its columns in place.
   static void export_host(const ca::record_batch& b, ArrowArray* out) { ca::export_record_batch(b, out); }
-  static void export_device(const BatchData& b, cuarrow::stream_view s, ArrowDeviceArray* out,
+  static void export_device(const ca::placed_batch& b, cuarrow::stream_view s, ArrowDeviceArray* out,
                             const ca::export_options& o) {
     ca::export_device_array(b.batch.to_struct(), s, out, nullptr, o);
   }
@@ -172,9 +174,9 @@ ca::stream_items items_of(int mode) {
 nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
   nb::list items;
   for (std::size_t i = 0; i < all.arrays.size(); ++i)
-    items.append(nb::cast(ArrayData{root, std::move(all.arrays[i]), all.placements[i]}));
+    items.append(nb::cast(ca::placed_array{root, std::move(all.arrays[i]), all.placements[i]}));
   for (std::size_t i = 0; i < all.batches.size(); ++i)
-    items.append(nb::cast(BatchData{std::move(all.batches[i]), all.placements[i]}));
+    items.append(nb::cast(ca::placed_batch{std::move(all.batches[i]), all.placements[i]}));
   return items;
 }
 
@@ -266,7 +268,7 @@ nb::tuple export_device(const T& item, cuarrow::stream_view stream) {
   nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
     nb::gil_scoped_release r;
     ca::export_options o;
-    o.if_no_buffers = item.where;
+    o.if_no_buffers = item.declared;
     kind<T>::export_device(item, stream, out, o);
   });
   return nb::make_tuple(schema, array);
@@ -287,46 +289,25 @@ nb::object export_device_stream(nb::handle schema_capsule, std::vector<T> items,
 
 void bind_arrow(nb::module_& m) {
   // ---- handles ----------------------------------------------------------------------
-  nb::class_<ArrayData>(m, "ArrayData",
-                        "An Arrow array (cuarrow::arrow::array_data) with its field and declared placement.")
-      .def_prop_ro("length", [](const ArrayData& a) { return a.data.length; })
-      .def_prop_ro("offset", [](const ArrayData& a) { return a.data.offset; })
-      .def_prop_ro("raw_null_count", [](const ArrayData& a) { return a.data.null_count; })
-      .def_prop_ro("placement", [](const ArrayData& a) { return placement_pair(a.data, a.where); })
-      .def_prop_ro("raw_context", [](const ArrayData& a) { return ca::context_of(a.data, a.where); })
-      .def_prop_ro("has_validity_buffer", [](const ArrayData& a) { return a.data.has_validity_bitmap(); })
-      .def("buffers", [](const ArrayData& a) { return a.data.buffers; })
-      .def("children",
-           [](const ArrayData& a) {
-             std::vector<ArrayData> out;
-             for (std::size_t i = 0; i < a.data.children.size(); ++i) {
-               out.push_back(ArrayData{a.data.type.children.at(i), a.data.children[i], a.where});
-             }
-             return out;
-           })
-      .def("dictionary",
-           [](const ArrayData& a) -> std::optional<ArrayData> {
-             if (!a.data.dictionary) return std::nullopt;
-             return ArrayData{ca::field("", a.data.dictionary->type), *a.data.dictionary, a.where};
-           })
-      .def("indices",
-           [](const ArrayData& a) {
-             ca::array_data d = a.data.dictionary_indices();
-             return ArrayData{ca::field(a.field.name, d.type, a.field.nullable), std::move(d), a.where};
-           })
-      .def(
-          "slice",
-          [](const ArrayData& a, std::int64_t offset, std::int64_t length) {
-            return ArrayData{a.field, a.data.slice(offset, length), a.where};
-          },
-          nb::arg("offset"), nb::arg("length"))
-      .def("without_validity",
-           [](const ArrayData& a) {
-             return ArrayData{a.field, a.data.without_validity(), a.where};
-           })
+  using pa_t = ca::placed_array;
+  using pb_t = ca::placed_batch;
+  nb::class_<pa_t>(m, "ArrayData",
+                   "An Arrow array with its field and declared placement (cuarrow::arrow::placed_array).")
+      .def_prop_ro("length", [](const pa_t& a) { return a.data.length; })
+      .def_prop_ro("offset", [](const pa_t& a) { return a.data.offset; })
+      .def_prop_ro("raw_null_count", [](const pa_t& a) { return a.data.null_count; })
+      .def_prop_ro("placement", [](const pa_t& a) { return placement_pair(a.where()); })
+      .def_prop_ro("raw_context", &pa_t::context)
+      .def_prop_ro("has_validity_buffer", [](const pa_t& a) { return a.data.has_validity_bitmap(); })
+      .def("buffers", [](const pa_t& a) { return a.data.buffers; })
+      .def("children", &pa_t::children)
+      .def("dictionary", &pa_t::dictionary)
+      .def("indices", &pa_t::indices)
+      .def("slice", &pa_t::slice, nb::arg("offset"), nb::arg("length"))
+      .def("without_validity", &pa_t::without_validity)
       .def(
           "null_count",
-          [](const ArrayData& a, cuarrow::stream_view stream) -> std::int64_t {
+          [](const pa_t& a, cuarrow::stream_view stream) -> std::int64_t {
             if (a.data.null_count >= 0) return a.data.null_count;
             nb::gil_scoped_release r;
             return ca::compute_null_count(a.data, stream);
@@ -334,26 +315,22 @@ void bind_arrow(nb::module_& m) {
           nb::arg("stream") = nb::none())
       .def(
           "with_null_count",
-          [](const ArrayData& a, std::int64_t n) {
-            ArrayData out = a;
+          [](const pa_t& a, std::int64_t n) {
+            pa_t out = a;
             out.data.null_count = n;
             return out;
           },
           nb::arg("null_count"))
       .def(
           "with_field",
-          [](const ArrayData& a, nb::handle schema_capsule) {
-            ca::field f = field_of(schema_capsule, "the requested schema capsule");
-            ca::check_field_of(f, a.data);
-            ArrayData out = a;
-            out.field = std::move(f);
-            return out;
+          [](const pa_t& a, nb::handle schema_capsule) {
+            return a.with_field(field_of(schema_capsule, "the requested schema capsule"));
           },
           nb::arg("schema_capsule"))
-      .def("schema_capsule", &schema_capsule_of<ArrayData>)
+      .def("schema_capsule", &schema_capsule_of<pa_t>)
       .def(
           "validate",
-          [](const ArrayData& a, bool full, cuarrow::stream_view stream) {
+          [](const pa_t& a, bool full, cuarrow::stream_view stream) {
             ca::validate_options o;
             if (full) o.level = ca::validation_level::full;
             nb::gil_scoped_release r;
@@ -361,36 +338,24 @@ void bind_arrow(nb::module_& m) {
           },
           nb::arg("full") = false, nb::arg("stream") = nb::none());
 
-  nb::class_<BatchData>(m, "BatchData", "A record batch (cuarrow::arrow::record_batch) with its declared placement.")
-      .def_prop_ro("num_rows", [](const BatchData& b) { return b.batch.num_rows; })
-      .def_prop_ro("num_columns", [](const BatchData& b) { return b.batch.columns.size(); })
-      .def_prop_ro("placement", [](const BatchData& b) { return placement_pair(b.batch.to_struct(), b.where); })
-      .def_prop_ro("raw_context", [](const BatchData& b) { return ca::context_of(b.batch.to_struct(), b.where); })
-      .def("columns",
-           [](const BatchData& b) {
-             std::vector<ArrayData> out;
-             for (std::size_t i = 0; i < b.batch.columns.size(); ++i) {
-               out.push_back(ArrayData{b.batch.schema.fields[i], b.batch.columns[i], b.where});
-             }
-             return out;
-           })
-      .def(
-          "slice",
-          [](const BatchData& b, std::int64_t offset, std::int64_t length) {
-            return BatchData{b.batch.slice(offset, length), b.where};
-          },
-          nb::arg("offset"), nb::arg("length"))
+  nb::class_<pb_t>(m, "BatchData", "A record batch with its declared placement (cuarrow::arrow::placed_batch).")
+      .def_prop_ro("num_rows", [](const pb_t& b) { return b.batch.num_rows; })
+      .def_prop_ro("num_columns", [](const pb_t& b) { return b.batch.columns.size(); })
+      .def_prop_ro("placement", [](const pb_t& b) { return placement_pair(b.where()); })
+      .def_prop_ro("raw_context", &pb_t::context)
+      .def("columns", &pb_t::columns)
+      .def("slice", &pb_t::slice, nb::arg("offset"), nb::arg("length"))
       .def(
           "with_schema",
-          [](const BatchData& b, nb::handle schema_capsule) {
-            return BatchData{b.batch.with_schema(schema_of(schema_capsule, "the requested schema capsule")), b.where};
+          [](const pb_t& b, nb::handle schema_capsule) {
+            return b.with_schema(schema_of(schema_capsule, "the requested schema capsule"));
           },
           nb::arg("schema_capsule"))
-      .def("schema_capsule", &schema_capsule_of<BatchData>);
+      .def("schema_capsule", &schema_capsule_of<pb_t>);
 
   // ---- import -----------------------------------------------------------------------
-  m.def("import_array", &import_host<ArrayData>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
-  m.def("import_batch", &import_host<BatchData>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def("import_array", &import_host<ca::placed_array>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def("import_batch", &import_host<ca::placed_batch>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
   m.def(
       "is_struct_schema",
       [](nb::handle schema_capsule) {
@@ -404,10 +369,10 @@ void bind_arrow(nb::module_& m) {
         return std::make_pair(static_cast<int>(a->device_type), static_cast<std::int64_t>(a->device_id));
       },
       nb::arg("device_array_capsule"));
-  m.def("import_device_array", &import_device<ArrayData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
-        nb::arg("stream") = nb::none());
-  m.def("import_device_batch", &import_device<BatchData>, nb::arg("schema_capsule"), nb::arg("device_array_capsule"),
-        nb::arg("stream") = nb::none());
+  m.def("import_device_array", &import_device<ca::placed_array>, nb::arg("schema_capsule"),
+        nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
+  m.def("import_device_batch", &import_device<ca::placed_batch>, nb::arg("schema_capsule"),
+        nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
 
   m.def(
       "read_stream",
@@ -421,48 +386,48 @@ void bind_arrow(nb::module_& m) {
   m.def(
       "make_array",
       [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
-         std::vector<std::optional<cuarrow::buffer>> buffers, std::vector<ArrayData> children,
-         std::optional<ArrayData> dictionary, int device_type, int device_id, cuarrow::stream_view stream) {
+         std::vector<std::optional<cuarrow::buffer>> buffers, std::vector<ca::placed_array> children,
+         std::optional<ca::placed_array> dictionary, int device_type, int device_id, cuarrow::stream_view stream) {
         // Under the capsule's field, which keeps extension metadata.
         ca::field f = field_of(schema_capsule);
         std::vector<cuarrow::buffer> bufs;
         for (auto& b : buffers) bufs.push_back(std::move(b).value_or(cuarrow::buffer()));
         std::vector<ca::array_data> kids;
-        for (ArrayData& c : children) kids.push_back(std::move(c.data));
+        for (ca::placed_array& c : children) kids.push_back(std::move(c.data));
         std::shared_ptr<const ca::array_data> dict;
         if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
         nb::gil_scoped_release r;
         ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
                                           std::move(dict), ca::validate_options{}, stream);
-        return ArrayData{std::move(f), std::move(d), placement_from(device_type, device_id)};
+        return ca::placed_array{std::move(f), std::move(d), placement_from(device_type, device_id)};
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
       nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
       nb::arg("stream") = nb::none());
   m.def(
       "batch_from_arrays",
-      [](nb::handle schema_capsule, std::vector<ArrayData> columns, int device_type, int device_id,
+      [](nb::handle schema_capsule, std::vector<ca::placed_array> columns, int device_type, int device_id,
          cuarrow::stream_view stream) {
         ca::schema sc = schema_of(schema_capsule);
         std::vector<ca::array_data> cols;
         cols.reserve(columns.size());
-        for (const ArrayData& c : columns) cols.push_back(c.data);
+        for (const ca::placed_array& c : columns) cols.push_back(c.data);
         const ca::placement where = placement_from(device_type, device_id);
         nb::gil_scoped_release r;
-        return BatchData{ca::make_record_batch(std::move(sc), std::move(cols), {}, stream), where};
+        return ca::placed_batch{ca::make_record_batch(std::move(sc), std::move(cols), {}, stream), where};
       },
       nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("device_type"), nb::arg("device_id"),
       nb::arg("stream") = nb::none());
 
   // ---- transfers ----------------------------------------------------------------------
-  m.def("arrays_to_device", &to_device<ArrayData>, nb::arg("arrays"), nb::arg("context"),
+  m.def("arrays_to_device", &to_device<ca::placed_array>, nb::arg("arrays"), nb::arg("context"),
         nb::arg("stream") = nb::none(), nb::arg("validate") = true);
-  m.def("batches_to_device", &to_device<BatchData>, nb::arg("batches"), nb::arg("context"),
+  m.def("batches_to_device", &to_device<ca::placed_batch>, nb::arg("batches"), nb::arg("context"),
         nb::arg("stream") = nb::none(), nb::arg("validate") = true);
   nb::class_<HostTransfer>(m, "HostTransfer", "Host copies in flight: wait() before reading the data.")
       .def("wait", &HostTransfer::wait, release_gil());
-  m.def("batches_to_host_begin", &to_host_begin<BatchData>, nb::arg("batches"), nb::arg("stream") = nb::none());
-  m.def("arrays_to_host_begin", &to_host_begin<ArrayData>, nb::arg("arrays"), nb::arg("stream") = nb::none());
+  m.def("batches_to_host_begin", &to_host_begin<ca::placed_batch>, nb::arg("batches"), nb::arg("stream") = nb::none());
+  m.def("arrays_to_host_begin", &to_host_begin<ca::placed_array>, nb::arg("arrays"), nb::arg("stream") = nb::none());
   m.def(
       "capsule_address",
       [](nb::handle capsule) {
@@ -470,12 +435,12 @@ void bind_arrow(nb::module_& m) {
       },
       nb::arg("capsule"));
   // ---- export ---------------------------------------------------------------------------
-  m.def("export_device_array", &export_device<ArrayData>, nb::arg("array"), nb::arg("stream") = nb::none());
-  m.def("export_device_batch", &export_device<BatchData>, nb::arg("batch"), nb::arg("stream") = nb::none());
-  m.def("export_device_array_stream", &export_device_stream<ArrayData>, nb::arg("schema_capsule"), nb::arg("chunks"),
-        nb::arg("device_type"), nb::arg("device_id"));
-  m.def("export_device_batch_stream", &export_device_stream<BatchData>, nb::arg("schema_capsule"), nb::arg("batches"),
-        nb::arg("device_type"), nb::arg("device_id"));
+  m.def("export_device_array", &export_device<ca::placed_array>, nb::arg("array"), nb::arg("stream") = nb::none());
+  m.def("export_device_batch", &export_device<ca::placed_batch>, nb::arg("batch"), nb::arg("stream") = nb::none());
+  m.def("export_device_array_stream", &export_device_stream<ca::placed_array>, nb::arg("schema_capsule"),
+        nb::arg("chunks"), nb::arg("device_type"), nb::arg("device_id"));
+  m.def("export_device_batch_stream", &export_device_stream<ca::placed_batch>, nb::arg("schema_capsule"),
+        nb::arg("batches"), nb::arg("device_type"), nb::arg("device_id"));
 }
 
 }  // namespace cuarrow_py

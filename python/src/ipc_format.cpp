@@ -1,7 +1,7 @@
 // The Arrow IPC format over device memory: cuarrow::ipc's messages, stream
 // and file readers and writers, bound for the facade (cuarrow/ipc.py).
 // Schemas cross as "arrow_schema" capsules, record batches as BatchData
-// (arrow_data.hpp: the core's batch as a reader made it, or as a writer
+// (the core's placed_batch: a batch as a reader made it, or as a writer
 // takes it), message bodies as Buffers, shared objects (share.hpp) as
 // SharedObject and descriptor bytes, kinds as their names ("table" ...).
 // What is read stays where it was: batches are zero-copy slices of the
@@ -29,7 +29,6 @@
 #include <cuarrow/ipc/share.hpp>
 #include <cuarrow/ipc/stream.hpp>
 
-#include "arrow_data.hpp"
 #include "capsules.hpp"
 #include "common.hpp"
 
@@ -48,7 +47,7 @@ ca::placement placement_of(const cuarrow::buffer& source) {
 // A batch read from a source, as the facade's handle: `where` is declared
 // for a batch without any buffer.
 nb::object batch_handle(ca::record_batch b, const ca::placement& where) {
-  return nb::cast(BatchData{std::move(b), where});
+  return nb::cast(ca::placed_batch{std::move(b), where});
 }
 
 // Batches read from a source, as a list of the facade's handles.
@@ -60,10 +59,10 @@ nb::list batch_handles(std::vector<ca::record_batch> batches, const ca::placemen
 
 // A list of BatchData, as the core's batches (copies of handles: a batch's
 // schema and its columns' buffer handles, no device memory).
-std::vector<ca::record_batch> batches_of(const std::vector<const BatchData*>& batches) {
+std::vector<ca::record_batch> batches_of(const std::vector<const ca::placed_batch*>& batches) {
   std::vector<ca::record_batch> bs;
   bs.reserve(batches.size());
-  for (const BatchData* b : batches) bs.push_back(b->batch);
+  for (const ca::placed_batch* b : batches) bs.push_back(b->batch);
   return bs;
 }
 
@@ -180,14 +179,14 @@ template <class W>
 void writer_methods(nb::class_<W>& c) {
   c.def(
        "write",
-       [](W& self, const BatchData& b, nb::handle custom_metadata) {
+       [](W& self, const ca::placed_batch& b, nb::handle custom_metadata) {
          ca::key_value_metadata md = metadata_of(custom_metadata);
          locked(self, [&] { self.w->write(b.batch, md); });
        },
        nb::arg("batch"), nb::arg("custom_metadata") = nb::none())
       .def(
           "write_batches",
-          [](W& self, const std::vector<const BatchData*>& batches, nb::handle custom_metadata) {
+          [](W& self, const std::vector<const ca::placed_batch*>& batches, nb::handle custom_metadata) {
             std::vector<ca::record_batch> bs = batches_of(batches);
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
             // Moved in where the writer keeps them (a stream writer that
@@ -379,7 +378,7 @@ void bind_ipc_format(nb::module_& m) {
 
   m.def(
       "ipc_serialize_record_batch",
-      [](const BatchData& b, const cuarrow::context& ctx, cuarrow::stream_view s) {
+      [](const ca::placed_batch& b, const cuarrow::context& ctx, cuarrow::stream_view s) {
         return ci::serialize_record_batch(b.batch, ctx, s);
       },
       nb::arg("batch"), nb::arg("context"), nb::arg("stream") = nb::none(), release_gil());
@@ -410,7 +409,7 @@ void bind_ipc_format(nb::module_& m) {
 
   m.def(
       "ipc_share",
-      [](nb::handle schema_cap, const std::vector<const BatchData*>& batches, const cuarrow::context& ctx,
+      [](nb::handle schema_cap, const std::vector<const ca::placed_batch*>& batches, const cuarrow::context& ctx,
          const std::string& kind, cuarrow::stream_view s, const std::string& memory) {
         const ca::schema sc = schema_of(schema_cap);
         const std::vector<ca::record_batch> bs = batches_of(batches);

@@ -219,6 +219,62 @@ void check_field_of(const field& f, const array_data& a) {
   }
 }
 
+// ---- placed arrays and batches ---------------------------------------------------------------
+
+placement placed_array::where() const { return placement_of(data, declared); }
+
+std::optional<cuarrow::context> placed_array::context() const { return context_of(data, declared); }
+
+std::vector<placed_array> placed_array::children() const {
+  std::vector<placed_array> out;
+  out.reserve(data.children.size());
+  for (std::size_t i = 0; i < data.children.size(); ++i) {
+    out.push_back({data.type.children.at(i), data.children[i], declared});
+  }
+  return out;
+}
+
+std::optional<placed_array> placed_array::dictionary() const {
+  if (!data.dictionary) return std::nullopt;
+  return placed_array{arrow::field("", data.dictionary->type), *data.dictionary, declared};
+}
+
+placed_array placed_array::indices() const {
+  array_data d = data.dictionary_indices();
+  arrow::field f(field.name, d.type, field.nullable);
+  return {std::move(f), std::move(d), declared};
+}
+
+placed_array placed_array::slice(std::int64_t off, std::int64_t len) const {
+  return {field, data.slice(off, len), declared};
+}
+
+placed_array placed_array::without_validity() const { return {field, data.without_validity(), declared}; }
+
+placed_array placed_array::with_field(arrow::field f) const {
+  check_field_of(f, data);
+  return {std::move(f), data, declared};
+}
+
+placement placed_batch::where() const { return placement_of(batch.to_struct(), declared); }
+
+std::optional<cuarrow::context> placed_batch::context() const { return context_of(batch.to_struct(), declared); }
+
+std::vector<placed_array> placed_batch::columns() const {
+  std::vector<placed_array> out;
+  out.reserve(batch.columns.size());
+  for (std::size_t i = 0; i < batch.columns.size(); ++i) {
+    out.push_back({batch.schema.fields.at(i), batch.columns[i], declared});
+  }
+  return out;
+}
+
+placed_batch placed_batch::slice(std::int64_t off, std::int64_t len) const { return {batch.slice(off, len), declared}; }
+
+placed_batch placed_batch::with_schema(arrow::schema other) const {
+  return {batch.with_schema(std::move(other)), declared};
+}
+
 // ---- null counts ---------------------------------------------------------------------------
 
 namespace detail {

@@ -176,6 +176,94 @@ TEST(ArrowArray, AFieldLabelsAnArrayOfItsType) {
   }
 }
 
+TEST(ArrowArray, APlacedArrayLabelsWhatItHandsOut) {
+  // A struct array of two children under a non-nullable field, declared on
+  // device 0 (its buffers are host memory: where() says so).
+  const placement gpu0 = placement::of(cuarrow::device_type::cuda, 0);
+  const array_data kids =
+      struct_array({field("i", int32(), false), field("s", utf8())},
+                   {primitive<std::int32_t>(int32(), {1, 2, 3}), strings(utf8(), {"a", "b", "c"})}, {true, true, true});
+  const placed_array a{field("rec", kids.type, false, {{"k", "v"}}), kids, gpu0};
+  EXPECT_EQ(a.where(), placement{});
+  EXPECT_FALSE(a.context().has_value());
+  const std::vector<placed_array> children = a.children();
+  ASSERT_EQ(children.size(), 2u);
+  EXPECT_EQ(children[0].field.name, "i");
+  EXPECT_FALSE(children[0].field.nullable);
+  EXPECT_EQ(children[1].field.name, "s");
+  EXPECT_EQ(children[1].declared, gpu0);
+  EXPECT_TRUE(equals(children[1].data, kids.children[1]));
+  EXPECT_FALSE(a.dictionary().has_value());
+  EXPECT_THROW((void)a.indices(), cuarrow::invalid_argument);
+
+  // A slice and a relabelling keep the field, or take the one asked for.
+  const placed_array s = a.slice(1, 2);
+  EXPECT_EQ(s.data.length, 2);
+  EXPECT_EQ(s.field, a.field);
+  EXPECT_THROW((void)a.slice(2, 2), cuarrow::out_of_range);
+  const placed_array renamed = a.with_field(field("other", kids.type));
+  EXPECT_EQ(renamed.field.name, "other");
+  EXPECT_EQ(renamed.data.buffers.size(), a.data.buffers.size());
+  EXPECT_THROW((void)a.with_field(field("x", int64())), cuarrow::invalid_argument);
+  EXPECT_EQ(a.field.name, "rec");
+
+  // An array without any buffer reports what was declared.
+  array_data nulls;
+  nulls.type = null();
+  nulls.length = 4;
+  nulls.null_count = 4;
+  EXPECT_EQ((placed_array{field("n", null()), nulls, gpu0}.where()), gpu0);
+
+  // A dictionary's values go under an unnamed field, its indices under the
+  // array's name and nullability.
+  for (auto& [name, d] : sample_arrays()) {
+    if (d.type.id != type_id::dictionary) continue;
+    const placed_array p{field("dict", d.type, false), d, gpu0};
+    const std::optional<placed_array> values = p.dictionary();
+    ASSERT_TRUE(values.has_value()) << name;
+    EXPECT_EQ(values->field.name, "") << name;
+    EXPECT_TRUE(values->field.nullable) << name;
+    EXPECT_EQ(values->field.type, d.type.values()) << name;
+    EXPECT_EQ(values->declared, gpu0) << name;
+    const placed_array indices = p.indices();
+    EXPECT_EQ(indices.field.name, "dict") << name;
+    EXPECT_FALSE(indices.field.nullable) << name;
+    EXPECT_EQ(indices.field.type, indices.data.type) << name;
+    EXPECT_EQ(indices.data.type, data_type(d.type.index_type)) << name;
+  }
+}
+
+TEST(ArrowArray, APlacedBatchHandsOutItsColumnsUnderTheirFields) {
+  const placement gpu0 = placement::of(cuarrow::device_type::cuda, 0);
+  record_batch b;
+  b.schema.fields = {field("x", int32(), false), field("y", utf8())};
+  b.num_rows = 3;
+  b.columns = {primitive<std::int32_t>(int32(), {1, 2, 3}), strings(utf8(), {"a", std::nullopt, "c"})};
+  const placed_batch p{b, gpu0};
+  EXPECT_EQ(p.where(), placement{});
+  const std::vector<placed_array> columns = p.columns();
+  ASSERT_EQ(columns.size(), 2u);
+  EXPECT_EQ(columns[0].field, b.schema.fields[0]);
+  EXPECT_EQ(columns[1].field.name, "y");
+  EXPECT_EQ(columns[1].declared, gpu0);
+  EXPECT_EQ(p.slice(1, 2).batch.num_rows, 2);
+  EXPECT_EQ(p.slice(1, 2).declared, gpu0);
+  EXPECT_THROW((void)p.slice(2, 2), cuarrow::out_of_range);
+  schema other;
+  other.fields = {field("a", int32()), field("b", utf8())};
+  EXPECT_EQ(p.with_schema(other).columns()[0].field.name, "a");
+  other.fields[0] = field("a", int64());
+  EXPECT_THROW((void)p.with_schema(other), cuarrow::invalid_argument);
+  EXPECT_EQ(p.batch.schema.fields[0].name, "x");
+  // A batch of no rows and no buffers reports what was declared.
+  record_batch empty;
+  empty.schema.fields = {field("n", null())};
+  array_data n;
+  n.type = null();
+  empty.columns = {n};
+  EXPECT_EQ((placed_batch{empty, gpu0}.where()), gpu0);
+}
+
 TEST(ArrowArray, ValidityAndDictionaryIndicesOverTheSameBuffers) {
   array_data a = primitive<std::int32_t>(int32(), {1, std::nullopt, 3});
   array_data bare = a.without_validity();

@@ -118,6 +118,64 @@ struct CUARROW_EXPORT record_batch {
 /// column.
 CUARROW_EXPORT void check_field_of(const field& f, const array_data& a);
 
+// ---- arrays and batches as their holders declare them --------------------
+
+/// An array with the field it is a value of (name, nullability, metadata:
+/// an extension type lives there; field.type is data.type) and the
+/// placement its holder declared, which an array without any non-empty
+/// buffer (a null array, an empty one) has no memory to say: what such an
+/// array reports and exports.  A device array, or a column of a batch, as
+/// the Python package holds it.  A value: copying one copies handles.
+struct CUARROW_EXPORT placed_array {
+  arrow::field field;
+  array_data data;
+  placement declared;
+
+  /// Where the data lives: placement_of(data, declared).  Throws
+  /// invalid_data for a tree whose buffers live in different places.
+  placement where() const;
+  /// The context to work on the data in (context_of(data, declared));
+  /// nullopt for host memory.
+  std::optional<cuarrow::context> context() const;
+  /// The children, each under its field of the type.
+  std::vector<placed_array> children() const;
+  /// A dictionary array's values under an unnamed nullable field of the
+  /// value type; nullopt for other arrays.
+  std::optional<placed_array> dictionary() const;
+  /// A dictionary array's indices (array_data::dictionary_indices) under
+  /// the array's name and nullability.  Throws invalid_argument for other
+  /// arrays.
+  placed_array indices() const;
+  /// A zero-copy slice (array_data::slice) under the same field.  Throws
+  /// out_of_range.
+  placed_array slice(std::int64_t off, std::int64_t len) const;
+  /// The same buffers without the validity bitmap (array_data::without_validity).
+  placed_array without_validity() const;
+  /// The same data under `f` (another name, nullability or metadata).
+  /// Throws invalid_argument unless f's type is the array's
+  /// (check_field_of).
+  placed_array with_field(arrow::field f) const;
+};
+
+/// A record batch with the placement its holder declared (what a batch
+/// without any non-empty buffer reports).
+struct CUARROW_EXPORT placed_batch {
+  record_batch batch;
+  placement declared;
+
+  /// Where the columns live (placement_of their struct, or `declared`).
+  /// Throws invalid_data for columns that live in different places.
+  placement where() const;
+  /// The context to work on the columns in; nullopt for host memory.
+  std::optional<cuarrow::context> context() const;
+  /// The columns, each under its field of the schema.
+  std::vector<placed_array> columns() const;
+  /// record_batch::slice.  Throws out_of_range.
+  placed_batch slice(std::int64_t off, std::int64_t len) const;
+  /// record_batch::with_schema.  Throws invalid_argument.
+  placed_batch with_schema(arrow::schema other) const;
+};
+
 // ---- comparison -----------------------------------------------------------
 
 /// True when `a` and `b` hold the same logical values: equal types, lengths,
