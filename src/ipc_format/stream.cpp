@@ -1006,13 +1006,12 @@ void message_writer::settle() {
 void message_writer::finish() {
   if (!unchecked_.empty() && !retaking_) {
     // The end queued behind the copies before the assumed offsets are
-    // read, so that the one wait for them covers the end too; taken back
-    // with the rest where an offset did not hold.
-    const unchecked_write before_end = mark();
+    // read, so that the one wait for them covers the end too; where an
+    // offset did not hold, settle() takes it back with the unchecked
+    // writes' messages (it follows them).
     add_end();
     sink_.flush();
     if (assumptions_held()) return;
-    take_back(before_end);
   }
   settle();
   add_end();
