@@ -25,7 +25,8 @@ struct plain_access {
 // widest words both sides share the alignment of, `InFlight` loads a thread
 // before their stores (bench/gather_probe.cu times other counts).  The
 // words start where the destination is `Align`-byte aligned (a multiple of
-// the word; the probe times whole cache lines).
+// the word; the kernel's 16-byte words at its cache lines, kLine), the
+// bytes before them one at a time.
 template <class Word, int InFlight = 4, class Access = plain_access, uint64_t Align = sizeof(Word)>
 __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
                            uint64_t end) {
