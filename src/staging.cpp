@@ -26,7 +26,6 @@
 
 namespace cuarrow {
 namespace detail {
-namespace {
 
 std::int64_t env_int(const char* name, std::int64_t fallback) {
   const char* v = std::getenv(name);
@@ -40,6 +39,8 @@ std::int64_t env_int(const char* name, std::int64_t fallback) {
   }
   return x;
 }
+
+namespace {
 
 void validate(const transfer_options& o) {
   if (o.staging_threshold_bytes < 0) throw invalid_argument("staging_threshold_bytes must be >= 0");
@@ -536,7 +537,8 @@ bool is_page_locked(const void* p) {
 }
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads,
-                           std::atomic<std::int64_t>* dma_wait_ns, std::span<const staged_capture> captures) {
+                           std::atomic<std::int64_t>* dma_wait_ns, std::span<const staged_capture> captures,
+                           std::atomic<std::int64_t>* dma_count) {
   const std::size_t total = total_bytes(pieces);
   const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
   const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
@@ -545,6 +547,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
       [&](worker_slots& ws, job& j, const plan& pl) {
         int turn = 0;
         std::size_t i = 0;
+        std::int64_t dmas = 0;
         while (j.take(i)) {
           const int k = turn;
           turn ^= 1;
@@ -558,10 +561,12 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
           capture_chunk(captures, pl, c, slot);
           for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
             copy_host_to_device_async(device, slot + offset, n, s);
+            ++dmas;
           });
           ws.event[k]->record(s);
           *ws.recorded[k] = 1;
         }
+        if (dma_count != nullptr) dma_count->fetch_add(dmas);
       },
       threads, dma_wait_ns);
   if (!done) {                           // no pinned memory for staging: let the driver copy
@@ -577,6 +582,7 @@ void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, 
       }
       capture_range(captures, piece.device, from, piece.size);
       copy_host_to_device_async(piece.device, from, piece.size, s);
+      if (dma_count != nullptr) dma_count->fetch_add(1);
     }
     synchronize_stream(s);
   }

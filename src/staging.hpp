@@ -22,6 +22,10 @@ namespace cuarrow::detail {
 
 struct piece_source;  // copy_sources.hpp
 
+/// The integer environment variable `name` (a K, M or G suffix multiplies
+/// by 2^10, 2^20, 2^30), or `fallback` when it is unset or empty.
+std::int64_t env_int(const char* name, std::int64_t fallback);
+
 /// The options in force (set_transfer_options, else CUARROW_* environment
 /// variables, else defaults).
 transfer_options current_transfer_options();
@@ -72,10 +76,12 @@ struct staged_capture {
 /// (the host side waiting on the link; a reader's stats).  `captures`,
 /// sorted by device address: each one's bytes that lie inside a piece are
 /// written to its `out` (by the workers, before this returns); the caller
-/// asks only for bytes inside its pieces.
+/// asks only for bytes inside its pieces.  `dma_count`, when set, adds the
+/// number of DMAs queued (a reader's stats).
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0,
                            std::atomic<std::int64_t>* dma_wait_ns = nullptr,
-                           std::span<const staged_capture> captures = {});
+                           std::span<const staged_capture> captures = {},
+                           std::atomic<std::int64_t>* dma_count = nullptr);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 
 /// Host -> device for every piece, through ONE pinned block instead of the

@@ -441,7 +441,8 @@ class _Reader:
     def stats(self) -> dict[str, Any] | None:
         """Where the time of a path reader's reads went (opened with
         ``collect_stats=True``; the counts always): ``bytes_read``,
-        ``batches``, ``staging_jobs``; seconds of the calling thread in
+        ``batches``, ``staging_jobs``, ``dmas`` (host-to-device copies the
+        staging jobs queued: neighbouring small bodies share one); seconds of the calling thread in
         ``metadata_seconds`` (message metadata read and parsed),
         ``allocate_seconds``, ``staging_seconds`` (in staging jobs, start to
         end), ``gds_seconds``, ``build_seconds`` (batches built and

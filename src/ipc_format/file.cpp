@@ -56,6 +56,14 @@ constexpr std::int64_t kStreamJobBytes = std::int64_t{256} << 20;
 // (the padding between them with them): fewer reads and DMAs.
 constexpr std::int64_t kJoinGap = 64;
 
+// file_read_options::body_group_bytes when left at -1.
+constexpr std::int64_t kBodyGroupBytes = std::int64_t{32} << 20;
+
+// Where the bodies that share an allocation start in it: Arrow's
+// recommended buffer alignment (the buffers inside a body are 8-byte
+// aligned, as the format lays them out).
+constexpr std::int64_t kBodyAlignment = 64;
+
 }  // namespace
 
 const char* to_string(read_path_preference p) noexcept {
@@ -197,6 +205,13 @@ struct file_source {
     if (options.max_decompressed_buffer_bytes < 0) {
       throw invalid_argument("file_read_options: max_decompressed_buffer_bytes must be >= 0");
     }
+    if (options.body_group_bytes < -1) {
+      throw invalid_argument("file_read_options: body_group_bytes must be >= 0, or -1 for the default");
+    }
+    if (options.body_group_bytes == -1) {
+      options.body_group_bytes =
+          std::max<std::int64_t>(0, cuarrow::detail::env_int("CUARROW_BODY_GROUP_BYTES", kBodyGroupBytes));
+    }
     options.read.decompress = nullptr;  // decompressed in the pipeline, never by the body reader
     choose_path();
   }
@@ -207,7 +222,7 @@ struct file_source {
   std::atomic<std::int64_t> bytes_read{0};
   std::atomic<read_path> last_path{read_path::none};
   // read_stats: counts always, nanoseconds when options.collect_stats.
-  std::atomic<std::int64_t> batches{0}, staging_jobs{0};
+  std::atomic<std::int64_t> batches{0}, staging_jobs{0}, dmas{0};
   std::atomic<std::int64_t> metadata_ns{0}, allocate_ns{0}, staging_ns{0}, gds_ns{0}, build_ns{0}, pread_ns{0},
       decompress_ns{0}, dma_wait_ns{0}, gpu_decompress_ns{0};
   // GPU decompression (gpu_zstd()): decided once, at the first ZSTD body.
@@ -251,6 +266,7 @@ struct file_source {
     r.bytes_read = bytes_read.load();
     r.batches = batches.load();
     r.staging_jobs = staging_jobs.load();
+    r.dmas = dmas.load();
     r.metadata_seconds = seconds_of(metadata_ns);
     r.allocate_seconds = seconds_of(allocate_ns);
     r.staging_seconds = seconds_of(staging_ns);
@@ -525,8 +541,9 @@ struct file_source {
   }
 
   // Reads the buffers each request's header names (of the body at file
-  // offset body_start, body_length bytes) into ONE device allocation per
-  // request, all through ONE staging job, and rewrites each header to
+  // offset body_start, body_length bytes) into ONE device body per request
+  // (allocate_bodies: neighbouring small ones share an allocation), all
+  // through ONE staging job, and rewrites each header to
   // describe its allocation (uncompressed, packed, 8-byte aligned).  Every
   // body is checked and planned before anything is allocated; a failure
   // releases every allocation and leaves the headers as they were.
@@ -545,6 +562,40 @@ struct file_source {
     std::vector<std::string> gpu_names;
     bool any_gds = false, any_staged = false, any_compressed = false, all_empty = true;
   };
+
+  // The bodies' device memory, in request order: one allocation each, or
+  // (options.body_group_bytes) runs of neighbouring bodies as 64-byte
+  // aligned slices of one allocation of at most that many bytes (an empty
+  // body an empty slice).  group[q] numbers the allocation body q lies in.
+  // A body larger than the bound gets its own.
+  void allocate_bodies(std::span<const std::int64_t> lengths, stream_view sv, std::vector<buffer>& bodies,
+                       std::vector<std::size_t>& group) {
+    const auto aligned = [](std::int64_t n) { return (n + kBodyAlignment - 1) / kBodyAlignment * kBodyAlignment; };
+    const std::int64_t most = options.body_group_bytes;
+    std::size_t g = 0;
+    for (std::size_t q = 0; q < lengths.size(); ++g) {
+      // Bodies [q, e) share one allocation of `length` bytes.
+      std::int64_t length = lengths[q];
+      std::size_t e = q + 1;
+      if (most > 0 && length <= most) {
+        while (e < lengths.size() && aligned(length) + lengths[e] <= most) {
+          length = aligned(length) + lengths[e];
+          ++e;
+        }
+      }
+      if (e == q + 1) {
+        bodies.push_back(allocate_device(ctx, lengths[q], sv));
+        group[q++] = g;
+        continue;
+      }
+      const buffer shared = allocate_device(ctx, length, sv);
+      for (std::int64_t at = 0; q < e; ++q) {
+        bodies.push_back(shared.slice(at, lengths[q]));
+        group[q] = g;
+        at = aligned(at + lengths[q]);
+      }
+    }
+  }
 
   planned_bodies plan_bodies(std::span<const body_request> requests, stream_view s) {
     struct target {
@@ -659,12 +710,25 @@ struct file_source {
     std::vector<staged_piece>& pieces = pb.pieces;
     bool &any_gds = pb.any_gds, &any_staged = pb.any_staged, &any_compressed = pb.any_compressed,
          &all_empty = pb.all_empty;
+    std::vector<std::size_t> group(plans.size());
+    {
+      const cuarrow::detail::timed t(timer(allocate_ns));
+      std::vector<std::int64_t> lengths(plans.size());
+      for (std::size_t q = 0; q < plans.size(); ++q) lengths[q] = plans[q].length;
+      allocate_bodies(lengths, sv, bodies, group);
+    }
+    // The end of the last staged piece, when the next body's first piece
+    // may join its DMA: the same shared allocation, both uncompressed (never
+    // across a buffer nvCOMP writes later: only padding travels in the same
+    // DMA), nothing read by GPUDirect Storage between them.
+    struct staged_end {
+      bool joinable = false;
+      std::size_t group = 0;
+      CUdeviceptr end = 0;
+    } tail;
     for (std::size_t q = 0; q < plans.size(); ++q) {
       const planned& pl = plans[q];
-      const buffer& body = [&]() -> const buffer& {
-        const cuarrow::detail::timed t(timer(allocate_ns));
-        return bodies.emplace_back(allocate_device(ctx, pl.length, sv));
-      }();
+      const buffer& body = bodies[q];
       const bool compressed = requests[q].header->compression.has_value();
       any_compressed = any_compressed || compressed;
       all_empty = all_empty && pl.targets.empty();
@@ -683,22 +747,32 @@ struct file_source {
         }();
         if (by_gds) {
           any_gds = true;
+          tail.joinable = false;
           continue;
         }
       }
       any_staged = any_staged || !pl.targets.empty();
-      // Never merged with the previous body's piece (another allocation),
-      // nor across a buffer nvCOMP writes later: only padding travels in
-      // the same DMA.
+      // Merged with the previous piece across the 8-byte padding of one
+      // body, or the alignment between two bodies of one allocation (above).
       std::int64_t end = -1;
       for (const target& t : pl.targets) {
         staged_piece p;
         p.device = static_cast<CUdeviceptr>(body.address() + static_cast<std::uintptr_t>(t.at));
         p.size = static_cast<std::size_t>(t.size);
-        p.merge_with_previous = end >= 0 && t.at - end < 8;
+        if (end >= 0) {
+          p.merge_with_previous = t.at - end < 8;
+        } else {
+          p.merge_with_previous = !compressed && tail.joinable && tail.group == group[q] && p.device >= tail.end &&
+                                  p.device - tail.end < static_cast<CUdeviceptr>(kBodyAlignment);
+        }
         p.source = t.source;
         pieces.push_back(p);
         end = t.at + t.size;
+      }
+      if (compressed) {
+        tail.joinable = false;
+      } else if (end >= 0) {
+        tail = {true, group[q], static_cast<CUdeviceptr>(body.address() + static_cast<std::uintptr_t>(end))};
       }
     }
     if (!gpu.empty()) {
@@ -760,7 +834,7 @@ struct file_source {
       scoped_context guard(ctx.handle());
       const cuarrow::detail::timed t(timer(staging_ns));
       cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
-                                             timer(dma_wait_ns), captures);
+                                             timer(dma_wait_ns), captures, &dmas);
       staging_jobs.fetch_add(1);
     }
     if (!pb.gpu_chunks.empty()) {

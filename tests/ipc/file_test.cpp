@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -869,6 +870,84 @@ TEST_F(IpcFileManyBatches, AFileCutInTheMiddleOfAJobReleasesEverything) {
     const std::vector<record_batch> all = r.read_all();
     ASSERT_EQ(all.size(), batches.size());
     for (std::size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(same_values(batches[i], all[i])) << i;
+  }
+}
+
+// The allocation a buffer is a slice of (the root of its parents).
+std::uintptr_t allocation_of(const cuarrow::buffer& b) {
+  const cuarrow::buffer* at = &b;
+  while (at->parent()) at = at->parent().get();
+  return at->address();
+}
+
+// The bodies one call reads share allocations (body_group_bytes), so that
+// neighbouring bodies travel in one DMA; each body stays 64-byte aligned,
+// a shared allocation lives while any batch over it does, and 0 gives every
+// batch its own.
+TEST_F(IpcFileManyBatches, SmallBodiesShareAllocationsAndTheirDmas) {
+  const std::vector<record_batch> batches = many_batches(24, false, 11);
+  const std::string path = write("grouped.arrow", written(batches, ipc::stream_writer::format::file, std::nullopt));
+  const std::int64_t allocated_before = ctx().bytes_allocated();
+  const auto read = [&](std::int64_t group_bytes, std::optional<std::vector<int>> columns = std::nullopt) {
+    ipc::file_read_options o;
+    o.body_group_bytes = group_bytes;
+    o.columns = std::move(columns);
+    ipc::device_file_reader r(path, ctx(), o);
+    std::vector<record_batch> all = r.read_all();
+    return std::make_pair(std::move(all), r.stats());
+  };
+  for (const bool project : {false, true}) {
+    SCOPED_TRACE(project ? "projected" : "every column");
+    const auto columns = project ? std::optional<std::vector<int>>(std::vector<int>{1}) : std::nullopt;
+    auto [grouped, gs] = read(-1, columns);
+    auto [single, ss] = read(0, columns);
+    ASSERT_EQ(grouped.size(), batches.size());
+    ASSERT_EQ(single.size(), batches.size());
+    std::set<std::uintptr_t> grouped_allocations, single_allocations;
+    std::size_t nonempty = 0;
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      SCOPED_TRACE(i);
+      const auto& want = batches[i].columns[project ? 1 : 0];
+      EXPECT_TRUE(same_values(want, to_host(grouped[i].columns[0])));
+      EXPECT_TRUE(same_values(want, to_host(single[i].columns[0])));
+      if (batches[i].num_rows == 0) continue;  // an empty body: no memory of its own
+      ++nonempty;
+      // The body starts with its first column's first buffer that has bytes.
+      std::uintptr_t start = UINTPTR_MAX;
+      for (const cuarrow::buffer& b : grouped[i].columns[0].buffers) {
+        if (b.size() > 0) start = std::min(start, b.address());
+      }
+      EXPECT_EQ(start % 64, 0U) << "a body starts 64-byte aligned";
+      const cuarrow::buffer& first = grouped[i].columns[0].buffers[1];
+      grouped_allocations.insert(allocation_of(first));
+      single_allocations.insert(allocation_of(single[i].columns[0].buffers[1]));
+    }
+    EXPECT_EQ(grouped_allocations.size(), 1U) << "a few KiB of bodies: one allocation";
+    EXPECT_EQ(single_allocations.size(), nonempty) << "body_group_bytes 0: one allocation a batch";
+    EXPECT_LT(gs.dmas, static_cast<std::int64_t>(batches.size())) << "neighbouring bodies in one DMA";
+    EXPECT_GE(ss.dmas, static_cast<std::int64_t>(batches.size())) << "a DMA (at least) a body";
+    // A shared allocation lives while any batch over it does.
+    const std::int64_t held = ctx().bytes_allocated();
+    grouped.erase(grouped.begin(), grouped.end() - 1);
+    EXPECT_EQ(ctx().bytes_allocated(), held) << "the last batch keeps the shared allocation";
+    grouped.clear();
+    single.clear();
+    EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
+  }
+  // A bound below a body's size: every body its own allocation again.
+  const std::vector<record_batch> tight = read(64).first;
+  std::set<std::uintptr_t> tight_allocations;
+  for (const record_batch& b : tight) {
+    if (b.num_rows > 0) tight_allocations.insert(allocation_of(b.columns[0].buffers[1]));
+  }
+  EXPECT_EQ(tight_allocations.size(), batches.size() - 1) << "every body but the empty one its own";
+  ipc::file_read_options bad;
+  bad.body_group_bytes = -2;
+  try {
+    ipc::device_file_reader r(path, ctx(), bad);
+    ADD_FAILURE() << "body_group_bytes -2 was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("body_group_bytes"), std::string::npos) << e.what();
   }
 }
 

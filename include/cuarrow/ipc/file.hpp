@@ -6,9 +6,10 @@
 // metadata.hpp).  The body buffers a batch needs (all of them, or those of
 // the projected columns) are read through the staging pipeline: its host
 // threads pread the file's bytes straight into its pinned slots, and each
-// slot is copied by DMA into ONE device allocation per batch (a dictionary
-// batch gets its own).  The batch is then built by read_record_batch over
-// that device body: its arrays are slices of the allocation.
+// slot is copied by DMA into ONE device body per batch (a dictionary batch
+// gets its own; the small bodies of one call share allocations,
+// file_read_options::body_group_bytes).  The batch is then built by
+// read_record_batch over that device body: its arrays are slices of it.
 //
 // read_all and read_batches read the metadata of every batch first, then
 // every body through ONE staging job, so that the pipeline's threads read
@@ -112,6 +113,17 @@ struct file_read_options {
   /// Time the phases of every read (stats()).  Off, nothing is timed: no
   /// clock is read.
   bool collect_stats = false;
+  /// The record-batch bodies one call reads (read_all, read_batches, a
+  /// stream's read_all) share device allocations of up to this many bytes:
+  /// each body a 64-byte aligned slice, next to the one before it, so that
+  /// the staging pipeline moves neighbouring bodies in one DMA instead of
+  /// one (or more) each (many small DMAs leave the link idle between them:
+  /// a column projection's bodies are often well under a MiB).  A body
+  /// larger than this gets its own allocation; the memory of a shared one
+  /// is released when every batch over it is gone.  0: one allocation per
+  /// batch.  -1 (the default): 32 MiB, or CUARROW_BODY_GROUP_BYTES when
+  /// set (a tuning knob).  Below -1 is invalid_argument.
+  std::int64_t body_group_bytes = -1;
 };
 
 /// Where a reader's time went, since it was made (file_read_options::
@@ -131,6 +143,7 @@ struct read_stats {
   double decompress_seconds = 0;      ///< workers: decompression
   double dma_wait_seconds = 0;        ///< workers and caller: waiting for a slot's host-to-device DMA
   double gpu_decompress_seconds = 0;  ///< calling thread: nvCOMP decompression (gpu_decompression), waited for
+  std::int64_t dmas = 0;              ///< host-to-device DMAs the staging jobs queued
 };
 
 /// How a read moved the file's bytes to the device.
