@@ -7,7 +7,9 @@ the ratio; this says why it is what it is).
 
 Writes ipc_bench's 17-column table to one uncompressed Feather file, then
 runs, in a child process per setting of the staging pipeline's knobs
-(CUARROW_STAGING_CHUNK, CUARROW_STAGING_THREADS_TO_DEVICE):
+(CUARROW_STAGING_CHUNK, CUARROW_STAGING_THREADS_TO_DEVICE, and
+CUARROW_BODY_GROUP_BYTES=0: one device allocation a batch, as before
+bodies shared allocations):
 the whole file and projections of 2, 4 and 8 columns, each timed (median),
 one more read of each with the reader's stats, and the projection's parts
 as read_feather runs them (open the reader, read the batches, make the
@@ -41,6 +43,7 @@ from bench import median_time, parse_size  # noqa: E402
 
 SETTINGS: dict[str, dict[str, str]] = {
     "default": {},
+    "an allocation a batch": {"CUARROW_BODY_GROUP_BYTES": "0"},
     "chunk 1 MiB": {"CUARROW_STAGING_CHUNK": str(1 << 20)},
     "chunk 2 MiB": {"CUARROW_STAGING_CHUNK": str(2 << 20)},
     "chunk 8 MiB": {"CUARROW_STAGING_CHUNK": str(8 << 20)},
@@ -151,7 +154,7 @@ def main() -> int:
         )
         st = r["proj2_stats"]
         print(
-            "    proj2 stats: "
+            f"    proj2 stats: {st.get('dmas', '?')} DMAs, "
             + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in st.items() if k.endswith("_seconds") and v),
             flush=True,
         )
