@@ -854,13 +854,16 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
   std::size_t first = 0;
   while (first < batches.size()) {
     // Uncompressed, a layout is known before its bytes move: every batch
-    // in one group.  Compressed, a group is bounded by its uncompressed
-    // bytes (the host copies and framed buffers of a group are kept until
-    // the sink has written them).
+    // in one group.  Compressed, a group holds at most compressed_group_
+    // bytes of uncompressed body (one batch at least): the host copy and
+    // the framed buffers of a group are kept until the sink has written
+    // them, in blocks of the pinned pool, which must hold two groups' worth
+    // and still reuse its blocks.
     std::vector<body_layout> layouts;
     std::int64_t bytes = 0;
     std::size_t end = first;
-    while (end < batches.size() && (layouts.empty() || !options_.compression || bytes < compressed_group_bytes)) {
+    while (end < batches.size() &&
+           (layouts.empty() || !options_.compression || bytes + all[end].body_length <= compressed_group_bytes)) {
       layouts.push_back(std::move(all[end]));
       bytes += layouts.back().body_length;
       ++end;

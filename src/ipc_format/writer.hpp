@@ -90,9 +90,10 @@ class message_writer {
   /// (and the number of metadata: none, or one per batch) are checked
   /// before anything is written.  The batches are written in groups, the
   /// sink flushed after each: uncompressed, one group (every body's layout
-  /// is known before any byte moves); with a codec, groups of about
-  /// compressed_group_bytes of uncompressed body, each compressed at once
-  /// (compress_bodies), which bounds the host memory the framed buffers take.
+  /// is known before any byte moves); with a codec, groups of at most
+  /// compressed_group_bytes of uncompressed body (a larger batch alone),
+  /// each compressed at once (compress_bodies), which bounds the host
+  /// memory the copies and framed buffers take.
   /// `owned`, when given, holds the batches `batches` views: a write that
   /// keeps them (copied early, its offsets not checked yet) takes them
   /// over instead of copying them.
@@ -103,7 +104,13 @@ class message_writer {
   /// (invalid_argument).
   void check(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
              const char* who) const;
-  static constexpr std::int64_t compressed_group_bytes = std::int64_t{1} << 30;
+  // 512 MiB: groups of about 1 GiB took blocks of the pinned pool's
+  // 1.34 GiB class, more than its default 4 GiB limit holds in the two or
+  // three at once a write needs, so the pool unpinned and pinned them
+  // again at every group and the compressing threads wrote fresh pages
+  // (bench/compressed_write_probe.py on an H100: LZ4 0.93 GB/s, 1.85 with
+  // a 16 GiB limit; pyarrow's path 0.86-1.06).
+  static constexpr std::int64_t compressed_group_bytes = std::int64_t{512} << 20;
   /// The end-of-stream marker and, for a file, the footer.
   void finish();
 
