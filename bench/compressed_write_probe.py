@@ -72,13 +72,15 @@ def main() -> int:
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="which settings, comma-separated (default: all)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.table_bytes, args.reps, args.dir)))
         return 0
     result: dict[str, Any] = {}
-    for name, env in SETTINGS.items():
+    for name in args.settings.split(","):
+        env = SETTINGS[name]
         proc = subprocess.run(
             [sys.executable, __file__, "--child", "--table-bytes", str(args.table_bytes), "--reps", str(args.reps)]
             + ["--dir", args.dir],
