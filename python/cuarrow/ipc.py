@@ -395,6 +395,7 @@ class _Reader:
         context: Any = None,
         collect_stats: bool = False,
         gpu_decompression: bool = False,
+        body_group_bytes: int | None = None,
     ) -> None:
         """A reader of a path (into device memory of `context`; `columns`
         mapped to field positions through `_names`) or of device memory."""
@@ -405,7 +406,9 @@ class _Reader:
             indices = None if columns is None else _column_indices(names(path, ctx), columns, path)
             self._source: CudaBuffer | None = None
             _nvcomp_wheel_default()
-            self._reader: Any = path_reader(path, ctx._ctx, indices, bool(collect_stats), bool(gpu_decompression))
+            self._reader: Any = path_reader(
+                path, ctx._ctx, indices, bool(collect_stats), bool(gpu_decompression), body_group_bytes
+            )
             # Every batch read by path lies in device memory of `ctx`.
             self._where: tuple[int, int] | None = (_CUDA, ctx.device_number)
         else:
@@ -600,6 +603,7 @@ def open_stream(
     context: Any = None,
     collect_stats: bool = False,
     gpu_decompression: bool = False,
+    body_group_bytes: int | None = None,
 ) -> RecordBatchStreamReader:
     """A reader of the IPC stream in `source`: a CudaBuffer or a
     cuda.BufferReader from its position (batches are DeviceRecordBatches
@@ -615,13 +619,18 @@ def open_stream(
     nvidia-libnvcomp-cu13``), else on the host.  Only for files you trust:
     nvCOMP does not promise a clean error for corrupt data, and a GPU fault
     ends the process's use of the device (``reader.read_path_reason`` says
-    what ran)."""
+    what ran).  `body_group_bytes`: the batch bodies one call reads (by
+    path) share device allocations of up to this many bytes, so that
+    neighbouring small bodies move in one DMA; a shared allocation is freed
+    when every batch over it is gone; 0 gives every batch its own; None:
+    32 MiB (``CUARROW_BODY_GROUP_BYTES`` to change)."""
     return RecordBatchStreamReader(
         source,
         columns=_included_fields(options),
         context=context,
         collect_stats=collect_stats,
         gpu_decompression=gpu_decompression,
+        body_group_bytes=body_group_bytes,
     )
 
 
@@ -634,6 +643,7 @@ def open_file(
     context: Any = None,
     collect_stats: bool = False,
     gpu_decompression: bool = False,
+    body_group_bytes: int | None = None,
 ) -> RecordBatchFileReader:
     """A reader of the IPC file (Feather v2) in `source`: a CudaBuffer or
     cuda.BufferReader, or a path (read straight into device memory of
@@ -648,6 +658,7 @@ def open_file(
         context=context,
         collect_stats=collect_stats,
         gpu_decompression=gpu_decompression,
+        body_group_bytes=body_group_bytes,
     )
 
 
@@ -659,6 +670,7 @@ def read_feather(
     progress: Any = None,
     stats: dict | None = None,
     gpu_decompression: bool = False,
+    body_group_bytes: int | None = None,
 ) -> DeviceTable:
     """The Arrow IPC file (Feather v2) at path `source` as a DeviceTable in
     device memory of `context` (default device 0), read straight to the GPU
@@ -672,8 +684,9 @@ def read_feather(
     about 16 jobs, one per report.  `stats`: a dict to fill with where
     the read's time went (the phases timed; keys as
     ``RecordBatchFileReader.stats()``).  `gpu_decompression`: ZSTD bodies
-    decompressed on the GPU by nvCOMP, for files you trust (see
-    :func:`open_stream`).  An IPC stream: ``open_stream(path).read_all()``."""
+    decompressed on the GPU by nvCOMP, for files you trust, and
+    `body_group_bytes` (shared body allocations): see :func:`open_stream`.
+    An IPC stream: ``open_stream(path).read_all()``."""
     if not _is_path(source):
         raise TypeError(f"read_feather reads a path (str or os.PathLike), got {_type_name(source)}")
     if stats is not None and not isinstance(stats, dict):
@@ -684,6 +697,7 @@ def read_feather(
         context=context,
         collect_stats=stats is not None,
         gpu_decompression=gpu_decompression,
+        body_group_bytes=body_group_bytes,
     )
     n = reader.num_record_batches
     report = _progress(progress, n, os.fspath(source))

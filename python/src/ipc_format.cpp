@@ -125,11 +125,13 @@ using PathStreamReader = Reader<ci::device_stream_reader>;
 // __init__ of a reader of a path into device memory of `ctx`.
 template <class R>
 void init_path_reader(Reader<R>* self, std::string path, const cuarrow::context& ctx,
-                      std::optional<std::vector<int>> columns, bool collect_stats, bool gpu_decompression) {
+                      std::optional<std::vector<int>> columns, bool collect_stats, bool gpu_decompression,
+                      std::optional<std::int64_t> body_group_bytes) {
   ci::file_read_options o;
   o.columns = std::move(columns);
   o.collect_stats = collect_stats;
   o.gpu_decompression = gpu_decompression;
+  o.body_group_bytes = body_group_bytes.value_or(-1);  // None: the core's default
   nb::gil_scoped_release r;
   new (self) Reader<R>{R(std::move(path), ctx, o), {cuarrow::device_type::cuda, ctx.device_number()}, {}};
 }
@@ -235,7 +237,8 @@ void reader_methods(nb::class_<Reader<R>>& c, bool read_all = true) {
   }
   if constexpr (requires(const R& r) { r.stats(); }) {
     c.def("__init__", &init_path_reader<R>, nb::arg("path"), nb::arg("context"), nb::arg("columns").none() = nb::none(),
-          nb::arg("collect_stats") = false, nb::arg("gpu_decompression") = false)
+          nb::arg("collect_stats") = false, nb::arg("gpu_decompression") = false,
+          nb::arg("body_group_bytes").none() = nb::none())
         .def_prop_ro("bytes_read", [](const Self& self) { return self.r.bytes_read(); })
         .def("stats", [](const Self& self) { return stats_of(self.r.stats()); })
         .def_prop_ro("read_path", [](const Self& self) { return ci::to_string(self.r.last_read_path()); })

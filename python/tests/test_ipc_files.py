@@ -315,6 +315,30 @@ def test_write_feather_of_many_batches_in_one_call(ctx, tmp_path, compression):
     assert max(len(b) for b in got.to_batches()) <= 150
 
 
+def test_body_group_bytes_chooses_shared_or_own_allocations(ctx, tmp_path):
+    table = _wide(chunks=12)
+    path = tmp_path / "groups.arrow"
+    feather.write_feather(table, path, compression="uncompressed")
+    n = len(table.to_batches())
+    for kwargs, shared in (({}, True), ({"body_group_bytes": None}, True), ({"body_group_bytes": 0}, False)):
+        stats = {}
+        got = ipc.read_feather(path, context=ctx, stats=stats, **kwargs)
+        assert got.to_host().equals(table)
+        # Shared: neighbouring bodies in one DMA; own: a DMA (at least) a body.
+        assert (stats["dmas"] < n) == shared, (kwargs, stats["dmas"], n)
+    with ipc.open_file(path, context=ctx, body_group_bytes=0, collect_stats=True) as r:
+        assert r.read_all().to_host().equals(table)
+        assert r.stats()["dmas"] >= n
+    stream = _write_stream(tmp_path / "groups.arrows", table)
+    with ipc.open_stream(stream, context=ctx, body_group_bytes=1 << 20, collect_stats=True) as r:
+        assert r.read_all().to_host().equals(table)
+        assert r.stats()["dmas"] < n
+    with pytest.raises(ValueError, match="body_group_bytes"):
+        ipc.read_feather(path, context=ctx, body_group_bytes=-2)
+    with pytest.raises(TypeError):
+        ipc.read_feather(path, context=ctx, body_group_bytes="32M")
+
+
 @pytest.mark.parametrize("compression", ["uncompressed", "lz4", "zstd"])
 def test_read_stats_say_where_the_time_went(ctx, tmp_path, compression):
     table = _wide()
