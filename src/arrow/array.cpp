@@ -221,17 +221,25 @@ void check_field_of(const field& f, const array_data& a) {
 
 // ---- placed arrays and batches ---------------------------------------------------------------
 
+namespace {
+
+// Each of `arrays` under its field of `fields` (the same count), placed as `declared`.
+std::vector<placed_array> placed_all(const std::vector<field>& fields, const std::vector<array_data>& arrays,
+                                     const placement& declared) {
+  std::vector<placed_array> out;
+  out.reserve(arrays.size());
+  for (std::size_t i = 0; i < arrays.size(); ++i) out.push_back({fields.at(i), arrays[i], declared});
+  return out;
+}
+
+}  // namespace
+
 placement placed_array::where() const { return placement_of(data, declared); }
 
 std::optional<cuarrow::context> placed_array::context() const { return context_of(data, declared); }
 
 std::vector<placed_array> placed_array::children() const {
-  std::vector<placed_array> out;
-  out.reserve(data.children.size());
-  for (std::size_t i = 0; i < data.children.size(); ++i) {
-    out.push_back({data.type.children.at(i), data.children[i], declared});
-  }
-  return out;
+  return placed_all(data.type.children, data.children, declared);
 }
 
 std::optional<placed_array> placed_array::dictionary() const {
@@ -261,12 +269,7 @@ placement placed_batch::where() const { return placement_of(batch.to_struct(), d
 std::optional<cuarrow::context> placed_batch::context() const { return context_of(batch.to_struct(), declared); }
 
 std::vector<placed_array> placed_batch::columns() const {
-  std::vector<placed_array> out;
-  out.reserve(batch.columns.size());
-  for (std::size_t i = 0; i < batch.columns.size(); ++i) {
-    out.push_back({batch.schema.fields.at(i), batch.columns[i], declared});
-  }
-  return out;
+  return placed_all(batch.schema.fields, batch.columns, declared);
 }
 
 placed_batch placed_batch::slice(std::int64_t off, std::int64_t len) const { return {batch.slice(off, len), declared}; }
