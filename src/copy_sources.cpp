@@ -37,8 +37,9 @@ void read_file_exactly(int fd, const std::string& path, std::int64_t offset, std
 void fill_from_source(const piece_source& source, std::size_t offset, std::span<unsigned char> out) {
   if (source.what == piece_source::kind::file) {
     const timed t(source.read_ns);
-    read_file_exactly(source.fd, source.path, source.file_offset + static_cast<std::int64_t>(offset), out,
-                      source.bytes_read);
+    static const std::string unnamed = "(unnamed file)";
+    read_file_exactly(source.fd, source.path != nullptr ? *source.path : unnamed,
+                      source.file_offset + static_cast<std::int64_t>(offset), out, source.bytes_read);
   } else {
     source.produce(offset, out);
   }

@@ -29,11 +29,12 @@ struct piece_source {
   enum class kind { file, produce };
   kind what = kind::file;
   /// kind::file: the piece is `size` bytes of the open file `fd` from
-  /// `file_offset`; `path` names the file in errors; `bytes_read`, when
-  /// set, counts the bytes read.
+  /// `file_offset`; `path` names the file in errors (it must outlive the
+  /// piece: a reader has thousands of pieces and one path); `bytes_read`,
+  /// when set, counts the bytes read.
   int fd = -1;
   std::int64_t file_offset = 0;
-  std::string path;
+  const std::string* path = nullptr;
   std::atomic<std::int64_t>* bytes_read = nullptr;
   /// When set, adds the nanoseconds spent in pread (a reader's stats).
   std::atomic<std::int64_t>* read_ns = nullptr;

@@ -624,7 +624,7 @@ struct file_source {
     auto file_piece = [&](std::int64_t offset) -> piece_source& {
       piece_source& src = sources.emplace_back();
       src.fd = file.fd();
-      src.path = file.path();
+      src.path = &file.path();
       src.file_offset = offset;
       src.bytes_read = &bytes_read;
       src.read_ns = timer(pread_ns);
@@ -1127,7 +1127,17 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
       const file_block& b = st.footer.record_batches[static_cast<std::size_t>(indices[k])];
       names[k] = "file record batch block " + std::to_string(indices[k]);
       metas[k] = st.block(b, names[k], message_kind::record_batch, /*on_worker=*/true);
-      headers[k] = st.projected(std::get<record_batch_header>(metas[k].metadata.header), metas[k].metadata.version);
+      // Only the version of metas[k] is used from here on: the header is
+      // moved out whole, or projected and the full one freed here, on these
+      // threads, with the flatbuffer (not on the calling thread at the end).
+      auto& full = std::get<record_batch_header>(metas[k].metadata.header);
+      if (st.options.columns) {
+        headers[k] = st.projected(full, metas[k].metadata.version);
+        full = {};
+      } else {
+        headers[k] = std::move(full);
+      }
+      std::vector<std::byte>().swap(metas[k].flatbuffer);
     });
   }
   for (std::size_t k = 0; k < indices.size(); ++k) {

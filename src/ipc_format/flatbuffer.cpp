@@ -46,6 +46,13 @@ std::uint32_t reader::follow(const std::string& where, std::uint64_t pos) const 
   return static_cast<std::uint32_t>(target);
 }
 
+std::optional<std::uint32_t> reader::try_follow(std::uint64_t pos) const noexcept {
+  if (pos % 4 != 0 || pos > size_ || 4 > size_ - pos) return std::nullopt;
+  const auto o = load<std::uint32_t>(pos);
+  if (o == 0 || o > max_buffer_size || pos + o >= size_) return std::nullopt;
+  return static_cast<std::uint32_t>(pos + o);
+}
+
 table reader::root(const char* name) {
   if (size_ > max_buffer_size) {
     fail(name, num(size_) + " bytes: larger than any FlatBuffer (at most " + num(max_buffer_size) + ")");
@@ -105,7 +112,8 @@ bool table::has(int id) const { return field_pos(id) != 0; }
 std::optional<std::uint32_t> table::offset_target(int id, std::string_view name) const {
   const std::uint32_t at = field_pos(id);
   if (at == 0) return std::nullopt;
-  return r_->follow(field_path(name), at);
+  if (const auto target = r_->try_follow(at)) return target;
+  return r_->follow(field_path(name), at);  // throws, naming the field
 }
 
 std::optional<table> table::child(int id, std::string_view name) const {

@@ -63,6 +63,9 @@ class reader {
   void check_aligned(const std::string& where, std::uint64_t pos, std::uint64_t align, const char* what) const;
   /// The target of the uoffset at `pos` (checked: aligned, non-zero, forward, inside).
   std::uint32_t follow(const std::string& where, std::uint64_t pos) const;
+  /// follow's target when every check passes, else nullopt (follow then
+  /// says why): the error's path is built only when there is an error.
+  std::optional<std::uint32_t> try_follow(std::uint64_t pos) const noexcept;
   table table_at(std::string path, std::uint32_t pos, int depth);
 
   template <class T>
@@ -97,9 +100,12 @@ class table {
     static_assert(std::is_arithmetic_v<T>);
     const std::uint32_t at = field_pos(id);
     if (at == 0) return def;
-    const std::string where = field_path(name);
-    r_->check_aligned(where, at, sizeof(T), "scalar");
-    r_->check_range(where, at, sizeof(T), "scalar");
+    if (at % sizeof(T) != 0 || at > r_->size() || sizeof(T) > r_->size() - at) {
+      // The path is built only for the error (a message has many scalars).
+      const std::string where = field_path(name);
+      r_->check_aligned(where, at, sizeof(T), "scalar");
+      r_->check_range(where, at, sizeof(T), "scalar");
+    }
     return r_->load<T>(at);
   }
   bool boolean(int id, std::string_view name, bool def) const { return scalar<std::uint8_t>(id, name, def) != 0; }

@@ -112,11 +112,13 @@ const char* version_name(std::int16_t v) {
   return v >= 0 && v <= 4 ? names[v] : "unknown";
 }
 
-metadata_version check_version(std::int16_t v, const std::string& where) {
-  if (v < 0 || v > 4) fail(where, "unknown metadata version " + std::to_string(v) + " (V1..V5 are 0..4)");
+// The version field `name` of `t`, checked (the path built only for an error).
+metadata_version check_version(std::int16_t v, const fb::table& t, std::string_view name) {
+  if (v < 0 || v > 4) fail(t.field_path(name), "unknown metadata version " + std::to_string(v) + " (V1..V5 are 0..4)");
   if (v < 3) {
-    fail(where, std::string("metadata version ") + version_name(v) +
-                    " is not supported: cuarrow reads V4 (Arrow 0.8 to 0.17) and V5 (Arrow 1.0 and later)");
+    fail(t.field_path(name),
+         std::string("metadata version ") + version_name(v) +
+             " is not supported: cuarrow reads V4 (Arrow 0.8 to 0.17) and V5 (Arrow 1.0 and later)");
   }
   return static_cast<metadata_version>(v);
 }
@@ -368,15 +370,20 @@ schema_message read_schema(const fb::table& s) {
   return out;
 }
 
-std::int64_t non_negative(std::int64_t v, const std::string& where, const char* what) {
-  if (v < 0) fail(where, std::string(what) + " is negative (" + std::to_string(v) + ")");
+// `where()` names the value in the error; it is called only then (a
+// message's paths are strings: built for every batch, they were most of
+// its parse).
+template <class Where>
+std::int64_t non_negative(std::int64_t v, const Where& where, const char* what) {
+  if (v < 0) fail(where(), std::string(what) + " is negative (" + std::to_string(v) + ")");
   return v;
 }
 
 record_batch_header read_record_batch(const fb::table& t, std::int64_t body_length) {
   record_batch_header out;
-  out.length = non_negative(t.scalar<std::int64_t>(fbs::record_batch::length, "length", 0), t.field_path("length"),
-                            "the length");
+  out.length = non_negative(
+      t.scalar<std::int64_t>(fbs::record_batch::length, "length", 0), [&] { return t.field_path("length"); },
+      "the length");
   if (const auto nodes = t.vec(fbs::record_batch::nodes, "nodes", 16, 8)) {
     out.nodes.reserve(nodes->size());
     for (std::uint32_t i = 0; i < nodes->size(); ++i) {
@@ -417,8 +424,8 @@ record_batch_header read_record_batch(const fb::table& t, std::int64_t body_leng
   if (const auto counts = t.vec(fbs::record_batch::variadic_buffer_counts, "variadicBufferCounts", 8, 8)) {
     out.variadic_buffer_counts.reserve(counts->size());
     for (std::uint32_t i = 0; i < counts->size(); ++i) {
-      out.variadic_buffer_counts.push_back(
-          non_negative(counts->scalar<std::int64_t>(i), counts->element_path(i), "the buffer count"));
+      out.variadic_buffer_counts.push_back(non_negative(
+          counts->scalar<std::int64_t>(i), [&] { return counts->element_path(i); }, "the buffer count"));
     }
   }
   return out;
@@ -699,9 +706,10 @@ message_metadata read_message_metadata(std::span<const std::byte> flatbuffer) {
   fb::reader r(flatbuffer);
   const fb::table m = r.root("Message");
   message_metadata out;
-  out.version = check_version(m.scalar<std::int16_t>(fbs::message::version, "version", 0), m.field_path("version"));
-  out.body_length = non_negative(m.scalar<std::int64_t>(fbs::message::body_length, "bodyLength", 0),
-                                 m.field_path("bodyLength"), "the body length");
+  out.version = check_version(m.scalar<std::int16_t>(fbs::message::version, "version", 0), m, "version");
+  out.body_length = non_negative(
+      m.scalar<std::int64_t>(fbs::message::body_length, "bodyLength", 0), [&] { return m.field_path("bodyLength"); },
+      "the body length");
   const auto code = m.scalar<std::uint8_t>(fbs::message::header_type, "header_type", 0);
   const char* label = nullptr;
   switch (static_cast<message_kind>(code)) {
@@ -861,7 +869,7 @@ file_footer read_footer(std::span<const std::byte> flatbuffer, std::int64_t file
   fb::reader r(flatbuffer);
   const fb::table f = r.root("Footer");
   file_footer out;
-  out.version = check_version(f.scalar<std::int16_t>(fbs::footer::version, "version", 0), f.field_path("version"));
+  out.version = check_version(f.scalar<std::int16_t>(fbs::footer::version, "version", 0), f, "version");
   const auto schema = f.child(fbs::footer::schema, "schema");
   if (!schema) fail(f.field_path("schema"), "missing: a file footer needs the schema");
   out.schema = read_schema(*schema);

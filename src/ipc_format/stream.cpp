@@ -48,25 +48,25 @@ std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, s
   if (offset == source_size) return std::nullopt;
   const std::int64_t left = source_size - offset;
   std::vector<std::byte> head = read(offset, std::min(left, std::max<std::int64_t>(first_read, 8)));
-  const message_prefix prefix = read_message_prefix(head, message_at(offset));
+  const std::string where = message_at(offset);  // once a message, not once a check
+  const message_prefix prefix = read_message_prefix(head, where);
   if (prefix.end_of_stream()) return std::nullopt;
   if (prefix.size() > left) {
-    throw invalid_message(message_at(offset), "metadata of " + std::to_string(prefix.metadata_length) +
-                                                  " bytes runs past the end of the source (" + std::to_string(left) +
-                                                  " bytes left)");
+    throw invalid_message(where, "metadata of " + std::to_string(prefix.metadata_length) +
+                                     " bytes runs past the end of the source (" + std::to_string(left) +
+                                     " bytes left)");
   }
   if (prefix.size() > static_cast<std::int64_t>(head.size())) head = read(offset, prefix.size());
   const std::span<const std::byte> framed(head.data(), static_cast<std::size_t>(prefix.size()));
-  const encapsulated_metadata e = read_encapsulated_metadata(framed, message_at(offset));
+  const encapsulated_metadata e = read_encapsulated_metadata(framed, where);
   framed_metadata m;
   m.metadata = read_message_metadata(e.flatbuffer);
   m.flatbuffer.assign(e.flatbuffer.begin(), e.flatbuffer.end());
   m.metadata_size = prefix.size();
   const std::int64_t body_length = m.metadata.body_length;
   if (body_length < 0 || body_length > left - prefix.size()) {
-    throw invalid_message(message_at(offset), "body of " + std::to_string(body_length) +
-                                                  " bytes runs past the end of the source (" +
-                                                  std::to_string(left - prefix.size()) + " bytes left)");
+    throw invalid_message(where, "body of " + std::to_string(body_length) + " bytes runs past the end of the source (" +
+                                     std::to_string(left - prefix.size()) + " bytes left)");
   }
   return m;
 }
