@@ -105,6 +105,8 @@ __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
 // further each round), the grid as many blocks as the SMs hold at once (or
 // `tiles` if fewer): whether the shipped kernel's gap to one copy of every
 // byte (0.93-0.97 x) is the cost of starting a block for each 64 KiB tile.
+// It is not: on an H100 they were 6-9% slower than a block a tile at every
+// piece count and tile size (bench/results/2026-12-06-0443-h100-probes).
 template <uint64_t Tile, int Wide, int Narrow, class Access = plain_access, uint64_t Align = 128>
 __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
     gather_resident(const __grid_constant__ cuarrow_gather_args args, uint32_t tiles) {
