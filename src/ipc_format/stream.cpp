@@ -387,7 +387,15 @@ class assembler final : public internal::message_sink {
       --gaps_;
     }
     const auto n = static_cast<std::int64_t>(bytes.size());
-    segments_.push_back({at, static_cast<std::int64_t>(host_.size()), zeros + n, kind::host, 0});
+    // Host bytes right after host bytes (the schema and the first batch's
+    // metadata, a footer after the end-of-stream marker) are one piece.
+    if (!segments_.empty() && segments_.back().what == kind::host &&
+        segments_.back().at + segments_.back().size == at &&
+        segments_.back().from + segments_.back().size == static_cast<std::int64_t>(host_.size())) {
+      segments_.back().size += zeros + n;
+    } else {
+      segments_.push_back({at, static_cast<std::int64_t>(host_.size()), zeros + n, kind::host, 0});
+    }
     host_.resize(host_.size() + static_cast<std::size_t>(zeros), std::byte{0});
     host_.insert(host_.end(), bytes.begin(), bytes.end());
     length_ += n;
@@ -427,16 +435,25 @@ class assembler final : public internal::message_sink {
         !cuarrow::detail::gathers_device_copies(target_->ctx)) {
       return false;
     }
+    // The gaps' zeros at the room's end, past any stream it holds: one
+    // allocation, set by a copy from pinned memory (set_zeros), not by a
+    // memset of an allocation of their own, which kept it by a host
+    // function that the stream waited for before the first launch.
     try {
       const cuarrow::detail::timed t(&counters.allocate_ns);
-      reserved_ = allocate_device(target_->ctx, length_ + bound, target_->s, target_->resource);
-      zeros_ = allocate_device(target_->ctx, kMaxZeros, target_->s);
+      buffer room = allocate_device(target_->ctx, length_ + bound + kMaxZeros, target_->s, target_->resource);
+      zeros_ = room.slice(length_ + bound, kMaxZeros);
+      reserved_ = room.slice(0, length_ + bound);
     } catch (const out_of_memory&) {
       reserved_.reset();
       return false;  // finish() asks for the stream's exact size instead
     }
-    fill_async(zeros_, 0, kMaxZeros, 0, target_->s);
-    queue_pending();
+    set_zeros();
+    // What is pending (the schema) joins the first part, after its launch,
+    // unless it holds bodies (an earlier write that did not copy early).
+    if (std::any_of(segments_.begin(), segments_.end(), [](const segment& g) { return g.what != kind::host; })) {
+      queue_pending();
+    }
     return true;
   }
 
@@ -632,6 +649,18 @@ class assembler final : public internal::message_sink {
     host_.clear();
     gaps_ = 0;
     widest_gap_ = 0;
+  }
+
+  // Early: the gaps' zeros (zeros_, at the room's end) set by a copy from
+  // a pinned block, queued before any part whose gaps read them.
+  void set_zeros() {
+    const cuarrow::detail::timed t(&counters.queue_ns);
+    std::optional<buffer> pinned = try_allocate_pinned_pooled(target_->ctx, kMaxZeros);
+    buffer block = pinned ? std::move(*pinned) : allocate_host(kMaxZeros);
+    std::memset(block.mutable_host_data(), 0, static_cast<std::size_t>(kMaxZeros));
+    const copy_piece zeros{zeros_, 0, block, 0, kMaxZeros};
+    copy_batch_async({&zeros, 1}, target_->s, kKept);
+    kept_.push_back(std::move(block));
   }
 
   // Early: what was appended since the last call, queued into the
