@@ -206,3 +206,21 @@ def test_foreign_device_batches_are_written(ctx):
         w.write_batch(Foreign(b))
     got = ipc.open_stream(w.close()).read_all()
     assert got.to_host().equals(table.to_host())
+
+
+def test_a_stream_copied_as_it_is_written_queues_no_host_function(emu, ctx):
+    """Where the writer copies as it writes (the gather kernel is loaded),
+    nothing it queues makes the stream wait for the host: no host function
+    (the keep-alive of a memset of the padding's zeros made the first
+    part's launch wait for the driver's host thread) and no memset."""
+    if ctx.gather_status() != "ready":
+        pytest.skip(f"the writer copies early only with the gather kernel: {ctx.gather_status()}")
+    table = _table(ctx, 10)
+    emu.cuarrow_emu_reset_call_counts()
+    w = ipc.new_stream(ctx, table.schema)
+    w.write_table(table)
+    out = w.close()
+    assert w.stats()["early_messages"] == w.stats()["messages"]
+    for name in ("cuLaunchHostFunc", "cuMemsetD8Async"):
+        assert emu.cuarrow_emu_call_count(name.encode()) == 0, name
+    assert ipc.open_stream(out).read_all().to_host().equals(table.to_host())

@@ -569,7 +569,10 @@ class assembler final : public internal::message_sink {
 
  private:
   static constexpr std::size_t kFirstPart = 1024;  // pieces in the first batched copy
-  static constexpr std::int64_t kMaxZeros = 4096;  // the zeroed allocation's largest size
+  // The zeros' largest size (wider gaps are split): the gaps are a body's padding,
+  // a few bytes each.  Early, set by a copy from the host, which
+  // transfer_stats counts: 512 bytes a write.
+  static constexpr std::int64_t kMaxZeros = 512;
   // Gaps are zeroed by copies while the stream has at least this many bytes
   // per gap: a memset of 4 MiB takes the H200 about 1-2 us, what one tiny
   // copy of a batch might cost were the copies run one after another
