@@ -136,13 +136,28 @@ def _device_batch(batch: Any, ctx: Context | None, what: str) -> DeviceRecordBat
     )
 
 
-def _non_nullable(schema: pa.Schema) -> list[int]:
+# _non_nullable's answers for the last schema objects asked about (each
+# kept, so that its id is not reused while it is here).
+_NON_NULLABLE: dict[int, tuple[pa.Schema, tuple[int, ...]]] = {}
+
+
+def _non_nullable(schema: pa.Schema) -> tuple[int, ...]:
     """The positions of `schema`'s non-nullable fields (looked up once per
-    writer: iterating a schema's fields costs microseconds per batch)."""
-    return [i for i, f in enumerate(schema) if not f.nullable]
+    writer: iterating a schema's fields costs microseconds per batch;
+    remembered per schema object, since a writer made for each write of
+    the same schema, as ipc_bench's stream, paid about 8 us on the CI
+    machine before its first copy)."""
+    hit = _NON_NULLABLE.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    out = tuple(i for i, f in enumerate(schema) if not f.nullable)
+    if len(_NON_NULLABLE) >= 16:
+        _NON_NULLABLE.clear()
+    _NON_NULLABLE[id(schema)] = (schema, out)
+    return out
 
 
-def _batch_data(device: DeviceRecordBatch, schema: pa.Schema, non_nullable: list[int] | None = None) -> Any:
+def _batch_data(device: DeviceRecordBatch, schema: pa.Schema, non_nullable: tuple[int, ...] | None = None) -> Any:
     """The BatchData of `device` under `schema` (a writer's), which its own
     schema must equal but for metadata (pyarrow's rule): the batch crosses
     the border as it is, no export and re-import.  A non-nullable field's
