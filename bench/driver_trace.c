@@ -76,13 +76,13 @@ typedef CUresult (*get_proc_t)(const char*, void**, int, cuuint64_t, int*);
 static get_proc_t real_get_proc;
 
 /* One wrapper per traced entry point: its real pointer, then the wrapper. */
-#define TRACED(name, params, args, bytes)                  \
-  static CUresult(*real_##name) params;                   \
-  static CUresult traced_##name params {                  \
-    const int64_t t = now_ns();                            \
-    const CUresult r = real_##name args;                   \
-    record(#name, t, (int64_t)(bytes));                    \
-    return r;                                              \
+#define TRACED(name, params, args, bytes) \
+  static CUresult(*real_##name) params;   \
+  static CUresult traced_##name params {  \
+    const int64_t t = now_ns();           \
+    const CUresult r = real_##name args;  \
+    record(#name, t, (int64_t)(bytes));   \
+    return r;                             \
   }
 
 TRACED(cuLaunchKernel,
@@ -114,12 +114,13 @@ struct wrapper {
   void* traced;
 };
 
-#define WRAP(name) {#name, (void**)&real_##name, (void*)traced_##name}
+#define WRAP(name) \
+  { #name, (void**)&real_##name, (void*)traced_##name }
 static const struct wrapper wrappers[] = {
-    WRAP(cuLaunchKernel),      WRAP(cuMemcpyHtoDAsync), WRAP(cuMemcpyDtoDAsync),       WRAP(cuMemcpyAsync),
-    WRAP(cuMemsetD8Async),     WRAP(cuMemAllocAsync),   WRAP(cuMemAllocFromPoolAsync), WRAP(cuMemAlloc),
-    WRAP(cuMemHostAlloc),      WRAP(cuMemHostRegister), WRAP(cuStreamSynchronize),     WRAP(cuLaunchHostFunc),
-    WRAP(cuEventRecord),       WRAP(cuStreamWaitEvent), WRAP(cuCtxPushCurrent),        WRAP(cuCtxPopCurrent),
+    WRAP(cuLaunchKernel),     WRAP(cuMemcpyHtoDAsync), WRAP(cuMemcpyDtoDAsync),       WRAP(cuMemcpyAsync),
+    WRAP(cuMemsetD8Async),    WRAP(cuMemAllocAsync),   WRAP(cuMemAllocFromPoolAsync), WRAP(cuMemAlloc),
+    WRAP(cuMemHostAlloc),     WRAP(cuMemHostRegister), WRAP(cuStreamSynchronize),     WRAP(cuLaunchHostFunc),
+    WRAP(cuEventRecord),      WRAP(cuStreamWaitEvent), WRAP(cuCtxPushCurrent),        WRAP(cuCtxPopCurrent),
     WRAP(cuMemcpyBatchAsync),
 };
 

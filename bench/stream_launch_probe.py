@@ -64,7 +64,8 @@ def reexec_traced() -> int:
 
         spec = importlib.util.find_spec("cuarrow")
         roots = list(spec.submodule_search_locations or []) if spec is not None else []
-        found = [p for r in roots for p in glob.glob(os.path.join(r, "**", "libcuarrow_cuda_emulation.so"), recursive=True)]
+        pattern = os.path.join("**", "libcuarrow_cuda_emulation.so")
+        found = [p for r in roots for p in glob.glob(os.path.join(r, pattern), recursive=True)]
         if not found:
             raise SystemExit("the emulation's library was not found beside the cuarrow package")
         real = found[0]
@@ -76,7 +77,9 @@ def reexec_traced() -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table-bytes", type=parse_size, default=parse_size("2.2G"))
-    ap.add_argument("--batches", type=int, default=0, help="build the table in this many parts (0: ipc_bench's 2^21 rows a part)")
+    ap.add_argument(
+        "--batches", type=int, default=0, help="build the table in this many parts (0: ipc_bench's 2^21 rows a part)"
+    )
     ap.add_argument("--reps", type=int, default=21)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--dump", action="store_true", help="print every traced driver call of the last write")
@@ -85,6 +88,7 @@ def main() -> int:
         return reexec_traced()
 
     import ipc_bench
+
     from cuarrow import cuda, ipc
 
     trace = ctypes.CDLL(os.environ["CUARROW_CUDA_DRIVER"])
