@@ -10,6 +10,8 @@ launch decides it.
 
     PYTHONPATH=<installed cuarrow> python3 bench/stream_launch_probe.py [--table-bytes 2.2G] [--batches 0] [--reps 21]
 
+(CUARROW_TRACE_SO: the tracing driver built already, where there is no cc.)
+
 Prints, as medians over --reps calls: when the first launch starts and
 the driver calls before it (each call's start), the parts of the call
 (new_stream, write_table, close), the last launch's end and close()'s
@@ -55,8 +57,12 @@ class Event(ctypes.Structure):
 def reexec_traced() -> int:
     """This script again, with the tracing driver in front of the one
     CUARROW_CUDA_DRIVER names (the emulation's library by path)."""
-    out = Path(tempfile.mkdtemp(prefix="driver-trace-")) / "driver_trace.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(HERE / "driver_trace.c"), "-ldl"], check=True)
+    if os.environ.get("CUARROW_TRACE_SO"):  # built elsewhere (a machine without a compiler)
+        out = Path(os.environ["CUARROW_TRACE_SO"]).resolve()
+    else:
+        out = Path(tempfile.mkdtemp(prefix="driver-trace-")) / "driver_trace.so"
+        cmd = ["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(HERE / "driver_trace.c"), "-ldl"]
+        subprocess.run(cmd, check=True)
     env = dict(os.environ)
     real = env.get("CUARROW_CUDA_DRIVER", "")
     if real == "emulated":
