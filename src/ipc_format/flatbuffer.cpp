@@ -170,34 +170,32 @@ std::size_t padding_bytes(std::size_t size, std::size_t align) { return (~size +
 
 }  // namespace
 
-void builder::pad(std::size_t n) { rev_.insert(rev_.end(), n, std::byte{0}); }
+void builder::grow(std::size_t n) {
+  std::size_t cap = cap_ * 2;  // as vector_downward's
+  while (cap - size_ < n) cap *= 2;
+  auto block = std::make_unique_for_overwrite<std::byte[]>(cap);
+  if (size_ > 0) std::memcpy(block.get() + (cap - size_), block_.get() + (cap_ - size_), size_);
+  block_ = std::move(block);
+  cap_ = cap;
+}
+
+void builder::pad(std::size_t n) {
+  if (n > 0) std::memset(make_space(n), 0, n);
+}
 
 void builder::align(std::size_t n) {
   minalign_ = std::max(minalign_, n);
-  pad(padding_bytes(rev_.size(), n));
+  pad(padding_bytes(size_, n));
 }
 
 void builder::pre_align(std::size_t len, std::size_t n) {
   if (len == 0) return;
   minalign_ = std::max(minalign_, n);
-  pad(padding_bytes(rev_.size() + len, n));
+  pad(padding_bytes(size_ + len, n));
 }
 
 void builder::push_bytes(const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::byte*>(p);
-  for (std::size_t i = n; i > 0; --i) rev_.push_back(b[i - 1]);
-}
-
-void builder::write_at(std::uint32_t location, const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::byte*>(p);
-  for (std::size_t k = 0; k < n; ++k) rev_[location - 1 - k] = b[k];
-}
-
-std::uint16_t builder::read_u16_at(std::uint32_t location) const {
-  const std::byte b[2] = {rev_[location - 1], rev_[location - 2]};
-  std::uint16_t v;
-  std::memcpy(&v, b, 2);
-  return v;
+  if (n > 0) std::memcpy(make_space(n), p, n);
 }
 
 void builder::track_field(int id, std::uint32_t location) {
@@ -233,10 +231,8 @@ builder::offset builder::end_table() {
   const int vt_size = std::max(max_voffset_ + 2, 4);
   pad(static_cast<std::size_t>(vt_size));
   const std::uint32_t vt_loc = size();
-  auto put16 = [&](int at, std::uint16_t v) {
-    // The vtable starts at vt_loc: byte `at` of it is at location vt_loc - at.
-    write_at(vt_loc - static_cast<std::uint32_t>(at), &v, 2);
-  };
+  std::byte* const vt = at(vt_loc);
+  auto put16 = [&](int k, std::uint16_t v) { std::memcpy(vt + k, &v, 2); };
   put16(0, static_cast<std::uint16_t>(vt_size));
   put16(2, static_cast<std::uint16_t>(table_loc - table_start_));
   for (const auto& [vo, loc] : fields_) put16(vo, static_cast<std::uint16_t>(table_loc - loc));
@@ -245,18 +241,16 @@ builder::offset builder::end_table() {
 
   std::uint32_t vt_use = vt_loc;
   for (const std::uint32_t old : vtables_) {
-    const std::uint16_t old_size = read_u16_at(old);
-    if (old_size != vt_size) continue;
-    bool same = true;
-    for (int k = 0; k < vt_size && same; ++k) same = rev_[old - 1 - k] == rev_[vt_loc - 1 - k];
-    if (!same) continue;
+    std::uint16_t old_size;
+    std::memcpy(&old_size, at(old), 2);
+    if (old_size != vt_size || std::memcmp(at(old), vt, static_cast<std::size_t>(vt_size)) != 0) continue;
     vt_use = old;
-    rev_.resize(table_loc);  // drop the new vtable
+    size_ = table_loc;  // drop the new vtable
     break;
   }
   if (vt_use == size()) vtables_.push_back(vt_use);
   const std::int32_t soffset = static_cast<std::int32_t>(vt_use) - static_cast<std::int32_t>(table_loc);
-  write_at(table_loc, &soffset, 4);
+  std::memcpy(at(table_loc), &soffset, 4);
   nested_ = false;
   return table_loc;
 }
@@ -296,8 +290,7 @@ builder::offset builder::create_offset_vector(const std::vector<offset>& offsets
 std::vector<std::byte> builder::finish(offset root) {
   pre_align(4, minalign_);
   push_scalar<std::uint32_t>(refer_to(root));
-  std::vector<std::byte> out(rev_.rbegin(), rev_.rend());
-  return out;
+  return std::vector<std::byte>(at(size()), at(size()) + size_);
 }
 
 }  // namespace cuarrow::ipc::fb

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cuarrow/ipc/format.hpp"
@@ -107,6 +108,39 @@ TEST(FlatBuffer, StringsAndScalarVectors) {
   EXPECT_EQ(vec->scalar<std::int16_t>(1), -2);
   EXPECT_EQ(vec->element_path(2), "T.v[2]");
   EXPECT_FALSE(t.string(5, "absent"));
+}
+
+TEST(FlatBuffer, TheBlockGrowsWithoutChangingTheBytes) {
+  // The same buffer built in a block of 64 bytes (grown many times, a
+  // string longer than the block among them) and in one large enough:
+  // byte for byte the same, vtables shared across growths.
+  auto build = [](std::size_t initial) {
+    fb::builder b(initial);
+    std::vector<offset> items;
+    for (int i = 0; i < 40; ++i) {
+      const offset name = b.create_string(std::string(static_cast<std::size_t>(i % 7) * 30, 'a' + (i % 26)));
+      const std::int64_t words[] = {i, -i, 2 * i};
+      const offset v = b.create_scalar_vector(words, 3, 8);
+      b.start_table();
+      b.add_offset(2, v);
+      b.add_offset(1, name);
+      b.add_scalar<std::int16_t>(0, static_cast<std::int16_t>(i % 3), 0);
+      items.push_back(b.end_table());
+    }
+    const offset vec = b.create_offset_vector(items);
+    b.start_table();
+    b.add_offset(0, vec);
+    return b.finish(b.end_table());
+  };
+  const auto small = build(64);
+  const auto large = build(1 << 16);
+  EXPECT_EQ(small, large);
+  fb::reader r(small);
+  const auto v = r.root("Root").vec(0, "items", 4, 4);
+  ASSERT_TRUE(v);
+  ASSERT_EQ(v->size(), 40u);
+  EXPECT_EQ(v->table_at(39).string(1, "name"), std::string(4 * 30, 'a' + 13));
+  EXPECT_EQ(v->table_at(39).vec(2, "v", 8, 8)->scalar<std::int64_t>(2), 78);
 }
 
 TEST(FlatBuffer, MisalignedScalarsAreRefused) {
