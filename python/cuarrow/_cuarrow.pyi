@@ -488,12 +488,19 @@ class IpcPathWriter:
 
     def stats(self) -> dict: ...
 
+class IpcEncodedSchema:
+    """
+    A schema with its IPC schema message encoded once (cuarrow::ipc::encoded_schema), for writers into device memory.
+    """
+
+    def __init__(self, schema_capsule: object) -> None: ...
+
 class IpcWriter:
     """
     Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).
     """
 
-    def __init__(self, schema_capsule: object, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None, cuda_malloc: bool = False) -> None: ...
+    def __init__(self, schema: IpcEncodedSchema, context: Context, file: bool = False, footer_metadata: object | None = None, stream: object | None = None, cuda_malloc: bool = False) -> None: ...
 
     def finish(self) -> Buffer: ...
 

@@ -136,9 +136,24 @@ def _device_batch(batch: Any, ctx: Context | None, what: str) -> DeviceRecordBat
     )
 
 
-# _non_nullable's answers for the last schema objects asked about (each
-# kept, so that its id is not reused while it is here).
-_NON_NULLABLE: dict[int, tuple[pa.Schema, tuple[int, ...]]] = {}
+# What the writers derive from a schema, for the last schema objects they
+# were made with (each kept, so that its id is not reused while it is
+# here), so that a writer made for each write of the same schema object
+# (ipc_bench's stream) does not derive it again.  Keyed by identity: another
+# schema object, equal or not, has its own entry.
+_PER_SCHEMA: dict[int, tuple[pa.Schema, dict[str, Any]]] = {}
+
+
+def _per_schema(schema: pa.Schema, key: str, make: Callable[[pa.Schema], Any]) -> Any:
+    hit = _PER_SCHEMA.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_PER_SCHEMA) >= 16:
+            _PER_SCHEMA.clear()
+        hit = _PER_SCHEMA[id(schema)] = (schema, {})
+    out = hit[1].get(key)
+    if out is None:
+        out = hit[1][key] = make(schema)
+    return out
 
 
 def _non_nullable(schema: pa.Schema) -> tuple[int, ...]:
@@ -147,14 +162,16 @@ def _non_nullable(schema: pa.Schema) -> tuple[int, ...]:
     remembered per schema object, since a writer made for each write of
     the same schema, as ipc_bench's stream, paid about 8 us on the CI
     machine before its first copy)."""
-    hit = _NON_NULLABLE.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    out = tuple(i for i, f in enumerate(schema) if not f.nullable)
-    if len(_NON_NULLABLE) >= 16:
-        _NON_NULLABLE.clear()
-    _NON_NULLABLE[id(schema)] = (schema, out)
-    return out
+    return _per_schema(schema, "non_nullable", lambda s: tuple(i for i, f in enumerate(s) if not f.nullable))
+
+
+def _encoded_schema(schema: pa.Schema) -> Any:
+    """`schema` converted and its IPC schema message encoded
+    (cuarrow::ipc::encoded_schema), remembered per schema object: the
+    export through the C data interface, the conversion and the encoding
+    took a stream writer made per write about 100 us before its first copy
+    (bench/stream_launch_probe.py, driver emulation)."""
+    return _per_schema(schema, "encoded", lambda s: _lib.IpcEncodedSchema(s.__arrow_c_schema__()))
 
 
 def _batch_data(device: DeviceRecordBatch, schema: pa.Schema, non_nullable: tuple[int, ...] | None = None) -> Any:
@@ -849,7 +866,7 @@ class _Writer:
         # _cuda_malloc (cuarrow's own use: Dask's cuda frames): the result in
         # cuMemAlloc memory, which UCX moves with cuda_ipc.
         self._writer = _lib.IpcWriter(
-            schema.__arrow_c_schema__(), sink._ctx, self._file, _pairs(metadata), cuda_malloc=_cuda_malloc
+            _encoded_schema(schema), sink._ctx, self._file, _pairs(metadata), cuda_malloc=_cuda_malloc
         )
 
     @property

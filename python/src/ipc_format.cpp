@@ -359,23 +359,30 @@ void bind_ipc_format(nb::module_& m) {
       .def_prop_ro("bytes_written", [](PathWriter& self) { return self.w->bytes_written(); });
   writer_methods(path_writer);
 
+  nb::class_<ci::encoded_schema>(m, "IpcEncodedSchema",
+                                 "A schema with its IPC schema message encoded once (cuarrow::ipc::encoded_schema), "
+                                 "for writers into device memory.")
+      .def(
+          "__init__",
+          [](ci::encoded_schema* self, nb::handle schema_cap) { new (self) ci::encoded_schema(schema_of(schema_cap)); },
+          nb::arg("schema_capsule"));
+
   nb::class_<DeviceWriter> writer(m, "IpcWriter",
                                   "Writes an IPC stream or file into device memory (cuarrow::ipc::stream_writer).");
   writer
       .def(
           "__init__",
-          [](DeviceWriter* self, nb::handle schema_cap, const cuarrow::context& ctx, bool file,
+          [](DeviceWriter* self, const ci::encoded_schema& schema, const cuarrow::context& ctx, bool file,
              nb::handle footer_metadata, cuarrow::stream_view s, bool cuda_malloc) {
-            ca::schema sc = schema_of(schema_cap);
             new (self) DeviceWriter{
                 std::make_unique<ci::stream_writer>(
-                    std::move(sc), ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
+                    schema, ctx, file ? ci::stream_writer::format::file : ci::stream_writer::format::stream, s,
                     metadata_of(footer_metadata), ci::write_options{},
                     cuda_malloc ? cuarrow::plain_device_resource::shared() : nullptr),
                 {}};
           },
-          nb::arg("schema_capsule"), nb::arg("context"), nb::arg("file") = false,
-          nb::arg("footer_metadata") = nb::none(), nb::arg("stream") = nb::none(), nb::arg("cuda_malloc") = false)
+          nb::arg("schema"), nb::arg("context"), nb::arg("file") = false, nb::arg("footer_metadata") = nb::none(),
+          nb::arg("stream") = nb::none(), nb::arg("cuda_malloc") = false)
       .def("finish", [](DeviceWriter& self) { return locked(self, [&] { return self.w->finish(); }); });
   writer_methods(writer);
 

@@ -142,6 +142,38 @@ def test_cuarrow_writes_what_pyarrow_writes(ctx, t):
     _same_bytes(w.getvalue().copy_to_host().to_pybytes(), _file_bytes(full, schema), t)
 
 
+def test_each_schema_object_has_its_own_schema_message(ctx):
+    # Writers remember each schema object's converted schema and encoded
+    # message (ipc._encoded_schema): the same object again gives the same
+    # bytes, and another object, equal or not (other metadata, a field's
+    # metadata, a name), its own message, as pyarrow writes it.
+    table = pa.table({"a": pa.array([1, None, 3], pa.int64()), "s": ["x", "yy", None]})
+    schema = table.schema
+    variants = [
+        (schema, table),
+        (schema, table),
+        (pa.schema(list(schema)), table),
+        (schema.with_metadata({"k": "v"}), table),
+        (schema.with_metadata({"k": "w"}), table),
+        (pa.schema([schema.field(0).with_metadata({"f": "1"}), schema.field(1)]), table),
+        (pa.schema([pa.field("b", pa.int64()), schema.field(1)]), table.rename_columns(["b", "s"])),
+    ]
+
+    def check(sch, t):
+        with ipc.new_stream(ctx, sch) as w:
+            w.write_table(t)
+        got = w.getvalue().copy_to_host().to_pybytes()
+        assert got == _stream_bytes(t.to_batches(), sch)
+        assert pa.ipc.open_stream(got).schema.equals(sch, check_metadata=True)
+
+    for sch, t in variants:
+        check(sch, t)
+    # Fresh objects, each dropped after use, more than the writers
+    # remember: their ids are reused.
+    for i in range(40):
+        check(schema.with_metadata({"i": str(i)}), table)
+
+
 def test_pyarrow_batches_and_tables_are_moved_to_the_device(ctx):
     table = pa.table({"a": pa.array([1, None, 3], pa.int64()), "s": ["x", "yy", None]})
     with ipc.new_stream(ctx, table.schema) as w:

@@ -66,7 +66,7 @@ struct file_writer::state {
         arrow::key_value_metadata footer)
       : file(std::move(path)), sink(file, s) {
     try {
-      writer = std::make_unique<internal::message_writer>(std::move(schema), f, s, std::move(footer),
+      writer = std::make_unique<internal::message_writer>(encoded_schema(std::move(schema)), f, s, std::move(footer),
                                                           std::move(options), sink);
     } catch (...) {
       file.discard();

@@ -722,6 +722,29 @@ class assembler final : public internal::message_sink {
 
 }  // namespace
 
+struct encoded_schema::state {
+  schema_message message;               // the schema and its dictionaries' ids (Arrow C++'s numbering)
+  std::vector<std::byte> encapsulated;  // its message, encapsulated (write_encapsulated_metadata)
+};
+
+encoded_schema::encoded_schema(arrow::schema schema) {
+  auto st = std::make_shared<state>();
+  message_metadata m;
+  schema_message sm;
+  sm.schema = std::move(schema);
+  std::vector<int> path;
+  for (std::size_t i = 0; i < sm.schema.fields.size(); ++i) {
+    path = {static_cast<int>(i)};
+    number_dictionaries(sm.schema.fields[i].type, path, sm.dictionaries);
+  }
+  m.header = std::move(sm);
+  st->encapsulated = write_encapsulated_metadata(m);
+  st->message = std::move(std::get<schema_message>(m.header));
+  state_ = std::move(st);
+}
+
+const arrow::schema& encoded_schema::schema() const noexcept { return state_->message.schema; }
+
 namespace internal {
 
 file_block message_sink::append(const message_metadata& m, body_layout* body) {
@@ -729,6 +752,10 @@ file_block message_sink::append(const message_metadata& m, body_layout* body) {
     const cuarrow::detail::timed t(&counters.metadata_ns);
     return write_encapsulated_metadata(m);
   }();
+  return append_encoded(meta, body);
+}
+
+file_block message_sink::append_encoded(const std::vector<std::byte>& meta, body_layout* body) {
   ++counters.messages;
   if (body != nullptr) {
     counters.body_pieces +=
@@ -748,7 +775,7 @@ void message_sink::truncate(std::int64_t) {
   throw error("IPC writer: this sink cannot take back what was appended (it reserves nothing)");
 }
 
-message_writer::message_writer(arrow::schema schema, stream_writer::format f, stream_view s,
+message_writer::message_writer(encoded_schema schema, stream_writer::format f, stream_view s,
                                arrow::key_value_metadata footer, write_options options, message_sink& sink)
     : schema_(std::move(schema)),
       format_(f),
@@ -757,23 +784,19 @@ message_writer::message_writer(arrow::schema schema, stream_writer::format f, st
       options_(std::move(options)),
       sink_(sink) {
   if (options_.compression) (void)max_framed_size(*options_.compression, 0);  // throws when the build lacks it
-  message_schema_.schema = schema_;
-  std::vector<int> path;
-  for (std::size_t i = 0; i < schema_.fields.size(); ++i) {
-    path = {static_cast<int>(i)};
-    number_dictionaries(schema_.fields[i].type, path, message_schema_.dictionaries);
-  }
   if (format_ == stream_writer::format::file) {
     std::vector<std::byte> magic(static_cast<std::size_t>(file_header_size), std::byte{0});
     std::memcpy(magic.data(), file_magic.data(), file_magic.size());
     sink_.add_host(magic);
   }
-  message_metadata m;
-  m.header = message_schema_;
   const std::int64_t before = sink_.length();
-  sink_.append(m, nullptr);
+  sink_.append_encoded(schema_.state_->encapsulated, nullptr);
   schema_bytes_ = sink_.length() - before;
 }
+
+const arrow::schema& message_writer::schema() const noexcept { return schema_.schema(); }
+
+const schema_message& message_writer::message_schema() const noexcept { return schema_.state_->message; }
 
 body_layout message_writer::layout(const arrow::record_batch& batch) const {
   body_layout l = [&] {
@@ -819,7 +842,7 @@ bool same_values(const arrow::array_data& a, const arrow::array_data& b, stream_
 }  // namespace
 
 void message_writer::send_dictionaries(const arrow::record_batch& batch) {
-  for (const dictionary_field& d : message_schema_.dictionaries) {
+  for (const dictionary_field& d : message_schema().dictionaries) {
     const arrow::array_data& a = array_at(batch, d.path);
     if (!a.dictionary) throw invalid_argument("dictionary column without a dictionary");
     auto it = sent_.find(d.id);
@@ -862,7 +885,7 @@ void message_writer::check(std::span<const arrow::record_batch> batches,
                            std::to_string(batches.size()) + " batches (give one per batch, or none)");
   }
   for (std::size_t i = 0; i < batches.size(); ++i) {
-    if (!(batches[i].schema == schema_)) {
+    if (!(batches[i].schema == schema())) {
       throw invalid_argument(
           std::string(who) +
           (batches.size() == 1 ? std::string(": the batch's schema") : ": the schema of batch " + std::to_string(i)) +
@@ -925,7 +948,7 @@ bool message_writer::write_early(std::span<const arrow::record_batch> batches,
                                  std::vector<arrow::record_batch>* owned) {
   // Uncompressed bodies without dictionaries (a dictionary message's size
   // is known only once it is compared with the last one sent).
-  if (options_.compression || !message_schema_.dictionaries.empty() || batches.empty()) return false;
+  if (options_.compression || !message_schema().dictionaries.empty() || batches.empty()) return false;
   // Room for every message of the call, and for what finish() adds (the
   // end-of-stream marker; a file's footer: the schema, a block per
   // message, the footer's metadata).
@@ -1056,7 +1079,7 @@ void message_writer::add_end() {
   sink_.add_host(end_of_stream_marker());
   if (format_ == stream_writer::format::file) {
     file_footer footer;
-    footer.schema = message_schema_;
+    footer.schema = message_schema();
     footer.dictionaries = dictionary_blocks_;
     footer.record_batches = batch_blocks_;
     footer.custom_metadata = footer_metadata_;
@@ -1067,7 +1090,7 @@ void message_writer::add_end() {
 }  // namespace internal
 
 struct stream_writer::state {
-  state(arrow::schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer,
+  state(encoded_schema sch, context c, format fmt, stream_view sv, arrow::key_value_metadata footer,
         write_options options, std::shared_ptr<device_memory_resource> r)
       : ctx(std::move(c)),
         s(sv),
@@ -1083,6 +1106,12 @@ struct stream_writer::state {
 };
 
 stream_writer::stream_writer(arrow::schema schema, context ctx, format f, stream_view s,
+                             arrow::key_value_metadata footer_metadata, write_options options,
+                             std::shared_ptr<device_memory_resource> resource)
+    : stream_writer(encoded_schema(std::move(schema)), std::move(ctx), f, s, std::move(footer_metadata),
+                    std::move(options), std::move(resource)) {}
+
+stream_writer::stream_writer(encoded_schema schema, context ctx, format f, stream_view s,
                              arrow::key_value_metadata footer_metadata, write_options options,
                              std::shared_ptr<device_memory_resource> resource)
     : state_(std::make_unique<state>(std::move(schema), std::move(ctx), f, s, std::move(footer_metadata),

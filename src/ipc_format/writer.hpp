@@ -60,6 +60,9 @@ class message_sink {
   /// One encapsulated message at the end (metadata, then the body if any,
   /// taken over); where it lies, for a file's footer.
   file_block append(const message_metadata& m, body_layout* body);
+  /// The same for a message whose metadata is encapsulated already
+  /// (write_encapsulated_metadata's bytes).
+  file_block append_encoded(const std::vector<std::byte>& metadata, body_layout* body);
   /// Bytes so far.
   std::int64_t length() const noexcept { return length_; }
   /// What the writer and this sink counted (message_writer adds its own).
@@ -80,10 +83,10 @@ class message_writer {
   /// Writes the magic and the schema message.  Throws invalid_argument for
   /// a schema IPC cannot carry, cuarrow::error when this build lacks the
   /// codec asked for.
-  message_writer(arrow::schema schema, stream_writer::format f, stream_view s, arrow::key_value_metadata footer,
+  message_writer(encoded_schema schema, stream_writer::format f, stream_view s, arrow::key_value_metadata footer,
                  write_options options, message_sink& sink);
 
-  const arrow::schema& schema() const noexcept { return schema_; }
+  const arrow::schema& schema() const noexcept;
   /// `who` names the writer in messages ("stream_writer", "file_writer").
   void write(const arrow::record_batch& batch, const arrow::key_value_metadata& custom_metadata, const char* who);
   /// Every batch, in order, each with its dictionaries first.  The schemas
@@ -151,8 +154,9 @@ class message_writer {
   /// The end-of-stream marker and a file's footer, appended.
   void add_end();
 
-  arrow::schema schema_;
-  schema_message message_schema_;
+  /// The schema, its dictionaries' ids and its message's bytes.
+  const schema_message& message_schema() const noexcept;
+  encoded_schema schema_;
   stream_writer::format format_;
   stream_view s_;
   arrow::key_value_metadata footer_metadata_;

@@ -99,6 +99,46 @@ TEST(IpcStream, PyarrowFilesAreWrittenAgainByteForByte) {
   }
 }
 
+TEST(IpcStream, WritersFromOneEncodedSchemaWriteWhatPyarrowWrote) {
+  // An encoded_schema shared by several writers, streams and files: each
+  // writes the golden bytes, as a writer given the schema itself does.
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> golden = load(name);
+    ipc::stream_reader r(on_host(golden));
+    std::vector<ipc::batch_with_metadata> batches;
+    while (std::optional<ipc::batch_with_metadata> b = r.read_next_with_custom_metadata()) {
+      batches.push_back(std::move(*b));
+    }
+    const ipc::encoded_schema encoded(r.schema().schema);
+    EXPECT_TRUE(encoded.schema() == r.schema().schema);
+    for (int k = 0; k < 2; ++k) {
+      ipc::stream_writer w(encoded, ctx);
+      for (const auto& b : batches) w.write(b.batch, b.custom_metadata);
+      EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+    }
+  }
+  const std::vector<std::byte> golden = load("file_primitives.arrow");
+  ipc::file_reader r(on_host(golden));
+  const ipc::encoded_schema encoded(r.schema().schema);
+  ipc::stream_writer w(encoded, ctx, ipc::stream_writer::format::file, {}, r.footer().custom_metadata);
+  for (int i = 0; i < r.num_record_batches(); ++i) {
+    const ipc::batch_with_metadata b = r.read_batch_with_custom_metadata(i);
+    w.write(b.batch, b.custom_metadata);
+  }
+  EXPECT_EQ(first_difference(to_bytes(w.finish()), golden), "");
+}
+
+TEST(IpcStream, AnEncodedSchemaRefusesWhatAWriterRefuses) {
+  // A dictionary whose values are dictionary-encoded: not written yet, by
+  // either way in.
+  schema s;
+  s.fields.emplace_back("d", dictionary(int32(), dictionary(int8(), utf8())));
+  EXPECT_THROW(ipc::encoded_schema{s}, cuarrow::invalid_argument);
+  EXPECT_THROW(ipc::stream_writer(s, cuarrow::context::get(0)), cuarrow::invalid_argument);
+}
+
 // Slices are written as Arrow's writer writes them (its 64-byte padded
 // lengths decide when a buffer is truncated, bitmaps of slices are copied
 // from bit 0, offsets rebased, values cut to the range the offsets use):

@@ -186,6 +186,28 @@ struct write_stats {
   double file_write_seconds = 0;
 };
 
+namespace internal {
+class message_writer;
+}
+
+/// A schema with its IPC schema message encoded once: writers made from it
+/// (stream_writer) copy the message's bytes instead of converting and
+/// encoding the schema again, which a writer made per write of one schema
+/// pays before its first copy (cuarrow.ipc keeps one per pyarrow schema
+/// object).  Immutable; copies share it.
+class CUARROW_EXPORT encoded_schema {
+ public:
+  /// Throws invalid_argument for a schema IPC cannot carry (as the
+  /// writers do).
+  explicit encoded_schema(arrow::schema schema);
+  const arrow::schema& schema() const noexcept;
+
+ private:
+  friend class internal::message_writer;
+  struct state;
+  std::shared_ptr<const state> state_;
+};
+
 /// Writes record batches as an IPC stream or file into one device
 /// allocation.  Dictionary-encoded columns send their dictionaries before
 /// the first batch that uses them; in a stream, a batch with another
@@ -208,6 +230,10 @@ class CUARROW_EXPORT stream_writer {
   /// invalid_argument for a schema IPC cannot carry, cuarrow::error when
   /// this build lacks the codec.
   stream_writer(arrow::schema schema, context ctx, format f = format::stream, stream_view s = {},
+                arrow::key_value_metadata footer_metadata = {}, write_options options = {},
+                std::shared_ptr<device_memory_resource> resource = nullptr);
+  /// The same, the schema message's bytes taken from `schema`.
+  stream_writer(encoded_schema schema, context ctx, format f = format::stream, stream_view s = {},
                 arrow::key_value_metadata footer_metadata = {}, write_options options = {},
                 std::shared_ptr<device_memory_resource> resource = nullptr);
   ~stream_writer();
