@@ -425,6 +425,28 @@ def test_sliced_batches_round_trip(ctx, t):
     assert again.to_host().equals(back)
 
 
+def test_a_write_takes_batches_whose_schemas_have_other_metadata(ctx):
+    # One write's batches under schema objects of their own: equal ones with
+    # other metadata take the writer's schema, and a batch of another
+    # schema among them is refused with nothing written.
+    schema = pa.schema([("a", pa.int32())], metadata={"w": "1"})
+    plain = pa.record_batch([pa.array([1, 2], pa.int32())], names=["a"])
+    tagged = plain.replace_schema_metadata({"b": "2"})
+    other = pa.record_batch([pa.array([1], pa.int64())], names=["a"])
+    batches = [plain, tagged, plain, tagged]
+    device = [cuda.to_device(b, ctx) for b in batches]
+    device.append(device[0].slice(1))  # another DeviceRecordBatch, the same schema object
+    with ipc.new_stream(ctx, schema) as w:
+        w.write_table(cuda.DeviceTable.from_batches(device))
+    expected = [*batches, plain.slice(1)]
+    assert w.getvalue().copy_to_host().to_pybytes() == _stream_bytes(expected, schema)
+    w = ipc.new_stream(ctx, schema)
+    with pytest.raises(pa.ArrowInvalid, match="different schema"):
+        w._write_batches([device[0], device[1], cuda.to_device(other, ctx)])
+    w.write_table(cuda.DeviceTable.from_batches(device[:2]))
+    assert w.close().copy_to_host().to_pybytes() == _stream_bytes(batches[:2], schema)
+
+
 # ---- writers refuse misuse -------------------------------------------------------------------
 
 
