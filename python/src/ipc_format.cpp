@@ -189,11 +189,13 @@ void writer_methods(nb::class_<W>& c) {
       .def(
           "write_batches",
           [](W& self, const std::vector<const ca::placed_batch*>& batches, nb::handle custom_metadata) {
-            std::vector<ca::record_batch> bs = batches_of(batches);
+            // By address: a writer that keeps them copies them once their
+            // copies are queued.
+            std::vector<const ca::record_batch*> bs;
+            bs.reserve(batches.size());
+            for (const ca::placed_batch* b : batches) bs.push_back(&b->batch);
             std::vector<ca::key_value_metadata> mds = metadata_list_of(custom_metadata);
-            // Moved in where the writer keeps them (a stream writer that
-            // copies early), a span otherwise.
-            locked(self, [&] { self.w->write(std::move(bs), mds); });
+            locked(self, [&] { self.w->write(std::span<const ca::record_batch* const>(bs), mds); });
           },
           nb::arg("batches"), nb::arg("custom_metadata") = nb::none())
       .def("stats", [](W& self) { return stats_of(locked(self, [&] { return self.w->stats(); })); });

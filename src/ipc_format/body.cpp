@@ -1171,9 +1171,17 @@ void fetch_round(ad::probe_cache& cache, null_count_cache& nulls, range_cache& r
 
 namespace detail {
 
-void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_view s, const layout_ready& ready,
+std::vector<const arrow::record_batch*> refs_of(std::span<const arrow::record_batch> batches) {
+  std::vector<const arrow::record_batch*> out;
+  out.reserve(batches.size());
+  for (const arrow::record_batch& b : batches) out.push_back(&b);
+  return out;
+}
+
+void layout_bodies_each(batch_refs batches, stream_view s, const layout_ready& ready,
                         std::vector<assumed_offset>* assumed) {
-  for (const arrow::record_batch& batch : batches) {
+  for (const arrow::record_batch* const b : batches) {
+    const arrow::record_batch& batch = *b;
     if (batch.columns.size() != batch.schema.fields.size()) {
       throw invalid_argument("record batch: " + num(batch.columns.size()) + " columns for " +
                              num(batch.schema.fields.size()) + " fields");
@@ -1199,7 +1207,8 @@ void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_vie
   // known was built twice.
   // Assuming offsets, the passes themselves ask for what they still need.
   if (assumed == nullptr) {
-    for (const arrow::record_batch& batch : batches) {
+    for (const arrow::record_batch* const b : batches) {
+      const arrow::record_batch& batch = *b;
       layout_pass probe{cache, nulls, ranges, s, true, {}, true};
       for (std::size_t i = 0; i < batch.columns.size(); ++i) probe.visit(batch.columns[i], path_of(batch, i));
     }
@@ -1215,7 +1224,7 @@ void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_vie
   for (;;) {
     for (std::size_t b = 0; b < batches.size(); ++b) {
       if (done[b]) continue;
-      const arrow::record_batch& batch = batches[b];
+      const arrow::record_batch& batch = *batches[b];
       std::vector<assumed_offset> guesses;  // this pass's, kept if it completes
       layout_pass pass{cache, nulls, ranges, s, true, {}};
       if (assumed != nullptr) pass.assume = &guesses;
@@ -1276,10 +1285,10 @@ bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s) {
   return true;
 }
 
-group_bound body_bound(std::span<const arrow::record_batch> batches) {
+group_bound body_bound(batch_refs batches) {
   group_bound b;
-  for (const arrow::record_batch& batch : batches) {
-    for (const array_data& c : batch.columns) add_bound(c, false, b);
+  for (const arrow::record_batch* const batch : batches) {
+    for (const array_data& c : batch->columns) add_bound(c, false, b);
   }
   return b;
 }
@@ -1289,7 +1298,8 @@ group_bound body_bound(std::span<const arrow::record_batch> batches) {
 std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s) {
   std::vector<body_layout> out;
   out.reserve(batches.size());
-  detail::layout_bodies_each(batches, s, [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
+  detail::layout_bodies_each(detail::refs_of(batches), s,
+                             [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
   return out;
 }
 

@@ -111,6 +111,11 @@ void file_writer::write(const arrow::record_batch& batch, const arrow::key_value
 
 void file_writer::write(std::span<const arrow::record_batch> batches,
                         std::span<const arrow::key_value_metadata> custom_metadata) {
+  write(detail::refs_of(batches), custom_metadata);
+}
+
+void file_writer::write(std::span<const arrow::record_batch* const> batches,
+                        std::span<const arrow::key_value_metadata> custom_metadata) {
   state& st = *state_;
   st.check_open();
   // Checked before anything is written: a mistake here leaves the writer

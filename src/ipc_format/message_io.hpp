@@ -163,7 +163,12 @@ struct assumed_offset {
 /// lays the batches out again without `assumed` where not.  (Null counts,
 /// slices and run ends are read as without it.)
 using layout_ready = std::function<void(std::size_t index, body_layout&& layout)>;
-void layout_bodies_each(std::span<const arrow::record_batch> batches, stream_view s, const layout_ready& ready,
+/// Batches by address (the writers take them so from callers that hold
+/// them apart, the Python binding's: no copy before the first copy is
+/// queued).
+using batch_refs = std::span<const arrow::record_batch* const>;
+std::vector<const arrow::record_batch*> refs_of(std::span<const arrow::record_batch> batches);
+void layout_bodies_each(batch_refs batches, stream_view s, const layout_ready& ready,
                         std::vector<assumed_offset>* assumed = nullptr);
 /// Whether every assumed offset holds its value, read on `s` in one batched
 /// copy (which waits for the work queued on `s` before it).
@@ -178,6 +183,6 @@ bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s);
 struct group_bound {
   std::int64_t bytes = 0, loose = 0, entries = 0;
 };
-group_bound body_bound(std::span<const arrow::record_batch> batches);
+group_bound body_bound(batch_refs batches);
 
 }  // namespace cuarrow::ipc::detail

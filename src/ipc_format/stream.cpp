@@ -878,14 +878,14 @@ void message_writer::write(const arrow::record_batch& batch, const arrow::key_va
         std::span<const arrow::key_value_metadata>(&custom_metadata, 1), who);
 }
 
-void message_writer::check(std::span<const arrow::record_batch> batches,
-                           std::span<const arrow::key_value_metadata> custom_metadata, const char* who) const {
+void message_writer::check(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata,
+                           const char* who) const {
   if (!custom_metadata.empty() && custom_metadata.size() != batches.size()) {
     throw invalid_argument(std::string(who) + ": " + std::to_string(custom_metadata.size()) + " custom metadata for " +
                            std::to_string(batches.size()) + " batches (give one per batch, or none)");
   }
   for (std::size_t i = 0; i < batches.size(); ++i) {
-    if (!(batches[i].schema == schema())) {
+    if (!(batches[i]->schema == schema())) {
       throw invalid_argument(
           std::string(who) +
           (batches.size() == 1 ? std::string(": the batch's schema") : ": the schema of batch " + std::to_string(i)) +
@@ -897,6 +897,11 @@ void message_writer::check(std::span<const arrow::record_batch> batches,
 void message_writer::write(std::span<const arrow::record_batch> batches,
                            std::span<const arrow::key_value_metadata> custom_metadata, const char* who,
                            std::vector<arrow::record_batch>* owned) {
+  write(detail::refs_of(batches), custom_metadata, who, owned);
+}
+
+void message_writer::write(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata,
+                           const char* who, std::vector<arrow::record_batch>* owned) {
   check(batches, custom_metadata, who);
   settle();  // an earlier write's assumed offsets, before anything else is appended
   if (write_early(batches, custom_metadata, owned)) return;
@@ -904,7 +909,10 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
   // round trip per level of nesting for all of them).
   std::vector<body_layout> all = [&] {
     const cuarrow::detail::timed t(&sink_.counters.layout_ns);
-    return layout_bodies(batches, s_);
+    std::vector<body_layout> out;
+    out.reserve(batches.size());
+    detail::layout_bodies_each(batches, s_, [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
+    return out;
   }();
   std::size_t first = 0;
   while (first < batches.size()) {
@@ -930,7 +938,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
     }
     for (std::size_t k = 0; k < layouts.size(); ++k) {
       const std::size_t i = first + k;
-      send_dictionaries(batches[i]);
+      send_dictionaries(*batches[i]);
       message_metadata m;
       m.header = std::move(layouts[k].header);  // the sink takes the pieces, not the header
       m.body_length = layouts[k].body_length;
@@ -943,8 +951,7 @@ void message_writer::write(std::span<const arrow::record_batch> batches,
   }
 }
 
-bool message_writer::write_early(std::span<const arrow::record_batch> batches,
-                                 std::span<const arrow::key_value_metadata> custom_metadata,
+bool message_writer::write_early(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata,
                                  std::vector<arrow::record_batch>* owned) {
   // Uncompressed bodies without dictionaries (a dictionary message's size
   // is known only once it is compared with the last one sent).
@@ -986,7 +993,8 @@ bool message_writer::write_early(std::span<const arrow::record_batch> batches,
   if (owned != nullptr) {
     w.batches = std::move(*owned);
   } else {
-    w.batches.assign(batches.begin(), batches.end());
+    w.batches.reserve(batches.size());
+    for (const arrow::record_batch* const p : batches) w.batches.push_back(*p);
   }
   w.custom_metadata.assign(custom_metadata.begin(), custom_metadata.end());
   unchecked_.push_back(std::move(w));
@@ -1008,7 +1016,7 @@ void message_writer::take_back(const unchecked_write& w) {
   sink_.truncate(w.length);
 }
 
-void message_writer::append_early(std::span<const arrow::record_batch> batches,
+void message_writer::append_early(detail::batch_refs batches,
                                   std::span<const arrow::key_value_metadata> custom_metadata,
                                   std::vector<detail::assumed_offset>* assumed) {
   std::int64_t appending_ns = 0;
@@ -1052,7 +1060,7 @@ void message_writer::settle() {
   // at that point (retaking_), and the next call writes them again.
   take_back(unchecked_.front());
   try {
-    for (const unchecked_write& w : unchecked_) append_early(w.batches, w.custom_metadata, nullptr);
+    for (const unchecked_write& w : unchecked_) append_early(detail::refs_of(w.batches), w.custom_metadata, nullptr);
   } catch (...) {
     take_back(unchecked_.front());
     throw;
@@ -1126,6 +1134,13 @@ void stream_writer::write(const arrow::record_batch& batch, const arrow::key_val
 }
 
 void stream_writer::write(std::span<const arrow::record_batch> batches,
+                          std::span<const arrow::key_value_metadata> custom_metadata) {
+  state& st = *state_;
+  if (st.finished) throw invalid_argument("stream_writer: already finished");
+  st.writer.write(batches, custom_metadata, "stream_writer");
+}
+
+void stream_writer::write(std::span<const arrow::record_batch* const> batches,
                           std::span<const arrow::key_value_metadata> custom_metadata) {
   state& st = *state_;
   if (st.finished) throw invalid_argument("stream_writer: already finished");

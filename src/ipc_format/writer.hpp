@@ -102,10 +102,14 @@ class message_writer {
   /// over instead of copying them.
   void write(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
              const char* who, std::vector<arrow::record_batch>* owned = nullptr);
+  /// The same for batches by address (a write that keeps them copies
+  /// them, after its copies are queued).
+  void write(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata, const char* who,
+             std::vector<arrow::record_batch>* owned = nullptr);
   /// What write() checks before it writes anything: every schema equals
   /// the writer's, and `custom_metadata` is empty or one per batch
   /// (invalid_argument).
-  void check(std::span<const arrow::record_batch> batches, std::span<const arrow::key_value_metadata> custom_metadata,
+  void check(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata,
              const char* who) const;
   // 512 MiB: groups of about 1 GiB took blocks of the pinned pool's
   // 1.34 GiB class, more than its default 4 GiB limit holds in the two or
@@ -123,8 +127,8 @@ class message_writer {
   /// The batches' messages (metadata and body) for a sink that queues
   /// each as it comes (message_sink::reserve), each appended as soon as
   /// its layout is known; false when the sink did not reserve.
-  bool write_early(std::span<const arrow::record_batch> batches,
-                   std::span<const arrow::key_value_metadata> custom_metadata, std::vector<arrow::record_batch>* owned);
+  bool write_early(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata,
+                   std::vector<arrow::record_batch>* owned);
   /// An early write whose assumed offsets are not checked yet: where the
   /// sink and the counts stood before it, and what it wrote (kept to write
   /// it again where an offset does not hold).
@@ -140,8 +144,7 @@ class message_writer {
   void take_back(const unchecked_write& w);
   /// The batches' messages appended as their layouts come (layout_bodies_each,
   /// with `assumed` where offsets may be assumed), then the sink flushed.
-  void append_early(std::span<const arrow::record_batch> batches,
-                    std::span<const arrow::key_value_metadata> custom_metadata,
+  void append_early(detail::batch_refs batches, std::span<const arrow::key_value_metadata> custom_metadata,
                     std::vector<detail::assumed_offset>* assumed);
   /// Whether the unchecked writes' assumed offsets hold (one batched read,
   /// which waits for the copies queued before it): then the writes are

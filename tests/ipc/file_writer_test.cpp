@@ -182,6 +182,14 @@ TEST(IpcFileWriter, AllBatchesInOneCallAreWrittenByteForByte) {
     w.write(batches, metadata);
     w.close();
     EXPECT_EQ(first_difference(read_file(out), golden), "");
+    // The same batches by address.
+    std::vector<const record_batch*> at;
+    for (const record_batch& b : batches) at.push_back(&b);
+    const fs::path again = dir / (std::string("at_") + name);
+    ipc::file_writer w2(again.string(), r.schema().schema, fmt::file, {}, r.footer().custom_metadata);
+    w2.write(std::span<const record_batch* const>(at), metadata);
+    w2.close();
+    EXPECT_EQ(first_difference(read_file(again), golden), "");
   }
 }
 

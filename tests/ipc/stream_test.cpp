@@ -454,15 +454,22 @@ TEST(IpcStream, AnOffsetThatDoesNotHoldIsWrittenAgainAtTheNextWriteOrTheEnd) {
   ctx.synchronize();
   for (const auto f : {ipc::stream_writer::format::stream, ipc::stream_writer::format::file}) {
     SCOPED_TRACE(f == ipc::stream_writer::format::file ? "file" : "stream");
-    for (const bool second_write : {false, true}) {
-      SCOPED_TRACE(second_write ? "a second write" : "one write");
+    for (const int way : {0, 1, 2}) {
+      const bool second_write = way != 0;
+      SCOPED_TRACE(way == 0 ? "one write, taken over" : way == 1 ? "a second write" : "by address, a second write");
       ipc::stream_writer w(short_d.schema, ctx, f), reference(short_h.schema, ctx, f);
-      // The batches given as a span (kept as a copy) or taken over.
+      // The batches taken over, given as a span or by address (kept as a
+      // copy: the caller's batches are gone before the rewrite).
       std::vector<record_batch> both{full_d, short_d};
-      if (second_write) {
+      if (way == 0) {
+        w.write(std::move(both));
+      } else if (way == 1) {
         w.write(std::span<const record_batch>(both));
       } else {
-        w.write(std::move(both));
+        auto held = std::make_unique<std::vector<record_batch>>(both);
+        const std::vector<const record_batch*> at{&(*held)[0], &(*held)[1]};
+        w.write(std::span<const record_batch* const>(at));
+        held.reset();
       }
       reference.write(std::vector<record_batch>{full_h, short_h});
       if (second_write) {

@@ -70,6 +70,9 @@ class CUARROW_EXPORT file_writer {
   /// as write(batch) does.
   void write(std::span<const arrow::record_batch> batches,
              std::span<const arrow::key_value_metadata> custom_metadata = {});
+  /// The same, of the batches at these addresses (no copy of them).
+  void write(std::span<const arrow::record_batch* const> batches,
+             std::span<const arrow::key_value_metadata> custom_metadata = {});
 
   /// Writes the end-of-stream marker (and a file's footer) and closes the
   /// file.  Throws io_error (the file is then removed); a second close()
