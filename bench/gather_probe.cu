@@ -298,14 +298,14 @@ int main(int argc, char** argv) {
           });
         };
       };
-      cases.push_back({"resident blocks (all that fit), 64 KiB tiles",
-                       resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 64)});
-      cases.push_back({"resident blocks (all that fit), 16 KiB tiles",
-                       resident(gather_resident<16u << 10, 4, 0>, 16u << 10, 64)});
+      cases.push_back(
+          {"resident blocks (all that fit), 64 KiB tiles", resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 64)});
+      cases.push_back(
+          {"resident blocks (all that fit), 16 KiB tiles", resident(gather_resident<16u << 10, 4, 0>, 16u << 10, 64)});
       cases.push_back({"resident blocks (all that fit), 256 KiB tiles",
                        resident(gather_resident<256u << 10, 4, 0>, 256u << 10, 64)});
-      cases.push_back({"resident blocks (4 an SM), 64 KiB tiles",
-                       resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 4)});
+      cases.push_back(
+          {"resident blocks (4 an SM), 64 KiB tiles", resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 4)});
       cases.push_back({"resident blocks (all that fit), 64 KiB tiles, 8 x 16 B in flight",
                        resident(gather_resident<64u << 10, 8, 0>, 64u << 10, 64)});
       // The shipped kernel's own settings again, after the others: a check
