@@ -643,9 +643,17 @@ def message_cases(s: Setup, notes: list[str]) -> list[Case]:
     per_row = table_bytes(table) / table.num_rows
     cases: list[Case] = []
     for target in sorted({min(x, table_bytes(table)) for x in s.args.message_sizes}):
+        # Rows for a message of at least `target` bytes (the judge of the
+        # 1 GiB case wants one of 1 GiB; rows by the mean row size made
+        # 1023.22 MiB): grown by what is missing until it is, or the table
+        # is used whole.
         rows = max(1, min(table.num_rows, int(target / per_row)))
-        batch = table.slice(0, rows).combine_chunks().to_batches()[0]
-        msg = ipc.serialize_record_batch(cuda.to_device(batch, ctx), ctx)
+        while True:
+            batch = table.slice(0, rows).combine_chunks().to_batches()[0]
+            msg = ipc.serialize_record_batch(cuda.to_device(batch, ctx), ctx)
+            if msg.size >= target or rows == table.num_rows:
+                break
+            rows = min(table.num_rows, rows + max(1, int((target - msg.size) / per_row * 1.01) + 1))
         schema = batch.schema
         case = Case(
             G_MSG,
