@@ -1285,6 +1285,13 @@ bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s) {
   return true;
 }
 
+std::vector<body_layout> layout_bodies(batch_refs batches, stream_view s) {
+  std::vector<body_layout> out;
+  out.reserve(batches.size());
+  layout_bodies_each(batches, s, [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
+  return out;
+}
+
 group_bound body_bound(batch_refs batches) {
   group_bound b;
   for (const arrow::record_batch* const batch : batches) {
@@ -1296,11 +1303,7 @@ group_bound body_bound(batch_refs batches) {
 }  // namespace detail
 
 std::vector<body_layout> layout_bodies(std::span<const arrow::record_batch> batches, stream_view s) {
-  std::vector<body_layout> out;
-  out.reserve(batches.size());
-  detail::layout_bodies_each(detail::refs_of(batches), s,
-                             [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
-  return out;
+  return detail::layout_bodies(detail::refs_of(batches), s);
 }
 
 body_layout layout_body(const arrow::record_batch& batch, stream_view s) {

@@ -170,6 +170,8 @@ using batch_refs = std::span<const arrow::record_batch* const>;
 std::vector<const arrow::record_batch*> refs_of(std::span<const arrow::record_batch> batches);
 void layout_bodies_each(batch_refs batches, stream_view s, const layout_ready& ready,
                         std::vector<assumed_offset>* assumed = nullptr);
+/// layout_bodies of batches by address (every layout, in order).
+std::vector<body_layout> layout_bodies(batch_refs batches, stream_view s);
 /// Whether every assumed offset holds its value, read on `s` in one batched
 /// copy (which waits for the work queued on `s` before it).
 bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s);

@@ -614,16 +614,22 @@ class assembler final : public internal::message_sink {
     }
   }
 
-  // host_ in one block of pinned memory (ordinary memory when the pool has
-  // no room), the source of the metadata's copies.  `gathered`: then copied
+  // `n` bytes of host memory to copy to the device from: pinned (ordinary
+  // memory when the pool has no room).
+  static buffer host_source(const context& ctx, std::int64_t n) {
+    std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
+    return pinned ? std::move(*pinned) : allocate_host(n);
+  }
+
+  // host_ in one block of pinned memory (host_source), the source of the
+  // metadata's copies.  `gathered`: then copied
   // to the device in one copy on `s`, and that copy is the source (the
   // metadata's pieces are then copied within the device with the bodies,
   // not one driver copy each from the host).  The pinned block is kept
   // (kept_) until finish() has waited for the stream.
   buffer host_block(const context& ctx, stream_view s, bool gathered) {
     const auto n = static_cast<std::int64_t>(host_.size());
-    std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, n);
-    buffer host = pinned ? std::move(*pinned) : allocate_host(n);
+    buffer host = host_source(ctx, n);
     std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
     if (!gathered) return host;
     buffer on_device = [&] {
@@ -658,8 +664,7 @@ class assembler final : public internal::message_sink {
   // a pinned block, queued before any part whose gaps read them.
   void set_zeros() {
     const cuarrow::detail::timed t(&counters.queue_ns);
-    std::optional<buffer> pinned = try_allocate_pinned_pooled(target_->ctx, kMaxZeros);
-    buffer block = pinned ? std::move(*pinned) : allocate_host(kMaxZeros);
+    buffer block = host_source(target_->ctx, kMaxZeros);
     std::memset(block.mutable_host_data(), 0, static_cast<std::size_t>(kMaxZeros));
     const copy_piece zeros{zeros_, 0, block, 0, kMaxZeros};
     copy_batch_async({&zeros, 1}, target_->s, kKept);
@@ -909,10 +914,7 @@ void message_writer::write(detail::batch_refs batches, std::span<const arrow::ke
   // round trip per level of nesting for all of them).
   std::vector<body_layout> all = [&] {
     const cuarrow::detail::timed t(&sink_.counters.layout_ns);
-    std::vector<body_layout> out;
-    out.reserve(batches.size());
-    detail::layout_bodies_each(batches, s_, [&](std::size_t, body_layout&& l) { out.push_back(std::move(l)); });
-    return out;
+    return detail::layout_bodies(batches, s_);
   }();
   std::size_t first = 0;
   while (first < batches.size()) {
@@ -1135,9 +1137,7 @@ void stream_writer::write(const arrow::record_batch& batch, const arrow::key_val
 
 void stream_writer::write(std::span<const arrow::record_batch> batches,
                           std::span<const arrow::key_value_metadata> custom_metadata) {
-  state& st = *state_;
-  if (st.finished) throw invalid_argument("stream_writer: already finished");
-  st.writer.write(batches, custom_metadata, "stream_writer");
+  write(detail::refs_of(batches), custom_metadata);
 }
 
 void stream_writer::write(std::span<const arrow::record_batch* const> batches,
