@@ -565,11 +565,15 @@ TEST_F(BatchCopy, GatherKernelTakesRunsBelowItsLine) {
 
 // Every alignment the kernel tells apart (both sides 16-, 8-, 4-byte
 // aligned alike, or not at all), pieces of one byte to several tiles
-// (64 KiB) with ends on and off tile boundaries: the bytes of one copy each.
+// (64 KiB) with ends on and off tile boundaries, and about the line (128
+// bytes) past a tile where, for a destination off a line, the next tile
+// starts: the bytes of one copy each.
 TEST_F(BatchCopy, GatherKernelCopiesEveryAlignmentAndTileBoundary) {
   cuarrow::context ctx = cuarrow::context::get(0);
   const std::int64_t tile = 64 << 10;
-  const std::vector<std::int64_t> sizes = {1, 3, 7, 16, 31, 100, tile - 1, tile, tile + 1, 3 * tile + 5};
+  const std::vector<std::int64_t> sizes = {
+      1,        3,        7,         16,         31,         100,        tile - 1,      tile,
+      tile + 1, tile + 9, tile + 24, tile + 127, tile + 128, tile + 129, 2 * tile + 64, 3 * tile + 5};
   const std::vector<std::int64_t> shifts = {0, 1, 4, 8, 12, 15, 16, 33};
   struct planned {
     std::int64_t dst, src, size;

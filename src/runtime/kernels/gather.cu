@@ -56,24 +56,31 @@ __device__ void copy_words(unsigned char* __restrict__ dst, const unsigned char*
   for (uint64_t i = body_end + threadIdx.x; i < end; i += blockDim.x) dst[i] = src[i];
 }
 
-// Bytes [begin, end) of a piece whose sides share 8-byte alignment but not
-// 16 (in an IPC body, about half the buffers: the body packs them at 8
-// bytes): 16-byte stores, each from two aligned 16-byte loads of the source
-// (the upper half of one, the lower half of the next), four stores in
-// flight; the bytes around that body (up to 23 at each end) by 8-byte
-// words.  Every load stays within the piece's source bytes.  On the H100
-// this moved such pieces 7% faster than 8-byte words did (gather_probe:
-// 1.69 ms against 1.82 ms for 2.36 GB in 160 pieces,
-// docs/gpu-runs/2026-12-05-1603-h100.md).
+// Bytes [begin, end) of a piece of `size` bytes whose sides share 8-byte
+// alignment but not 16 (in an IPC body, about half the buffers: the body
+// packs them at 8 bytes): 16-byte stores, each from two aligned 16-byte
+// loads of the source (the upper half of one, the lower half of the next),
+// four stores in flight; the bytes around that body by 8-byte words.  The
+// loads may reach up to 8 bytes before `begin` and 8 past `end` (the
+// neighbouring tiles' bytes), never outside the piece's source bytes.  A
+// tile after the piece's first starts at a destination line (gather_args.h),
+// so that it has no bytes before its 16-byte stores, nor after them but at
+// the piece's end.  On the H100 this moved such pieces 7% faster than
+// 8-byte words did (gather_probe: 1.69 ms against 1.82 ms for 2.36 GB in
+// 160 pieces, docs/gpu-runs/2026-12-05-1603-h100.md).
 template <class Access = plain_access, uint64_t Align = 16>
 __device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned char* __restrict__ src, uint64_t begin,
-                              uint64_t end) {
-  // The first x >= begin + 8 at which dst + x is Align-byte aligned (so
-  // 16-byte: src + x is then 8 past a 16-byte boundary, and src + x - 8 is
-  // the first load).
-  uint64_t p = begin + 8;
+                              uint64_t end, uint64_t size) {
+  // The first x >= begin, and >= 8, at which dst + x is Align-byte aligned
+  // (so 16-byte: src + x is then 8 past a 16-byte boundary, and src + x - 8
+  // is the first load, within the piece).
+  uint64_t p = begin < 8 ? 8 : begin;
   p += (Align - (reinterpret_cast<uint64_t>(dst + p) % Align)) % Align;
-  const uint64_t words = end >= p + 24 ? (end - p - 24) / 16 + 1 : 0;
+  // The stores at p + 16 i end by `end`; their second loads, 8 bytes
+  // further, by the piece's end.
+  const uint64_t last = size >= 8 ? size - 8 : 0;
+  const uint64_t limit = end < last ? end : last;
+  const uint64_t words = limit >= p + 16 ? (limit - p) / 16 : 0;
   if (words == 0) {
     copy_words<unsigned long long, 4, Access>(dst, src, begin, end);
     return;
@@ -100,8 +107,9 @@ __device__ void copy_shifted8(unsigned char* __restrict__ dst, const unsigned ch
   copy_words<unsigned long long, 4, Access>(dst, src, p + 16 * words, end);
 }
 
-// Where the 16-byte stores start: the destination's cache lines.
-constexpr uint64_t kLine = 128;
+// Where the 16-byte stores start: the destination's cache lines, where the
+// tiles after a piece's first start too (gather_args.h).
+constexpr uint64_t kLine = CUARROW_GATHER_LINE;
 
 }  // namespace
 
@@ -114,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   // 13 built the kernel with 32 registers instead of 48 and fewer loads in
   // flight (the probe's variant, built the way this is now, ran 3% faster).
   uint64_t begin, end;
-  if (!cuarrow_gather_range(it.size, it.first_tile, blockIdx.x, &begin, &end)) return;
+  if (!cuarrow_gather_range(it.dst, it.size, it.first_tile, blockIdx.x, &begin, &end)) return;
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
   const auto* src = reinterpret_cast<const unsigned char*>(it.src);
   const uint64_t shared = it.dst ^ it.src;
@@ -127,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   // 1.664 ms against 1.687 for 160 pieces packed at 8 bytes;
   // docs/gpu-runs/2026-12-05-2211-h100.md).
   if (shared % 16 == 0) copy_words<uint4, 4, plain_access, kLine>(dst, src, begin, end);
-  else if (shared % 8 == 0) copy_shifted8<plain_access, kLine>(dst, src, begin, end);
+  else if (shared % 8 == 0) copy_shifted8<plain_access, kLine>(dst, src, begin, end, it.size);
   else if (shared % 4 == 0) copy_words<unsigned int, 8>(dst, src, begin, end);
   else copy_words<unsigned char, 32>(dst, src, begin, end);
 }

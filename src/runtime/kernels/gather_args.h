@@ -64,16 +64,32 @@ typedef struct cuarrow_gather_args {
     (index) = lo_;                                   \
   } while (0)
 
-/* Whether block `tile` copies bytes of an item of `size` bytes whose first
- * tile is `first_tile`, and which: [*begin, *end) (not set where it copies
- * none: a grid may be larger than the tiles it needs; the kernel then
- * returns). */
-CUARROW_GATHER_FN int cuarrow_gather_range(uint64_t size, uint32_t first_tile, uint32_t tile, uint64_t* begin,
-                                           uint64_t* end) {
-  const uint64_t b = (uint64_t)(tile - first_tile) * CUARROW_GATHER_TILE;
+/* Where the kernel's tiles after an item's first one start: at the
+ * destination's CUARROW_GATHER_LINE-byte lines.  The first tile is then up
+ * to a line longer than CUARROW_GATHER_TILE, and every later tile starts and
+ * (but for the last) ends on a line, so that its block stores whole words
+ * from its first thread's first store on, with no bytes before or after
+ * them to copy one round at a time (in an IPC body, whose buffers are
+ * packed at 8 bytes, every tile of most buffers had such bytes when the
+ * tiles started at multiples of the tile size). */
+#define CUARROW_GATHER_LINE 128u
+
+/* Whether block `tile` copies bytes of an item of `size` bytes to `dst`
+ * whose first tile is `first_tile`, and which: [*begin, *end) (not set where
+ * it copies none: a grid may be larger than the tiles it needs, and an item
+ * is given ceil(size / CUARROW_GATHER_TILE) tiles, of which its last may be
+ * past its end, the first tile being longer; the kernel then returns).
+ * Tile k > 0 starts `lead` bytes past k tiles, where dst + lead is the
+ * destination's first line. */
+CUARROW_GATHER_FN int cuarrow_gather_range(uint64_t dst, uint64_t size, uint32_t first_tile, uint32_t tile,
+                                           uint64_t* begin, uint64_t* end) {
+  const uint64_t lead = (CUARROW_GATHER_LINE - dst % CUARROW_GATHER_LINE) % CUARROW_GATHER_LINE;
+  const uint64_t k = (uint64_t)(tile - first_tile);
+  const uint64_t b = k == 0 ? 0 : k * CUARROW_GATHER_TILE + lead;
   if (b >= size) return 0;
+  const uint64_t e = (k + 1) * CUARROW_GATHER_TILE + lead;
   *begin = b;
-  *end = b + CUARROW_GATHER_TILE < size ? b + CUARROW_GATHER_TILE : size;
+  *end = e < size ? e : size;
   return 1;
 }
 
@@ -85,7 +101,9 @@ CUARROW_GATHER_FN uint32_t cuarrow_gather_tile(const cuarrow_gather_args* args, 
                                                uint64_t* end) {
   uint32_t i = 0;
   CUARROW_GATHER_FIND(*args, tile, i);
-  if (!cuarrow_gather_range(args->items[i].size, args->items[i].first_tile, tile, begin, end)) *begin = *end = 0;
+  if (!cuarrow_gather_range(args->items[i].dst, args->items[i].size, args->items[i].first_tile, tile, begin, end)) {
+    *begin = *end = 0;
+  }
   return i;
 }
 
