@@ -75,30 +75,39 @@ struct streaming {
 // destination's cache lines, so that no warp's stores straddle a 32-byte
 // sector they share with another's, the pieces of an IPC body starting at
 // 8-byte boundaries; 16: the kernel before 2026-12-05 23:00).
-template <uint64_t Tile, int Wide, int Narrow, class Access = plain_access, uint64_t Align = 128>
+//
+// Lines: the tiles after a piece's first start at the destination's lines
+// (the shipped rule, gather_args.h's cuarrow_gather_range, since
+// 2026-12-06); false: at multiples of Tile from the piece's start (the
+// kernel before), each 8-byte-packed piece's tiles then having bytes
+// before and after their 16-byte stores (their 16-byte loads kept within
+// the tile, as that kernel's were).
+template <uint64_t Tile, int Wide, int Narrow, class Access = plain_access, uint64_t Align = 128, bool Lines = true>
 __device__ void copy_tile(const cuarrow_gather_args& args, uint32_t tile) {
   uint32_t index = 0;
   CUARROW_GATHER_FIND(args, tile, index);  // the shipped search; the tile's bytes by this Tile
   const cuarrow_gather_item& it = args.items[index];
-  const uint64_t b = static_cast<uint64_t>(tile - it.first_tile) * Tile;
+  const uint64_t k = tile - it.first_tile;
+  const uint64_t lead = Lines ? (CUARROW_GATHER_LINE - it.dst % CUARROW_GATHER_LINE) % CUARROW_GATHER_LINE : 0;
+  const uint64_t b = k == 0 ? 0 : k * Tile + lead;
   if (b >= it.size) return;
-  const uint64_t e = b + Tile < it.size ? b + Tile : it.size;
+  const uint64_t e = (k + 1) * Tile + lead < it.size ? (k + 1) * Tile + lead : it.size;
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
   const auto* src = reinterpret_cast<const unsigned char*>(it.src);
   const uint64_t shared = it.dst ^ it.src;
   constexpr int narrow = Narrow > 0 ? Narrow : 4;
   if (shared % 16 == 0) copy_words<uint4, Wide, Access, Align>(dst, src, b, e);
-  else if (shared % 8 == 0 && Narrow == 0) copy_shifted8<Access, Align>(dst, src, b, e);
+  else if (shared % 8 == 0 && Narrow == 0) copy_shifted8<Access, Align>(dst, src, b, e, Lines ? it.size : e);
   else if (shared % 8 == 0) copy_words<unsigned long long, narrow, Access>(dst, src, b, e);
   else if (shared % 4 == 0) copy_words<unsigned int, in_flight<unsigned int, narrow * 8>, Access>(dst, src, b, e);
   else copy_words<unsigned char, in_flight<unsigned char, narrow * 8>, Access>(dst, src, b, e);
 }
 
 // A block a tile, as the shipped kernel launches.
-template <uint64_t Tile, int Wide, int Narrow, class Access = plain_access, uint64_t Align = 128>
+template <uint64_t Tile, int Wide, int Narrow, class Access = plain_access, uint64_t Align = 128, bool Lines = true>
 __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
     gather_variant(const __grid_constant__ cuarrow_gather_args args) {
-  copy_tile<Tile, Wide, Narrow, Access, Align>(args, blockIdx.x);
+  copy_tile<Tile, Wide, Narrow, Access, Align, Lines>(args, blockIdx.x);
 }
 
 // Resident blocks that walk the tiles (tile = blockIdx.x, then gridDim.x
@@ -258,35 +267,35 @@ int main(int argc, char** argv) {
           });
         };
       };
+      // The tile rule before 2026-12-06: tiles at multiples of 64 KiB from
+      // each piece's start, so that an 8-byte-packed piece's tiles all
+      // begin and end off the destination's lines.
+      cases.push_back({"variant: tiles at multiples of 64 KiB from the piece's start (the kernel before 2026-12-06)",
+                       variant(gather_variant<64u << 10, 4, 0, plain_access, 128, false>, 64u << 10)});
+      // Tile sizes and loads in flight about the shipped ones (on the H100,
+      // 256 KiB and 1 MiB tiles were 4-30% slower with 160 to 4,000 pieces:
+      // bench/results/2026-12-06-0550-h100-gather).
+      cases.push_back({"variant: 32 KiB tiles", variant(gather_variant<32u << 10, 4, 0>, 32u << 10)});
+      cases.push_back({"variant: 128 KiB tiles", variant(gather_variant<128u << 10, 4, 0>, 128u << 10)});
       cases.push_back(
-          {"variant: 64 KiB tiles, 64 B in flight a thread", variant(gather_variant<64u << 10, 4, 8>, 64u << 10)});
+          {"variant: 64 KiB tiles, 8 x 16 B in flight a thread", variant(gather_variant<64u << 10, 8, 0>, 64u << 10)});
       cases.push_back(
-          {"variant: 256 KiB tiles, 64 B in flight a thread", variant(gather_variant<256u << 10, 4, 8>, 256u << 10)});
+          {"variant: 32 KiB tiles, 8 x 16 B in flight a thread", variant(gather_variant<32u << 10, 8, 0>, 32u << 10)});
+      cases.push_back(
+          {"variant: 64 KiB tiles, 2 x 16 B in flight a thread", variant(gather_variant<64u << 10, 2, 0>, 64u << 10)});
       cases.push_back(
           {"variant: 256 KiB tiles, 128 B in flight a thread", variant(gather_variant<256u << 10, 8, 16>, 256u << 10)});
-      cases.push_back(
-          {"variant: 1 MiB tiles, 128 B in flight a thread", variant(gather_variant<1u << 20, 8, 16>, 1u << 20)});
-      cases.push_back({"variant: 64 KiB tiles, 8-byte-aligned pieces by 8-byte words (the kernel before e1eb423)",
-                       variant(gather_variant<64u << 10, 4, 4>, 64u << 10)});
       // The shipped settings with cache-streaming loads and stores (the
       // kernel as shipped is 0.93 x one copy of every byte: whether the
       // cache policy is part of that gap).  nvcc 13 builds these with 64
       // registers (the shipped settings: 48), 4 blocks an SM instead of 5.
       cases.push_back({"variant: the shipped settings, cache-streaming loads and stores",
                        variant(gather_variant<64u << 10, 4, 0, streaming<true, true>>, 64u << 10)});
-      cases.push_back({"variant: the shipped settings, cache-streaming loads",
-                       variant(gather_variant<64u << 10, 4, 0, streaming<true, false>>, 64u << 10)});
       cases.push_back({"variant: the shipped settings, cache-streaming stores",
                        variant(gather_variant<64u << 10, 4, 0, streaming<false, true>>, 64u << 10)});
-      // The 16-byte stores from the destination's 16-byte boundaries, as
-      // the kernel made them until its stores started at 128-byte lines
-      // (1-1.4% slower with 160 to 4,000 pieces on the H100,
-      // docs/gpu-runs/2026-12-05-2211-h100.md).
-      cases.push_back(
-          {"variant: the shipped settings, 16-byte stores from 16-byte boundaries (the kernel before 2026-12-05 23:00)",
-           variant(gather_variant<64u << 10, 4, 0, plain_access, 16>, 64u << 10)});
       // Resident blocks walking the tiles: `per_sm` blocks an SM (the
-      // occupancy the kernel allows, or fewer).
+      // occupancy the kernel allows, or fewer).  On an H100 they were 6-9%
+      // slower than a block a tile (bench/results/2026-12-06-0443-h100-probes).
       auto resident = [&](auto kernel, uint64_t tile, int per_sm) {
         int fit = 0;
         CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, CUARROW_GATHER_THREADS, 0));
@@ -300,20 +309,13 @@ int main(int argc, char** argv) {
       };
       cases.push_back(
           {"resident blocks (all that fit), 64 KiB tiles", resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 64)});
-      cases.push_back(
-          {"resident blocks (all that fit), 16 KiB tiles", resident(gather_resident<16u << 10, 4, 0>, 16u << 10, 64)});
-      cases.push_back({"resident blocks (all that fit), 256 KiB tiles",
-                       resident(gather_resident<256u << 10, 4, 0>, 256u << 10, 64)});
-      cases.push_back(
-          {"resident blocks (4 an SM), 64 KiB tiles", resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 4)});
-      cases.push_back({"resident blocks (all that fit), 64 KiB tiles, 8 x 16 B in flight",
-                       resident(gather_resident<64u << 10, 8, 0>, 64u << 10, 64)});
       // The shipped kernel's own settings again, after the others: a check
       // that the order of the cases, and the build, do not move the figures
       // (until 8ce8e90 the shipped kernel, built with fewer registers, ran
       // 3-4% slower than this).
       cases.push_back(
-          {"variant: the shipped settings (64 KiB tiles, 8-byte-aligned pieces by 16-byte stores from 128-byte lines)",
+          {"variant: the shipped settings (64 KiB tiles from the destination's lines, 8-byte-aligned pieces by 16-byte "
+           "stores)",
            variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
       for (std::size_t c = 0; c < cases.size(); ++c) {
         if (c == 0 && count != 1) continue;  // the raw figure once per layout kind
