@@ -9,6 +9,11 @@
  *
  * CUARROW_TRACE_DRIVER names the driver to forward to (default
  * libcuda.so.1; the emulation's libcuarrow_cuda_emulation.so by path).
+ * With CUARROW_TRACE_GPU=1, each kernel launch is also timed on the GPU: an
+ * event recorded on its stream before it and one after (their times, from
+ * the first launch's, through cuarrow_trace_gpu_take), which says how long
+ * the kernels ran and how long the GPU waited between them (the events
+ * cost the host a driver call each: time the host without them).
  * No cuda.h: the types below are the driver API's, by size.  Every other
  * entry point is the real driver's own (cuGetProcAddress forwards). */
 #define _GNU_SOURCE
@@ -75,6 +80,14 @@ static void* real_library(void) {
 typedef CUresult (*get_proc_t)(const char*, void**, int, cuuint64_t, int*);
 static get_proc_t real_get_proc;
 
+/* The real driver's entry point `name` (of CUDA 12's API), or NULL. */
+static void* real_proc(const char* name) {
+  void* pfn = NULL;
+  int status = 0;
+  if (real_get_proc == NULL || real_get_proc(name, &pfn, 12000, 0, &status) != 0) return NULL;
+  return pfn;
+}
+
 /* One wrapper per traced entry point: its real pointer, then the wrapper. */
 #define TRACED(name, params, args, bytes) \
   static CUresult(*real_##name) params;   \
@@ -85,10 +98,75 @@ static get_proc_t real_get_proc;
     return r;                             \
   }
 
-TRACED(cuLaunchKernel,
-       (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm,
-        CUstream s, void** p, void** e),
-       (f, gx, gy, gz, bx, by, bz, shm, s, p, e), gx)
+/* cuLaunchKernel, traced, and with CUARROW_TRACE_GPU=1 timed on the GPU:
+ * gpu_events[2 i] recorded before launch i on its stream, [2 i + 1] after. */
+#define MAX_TIMED 4096
+static CUevent gpu_events[2 * MAX_TIMED];
+static int gpu_events_made, gpu_timed;
+static int gpu_timing = -1;
+static CUresult (*real_cuEventCreate)(CUevent*, unsigned);
+static CUresult (*real_cuEventRecord)(CUevent, CUstream);
+static CUresult (*real_cuEventSynchronize)(CUevent);
+static CUresult (*real_cuEventElapsedTime)(float*, CUevent, CUevent);
+static CUresult (*real_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                       CUstream, void**, void**);
+
+static void* real_proc(const char* name);
+
+static int timing_on(void) {
+  if (gpu_timing < 0) {
+    const char* v = getenv("CUARROW_TRACE_GPU");
+    gpu_timing = v != NULL && strcmp(v, "1") == 0;
+    if (gpu_timing) {
+      real_cuEventCreate = (CUresult(*)(CUevent*, unsigned))real_proc("cuEventCreate");
+      real_cuEventSynchronize = (CUresult(*)(CUevent))real_proc("cuEventSynchronize");
+      real_cuEventElapsedTime = (CUresult(*)(float*, CUevent, CUevent))real_proc("cuEventElapsedTime");
+      if (real_cuEventRecord == NULL) real_cuEventRecord = (CUresult(*)(CUevent, CUstream))real_proc("cuEventRecord");
+      gpu_timing = real_cuEventCreate && real_cuEventSynchronize && real_cuEventElapsedTime && real_cuEventRecord;
+      if (!gpu_timing) fprintf(stderr, "driver_trace: no event entry points: GPU timing off\n");
+    }
+  }
+  return gpu_timing;
+}
+
+/* An event of the pool (made on first use, in the current context). */
+static CUevent gpu_event(int i) {
+  while (gpu_events_made <= i) {
+    if (real_cuEventCreate(&gpu_events[gpu_events_made], 0) != 0) return NULL;
+    ++gpu_events_made;
+  }
+  return gpu_events[i];
+}
+
+static CUresult traced_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                      unsigned bz, unsigned shm, CUstream s, void** p, void** e) {
+  const int64_t t = now_ns();
+  const int timed = timing_on() && gpu_timed < MAX_TIMED && gpu_event(2 * gpu_timed + 1) != NULL;
+  if (timed) real_cuEventRecord(gpu_events[2 * gpu_timed], s);
+  const CUresult r = real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shm, s, p, e);
+  if (timed) real_cuEventRecord(gpu_events[2 * gpu_timed++ + 1], s);
+  record("cuLaunchKernel", t, (int64_t)gx);
+  return r;
+}
+
+/* The launches timed since the last call, at most max: out[2 i] and
+ * out[2 i + 1] their start and end in milliseconds from the first one's
+ * start (after waiting for them); forgotten.  The count, or -1 where an
+ * event could not be read. */
+__attribute__((visibility("default"))) int cuarrow_trace_gpu_take(double* out, int max) {
+  int n = gpu_timed;
+  gpu_timed = 0;
+  if (n > max) n = max;
+  if (n == 0) return 0;
+  if (real_cuEventSynchronize(gpu_events[2 * n - 1]) != 0) return -1;
+  for (int i = 0; i < 2 * n; ++i) {
+    float ms = 0;
+    if (real_cuEventElapsedTime(&ms, gpu_events[0], gpu_events[i]) != 0) return -1;
+    out[i] = ms;
+  }
+  return n;
+}
+
 TRACED(cuMemcpyHtoDAsync, (CUdeviceptr d, const void* h, size_t n, CUstream s), (d, h, n, s), n)
 TRACED(cuMemcpyDtoDAsync, (CUdeviceptr d, CUdeviceptr h, size_t n, CUstream s), (d, h, n, s), n)
 TRACED(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr h, size_t n, CUstream s), (d, h, n, s), n)

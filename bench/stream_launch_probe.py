@@ -12,6 +12,12 @@ launch decides it.
 
 (CUARROW_TRACE_SO: the tracing driver built already, where there is no cc.)
 
+--gpu-timing also times each kernel launch on the GPU (events before and
+after it on its stream): how long the gather kernel ran for the stream's
+parts and how long the GPU waited between them, which the host's clock
+cannot say.  The events cost the host a driver call each, so the host's
+figures of such a run are a little slower; run without it for those.
+
 Prints, as medians over --reps calls: when the first launch starts and
 the driver calls before it (each call's start), the parts of the call
 (new_stream, write_table, close), the last launch's end and close()'s
@@ -89,8 +95,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=21)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--dump", action="store_true", help="print every traced driver call of the last write")
+    ap.add_argument("--gpu-timing", action="store_true", help="time each launch on the GPU too (events)")
     args = ap.parse_args()
     if TRACED_ENV not in os.environ:
+        if args.gpu_timing:
+            os.environ["CUARROW_TRACE_GPU"] = "1"
         return reexec_traced()
 
     import ipc_bench
@@ -104,6 +113,17 @@ def main() -> int:
     def take() -> list[tuple[str, int, int, int]]:
         n = trace.cuarrow_trace_take(buf, len(buf))
         return [(buf[i].name.decode(), buf[i].start_ns, buf[i].end_ns, buf[i].bytes) for i in range(n)]
+
+    trace.cuarrow_trace_gpu_take.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
+    gpu_buf = (ctypes.c_double * 8192)()
+
+    def take_gpu() -> list[tuple[float, float]]:
+        """The launches timed on the GPU since the last call: (start, end)
+        in ms from the first one's start."""
+        n = trace.cuarrow_trace_gpu_take(gpu_buf, len(gpu_buf) // 2)
+        if n < 0:
+            raise SystemExit("the GPU timing events could not be read")
+        return [(gpu_buf[2 * i], gpu_buf[2 * i + 1]) for i in range(n)]
 
     ctx = cuda.Context(0)
     if args.batches > 0:
@@ -124,8 +144,10 @@ def main() -> int:
     rows: list[dict[str, float]] = []
     before_first: list[list[tuple[str, float]]] = []
     size = 0
+    gpu_rows: list[dict[str, Any]] = []
     for rep in range(args.reps + 2):  # two untimed calls first
         take()
+        take_gpu()
         t0 = time.perf_counter_ns()
         w = ipc.new_stream(ctx, schema)
         t1 = time.perf_counter_ns()
@@ -134,6 +156,7 @@ def main() -> int:
         out = w.close()
         t3 = time.perf_counter_ns()
         events = take()
+        kernels = take_gpu() if args.gpu_timing else []
         size = out.size
         stats = w.stats()
         del out, w
@@ -155,6 +178,14 @@ def main() -> int:
             "wait_us": stats["wait_seconds"] * 1e6,
         }
         rows.append(row)
+        if kernels:
+            gpu_rows.append(
+                {
+                    "span_us": (kernels[-1][1] - kernels[0][0]) * 1e3,
+                    "kernel_us": [(e - b) * 1e3 for b, e in kernels],
+                    "gap_us": [(kernels[i + 1][0] - kernels[i][1]) * 1e3 for i in range(len(kernels) - 1)],
+                }
+            )
         before_first.append([(e[0], (e[1] - t0) / 1e3) for e in copies if first is None or e[1] < first])
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(
@@ -176,6 +207,16 @@ def main() -> int:
                 print(f"  {name:26s} at {(start - t0) / 1e3:9.1f} us, {(end - start) / 1e3:8.1f} us, {nbytes}")
     print("before the first launch (a median call): " + ", ".join(f"{n} @{t:.1f}" for n, t in before_first[mid]))
     result: dict[str, Any] = {"bytes": size, "medians": med, "calls": rows, "before_first_launch": before_first[mid]}
+    if gpu_rows:
+        # The call whose GPU span is the median one, kernel by kernel.
+        g = sorted(gpu_rows, key=lambda r: r["span_us"])[len(gpu_rows) // 2]
+        result["gpu"] = {"median_call": g, "calls": gpu_rows}
+        print(
+            f"on the GPU (the median call of {len(gpu_rows)}): first launch to last end {g['span_us']:.0f} us; "
+            f"kernels {', '.join(f'{k:.0f}' for k in g['kernel_us'])} us; gaps "
+            f"{', '.join(f'{k:.1f}' for k in g['gap_us']) or 'none'} us",
+            flush=True,
+        )
     try:
         import cupy
     except ImportError:
@@ -192,6 +233,9 @@ def main() -> int:
         raw = statistics.median(samples[1:]) * 1e6
         result["raw_us"] = raw
         print(f"raw D2D {raw:.0f} us: the stream {raw / med['total_us']:.3f} x raw", flush=True)
+        if gpu_rows:
+            span = result["gpu"]["median_call"]["span_us"]
+            print(f"the kernels' span {raw / span:.3f} x raw (what the GPU alone takes)", flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     return 0
