@@ -110,17 +110,10 @@ __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   copy_tile<Tile, Wide, Narrow, Access, Align, Lines>(args, blockIdx.x);
 }
 
-// Resident blocks that walk the tiles (tile = blockIdx.x, then gridDim.x
-// further each round), the grid as many blocks as the SMs hold at once (or
-// `tiles` if fewer): whether the shipped kernel's gap to one copy of every
-// byte (0.93-0.97 x) is the cost of starting a block for each 64 KiB tile.
-// It is not: on an H100 they were 6-9% slower than a block a tile at every
-// piece count and tile size (bench/results/2026-12-06-0443-h100-probes).
-template <uint64_t Tile, int Wide, int Narrow, class Access = plain_access, uint64_t Align = 128>
-__global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
-    gather_resident(const __grid_constant__ cuarrow_gather_args args, uint32_t tiles) {
-  for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) copy_tile<Tile, Wide, Narrow, Access, Align>(args, t);
-}
+// (Resident blocks walking the tiles, a grid of what the SMs hold at once,
+// were 6-9% slower than a block a tile on H100s at every piece count and
+// tile size: bench/results/2026-12-06-0443-h100-probes and
+// 2026-12-06-0700-h100-gather; no longer timed.)
 
 __global__ void fill_pattern(unsigned char* p, uint64_t n) {
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -253,7 +246,7 @@ int main(int argc, char** argv) {
                                                  cudaMemcpyDeviceToDevice, st));
                          }
                        }});
-      cases.push_back({"cuarrow_gather as shipped (64 KiB tiles)", [&] {
+      cases.push_back({"cuarrow_gather as shipped (16 KiB tiles, cache-streaming stores)", [&] {
                          launch_all(ps, CUARROW_GATHER_TILE, *args, [&](cuarrow_gather_args& a, uint32_t tiles) {
                            cuarrow_gather<<<tiles, CUARROW_GATHER_THREADS, 0, st>>>(a);
                            CHECK(cudaGetLastError());
@@ -267,56 +260,37 @@ int main(int argc, char** argv) {
           });
         };
       };
-      // The tile rule before 2026-12-06: tiles at multiples of 64 KiB from
-      // each piece's start, so that an 8-byte-packed piece's tiles all
-      // begin and end off the destination's lines.
-      cases.push_back({"variant: tiles at multiples of 64 KiB from the piece's start (the kernel before 2026-12-06)",
-                       variant(gather_variant<64u << 10, 4, 0, plain_access, 128, false>, 64u << 10)});
-      // Tile sizes and loads in flight about the shipped ones (on the H100,
-      // 256 KiB and 1 MiB tiles were 4-30% slower with 160 to 4,000 pieces:
-      // bench/results/2026-12-06-0550-h100-gather).
-      cases.push_back({"variant: 32 KiB tiles", variant(gather_variant<32u << 10, 4, 0>, 32u << 10)});
-      cases.push_back({"variant: 128 KiB tiles", variant(gather_variant<128u << 10, 4, 0>, 128u << 10)});
-      cases.push_back(
-          {"variant: 64 KiB tiles, 8 x 16 B in flight a thread", variant(gather_variant<64u << 10, 8, 0>, 64u << 10)});
-      cases.push_back(
-          {"variant: 32 KiB tiles, 8 x 16 B in flight a thread", variant(gather_variant<32u << 10, 8, 0>, 32u << 10)});
-      cases.push_back(
-          {"variant: 64 KiB tiles, 2 x 16 B in flight a thread", variant(gather_variant<64u << 10, 2, 0>, 64u << 10)});
-      cases.push_back(
-          {"variant: 256 KiB tiles, 128 B in flight a thread", variant(gather_variant<256u << 10, 8, 16>, 256u << 10)});
-      // The shipped settings with cache-streaming loads and stores (the
-      // kernel as shipped is 0.93 x one copy of every byte: whether the
-      // cache policy is part of that gap).  nvcc 13 builds these with 64
-      // registers (the shipped settings: 48), 4 blocks an SM instead of 5.
-      cases.push_back({"variant: the shipped settings, cache-streaming loads and stores",
-                       variant(gather_variant<64u << 10, 4, 0, streaming<true, true>>, 64u << 10)});
-      cases.push_back({"variant: the shipped settings, cache-streaming stores",
-                       variant(gather_variant<64u << 10, 4, 0, streaming<false, true>>, 64u << 10)});
-      // Resident blocks walking the tiles: `per_sm` blocks an SM (the
-      // occupancy the kernel allows, or fewer).  On an H100 they were 6-9%
-      // slower than a block a tile (bench/results/2026-12-06-0443-h100-probes).
-      auto resident = [&](auto kernel, uint64_t tile, int per_sm) {
-        int fit = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, CUARROW_GATHER_THREADS, 0));
-        const uint32_t grid = static_cast<uint32_t>(prop.multiProcessorCount * std::min(fit, per_sm));
-        return [&, kernel, tile, grid] {
-          launch_all(ps, tile, *args, [&](cuarrow_gather_args& a, uint32_t tiles) {
-            kernel<<<std::min(grid, tiles), CUARROW_GATHER_THREADS, 0, st>>>(a, tiles);
-            CHECK(cudaGetLastError());
-          });
-        };
-      };
-      cases.push_back(
-          {"resident blocks (all that fit), 64 KiB tiles", resident(gather_resident<64u << 10, 4, 0>, 64u << 10, 64)});
+      using cs_stores = streaming<false, true>;  // the shipped kernel's stores
+      // The kernel before 2026-12-06 08:00: 64 KiB tiles, plain stores.
+      cases.push_back({"variant: 64 KiB tiles, plain stores (the kernel before 2026-12-06 08:00)",
+                       variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
+      // The tile rule before 2026-12-06 07:00: tiles at multiples of the
+      // tile size from each piece's start, so that an 8-byte-packed
+      // piece's tiles all begin and end off the destination's lines.
+      cases.push_back({"variant: tiles at multiples of 16 KiB from the piece's start",
+                       variant(gather_variant<16u << 10, 4, 0, cs_stores, 128, false>, 16u << 10)});
+      // Each of the two changes of 08:00 alone, and settings about them
+      // (on the H100 of 07:00, 128 and 256 KiB tiles, 2 or 8 loads in
+      // flight and resident blocks were all slower than 64 KiB tiles:
+      // bench/results/2026-12-06-0700-h100-gather).
+      cases.push_back({"variant: 16 KiB tiles, plain stores", variant(gather_variant<16u << 10, 4, 0>, 16u << 10)});
+      cases.push_back({"variant: 64 KiB tiles, cache-streaming stores",
+                       variant(gather_variant<64u << 10, 4, 0, cs_stores>, 64u << 10)});
+      cases.push_back({"variant: 32 KiB tiles, cache-streaming stores",
+                       variant(gather_variant<32u << 10, 4, 0, cs_stores>, 32u << 10)});
+      cases.push_back({"variant: 8 KiB tiles, cache-streaming stores",
+                       variant(gather_variant<8u << 10, 4, 0, cs_stores>, 8u << 10)});
+      cases.push_back({"variant: 16 KiB tiles, cache-streaming loads and stores",
+                       variant(gather_variant<16u << 10, 4, 0, streaming<true, true>>, 16u << 10)});
+      cases.push_back({"variant: 16 KiB tiles, cache-streaming stores, 2 x 16 B in flight a thread",
+                       variant(gather_variant<16u << 10, 2, 0, cs_stores>, 16u << 10)});
       // The shipped kernel's own settings again, after the others: a check
       // that the order of the cases, and the build, do not move the figures
       // (until 8ce8e90 the shipped kernel, built with fewer registers, ran
       // 3-4% slower than this).
       cases.push_back(
-          {"variant: the shipped settings (64 KiB tiles from the destination's lines, 8-byte-aligned pieces by 16-byte "
-           "stores)",
-           variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
+          {"variant: the shipped settings (16 KiB tiles from the destination's lines, cache-streaming stores)",
+           variant(gather_variant<16u << 10, 4, 0, cs_stores>, 16u << 10)});
       for (std::size_t c = 0; c < cases.size(); ++c) {
         if (c == 0 && count != 1) continue;  // the raw figure once per layout kind
         CHECK(cudaMemsetAsync(dst, 0, room, st));

@@ -8,6 +8,7 @@
 
 #include "child_process.hpp"
 #include "fault_api.hpp"
+#include "gather_args.h"
 #include "test_support.hpp"
 
 using namespace cuarrow_test;
@@ -565,12 +566,13 @@ TEST_F(BatchCopy, GatherKernelTakesRunsBelowItsLine) {
 
 // Every alignment the kernel tells apart (both sides 16-, 8-, 4-byte
 // aligned alike, or not at all), pieces of one byte to several tiles
-// (64 KiB) with ends on and off tile boundaries, and about the line (128
+// (16 KiB, gather_args.h's CUARROW_GATHER_TILE) with ends on and off tile
+// boundaries, and about the line (128
 // bytes) past a tile where, for a destination off a line, the next tile
 // starts: the bytes of one copy each.
 TEST_F(BatchCopy, GatherKernelCopiesEveryAlignmentAndTileBoundary) {
   cuarrow::context ctx = cuarrow::context::get(0);
-  const std::int64_t tile = 64 << 10;
+  const std::int64_t tile = CUARROW_GATHER_TILE;
   const std::vector<std::int64_t> sizes = {
       1,        3,        7,         16,         31,         100,        tile - 1,      tile,
       tile + 1, tile + 9, tile + 24, tile + 127, tile + 128, tile + 129, 2 * tile + 64, 3 * tile + 5};
@@ -671,6 +673,61 @@ TEST_F(BatchCopy, SmallReadsIntoPinnedMemoryByTheGatherKernel) {
     f.reset_calls();
     cuarrow::copy_batch(bulk);
     EXPECT_EQ(f.calls("cuLaunchKernel"), 0u);
+  }
+}
+
+// Small copies from pinned memory into device memory (an IPC stream's
+// metadata and end marker) go the other way through the kernel: it reads
+// the pinned memory through its host pointer, in the launch of the copies
+// within the device, instead of a driver copy each that the GPU would run
+// between launches.  From pageable memory they stay the driver's.  The
+// same bytes either way, at every alignment, counted as host-to-device.
+TEST_F(BatchCopy, SmallCopiesFromPinnedMemoryByTheGatherKernel) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 300;
+  const auto bytes = pattern(static_cast<std::size_t>(2 * n), 9);
+  const auto old_bytes = pattern(static_cast<std::size_t>(4 * n), 10);
+  cuarrow::buffer pinned = cuarrow::allocate_pinned(ctx, 2 * n);
+  std::memcpy(pinned.mutable_host_data(), bytes.data(), bytes.size());
+  std::vector<std::uint8_t> pageable_bytes(bytes);
+  cuarrow::buffer pageable = cuarrow::wrap_host(pageable_bytes.data(), 2 * n, nullptr);
+  const fault_api& f = faults();
+  for (const cuarrow::buffer* src : {&pinned, &pageable}) {
+    SCOPED_TRACE(src == &pinned ? "from pinned memory" : "from pageable memory");
+    cuarrow::buffer dst = cuarrow::copy_to_device(ctx, old_bytes.data(), 4 * n);
+    // Copies of 1 or 2 bytes, side by side in the source, to every fourth
+    // byte of the destination.
+    std::vector<cuarrow::copy_piece> pieces;
+    std::int64_t at = 0;
+    for (std::int64_t i = 0; i < n && at < 2 * n - 1; ++i) {
+      const std::int64_t size = 1 + i % 2;
+      pieces.push_back({dst, 4 * i + i % 3, *src, at, size});
+      at += size;
+    }
+    std::vector<std::uint8_t> expect(old_bytes);
+    for (const cuarrow::copy_piece& p : pieces) {
+      std::memcpy(expect.data() + p.dst_offset, bytes.data() + p.src_offset, static_cast<std::size_t>(p.size));
+    }
+    if (f.available()) f.reset_calls();
+    ctx.reset_transfer_stats();
+    cuarrow::stream s(ctx);
+    cuarrow::copy_batch(pieces, s);
+    const cuarrow::transfer_statistics stats = ctx.transfer_stats();
+    if (f.available()) {
+      const std::size_t launches = f.calls("cuLaunchKernel");
+      const std::size_t driver_copies =
+          f.calls("cuMemcpyHtoDAsync") + f.calls("cuMemcpyAsync") + f.calls("cuMemcpyBatchAsync");
+      if (src == &pinned && ctx.gather_status() == "ready") {
+        EXPECT_EQ(launches, 1u);
+        EXPECT_EQ(driver_copies, 0u);
+      } else {
+        EXPECT_EQ(launches, 0u);
+        EXPECT_GE(driver_copies, 1u);
+      }
+    }
+    EXPECT_EQ(to_vector(dst), expect);
+    EXPECT_EQ(stats.device_to_device_bytes, 0) << "writes count as writes";
+    EXPECT_EQ(stats.host_to_device_bytes, at);
   }
 }
 

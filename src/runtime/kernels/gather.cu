@@ -7,9 +7,11 @@
 
 namespace {
 
-// How the copy loops read and write their words: plain loads and stores,
-// the kernel's.  bench/gather_probe.cu times others (cache-streaming ones)
-// through the same loops.
+// How the copy loops read and write their words.  plain_access: plain
+// loads and stores.  streaming_stores, the kernel's: plain loads,
+// cache-streaming stores (st.global.cs: the written lines marked
+// evict-first, as a copy writes each byte once and does not read it back).
+// bench/gather_probe.cu times others through the same loops.
 struct plain_access {
   template <class Word>
   __device__ static Word load(const Word* p) {
@@ -18,6 +20,17 @@ struct plain_access {
   template <class Word>
   __device__ static void store(Word* p, const Word& v) {
     *p = v;
+  }
+};
+
+struct streaming_stores {
+  template <class Word>
+  __device__ static Word load(const Word* p) {
+    return *p;
+  }
+  template <class Word>
+  __device__ static void store(Word* p, const Word& v) {
+    __stcs(p, v);
   }
 };
 
@@ -119,8 +132,8 @@ extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   CUARROW_GATHER_FIND(args, blockIdx.x, index);
   const cuarrow_gather_item& it = args.items[index];
   // Left unset until cuarrow_gather_range sets them: set to 0 first, nvcc
-  // 13 built the kernel with 32 registers instead of 48 and fewer loads in
-  // flight (the probe's variant, built the way this is now, ran 3% faster).
+  // 13 once built the kernel with fewer loads in flight (3% slower).  Built
+  // as it is (nvcc 13.0, sm_90) it uses 56 registers, 4 blocks an SM.
   uint64_t begin, end;
   if (!cuarrow_gather_range(it.dst, it.size, it.first_tile, blockIdx.x, &begin, &end)) return;
   auto* dst = reinterpret_cast<unsigned char*>(it.dst);
@@ -133,9 +146,12 @@ extern "C" __global__ void __launch_bounds__(CUARROW_GATHER_THREADS)
   // line is written by two warps: 1-1.4% faster than from 16-byte
   // boundaries for 160 to 4,000 pieces on the H100 (gather_probe, 2.36 GB:
   // 1.664 ms against 1.687 for 160 pieces packed at 8 bytes;
-  // docs/gpu-runs/2026-12-05-2211-h100.md).
-  if (shared % 16 == 0) copy_words<uint4, 4, plain_access, kLine>(dst, src, begin, end);
-  else if (shared % 8 == 0) copy_shifted8<plain_access, kLine>(dst, src, begin, end, it.size);
-  else if (shared % 4 == 0) copy_words<unsigned int, 8>(dst, src, begin, end);
-  else copy_words<unsigned char, 32>(dst, src, begin, end);
+  // docs/gpu-runs/2026-12-05-2211-h100.md).  Cache-streaming stores and
+  // 16 KiB tiles (gather_args.h) took 160 pieces from 0.93 x one copy of
+  // every byte to 0.99 x on an H100, 4,000 from 0.92 x to 0.98 x
+  // (bench/results/2026-12-06-0700-h100-gather).
+  if (shared % 16 == 0) copy_words<uint4, 4, streaming_stores, kLine>(dst, src, begin, end);
+  else if (shared % 8 == 0) copy_shifted8<streaming_stores, kLine>(dst, src, begin, end, it.size);
+  else if (shared % 4 == 0) copy_words<unsigned int, 8, streaming_stores>(dst, src, begin, end);
+  else copy_words<unsigned char, 32, streaming_stores>(dst, src, begin, end);
 }
