@@ -150,12 +150,13 @@ constexpr std::size_t kDirectDeviceCopyBytes = std::size_t{8} << 20;
 // gather kernel takes them when it is ready: fewer cost the driver no more
 // than a launch.
 constexpr std::size_t kMinGatheredRuns = 8;
-// Copies from the device into pinned memory up to this size go to the
-// gather kernel with them (where it can write pinned memory): the reads of
+// Copies between the device and pinned memory up to this size go to the
+// gather kernel with them (where it can reach pinned memory): the reads of
 // offsets, bitmaps and run ends that checks and layouts make, a few bytes
-// each.  Larger ones keep the copy engines, which move bulk data across
-// the link faster than the SMs' stores to host memory and cost a driver
-// call that their bytes amortize.
+// each, and the metadata an IPC stream writes.  Larger ones keep the copy
+// engines, which move bulk data across the link faster than the SMs' loads
+// and stores of host memory and cost a driver call that their bytes
+// amortize.
 constexpr std::int64_t kKernelReadBytes = 64 << 10;
 
 struct planned_piece {
@@ -433,38 +434,63 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     std::vector<planned_piece*> h2d_pinned = pinned_apart(h2d, false), d2h_pinned = pinned_apart(d2h, true);
     // Small reads of this context's device memory into pinned memory (a
     // layout's offsets, bitmaps to count nulls in; kKernelReadBytes) join
-    // the runs within the device where the gather kernel can write pinned
+    // the runs within the device where the gather kernel can reach pinned
     // memory through its host pointer: each would otherwise be a driver
-    // copy of its own.
-    std::vector<planned_piece*> d2p;
-    if (!d2h_pinned.empty() && detail::gathers_device_copies(*ctx) && detail::gather_reaches_host(*ctx->state())) {
+    // copy of its own.  So do small copies the other way, from pinned
+    // memory into this context's device memory (an IPC stream's metadata
+    // and end marker): as driver copies, the GPU ran them one after
+    // another between the kernel's launches, 2-5 us each on an H100 (the
+    // gaps between an 8-batch stream's parts, 36 us of its 1.75 ms;
+    // bench/stream_launch_probe.py --gpu-timing).
+    std::vector<planned_piece*> d2p, p2d;
+    if ((!d2h_pinned.empty() || !h2d_pinned.empty()) && detail::gathers_device_copies(*ctx) &&
+        detail::gather_reaches_host(*ctx->state())) {
+      auto small_on_this_context = [&](const planned_piece* p, const endpoint& device_side) {
+        return p->size <= kKernelReadBytes && device_side.ctx != nullptr && device_side.ctx->handle() == ctx->handle();
+      };
       std::erase_if(d2h_pinned, [&](planned_piece* p) {
-        const bool small_read =
-            p->size <= kKernelReadBytes && p->src.ctx != nullptr && p->src.ctx->handle() == ctx->handle();
-        if (small_read) d2p.push_back(p);
-        return small_read;
+        const bool small = small_on_this_context(p, p->src);
+        if (small) d2p.push_back(p);
+        return small;
       });
-      // The kernel writes through the host pointer, so the memory must be
-      // mapped for the device now (kernel_reaches_host): the driver
-      // copies into memory whose registration ended with its context, or
-      // one CUDA does not promise to map (registered by another library
-      // without CU_MEMHOSTREGISTER_DEVICEMAP), where a kernel could fault.
-      // Asked once per destination buffer, and only when there may be
-      // copies enough for a launch (else `gathered` below is false, and
-      // they go back with the other pinned reads there).
-      if (d2p.size() + d2d.size() >= kMinGatheredRuns) {
+      std::erase_if(h2d_pinned, [&](planned_piece* p) {
+        const bool small = small_on_this_context(p, p->dst);
+        if (small) p2d.push_back(p);
+        return small;
+      });
+      // The kernel reads and writes through the host pointer, so the
+      // memory must be mapped for the device now (kernel_reaches_host):
+      // the driver copies memory whose registration ended with its
+      // context, or one CUDA does not promise to map (registered by
+      // another library without CU_MEMHOSTREGISTER_DEVICEMAP), where a
+      // kernel could fault.  Asked once per pinned buffer, and only when
+      // there may be copies enough for a launch (else `gathered` below is
+      // false, and they go back with the other pinned copies there).
+      if (d2p.size() + p2d.size() + d2d.size() >= kMinGatheredRuns) {
         std::unordered_map<const void*, bool> registered;
-        std::erase_if(d2p, [&](planned_piece* p) {
-          auto [it, fresh] = registered.try_emplace(owner_of(p->piece->dst), false);
-          if (fresh) it->second = detail::kernel_reaches_host(p->dst.address);
-          if (!it->second) d2h_pinned.push_back(p);
+        auto unmapped = [&](const buffer& pinned, const endpoint& host) {
+          auto [it, fresh] = registered.try_emplace(owner_of(pinned), false);
+          if (fresh) it->second = detail::kernel_reaches_host(host.address);
           return !it->second;
+        };
+        std::erase_if(d2p, [&](planned_piece* p) {
+          const bool back = unmapped(p->piece->dst, p->dst);
+          if (back) d2h_pinned.push_back(p);
+          return back;
+        });
+        std::erase_if(p2d, [&](planned_piece* p) {
+          const bool back = unmapped(p->piece->src, p->src);
+          if (back) h2d_pinned.push_back(p);
+          return back;
         });
       }
     }
-    std::vector<detail::batched_copy> to_pinned;
+    std::vector<detail::batched_copy> to_pinned, from_pinned;
     issue_runs(d2p, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
       to_pinned.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
+    });
+    issue_runs(p2d, gaps, [&](std::uintptr_t dst, std::uintptr_t src, std::size_t n) {
+      from_pinned.push_back({static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), n});
     });
     std::vector<detail::batched_copy> d2d_runs;
     d2d_runs.reserve(d2d.size());
@@ -489,8 +515,8 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       return std::all_of(d2d.begin(), d2d.end(),
                          [&](const planned_piece* p) { return same(p->dst.ctx) && same(p->src.ctx); });
     };
-    const bool gathered =
-        for_kernel + to_pinned.size() >= kMinGatheredRuns && detail::gathers_device_copies(*ctx) && one_context();
+    const bool gathered = for_kernel + to_pinned.size() + from_pinned.size() >= kMinGatheredRuns &&
+                          detail::gathers_device_copies(*ctx) && one_context();
     // Runs below the line stay in the batch (the kernel's or the driver's);
     // the others get one driver copy each.
     std::vector<detail::batched_copy> large;
@@ -500,11 +526,17 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
     // address space for the kernel (the host pointer is the device's);
     // otherwise they are the driver's device-to-host copies, as the other
     // pinned ones.
+    // The copies from pinned memory go first in the launch, so that their
+    // blocks, which wait on the link, run beside the bulk rather than
+    // after it.
     if (gathered) {
+      runs.insert(runs.begin(), from_pinned.begin(), from_pinned.end());
       runs.insert(runs.end(), to_pinned.begin(), to_pinned.end());
     } else {
       d2h_pinned.insert(d2h_pinned.end(), d2p.begin(), d2p.end());
       d2p.clear();
+      h2d_pinned.insert(h2d_pinned.end(), p2d.begin(), p2d.end());
+      p2d.clear();
     }
     auto issue_large = [&] {
       for (const detail::batched_copy& c : large) detail::copy_device_to_device_async(c.dst, c.src, c.bytes, h);
@@ -545,6 +577,7 @@ void run_batch_group(std::vector<planned_piece*>& items, const context* ctx, str
       detail::copy_device_to_host_async(reinterpret_cast<void*>(dst), static_cast<CUdeviceptr>(src), n, h);
     });
     h2d.insert(h2d.end(), h2d_pinned.begin(), h2d_pinned.end());  // for the byte counts below
+    h2d.insert(h2d.end(), p2d.begin(), p2d.end());
     d2h.insert(d2h.end(), d2h_pinned.begin(), d2h_pinned.end());
     d2h.insert(d2h.end(), d2p.begin(), d2p.end());
     if (!h2d_staged.empty()) {
