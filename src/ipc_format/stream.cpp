@@ -992,11 +992,18 @@ bool message_writer::write_early(detail::batch_refs batches, std::span<const arr
   if (assumed.empty()) return true;
   // Kept for a rewrite: taken over where the caller gave them up (a copy
   // of a table's batches costs the host about 1 us a batch and column).
+  w.columns.reserve(batches.size());
+  w.rows.reserve(batches.size());
   if (owned != nullptr) {
-    w.batches = std::move(*owned);
+    for (arrow::record_batch& taken : *owned) {
+      w.columns.push_back(std::move(taken.columns));
+      w.rows.push_back(taken.num_rows);
+    }
   } else {
-    w.batches.reserve(batches.size());
-    for (const arrow::record_batch* const p : batches) w.batches.push_back(*p);
+    for (const arrow::record_batch* const p : batches) {
+      w.columns.push_back(p->columns);
+      w.rows.push_back(p->num_rows);
+    }
   }
   w.custom_metadata.assign(custom_metadata.begin(), custom_metadata.end());
   unchecked_.push_back(std::move(w));
@@ -1006,7 +1013,7 @@ bool message_writer::write_early(detail::batch_refs batches, std::span<const arr
 
 message_writer::unchecked_write message_writer::mark() const {
   const internal::write_counters& c = sink_.counters;
-  return {sink_.length(), batch_blocks_.size(), {c.batches, c.messages, c.body_pieces, c.early_messages}, {}, {}};
+  return {sink_.length(), batch_blocks_.size(), {c.batches, c.messages, c.body_pieces, c.early_messages}, {}, {}, {}};
 }
 
 void message_writer::take_back(const unchecked_write& w) {
@@ -1062,7 +1069,12 @@ void message_writer::settle() {
   // at that point (retaking_), and the next call writes them again.
   take_back(unchecked_.front());
   try {
-    for (const unchecked_write& w : unchecked_) append_early(detail::refs_of(w.batches), w.custom_metadata, nullptr);
+    for (const unchecked_write& w : unchecked_) {
+      std::vector<arrow::record_batch> batches;
+      batches.reserve(w.columns.size());
+      for (std::size_t i = 0; i < w.columns.size(); ++i) batches.push_back({schema(), w.rows[i], w.columns[i]});
+      append_early(detail::refs_of(batches), w.custom_metadata, nullptr);
+    }
   } catch (...) {
     take_back(unchecked_.front());
     throw;

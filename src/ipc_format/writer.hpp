@@ -136,7 +136,12 @@ class message_writer {
     std::int64_t length = 0;       // the sink's
     std::size_t blocks = 0;        // batch_blocks_'s size
     std::int64_t counted[4] = {};  // batches, messages, body_pieces, early_messages
-    std::vector<arrow::record_batch> batches;
+    // The batches' columns and row counts, for a rewrite under the
+    // writer's schema (every batch has it: check()); not whole batches, so
+    // that keeping them copies no schema (17 fields a batch cost the
+    // host's close() more, destroying them, than the check they wait for).
+    std::vector<std::vector<arrow::array_data>> columns;
+    std::vector<std::int64_t> rows;
     std::vector<arrow::key_value_metadata> custom_metadata;
   };
   unchecked_write mark() const;
