@@ -999,6 +999,7 @@ bool message_writer::write_early(detail::batch_refs batches, std::span<const arr
       w.columns.push_back(std::move(taken.columns));
       w.rows.push_back(taken.num_rows);
     }
+    owned->clear();  // left empty, not as batches without columns (stream_writer::write's promise)
   } else {
     for (const arrow::record_batch* const p : batches) {
       w.columns.push_back(p->columns);
