@@ -23,11 +23,7 @@ struct plain_access {
   }
 };
 
-struct streaming_stores {
-  template <class Word>
-  __device__ static Word load(const Word* p) {
-    return *p;
-  }
+struct streaming_stores : plain_access {
   template <class Word>
   __device__ static void store(Word* p, const Word& v) {
     __stcs(p, v);
