@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
           });
         };
       };
-      using cs_stores = streaming<false, true>;  // the shipped kernel's stores
+      using cs_stores = streaming_stores;  // the shipped kernel's access (gather.cu)
       // The kernel before 2026-12-06 08:00: 64 KiB tiles, plain stores.
       cases.push_back({"variant: 64 KiB tiles, plain stores (the kernel before 2026-12-06 08:00)",
                        variant(gather_variant<64u << 10, 4, 0>, 64u << 10)});
