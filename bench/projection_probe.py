@@ -86,6 +86,79 @@ def child(path: str, reps: int) -> dict[str, Any]:
     return out
 
 
+def timeline(path: str, reps: int) -> dict[str, Any]:
+    """The 2-column projection's calls on a time line (run in a child under
+    the tracing driver, bench/driver_trace.c): when the reader is open, when
+    the first and last host-to-device copy are queued and end, the waits,
+    and when the call returns, in µs from the call.  Says where the time
+    outside the staging job's DMAs goes."""
+    import ctypes
+
+    from stream_launch_probe import Event
+
+    from cuarrow import ipc
+
+    trace = ctypes.CDLL(os.environ["CUARROW_CUDA_DRIVER"])
+    trace.cuarrow_trace_take.argtypes = [ctypes.POINTER(Event), ctypes.c_int]
+    buf = (Event * 65536)()
+
+    def take() -> list[tuple[str, int, int, int]]:
+        n = trace.cuarrow_trace_take(buf, len(buf))
+        return [(buf[i].name.decode(), buf[i].start_ns, buf[i].end_ns, buf[i].bytes) for i in range(n)]
+
+    schema = pa.ipc.open_file(path).schema
+    names = list(ipc_bench.PROJECTED) + [n for n in schema.names if n not in ipc_bench.PROJECTED]
+    cols = names[:2]
+    rows: list[dict[str, Any]] = []
+    kept = None
+    for rep in range(reps + 2):
+        kept = None  # the last table is freed before the call, not inside it
+        take()
+        t0 = time.perf_counter_ns()
+        reader = ipc.RecordBatchFileReader(path, columns=cols)
+        t1 = time.perf_counter_ns()
+        batches = reader._read_batches(list(range(reader.num_record_batches)))
+        t2 = time.perf_counter_ns()
+        kept = ipc.DeviceTable._make(batches, reader.schema, reader._where)
+        t3 = time.perf_counter_ns()
+        events = take()
+        if rep < 2:
+            continue
+
+        def us(ns: int, start: int = t0) -> float:
+            return (ns - start) / 1e3
+
+        copies = [e for e in events if e[0] in ("cuMemcpyHtoDAsync", "cuMemcpyBatchAsync", "cuMemcpyAsync")]
+        waits = [e for e in events if e[0] in ("cuStreamSynchronize",)]
+        counts: dict[str, int] = {}
+        for e in events:
+            counts[e[0]] = counts.get(e[0], 0) + 1
+        row: dict[str, Any] = {
+            "open_us": us(t1),
+            "read_return_us": us(t2),
+            "table_us": us(t3),
+            "calls": counts,
+            "copy_bytes": sum(e[3] for e in copies),
+        }
+        if copies:
+            row["first_copy_queued_us"] = us(copies[0][1])
+            row["last_copy_queued_us"] = us(max(e[2] for e in copies))
+        if waits:
+            row["last_wait_start_us"] = us(waits[-1][1])
+            row["last_wait_end_us"] = us(waits[-1][2])
+        allocs = [e for e in events if e[0].startswith("cuMemAlloc") or e[0] == "cuMemHostAlloc"]
+        row["alloc_us"] = sum((e[2] - e[1]) / 1e3 for e in allocs)
+        rows.append(row)
+    del kept
+    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, float)})
+    return {
+        "columns": cols,
+        "median": {k: statistics.median(r[k] for r in rows if k in r) for k in keys},
+        "calls": rows[-1]["calls"] if rows else {},
+        "rows": rows,
+    }
+
+
 def scattered_pread(path: Path, piece: int, stride: int, threads: int, reps: int) -> dict[str, Any]:
     size = path.stat().st_size
     spans = [(a, min(piece, size - a)) for a in range(0, size, stride)]
@@ -107,16 +180,71 @@ def scattered_pread(path: Path, piece: int, stride: int, threads: int, reps: int
     return {"piece": piece, "stride": stride, "threads": threads, "bytes": total, "seconds": t, "gbps": total / t / 1e9}
 
 
+def run_timeline(path: Path, reps: int) -> dict[str, Any]:
+    """timeline() in a child process with the tracing driver in front of
+    the one CUARROW_CUDA_DRIVER names (as stream_launch_probe.py does)."""
+    import tempfile
+
+    from stream_launch_probe import TRACED_ENV
+
+    so = os.environ.get("CUARROW_TRACE_SO")
+    if not so:
+        so = str(Path(tempfile.mkdtemp(prefix="driver-trace-")) / "driver_trace.so")
+        here = Path(__file__).resolve().parent
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, str(here / "driver_trace.c"), "-ldl"], check=True)
+    env = dict(os.environ)
+    real = env.get("CUARROW_CUDA_DRIVER", "")
+    if real == "emulated":
+        import cuarrow
+
+        found = sorted(Path(cuarrow.__file__).parent.rglob("libcuarrow_cuda_emulation.so"))
+        if not found:
+            return {"error": "the emulation's library was not found beside the cuarrow package"}
+        real = str(found[0])
+    env[TRACED_ENV] = real or "libcuda.so.1"
+    env["CUARROW_CUDA_DRIVER"] = str(Path(so).resolve())
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child-timeline", str(path), "--reps", str(reps)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        print(f"timeline: FAILED\n{proc.stderr[-2000:]}", flush=True)
+        return {"error": proc.stderr[-2000:]}
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    m = r["median"]
+    print("timeline (µs from the call, medians): " + ", ".join(f"{k} {v:.0f}" for k, v in m.items()), flush=True)
+    print(f"    driver calls of one read: {r['calls']}", flush=True)
+    return r
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table-bytes", type=parse_size, default=parse_size("2.2G"))
     ap.add_argument("--dir", type=Path, default=Path("/tmp"))
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="also put the 2-column projection on a time line under bench/driver_trace.c "
+        "(CUARROW_TRACE_SO names it built; else cc builds it)",
+    )
+    ap.add_argument(
+        "--settings",
+        default=",".join(SETTINGS),
+        help=f"which settings, comma-separated (default all: {', '.join(SETTINGS)})",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-timeline", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.reps)))
+        return 0
+    if args.child_timeline:
+        print(json.dumps(timeline(args.child_timeline, args.reps)))
         return 0
     path = args.dir / "projection-probe.feather"
     t0 = time.perf_counter()
@@ -129,7 +257,12 @@ def main() -> int:
     stride = path.stat().st_size // batches // 2  # two pieces a batch, as the 2-column projection reads
     result["batches"] = batches
     result["pread_scattered"] = [scattered_pread(path, piece, stride, t, 9) for t in (8, 16, 24) if piece > 0]
-    for name, env in SETTINGS.items():
+    chosen = [n.strip() for n in args.settings.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in SETTINGS]
+    if unknown:
+        ap.error(f"unknown settings {unknown}; known: {list(SETTINGS)}")
+    for name in chosen:
+        env = SETTINGS[name]
         proc = subprocess.run(
             [sys.executable, __file__, "--child", str(path), "--reps", str(args.reps)],
             env={**os.environ, **env},
@@ -158,6 +291,8 @@ def main() -> int:
             + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in st.items() if k.endswith("_seconds") and v),
             flush=True,
         )
+    if args.timeline:
+        result["timeline"] = run_timeline(path, args.reps)
     for p in result["pread_scattered"]:
         print(f"scattered pread {p['piece'] >> 10} KiB pieces, {p['threads']} threads: {p['gbps']:.1f} GB/s")
     if args.out:
