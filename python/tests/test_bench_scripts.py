@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,8 @@ def test_benchmark_selftest_passes(selftest):
 def test_table_probes_write_their_figures(tmp_path, probe):
     out = tmp_path / "probe.json"
     small = ["--table-bytes", "4M", "--reps", "1", "--dir", str(tmp_path), "--out", str(out)]
+    if probe == "projection_probe.py" and shutil.which("cc"):
+        small.append("--timeline")  # the projection on the driver trace's time line (cc builds the tracer)
     run_script(probe, *small, fakes=probe == "stream_write_probe.py")  # the raw copy of the latter is CuPy's
     result = json.loads(out.read_text())
     if probe == "stream_write_probe.py":
@@ -64,7 +67,25 @@ def test_table_probes_write_their_figures(tmp_path, probe):
             for key in ("gather_stats", "driver_stats"):
                 assert case[key]["batches"] == case["batches"] and case[key]["wait_seconds"] > 0
     else:
-        assert result
+        assert set(result["settings"]) == {
+            "default",
+            "an allocation a batch",
+            "chunk 1 MiB",
+            "chunk 2 MiB",
+            "chunk 8 MiB",
+            "24 threads",
+            "small chunks first",
+            "4 chunks a worker",
+            "4 chunks a worker and small first",
+        }
+        for name, setting in result["settings"].items():
+            assert "error" not in setting, (name, setting.get("error"))
+            assert setting["proj2_stats"]["batches"] == result["batches"], name
+        if "timeline" in result:  # every read queued its copies after the reader was open, before it returned
+            for row in result["timeline"]["rows"]:
+                assert (
+                    row["open_us"] < row["first_copy_queued_us"] <= row["last_copy_queued_us"] < row["read_return_us"]
+                )
 
 
 def test_batch_copy_probe_runs_over_the_driver_it_is_given(tmp_path):
