@@ -68,11 +68,9 @@ struct options_state {
     options.staging_chunk_bytes = env_int("CUARROW_STAGING_CHUNK", options.staging_chunk_bytes);
     // Never more threads than the machine has (the default is tuned on a
     // 16-core host; a 2-core CI machine gets 2).
-    const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-    if (hardware > 0) {
-      options.staging_threads = std::clamp(hardware, 1, options.staging_threads);
-      options.staging_threads_to_device = std::clamp(hardware, 1, options.staging_threads_to_device);
-    }
+    const int hardware = host_cores();
+    options.staging_threads = std::clamp(hardware, 1, options.staging_threads);
+    options.staging_threads_to_device = std::clamp(hardware, 1, options.staging_threads_to_device);
     options.staging_threads = static_cast<int>(env_int("CUARROW_STAGING_THREADS", options.staging_threads));
     options.staging_threads_to_device =
         static_cast<int>(env_int("CUARROW_STAGING_THREADS_TO_DEVICE", options.staging_threads_to_device));

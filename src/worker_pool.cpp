@@ -1,6 +1,7 @@
 // Host threads that run one job at a time (worker_pool.hpp).
 #include "worker_pool.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace cuarrow::detail {
@@ -33,6 +34,11 @@ void register_pool(worker_pool* pool) {
 }
 
 }  // namespace
+
+int host_cores() noexcept {
+  static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
+}
 
 void worker_pool::run(int workers, const std::function<void(int)>& fn) {
   std::unique_lock lock(mutex_);

@@ -17,6 +17,7 @@
 
 #include "arrow_internal.hpp"
 #include "cuarrow/error.hpp"
+#include "worker_pool.hpp"
 
 namespace cuarrow::arrow {
 namespace detail {
@@ -178,7 +179,7 @@ void run_scans(std::vector<scan_task>& tasks) {
     std::int64_t begin, end;
   };
   constexpr std::int64_t kParallelFrom = 1 << 20;  // elements; below, threads cost more than they save
-  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  const int hardware = cuarrow::detail::host_cores();
   const int threads = std::clamp(hardware, 1, 16);
   const std::int64_t chunk_elements =
       std::max<std::int64_t>(1 << 18, total / std::max<std::int64_t>(1, static_cast<std::int64_t>(threads) * 4));

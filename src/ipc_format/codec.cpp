@@ -14,7 +14,6 @@
 #include <limits>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #if CUARROW_HAVE_LZ4
 #include <lz4frame.h>
@@ -220,7 +219,7 @@ template <class One>
 std::pair<std::size_t, std::exception_ptr> run_jobs(std::size_t count, std::size_t bytes, int threads, One one) {
   if (threads < 0) throw invalid_argument("threads must be 0 (automatic) or more, not " + std::to_string(threads));
   if (threads == 0) {
-    threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+    threads = std::clamp(cuarrow::detail::host_cores(), 1, 16);
   }
   threads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), count));
   if (bytes < parallel_min_bytes) threads = 1;

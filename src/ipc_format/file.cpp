@@ -21,7 +21,6 @@
 #include <functional>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <utility>
 #include <variant>
 
@@ -493,7 +492,7 @@ struct file_source {
   // pipeline's default count is tuned for.
   int threads() const {
     if (options.io_threads > 0) return options.io_threads;
-    const int hardware = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+    const int hardware = std::clamp(cuarrow::detail::host_cores(), 1, 16);
     return std::max(hardware, cuarrow::detail::current_transfer_options().staging_threads_to_device);
   }
 
@@ -1003,7 +1002,7 @@ metadata_threads& the_metadata_threads() {
 namespace detail {
 
 std::size_t parts_for(std::size_t n, std::size_t min_per_part) {
-  const std::size_t hardware = std::max(1U, std::thread::hardware_concurrency());
+  const auto hardware = static_cast<std::size_t>(cuarrow::detail::host_cores());
   return std::max<std::size_t>(1, std::min({std::size_t{4}, hardware, n / std::max<std::size_t>(min_per_part, 1)}));
 }
 
