@@ -7,11 +7,9 @@ the ratio; this says why it is what it is).
 
 Writes ipc_bench's 17-column table to one uncompressed Feather file, then
 runs, in a child process per setting of the staging pipeline's knobs
-(CUARROW_STAGING_CHUNK, CUARROW_STAGING_THREADS_TO_DEVICE,
-CUARROW_STAGING_RAMP_UP=1: the first round of chunks a quarter of the rest
-and the second half, CUARROW_STAGING_CHUNKS_PER_WORKER: about how many
-chunks a worker gets, 8 by default, and CUARROW_BODY_GROUP_BYTES=0: one
-device allocation a batch, as before bodies shared allocations):
+(CUARROW_STAGING_CHUNK, CUARROW_STAGING_THREADS_TO_DEVICE, and
+CUARROW_BODY_GROUP_BYTES=0: one device allocation a batch, as before
+bodies shared allocations):
 the whole file and projections of 2, 4 and 8 columns, each timed (median),
 one more read of each with the reader's stats, and the projection's parts
 as read_feather runs them (open the reader, read the batches, make the
@@ -50,9 +48,6 @@ SETTINGS: dict[str, dict[str, str]] = {
     "chunk 2 MiB": {"CUARROW_STAGING_CHUNK": str(2 << 20)},
     "chunk 8 MiB": {"CUARROW_STAGING_CHUNK": str(8 << 20)},
     "24 threads": {"CUARROW_STAGING_THREADS_TO_DEVICE": "24"},
-    "small chunks first": {"CUARROW_STAGING_RAMP_UP": "1"},
-    "4 chunks a worker": {"CUARROW_STAGING_CHUNKS_PER_WORKER": "4"},
-    "4 chunks a worker and small first": {"CUARROW_STAGING_CHUNKS_PER_WORKER": "4", "CUARROW_STAGING_RAMP_UP": "1"},
 }
 
 

@@ -201,8 +201,7 @@ struct segment {
   const piece_source* source = nullptr;  // instead of src: a file or a callback
   std::size_t source_offset = 0;         // where in its piece the segment starts
   std::uint64_t file_offset = 0;         // to a file sink
-  bool gap = false;                      // a merged neighbour's gap (zeros to the device, dropped to
-                                         // the host)
+  bool gap = false;                      // a merged neighbour's gap (zeros to the device, dropped to the host)
 };
 
 struct chunk_range {
@@ -219,24 +218,21 @@ struct plan {
 // chunks, one per worker, is a quarter of `chunk` and the round before it
 // half, so that the last host copies end soon after the last DMA (device to
 // host; smaller first chunks did not pay host to device on the H200).
-// With `ramp_up` instead, the first round is a quarter and the second half
-// (host to device: the first DMAs start after a smaller read).
-enum class ramp { none, down, up };
-std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int workers, ramp r) {
+std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int workers, bool ramp) {
   std::vector<std::size_t> caps;
   std::size_t sum = 0;
   const std::size_t w = static_cast<std::size_t>(workers);
   const std::size_t floor_bytes = std::min<std::size_t>(chunk, 64 << 10);
   while (sum < total) {
     std::size_t c = chunk;
-    if (r != ramp::none && workers > 1) {
+    if (ramp && workers > 1) {
       if (caps.size() < w) c = std::max(floor_bytes, chunk / 4);
       else if (caps.size() < 2 * w) c = std::max(floor_bytes, chunk / 2);
     }
     caps.push_back(c);
     sum += c;
   }
-  if (r == ramp::down) std::reverse(caps.begin(), caps.end());  // the small ones last
+  std::reverse(caps.begin(), caps.end());  // the small ones last
   return caps;
 }
 
@@ -329,8 +325,7 @@ void capture_range(std::span<const staged_capture> captures, CUdeviceptr device,
                    std::size_t n) {
   if (captures.empty() || n == 0) return;
   const CUdeviceptr end = device + n;
-  // The first capture that may reach into the range (a capture is at most 8
-  // bytes).
+  // The first capture that may reach into the range (a capture is at most 8 bytes).
   const CUdeviceptr from = device >= 8 ? device - 8 : 0;
   auto it = std::lower_bound(captures.begin(), captures.end(), from,
                              [](const staged_capture& c, CUdeviceptr v) { return c.device < v; });
@@ -459,13 +454,6 @@ bool ramp_enabled() {
   return on;
 }
 
-// Host to device, small chunks first (tuning knobs for
-// bench/projection_probe.py): off by default.
-bool ramp_up_enabled() {
-  static const bool on = env_int("CUARROW_STAGING_RAMP_UP", 0) != 0;
-  return on;
-}
-
 // Whether this thread runs a staged job (its hooks run under its lock).
 thread_local bool in_staged_job = false;
 
@@ -501,9 +489,7 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   }
   const std::size_t estimate = (total + chunk - 1) / chunk;
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
-  const plan pl = make_plan(pieces, capacities(total, chunk, workers,
-                                               to_device ? (ramp_up_enabled() ? ramp::up : ramp::none)
-                                                         : (ramp_enabled() ? ramp::down : ramp::none)));
+  const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()));
   job j(pl.chunks.size());
   run_job(
       ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
@@ -556,11 +542,7 @@ std::size_t chunk_bytes_for(const transfer_options& o, std::size_t total, int th
   const std::size_t most = static_cast<std::size_t>(o.staging_chunk_bytes);
   const std::size_t least = std::min<std::size_t>(most, 1 << 20);
   const std::size_t workers = static_cast<std::size_t>(std::max(1, threads));
-  // About this many chunks a worker (a tuning knob for
-  // bench/projection_probe.py).
-  static const std::size_t per_worker =
-      static_cast<std::size_t>(std::clamp<std::int64_t>(env_int("CUARROW_STAGING_CHUNKS_PER_WORKER", 8), 1, 64));
-  std::size_t c = total / (workers * per_worker);
+  std::size_t c = total / (workers * 8);
   c -= c % (64 << 10);
   return std::clamp(c, least, most);
 }
