@@ -381,12 +381,8 @@ struct worker_slots {
 // slots are then free for the next job); throws the first failure.  The
 // events are created in `ctx`, current on the calling thread; one that
 // cannot be created fails the job before any DMA touches a slot.
-// `after_queued` (when set) runs on the calling thread between the two, if
-// the job did not fail; its exception is thrown after the wait (after the
-// job's own failure to wait, which comes first).
 template <class Loop>
-void run_job(CUcontext ctx, job& j, int workers, Loop loop, std::atomic<std::int64_t>* wait_ns = nullptr,
-             const std::function<void()>* after_queued = nullptr) {
+void run_job(CUcontext ctx, job& j, int workers, Loop loop, std::atomic<std::int64_t>* wait_ns = nullptr) {
   pipeline& p = the_pipeline();
   const std::size_t count = static_cast<std::size_t>(workers) * 2;
   std::vector<runtime_event> events;
@@ -404,14 +400,6 @@ void run_job(CUcontext ctx, job& j, int workers, Loop loop, std::atomic<std::int
     }
   };
   p.pool.run(workers, body);
-  std::exception_ptr after_failed;  // not the job's failure: every DMA it queued is tracked
-  if (after_queued != nullptr && *after_queued && !j.error) {
-    try {
-      (*after_queued)();
-    } catch (...) {
-      after_failed = std::current_exception();
-    }
-  }
   // Every DMA to or from a slot must be over before the slots are reused.
   CUresult first = CUDA_SUCCESS;
   const timed waiting(wait_ns);
@@ -429,7 +417,6 @@ void run_job(CUcontext ctx, job& j, int workers, Loop loop, std::atomic<std::int
   }
   if (j.error) std::rethrow_exception(j.error);
   check(first, "cuEventSynchronize");
-  if (after_failed) std::rethrow_exception(after_failed);
 }
 
 std::size_t total_bytes(std::span<const staged_piece> pieces) {
@@ -454,22 +441,15 @@ bool ramp_enabled() {
   return on;
 }
 
-// Whether this thread runs a staged job (its hooks run under its lock).
-thread_local bool in_staged_job = false;
-
 // Plans the job and runs `loop(worker_slots&, job&, const plan&)` on the
 // pool, one staged job at a time; returns false (having done nothing) when
 // no pinned staging memory can be had.
 template <class Loop>
 bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device, Loop loop, int threads = 0,
-            std::atomic<std::int64_t>* wait_ns = nullptr, const std::function<void()>* after_queued = nullptr) {
+            std::atomic<std::int64_t>* wait_ns = nullptr) {
   const transfer_options o = current_transfer_options();
   const std::size_t total = total_bytes(pieces);
   if (total == 0) return true;
-  // A hook of this thread's own job (staging_hooks) copying through the
-  // pipeline: the driver copies instead, as without pinned memory (the
-  // lock is this job's, and its slots are in use).
-  if (in_staged_job) return false;
   int max_workers = std::max(1, to_device ? o.staging_threads_to_device : o.staging_threads);
   // An explicit count (file reads: pread scales past the memcpy-bound
   // default) may exceed the configured one: the pool then grows its
@@ -479,10 +459,6 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   const int slot_workers = std::max({1, o.staging_threads, o.staging_threads_to_device, max_workers});
   pipeline& p = the_pipeline();
   std::lock_guard lock(p.mutex);
-  in_staged_job = true;
-  struct leave_job {
-    ~leave_job() { in_staged_job = false; }
-  } leave;
   if (!p.ensure_slots(static_cast<std::size_t>(slot_workers) * 2, static_cast<std::size_t>(o.staging_chunk_bytes),
                       ctx)) {
     return false;
@@ -493,7 +469,7 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   job j(pl.chunks.size());
   run_job(
       ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
-      [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); }, wait_ns, after_queued);
+      [&](worker_slots& ws, job& jj) { loop(ws, jj, pl); }, wait_ns);
   return true;
 }
 
@@ -559,106 +535,55 @@ bool is_page_locked(const void* p) {
 }
 
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads,
-                           std::atomic<std::int64_t>* dma_wait_ns, std::atomic<std::int64_t>* dma_count,
-                           const staging_hooks* hooks) {
+                           std::atomic<std::int64_t>* dma_wait_ns, std::span<const staged_capture> captures,
+                           std::atomic<std::int64_t>* dma_count) {
   const std::size_t total = total_bytes(pieces);
   const std::int64_t limit = current_transfer_options().staging_streaming_store_limit_bytes;
   const bool streaming = limit > 0 && total <= static_cast<std::size_t>(limit);
-  // hooks->captures, run once by the calling thread (worker 0) while the
-  // other workers read; they wait for it before their first DMA.
-  std::vector<staged_capture> captures;
-  std::exception_ptr hook_failed;
-  bool captured = false;
-  std::atomic<int> ready{0};  // 1: the captures are there; 2: the hook failed
-  const std::thread::id caller = std::this_thread::get_id();
-  const auto capture_now = [&] {
-    if (captured) return;
-    captured = true;
-    if (hooks != nullptr && hooks->captures) {
-      try {
-        captures = hooks->captures();
-      } catch (...) {
-        hook_failed = std::current_exception();
-      }
-    }
-    ready.store(hook_failed ? 2 : 1, std::memory_order_release);
-    ready.notify_all();
-  };
-  const std::function<void()> after = [&] {
-    if (!hook_failed && hooks != nullptr && hooks->after_queued) hooks->after_queued();
-  };
-  if (total == 0) {
-    capture_now();
-    if (hook_failed) std::rethrow_exception(hook_failed);
-    after();
-    return;
-  }
-  bool done = false;
-  try {
-    done = staged(
-        ctx, pieces, true,
-        [&](worker_slots& ws, job& j, const plan& pl) {
-          if (std::this_thread::get_id() == caller) capture_now();
-          int turn = 0;
-          std::size_t i = 0;
-          std::int64_t dmas = 0;
-          while (j.take(i)) {
-            const int k = turn;
-            turn ^= 1;
-            if (*ws.recorded[k]) {
-              const timed waiting(dma_wait_ns);
-              ws.event[k]->synchronize();  // the slot's last DMA is done
-            }
-            auto* slot = static_cast<unsigned char*>(ws.slot[k]);
-            const chunk_range& c = pl.chunks[i];
-            fill_slot(pl, c, slot, streaming);
-            if (ready.load(std::memory_order_acquire) == 0) ready.wait(0, std::memory_order_acquire);
-            if (ready.load(std::memory_order_acquire) == 2) break;
-            capture_chunk(captures, pl, c, slot);
-            for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
-              copy_host_to_device_async(device, slot + offset, n, s);
-              ++dmas;
-            });
-            ws.event[k]->record(s);
-            *ws.recorded[k] = 1;
+  const bool done = staged(
+      ctx, pieces, true,
+      [&](worker_slots& ws, job& j, const plan& pl) {
+        int turn = 0;
+        std::size_t i = 0;
+        std::int64_t dmas = 0;
+        while (j.take(i)) {
+          const int k = turn;
+          turn ^= 1;
+          if (*ws.recorded[k]) {
+            const timed waiting(dma_wait_ns);
+            ws.event[k]->synchronize();  // the slot's last DMA is done
           }
-          if (dma_count != nullptr) dma_count->fetch_add(dmas);
-        },
-        threads, dma_wait_ns, &after);
-  } catch (...) {
-    if (hook_failed) std::rethrow_exception(hook_failed);
-    throw;
-  }
-  if (done) {
-    if (hook_failed) std::rethrow_exception(hook_failed);
-    return;
-  }
-  // No pinned memory for staging (or a hook's copy inside a job): let the
-  // driver copy.
-  capture_now();
-  if (hook_failed) std::rethrow_exception(hook_failed);
-  std::vector<unsigned char> scratch;  // a piece from a file or a callback, made on the host first
-  for (const staged_piece& piece : pieces) {
-    if (piece.size == 0) continue;
-    const unsigned char* from = piece.host_src;
-    if (piece.source != nullptr) {
-      synchronize_stream(s);  // the previous piece's copy has read the scratch
-      scratch.resize(piece.size);
-      fill_from_source(*piece.source, 0, scratch);
-      from = scratch.data();
+          auto* slot = static_cast<unsigned char*>(ws.slot[k]);
+          const chunk_range& c = pl.chunks[i];
+          fill_slot(pl, c, slot, streaming);
+          capture_chunk(captures, pl, c, slot);
+          for_each_run(pl, c, [&](std::size_t offset, CUdeviceptr device, std::size_t n) {
+            copy_host_to_device_async(device, slot + offset, n, s);
+            ++dmas;
+          });
+          ws.event[k]->record(s);
+          *ws.recorded[k] = 1;
+        }
+        if (dma_count != nullptr) dma_count->fetch_add(dmas);
+      },
+      threads, dma_wait_ns);
+  if (!done) {                           // no pinned memory for staging: let the driver copy
+    std::vector<unsigned char> scratch;  // a piece from a file or a callback, made on the host first
+    for (const staged_piece& piece : pieces) {
+      if (piece.size == 0) continue;
+      const unsigned char* from = piece.host_src;
+      if (piece.source != nullptr) {
+        synchronize_stream(s);  // the previous piece's copy has read the scratch
+        scratch.resize(piece.size);
+        fill_from_source(*piece.source, 0, scratch);
+        from = scratch.data();
+      }
+      capture_range(captures, piece.device, from, piece.size);
+      copy_host_to_device_async(piece.device, from, piece.size, s);
+      if (dma_count != nullptr) dma_count->fetch_add(1);
     }
-    capture_range(captures, piece.device, from, piece.size);
-    copy_host_to_device_async(piece.device, from, piece.size, s);
-    if (dma_count != nullptr) dma_count->fetch_add(1);
+    synchronize_stream(s);
   }
-  std::exception_ptr failed;
-  try {
-    after();
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  synchronize_stream(s);
-  if (failed) std::rethrow_exception(failed);
 }
 
 bool gathered_host_to_device(std::span<const staged_piece> pieces,

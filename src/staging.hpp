@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <functional>
 #include <span>
-#include <vector>
 
 #include "copy_sinks.hpp"
 #include "cuarrow/copy.hpp"
@@ -65,27 +64,6 @@ struct staged_capture {
   unsigned char* out = nullptr;
 };
 
-/// What a staged copy to the device does besides copying (a file reader's
-/// building and checks), each on the calling thread.  Both run under the
-/// pipeline's lock: a staged copy they make themselves goes to the driver
-/// directly (as without pinned staging memory) instead of waiting for the
-/// lock their own job holds.
-struct staging_hooks {
-  /// Runs at the start of the job, while the workers read their first
-  /// chunks: returns the captures (sorted by device address).  No DMA is
-  /// queued before it has returned.  If it throws, nothing more is queued
-  /// and, once the DMAs queued are done, its exception propagates, before
-  /// any failure of the job's own reads.
-  std::function<std::vector<staged_capture>()> captures;
-  /// Runs once every piece has been read and its DMA queued (every capture
-  /// written), before the wait for those DMAs: host work that needs the
-  /// captures but not the device's bytes (a reader's checks) runs while the
-  /// link moves the last chunks.  If it throws, the DMAs are still waited
-  /// for before its exception propagates.  It does not run after a failure
-  /// of the job or of `captures`.
-  std::function<void()> after_queued;
-};
-
 /// Pageable host -> device for every piece, queued on `s` (in context
 /// `ctx`, which must be current) as ONE pipelined job: the pieces are packed
 /// into the pipeline's chunks, so many small buffers move as fast as one
@@ -95,14 +73,15 @@ struct staging_hooks {
 /// staging_threads_to_device (the pipeline then pins two more slots for each
 /// extra worker and keeps them).  `dma_wait_ns`, when set, adds the
 /// nanoseconds the workers and the caller spend waiting for a slot's DMA
-/// (the host side waiting on the link; a reader's stats).  `dma_count`,
-/// when set, adds the number of DMAs queued (a reader's stats).  `hooks`:
-/// above; each capture's bytes that lie inside a piece are written to its
-/// `out` by the workers, from the slot, before this returns (the caller
-/// asks only for bytes inside its pieces).
+/// (the host side waiting on the link; a reader's stats).  `captures`,
+/// sorted by device address: each one's bytes that lie inside a piece are
+/// written to its `out` (by the workers, before this returns); the caller
+/// asks only for bytes inside its pieces.  `dma_count`, when set, adds the
+/// number of DMAs queued (a reader's stats).
 void staged_host_to_device(CUcontext ctx, std::span<const staged_piece> pieces, CUstream s, int threads = 0,
                            std::atomic<std::int64_t>* dma_wait_ns = nullptr,
-                           std::atomic<std::int64_t>* dma_count = nullptr, const staging_hooks* hooks = nullptr);
+                           std::span<const staged_capture> captures = {},
+                           std::atomic<std::int64_t>* dma_count = nullptr);
 void staged_host_to_device(CUcontext ctx, CUdeviceptr dst, const void* src, std::size_t n, CUstream s);
 
 /// Host -> device for every piece, through ONE pinned block instead of the

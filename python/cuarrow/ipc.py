@@ -481,8 +481,7 @@ class _Reader:
         ``metadata_seconds`` (message metadata read and parsed),
         ``allocate_seconds``, ``staging_seconds`` (in staging jobs, start to
         end), ``gds_seconds``, ``build_seconds`` (batches built and
-        checked, mostly while the staging job's workers read: inside
-        ``staging_seconds``); seconds summed over the staging pipeline's threads in
+        checked); seconds summed over the staging pipeline's threads in
         ``pread_seconds``, ``decompress_seconds`` and ``dma_wait_seconds``
         (waiting for a pinned slot's copy to the device); nvCOMP's
         decompression, waited for, in ``gpu_decompress_seconds``.  None for a

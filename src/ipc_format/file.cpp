@@ -18,7 +18,6 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -828,18 +827,14 @@ struct file_source {
     return pb;
   }
 
-  // The staging job of `pb`, with `hooks` (staged_host_to_device; run,
-  // in their order, without pieces too).
-  void stage(const planned_bodies& pb, stream_view s, const cuarrow::detail::staging_hooks* hooks = nullptr) {
+  // The staging job of `pb`, `captures` taken on the way (staging.hpp).
+  void stage(const planned_bodies& pb, std::span<const cuarrow::detail::staged_capture> captures, stream_view s) {
     if (!pb.pieces.empty()) {
       scoped_context guard(ctx.handle());
       const cuarrow::detail::timed t(timer(staging_ns));
       cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
-                                             timer(dma_wait_ns), &dmas, hooks);
+                                             timer(dma_wait_ns), captures, &dmas);
       staging_jobs.fetch_add(1);
-    } else if (hooks != nullptr) {
-      if (hooks->captures) (void)hooks->captures();
-      if (hooks->after_queued) hooks->after_queued();
     }
     if (!pb.gpu_chunks.empty()) {
       const cuarrow::detail::timed t(timer(gpu_decompress_ns));
@@ -866,20 +861,18 @@ struct file_source {
 
   std::vector<buffer> read_bodies(std::span<const body_request> requests, stream_view s) {
     planned_bodies pb = plan_bodies(requests, s);
-    stage(pb, s);
+    stage(pb, {}, s);
     return std::move(pb.bodies);
   }
 
   // Record batches read into device memory and validated, their bodies
   // through ONE staging job.  The batches are built over the allocations
-  // (nothing read) while the job's workers read the first chunks, and the
-  // offsets their cheap validation checks are taken from the staging slots
-  // on their way to the device, so that the checks read no device memory
-  // and see the very bytes the device got (reading them from the file
-  // again could see other bytes, in a file changed meanwhile); the checks
-  // run while the link moves the last chunks.  What the slots did not
-  // carry (bodies GPUDirect Storage read) is read from the device after
-  // the job, as is what full validation reads.
+  // first (nothing read); the offsets their cheap validation checks are
+  // taken from the staging slots on their way to the device, so that the
+  // checks read no device memory and see the very bytes the device got
+  // (reading them from the file again could see other bytes, in a file
+  // changed meanwhile).  What the slots did not carry (bodies GPUDirect
+  // Storage read) is read from the device as before.
   std::vector<arrow::record_batch> read_batches(std::span<const body_request> requests,
                                                 std::span<const framed_metadata> metas, const dictionary_memo& memo,
                                                 stream_view s) {
@@ -889,7 +882,6 @@ struct file_source {
     for (std::size_t k = 0; k < requests.size(); ++k) {
       items.push_back({requests[k].header, pb.bodies[k], read_options_for(metas[k].metadata.version, s)});
     }
-    const read_options* o = items.empty() ? nullptr : &items.front().options;
     // The checks of many batches run on several threads as their building
     // does: the batches in parts, a probe cache each (one part, one cache,
     // for a few batches).
@@ -900,33 +892,29 @@ struct file_source {
       const std::size_t n = out.size();
       return std::span<const arrow::record_batch>(out).subspan(n * p / parts, n * (p + 1) / parts - n * p / parts);
     };
+    {
+      const cuarrow::detail::timed t(timer(build_ns));
+      out = load_record_batches(items, schema, memo);
+      for_each_index(
+          parts, [&](std::size_t p) { request_validation_reads(part(p), schema, caches[p]); }, 1);
+    }
     struct pending_read {
       std::size_t part;
       arrow::detail::probe_cache::request read;
     };
     std::vector<pending_read> reads;
-    std::vector<std::uint64_t> raw;
+    for (std::size_t p = 0; p < parts; ++p) {
+      for (auto& r : caches[p].take_pending()) reads.push_back({p, std::move(r)});
+    }
+    std::vector<std::uint64_t> raw(reads.size(), 0);
     std::vector<std::size_t> taken;  // the reads the staging job carries
-    // Every read came through the slots: no cheap check reads the device.
-    // (Full validation copies every tree to the host, in one batch for all
-    // of them: after the job.)
-    bool from_slots = false;
-    cuarrow::detail::staging_hooks hooks;
-    hooks.captures = [&] {
-      const cuarrow::detail::timed t(timer(build_ns));
-      out = load_record_batches(items, schema, memo);
-      for_each_index(
-          parts, [&](std::size_t p) { request_validation_reads(part(p), schema, caches[p]); }, 1);
-      for (std::size_t p = 0; p < parts; ++p) {
-        for (auto& r : caches[p].take_pending()) reads.push_back({p, std::move(r)});
-      }
-      raw.assign(reads.size(), 0);
+    std::vector<cuarrow::detail::staged_capture> captures;
+    {
       // The pieces' device ranges, in address order, to find each read in.
       std::vector<std::pair<CUdeviceptr, CUdeviceptr>> ranges;
       ranges.reserve(pb.pieces.size());
       for (const staged_piece& p : pb.pieces) ranges.emplace_back(p.device, p.device + p.size);
       std::sort(ranges.begin(), ranges.end());
-      std::vector<cuarrow::detail::staged_capture> captures;
       for (std::size_t k = 0; k < reads.size(); ++k) {
         const auto& r = reads[k].read;
         if (r.buf.type() != device_type::cuda) continue;
@@ -942,25 +930,26 @@ struct file_source {
                 [](const cuarrow::detail::staged_capture& a, const cuarrow::detail::staged_capture& b) {
                   return a.device < b.device;
                 });
-      from_slots = o != nullptr && taken.size() == reads.size() && o->validation != arrow::validation_level::full;
-      return captures;
-    };
-    hooks.after_queued = [&] {
-      if (!from_slots) return;
-      const cuarrow::detail::timed t(timer(build_ns));
-      for (const std::size_t k : taken) caches[reads[k].part].supply(reads[k].read, raw[k]);
-      for_each_index(
-          parts, [&](std::size_t p) { validate_record_batches(part(p), *o, schema, caches[p]); }, 1);
-    };
-    stage(pb, s, &hooks);
-    if (o != nullptr && !from_slots) {
-      // Full validation, or bodies that did not pass through the slots
-      // (GPUDirect Storage): one cache, so that what the checks still
-      // need from the device is ONE batched read.
-      const cuarrow::detail::timed t(timer(build_ns));
-      arrow::detail::probe_cache cache;
-      for (const std::size_t k : taken) cache.supply(reads[k].read, raw[k]);
-      validate_record_batches(out, *o, schema, cache);
+    }
+    stage(pb, captures, s);
+    const cuarrow::detail::timed t(timer(build_ns));
+    if (!items.empty()) {
+      const read_options& o = items.front().options;
+      if (taken.size() == reads.size() && o.validation != arrow::validation_level::full) {
+        // Every read came through the slots: no cheap check reads the
+        // device.  (Full validation copies every tree to the host, in one
+        // batch for all of them: below.)
+        for (const std::size_t k : taken) caches[reads[k].part].supply(reads[k].read, raw[k]);
+        for_each_index(
+            parts, [&](std::size_t p) { validate_record_batches(part(p), o, schema, caches[p]); }, 1);
+      } else {
+        // Full validation, or bodies that did not pass through the slots
+        // (GPUDirect Storage): one cache, so that what the checks still
+        // need from the device is ONE batched read.
+        arrow::detail::probe_cache cache;
+        for (const std::size_t k : taken) cache.supply(reads[k].read, raw[k]);
+        validate_record_batches(out, o, schema, cache);
+      }
     }
     batches.fetch_add(static_cast<std::int64_t>(out.size()));
     return out;

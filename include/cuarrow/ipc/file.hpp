@@ -138,8 +138,7 @@ struct read_stats {
   double allocate_seconds = 0;        ///< calling thread: device allocations of the bodies
   double staging_seconds = 0;         ///< calling thread: in staging jobs, start to end
   double gds_seconds = 0;             ///< calling thread: in cuFile reads
-  double build_seconds = 0;           ///< calling thread: batches built over their bodies (checks, validation),
-                                      ///< most of it inside staging_seconds (while the workers read)
+  double build_seconds = 0;           ///< calling thread: batches built over their bodies (checks, validation)
   double pread_seconds = 0;           ///< workers: pread of body bytes (compressed ones included)
   double decompress_seconds = 0;      ///< workers: decompression
   double dma_wait_seconds = 0;        ///< workers and caller: waiting for a slot's host-to-device DMA
