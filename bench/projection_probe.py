@@ -92,19 +92,11 @@ def timeline(path: str, reps: int) -> dict[str, Any]:
     the first and last host-to-device copy are queued and end, the waits,
     and when the call returns, in µs from the call.  Says where the time
     outside the staging job's DMAs goes."""
-    import ctypes
-
-    from stream_launch_probe import Event
+    from stream_launch_probe import trace_taker
 
     from cuarrow import ipc
 
-    trace = ctypes.CDLL(os.environ["CUARROW_CUDA_DRIVER"])
-    trace.cuarrow_trace_take.argtypes = [ctypes.POINTER(Event), ctypes.c_int]
-    buf = (Event * 65536)()
-
-    def take() -> list[tuple[str, int, int, int]]:
-        n = trace.cuarrow_trace_take(buf, len(buf))
-        return [(buf[i].name.decode(), buf[i].start_ns, buf[i].end_ns, buf[i].bytes) for i in range(n)]
+    _, take = trace_taker()
 
     schema = pa.ipc.open_file(path).schema
     names = list(ipc_bench.PROJECTED) + [n for n in schema.names if n not in ipc_bench.PROJECTED]

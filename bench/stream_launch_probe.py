@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,21 @@ class Event(ctypes.Structure):
         ("end_ns", ctypes.c_int64),
         ("bytes", ctypes.c_int64),
     ]
+
+
+def trace_taker() -> tuple[ctypes.CDLL, Callable[[], list[tuple[str, int, int, int]]]]:
+    """The tracing driver this process runs over (CUARROW_CUDA_DRIVER), and
+    a function that takes the driver calls it recorded since the last take:
+    (name, start ns, end ns, bytes) each."""
+    trace = ctypes.CDLL(os.environ["CUARROW_CUDA_DRIVER"])
+    trace.cuarrow_trace_take.argtypes = [ctypes.POINTER(Event), ctypes.c_int]
+    buf = (Event * 65536)()
+
+    def take() -> list[tuple[str, int, int, int]]:
+        n = trace.cuarrow_trace_take(buf, len(buf))
+        return [(buf[i].name.decode(), buf[i].start_ns, buf[i].end_ns, buf[i].bytes) for i in range(n)]
+
+    return trace, take
 
 
 def reexec_traced() -> int:
@@ -106,14 +122,7 @@ def main() -> int:
 
     from cuarrow import cuda, ipc
 
-    trace = ctypes.CDLL(os.environ["CUARROW_CUDA_DRIVER"])
-    trace.cuarrow_trace_take.argtypes = [ctypes.POINTER(Event), ctypes.c_int]
-    buf = (Event * 65536)()
-
-    def take() -> list[tuple[str, int, int, int]]:
-        n = trace.cuarrow_trace_take(buf, len(buf))
-        return [(buf[i].name.decode(), buf[i].start_ns, buf[i].end_ns, buf[i].bytes) for i in range(n)]
-
+    trace, take = trace_taker()
     trace.cuarrow_trace_gpu_take.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int]
     gpu_buf = (ctypes.c_double * 8192)()
 
