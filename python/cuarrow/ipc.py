@@ -42,6 +42,7 @@ __all__ = [
     "RecordBatchFileWriter",
     "RecordBatchStreamReader",
     "RecordBatchStreamWriter",
+    "gds_status",
     "new_file",
     "new_stream",
     "nvcomp_status",
@@ -428,6 +429,7 @@ class _Reader:
         collect_stats: bool = False,
         gpu_decompression: bool = False,
         body_group_bytes: int | None = None,
+        read_path: str = "auto",
     ) -> None:
         """A reader of a path (into device memory of `context`; `columns`
         mapped to field positions through `_names`) or of device memory."""
@@ -439,7 +441,7 @@ class _Reader:
             self._source: CudaBuffer | None = None
             _nvcomp_wheel_default()
             self._reader: Any = path_reader(
-                path, ctx._ctx, indices, bool(collect_stats), bool(gpu_decompression), body_group_bytes
+                path, ctx._ctx, indices, bool(collect_stats), bool(gpu_decompression), body_group_bytes, read_path
             )
             # Every batch read by path lies in device memory of `ctx`.
             self._where: tuple[int, int] | None = (_CUDA, ctx.device_number)
@@ -448,6 +450,11 @@ class _Reader:
                 raise NotImplementedError(
                     f"cuarrow.ipc.{what} of device memory reads every column (columns / included_fields select "
                     "columns of files read by path)"
+                )
+            if read_path != "auto":
+                raise ValueError(
+                    f"cuarrow.ipc.{what}: read_path={read_path!r} chooses how a file read by path reaches the "
+                    "device; this source is in device memory already"
                 )
             self._source = _source_buffer(source, what)
             self._reader = memory_reader(self._source)
@@ -636,6 +643,7 @@ def open_stream(
     collect_stats: bool = False,
     gpu_decompression: bool = False,
     body_group_bytes: int | None = None,
+    read_path: str = "auto",
 ) -> RecordBatchStreamReader:
     """A reader of the IPC stream in `source`: a CudaBuffer or a
     cuda.BufferReader from its position (batches are DeviceRecordBatches
@@ -655,7 +663,12 @@ def open_stream(
     path) share device allocations of up to this many bytes, so that
     neighbouring small bodies move in one DMA; a shared allocation is freed
     when every batch over it is gone; 0 gives every batch its own; None:
-    32 MiB (``CUARROW_BODY_GROUP_BYTES`` to change)."""
+    32 MiB (``CUARROW_BODY_GROUP_BYTES`` to change).  `read_path`, for a
+    path: "auto" (GPUDirect Storage where cuFile reads directly:
+    :func:`gds_status`; else the staging pipeline), "staging" (libcufile
+    is not even loaded) or "gds" (cuFile, or an error saying why it cannot:
+    compatibility mode needs ``CUARROW_GDS=on``); ``reader.read_path`` says
+    which ran."""
     return RecordBatchStreamReader(
         source,
         columns=_included_fields(options),
@@ -663,6 +676,7 @@ def open_stream(
         collect_stats=collect_stats,
         gpu_decompression=gpu_decompression,
         body_group_bytes=body_group_bytes,
+        read_path=read_path,
     )
 
 
@@ -676,6 +690,7 @@ def open_file(
     collect_stats: bool = False,
     gpu_decompression: bool = False,
     body_group_bytes: int | None = None,
+    read_path: str = "auto",
 ) -> RecordBatchFileReader:
     """A reader of the IPC file (Feather v2) in `source`: a CudaBuffer or
     cuda.BufferReader, or a path (read straight into device memory of
@@ -691,6 +706,7 @@ def open_file(
         collect_stats=collect_stats,
         gpu_decompression=gpu_decompression,
         body_group_bytes=body_group_bytes,
+        read_path=read_path,
     )
 
 
@@ -703,6 +719,7 @@ def read_feather(
     stats: dict | None = None,
     gpu_decompression: bool = False,
     body_group_bytes: int | None = None,
+    read_path: str = "auto",
 ) -> DeviceTable:
     """The Arrow IPC file (Feather v2) at path `source` as a DeviceTable in
     device memory of `context` (default device 0), read straight to the GPU
@@ -730,6 +747,7 @@ def read_feather(
         collect_stats=stats is not None,
         gpu_decompression=gpu_decompression,
         body_group_bytes=body_group_bytes,
+        read_path=read_path,
     )
     n = reader.num_record_batches
     report = _progress(progress, n, os.fspath(source))
@@ -744,6 +762,17 @@ def read_feather(
     # The reader's own batches: of its schema, on its device (what
     # from_batches would check batch by batch, a binding call each).
     return DeviceTable._make(batches, reader.schema, reader._where or (_CUDA, 0))
+
+
+def gds_status() -> dict[str, Any]:
+    """Whether readers by path can use GPUDirect Storage (``read_path=
+    "auto"`` uses it when ``available``): the ``mode`` (CUARROW_GDS: off,
+    auto, on), whether libcufile is ``loaded`` and ``usable`` (its driver
+    opened), ``compat_mode`` (cuFile copying through host memory itself,
+    used only with CUARROW_GDS=on), ``available``, the ``library`` and, in a
+    sentence, the ``reason``.  Loads libcufile on first call; computed once
+    a process."""
+    return dict(_lib.gds_status())
 
 
 def nvcomp_status() -> dict[str, Any]:

@@ -126,8 +126,9 @@ using PathStreamReader = Reader<ci::device_stream_reader>;
 template <class R>
 void init_path_reader(Reader<R>* self, std::string path, const cuarrow::context& ctx,
                       std::optional<std::vector<int>> columns, bool collect_stats, bool gpu_decompression,
-                      std::optional<std::int64_t> body_group_bytes) {
+                      std::optional<std::int64_t> body_group_bytes, const std::string& read_path) {
   ci::file_read_options o;
+  o.path = ci::read_path_preference_from(read_path);
   o.columns = std::move(columns);
   o.collect_stats = collect_stats;
   o.gpu_decompression = gpu_decompression;
@@ -240,7 +241,7 @@ void reader_methods(nb::class_<Reader<R>>& c, bool read_all = true) {
   if constexpr (requires(const R& r) { r.stats(); }) {
     c.def("__init__", &init_path_reader<R>, nb::arg("path"), nb::arg("context"), nb::arg("columns").none() = nb::none(),
           nb::arg("collect_stats") = false, nb::arg("gpu_decompression") = false,
-          nb::arg("body_group_bytes").none() = nb::none())
+          nb::arg("body_group_bytes").none() = nb::none(), nb::arg("read_path") = "auto")
         .def_prop_ro("bytes_read", [](const Self& self) { return self.r.bytes_read(); })
         .def("stats", [](const Self& self) { return stats_of(self.r.stats()); })
         .def_prop_ro("read_path", [](const Self& self) { return ci::to_string(self.r.last_read_path()); })

@@ -79,6 +79,35 @@ def test_every_type_reads_from_a_file_and_a_stream_by_path(ctx, tmp_path, t):
     assert got.to_host().equals(table)
 
 
+def test_read_path_chooses_how_a_path_reaches_the_device(ctx, tmp_path):
+    table = _wide(rows=2000, columns=3, chunks=2)
+    f = _write_file(tmp_path / "p.arrow", table)
+    s = _write_stream(tmp_path / "p.arrows", table)
+    with ipc.open_file(f, read_path="staging") as r:
+        assert r.read_all().to_host().equals(table)
+        assert r.read_path == "staging"
+    assert ipc.read_feather(f, read_path="staging").to_host().equals(table)
+    assert ipc.open_stream(s, read_path="staging").read_all().to_host().equals(table)
+    status = ipc.gds_status()
+    assert set(status) == {"mode", "loaded", "usable", "compat_mode", "available", "library", "reason"}
+    if status["available"]:  # GPUDirect Storage reads directly here: the reader uses it
+        with ipc.open_file(f, read_path="gds") as r:
+            assert r.read_all().to_host().equals(table)
+            assert r.read_path == "gds"
+    else:  # asked for, it is an error that says why, not a quiet fallback
+        with pytest.raises(cuda.CudaDriverError, match="gds read path") as e:
+            ipc.read_feather(f, read_path="gds")
+        assert status["reason"] in str(e.value)
+    with pytest.raises(ValueError, match='"auto".*"staging" or "gds", not "direct"'):
+        ipc.open_file(f, read_path="direct")
+    with pytest.raises(TypeError):
+        ipc.open_file(f, read_path=None)
+    dbuf = ctx.buffer_from_data(f.read_bytes())
+    with pytest.raises(ValueError, match="device memory already"):
+        ipc.open_file(dbuf, read_path="staging")
+    assert ipc.open_file(dbuf).read_all().to_host().equals(table)  # "auto" is every reader's default
+
+
 @pytest.mark.parametrize("compression", ["lz4", "zstd"])
 def test_compressed_files_and_streams(ctx, tmp_path, compression):
     table = _wide()

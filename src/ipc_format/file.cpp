@@ -74,6 +74,16 @@ const char* to_string(read_path_preference p) noexcept {
   return "unknown";
 }
 
+read_path_preference read_path_preference_from(std::string_view name) {
+  if (name == "auto" || name == "automatic") return read_path_preference::automatic;
+  if (name == "staging") return read_path_preference::staging;
+  if (name == "gds") return read_path_preference::gds;
+  throw invalid_argument(
+      "read_path must be \"auto\" (GPUDirect Storage where it reads directly, else the "
+      "staging pipeline), \"staging\" or \"gds\", not \"" +
+      std::string(name) + "\"");
+}
+
 const char* to_string(read_path p) noexcept {
   switch (p) {
     case read_path::none: return "none";

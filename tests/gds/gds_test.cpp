@@ -178,6 +178,22 @@ TEST_F(Gds, AbsentLibraryAndGdsAskedForIsADriverError) {
   EXPECT_EQ(staged.last_read_path_reason(), "file_read_options asked for the staging path");
 }
 
+// The names a caller (the Python package's read_path=) gives the preferences.
+TEST_F(Gds, PreferencesByName) {
+  EXPECT_EQ(ipc::read_path_preference_from("auto"), pref::automatic);
+  EXPECT_EQ(ipc::read_path_preference_from("staging"), pref::staging);
+  EXPECT_EQ(ipc::read_path_preference_from("gds"), pref::gds);
+  for (const pref p : {pref::automatic, pref::staging, pref::gds}) {
+    EXPECT_EQ(ipc::read_path_preference_from(ipc::to_string(p)), p) << ipc::to_string(p);
+  }
+  for (const char* bad : {"", "GDS", "direct", "staging "}) {
+    const std::string m = message_of([&] { (void)ipc::read_path_preference_from(bad); });
+    EXPECT_TRUE(contains(m, "\"auto\"") && contains(m, "\"staging\" or \"gds\"")) << m;
+    EXPECT_TRUE(contains(m, std::string("not \"") + bad + "\"")) << m;
+  }
+  EXPECT_THROW((void)ipc::read_path_preference_from("cufile"), cuarrow::invalid_argument);
+}
+
 // ---- the emulated driver and no library named: libcufile is not loaded ---------------------
 
 TEST_F(Gds, EmulatedDriverLoadsNoLibcufile) {

@@ -47,6 +47,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
@@ -76,6 +77,11 @@ enum class read_path_preference {
 };
 
 CUARROW_EXPORT const char* to_string(read_path_preference p) noexcept;
+
+/// The preference named `name`: "auto" (or to_string's "automatic"),
+/// "staging" or "gds".  Throws invalid_argument naming the choices for any
+/// other name.
+CUARROW_EXPORT read_path_preference read_path_preference_from(std::string_view name);
 
 struct file_read_options {
   /// Validation and limits, as for the in-memory readers.  read.stream is
