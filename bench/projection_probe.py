@@ -173,28 +173,11 @@ def scattered_pread(path: Path, piece: int, stride: int, threads: int, reps: int
 
 
 def run_timeline(path: Path, reps: int) -> dict[str, Any]:
-    """timeline() in a child process with the tracing driver in front of
-    the one CUARROW_CUDA_DRIVER names (as stream_launch_probe.py does)."""
-    import tempfile
+    """timeline() in a child process over the tracing driver
+    (stream_launch_probe.traced_env)."""
+    from stream_launch_probe import traced_env
 
-    from stream_launch_probe import TRACED_ENV
-
-    so = os.environ.get("CUARROW_TRACE_SO")
-    if not so:
-        so = str(Path(tempfile.mkdtemp(prefix="driver-trace-")) / "driver_trace.so")
-        here = Path(__file__).resolve().parent
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, str(here / "driver_trace.c"), "-ldl"], check=True)
-    env = dict(os.environ)
-    real = env.get("CUARROW_CUDA_DRIVER", "")
-    if real == "emulated":
-        import cuarrow
-
-        found = sorted(Path(cuarrow.__file__).parent.rglob("libcuarrow_cuda_emulation.so"))
-        if not found:
-            return {"error": "the emulation's library was not found beside the cuarrow package"}
-        real = str(found[0])
-    env[TRACED_ENV] = real or "libcuda.so.1"
-    env["CUARROW_CUDA_DRIVER"] = str(Path(so).resolve())
+    env = traced_env()
     proc = subprocess.run(
         [sys.executable, __file__, "--child-timeline", str(path), "--reps", str(reps)],
         env=env,

@@ -76,9 +76,10 @@ def trace_taker() -> tuple[ctypes.CDLL, Callable[[], list[tuple[str, int, int, i
     return trace, take
 
 
-def reexec_traced() -> int:
-    """This script again, with the tracing driver in front of the one
-    CUARROW_CUDA_DRIVER names (the emulation's library by path)."""
+def traced_env() -> dict[str, str]:
+    """This process's environment with the tracing driver (bench/driver_trace.c:
+    CUARROW_TRACE_SO when built elsewhere, else compiled here) in front of
+    the driver CUARROW_CUDA_DRIVER names (the emulation's library by path)."""
     if os.environ.get("CUARROW_TRACE_SO"):  # built elsewhere (a machine without a compiler)
         out = Path(os.environ["CUARROW_TRACE_SO"]).resolve()
     else:
@@ -99,7 +100,12 @@ def reexec_traced() -> int:
         real = found[0]
     env[TRACED_ENV] = real or "libcuda.so.1"
     env["CUARROW_CUDA_DRIVER"] = str(out)
-    return subprocess.call([sys.executable, *sys.argv], env=env)
+    return env
+
+
+def reexec_traced() -> int:
+    """This script again, over the tracing driver (traced_env)."""
+    return subprocess.call([sys.executable, *sys.argv], env=traced_env())
 
 
 def main() -> int:
