@@ -89,9 +89,10 @@ def child(path: str, reps: int) -> dict[str, Any]:
 def timeline(path: str, reps: int) -> dict[str, Any]:
     """The 2-column projection's calls on a time line (run in a child under
     the tracing driver, bench/driver_trace.c): when the reader is open, when
-    the first and last host-to-device copy are queued and end, the waits,
-    and when the call returns, in µs from the call.  Says where the time
-    outside the staging job's DMAs goes."""
+    the first and last host-to-device copy are queued (the staging job's
+    waits are event waits, which the tracer does not record) and when the
+    call returns, in µs from the call.  Says where the time outside the
+    staging job's DMAs goes."""
     from stream_launch_probe import trace_taker
 
     from cuarrow import ipc
@@ -121,7 +122,6 @@ def timeline(path: str, reps: int) -> dict[str, Any]:
             return (ns - start) / 1e3
 
         copies = [e for e in events if e[0] in ("cuMemcpyHtoDAsync", "cuMemcpyBatchAsync", "cuMemcpyAsync")]
-        waits = [e for e in events if e[0] in ("cuStreamSynchronize",)]
         counts: dict[str, int] = {}
         for e in events:
             counts[e[0]] = counts.get(e[0], 0) + 1
@@ -135,9 +135,6 @@ def timeline(path: str, reps: int) -> dict[str, Any]:
         if copies:
             row["first_copy_queued_us"] = us(copies[0][1])
             row["last_copy_queued_us"] = us(max(e[2] for e in copies))
-        if waits:
-            row["last_wait_start_us"] = us(waits[-1][1])
-            row["last_wait_end_us"] = us(waits[-1][2])
         allocs = [e for e in events if e[0].startswith("cuMemAlloc") or e[0] == "cuMemHostAlloc"]
         row["alloc_us"] = sum((e[2] - e[1]) / 1e3 for e in allocs)
         rows.append(row)
