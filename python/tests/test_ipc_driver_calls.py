@@ -224,3 +224,25 @@ def test_a_stream_copied_as_it_is_written_queues_no_host_function(emu, ctx):
     for name in ("cuLaunchHostFunc", "cuMemsetD8Async"):
         assert emu.cuarrow_emu_call_count(name.encode()) == 0, name
     assert ipc.open_stream(out).read_all().to_host().equals(table.to_host())
+
+
+def test_closing_a_stream_copied_as_it_is_written_launches_and_waits_once(emu, ctx):
+    """close() queues the stream's last copies (here every batch's, the
+    table being small) and the end marker with the reads that check the
+    offsets the writer assumed, in one launch of the gather kernel, and
+    waits once for all of it (a launch and a wait for the check of their
+    own, then a second wait, before)."""
+    if ctx.gather_status() != "ready":
+        pytest.skip(f"the writer copies early only with the gather kernel: {ctx.gather_status()}")
+    table = _table(ctx, 10)
+    ctx.synchronize()
+    w = ipc.new_stream(ctx, table.schema)
+    w.write_table(table)
+    emu.cuarrow_emu_reset_call_counts()
+    out = w.close()
+    names = ("cuLaunchKernel", "cuStreamSynchronize", "cuCtxSynchronize")
+    calls = {n: emu.cuarrow_emu_call_count(n.encode()) for n in names}
+    assert calls["cuLaunchKernel"] == 1, calls
+    assert calls["cuStreamSynchronize"] + calls["cuCtxSynchronize"] == 1, calls
+    assert w.stats()["early_messages"] == w.stats()["messages"]
+    assert ipc.open_stream(out).read_all().to_host().equals(table.to_host())

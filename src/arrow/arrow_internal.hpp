@@ -15,6 +15,7 @@
 #include "cuarrow/arrow/array.hpp"
 #include "cuarrow/arrow/validate.hpp"
 #include "cuarrow/buffer.hpp"
+#include "cuarrow/copy.hpp"
 #include "cuarrow/stream.hpp"
 
 namespace cuarrow::arrow::detail {
@@ -170,6 +171,19 @@ struct host_read {
 // The one mechanism for the small reads of layouts and checks: offsets
 // (probe_cache), bitmaps to count nulls in, buffers a writer recomputes.
 buffer read_to_host(std::span<const host_read> reads, stream_view s);
+
+// The same reads for a caller that queues them with copies of its own (one
+// batched copy, one launch of the gather kernel where it runs) and waits
+// for them all once: `pieces` copy every range into `bytes`, one pinned
+// block from the pool, laid out as read_to_host lays its result.  nullopt
+// where read_to_host is needed instead: a range outside device memory of
+// `ctx`, or no pinned memory to be had.  `bytes` is readable once the
+// caller's copies have run.
+struct queued_reads {
+  buffer bytes;
+  std::vector<copy_piece> pieces;
+};
+std::optional<queued_reads> reads_into_pinned(std::span<const host_read> reads, const context& ctx);
 
 // Small integer reads (offsets, run ends, variadic sizes) of an array tree,
 // gathered so that memory outside ordinary host memory is read in ONE batch:

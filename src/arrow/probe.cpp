@@ -123,6 +123,26 @@ buffer read_to_host(std::span<const host_read> reads, stream_view s) {
   return out;
 }
 
+std::optional<queued_reads> reads_into_pinned(std::span<const host_read> reads, const context& ctx) {
+  std::int64_t total = 0;
+  for (const host_read& r : reads) {
+    if (r.size == 0) continue;
+    if (r.buf.type() != device_type::cuda || !r.buf.get_context() || *r.buf.get_context() != ctx) return std::nullopt;
+    total += r.size;
+  }
+  if (total == 0) return std::nullopt;
+  std::optional<buffer> pinned = try_allocate_pinned_pooled(ctx, total);
+  if (!pinned) return std::nullopt;
+  queued_reads out{std::move(*pinned), {}};
+  out.pieces.reserve(reads.size());
+  std::int64_t at = 0;
+  for (const host_read& r : reads) {
+    if (r.size > 0) out.pieces.push_back(copy_piece{out.bytes, at, r.buf, r.pos, r.size});
+    at += r.size;
+  }
+  return out;
+}
+
 void probe_cache::add_reads(std::vector<host_read>& reads) const {
   for (const request& r : pending_) reads.push_back({r.buf, r.pos, r.width});
 }

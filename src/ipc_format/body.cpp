@@ -1270,19 +1270,26 @@ void add_bound(const array_data& a, bool sliced, group_bound& b) {
 
 }  // namespace
 
-bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s) {
-  if (assumed.empty()) return true;
+std::vector<ad::host_read> assumed_reads(std::span<const assumed_offset> assumed) {
   std::vector<ad::host_read> reads;
   reads.reserve(assumed.size());
   for (const assumed_offset& a : assumed) reads.push_back({a.buf, a.pos, a.width});
-  const buffer bytes = ad::read_to_host(reads, s);
-  const auto* at = reinterpret_cast<const std::uint8_t*>(bytes.host_data());
+  return reads;
+}
+
+bool assumptions_hold(std::span<const assumed_offset> assumed, const buffer& read) {
+  const auto* at = reinterpret_cast<const std::uint8_t*>(read.host_data());
   for (const assumed_offset& a : assumed) {
     const std::int64_t v = ad::load_int(at, 0, a.width, true);
     if (v < a.low || v > a.high) return false;
     at += a.width;
   }
   return true;
+}
+
+bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s) {
+  if (assumed.empty()) return true;
+  return assumptions_hold(assumed, ad::read_to_host(assumed_reads(assumed), s));
 }
 
 std::vector<body_layout> layout_bodies(batch_refs batches, stream_view s) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "arrow/arrow_internal.hpp"
 #include "cuarrow/ipc/format.hpp"
 #include "cuarrow/ipc/record_batch.hpp"
 
@@ -175,6 +176,13 @@ std::vector<body_layout> layout_bodies(batch_refs batches, stream_view s);
 /// Whether every assumed offset holds its value, read on `s` in one batched
 /// copy (which waits for the work queued on `s` before it).
 bool assumptions_hold(std::span<const assumed_offset> assumed, stream_view s);
+/// The reads that check assumed offsets (their values, one after another),
+/// for a caller that makes them with copies of its own
+/// (arrow::detail::reads_into_pinned) ...
+std::vector<arrow::detail::host_read> assumed_reads(std::span<const assumed_offset> assumed);
+/// ... and whether every assumed offset holds, `read` the bytes those reads
+/// gave.
+bool assumptions_hold(std::span<const assumed_offset> assumed, const buffer& read);
 
 /// An upper bound of what layout_bodies makes of some batches, from their
 /// buffers' sizes alone (no device read): body bytes (`bytes` for arrays

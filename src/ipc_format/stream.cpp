@@ -478,6 +478,21 @@ class assembler final : public internal::message_sink {
     if (reserved_) queue_pending();
   }
 
+  // Early: what is left queued with the reads (into one pinned block), and
+  // one wait, which finish() then need not repeat.  The end of a stream
+  // and the check of its assumed offsets so take one launch and one wait,
+  // not two of each.
+  std::optional<buffer> flush_and_read(std::span<const arrow::detail::host_read> reads) override {
+    if (!reserved_ || length_ > reserved_->size()) return std::nullopt;  // not early, or to be demoted
+    std::optional<arrow::detail::queued_reads> q = arrow::detail::reads_into_pinned(reads, target_->ctx);
+    if (!q) return std::nullopt;
+    queue_pending(q->pieces);
+    const cuarrow::detail::timed t(&counters.wait_ns);
+    target_->s.synchronize(target_->ctx);
+    waited_ = true;
+    return std::move(q->bytes);
+  }
+
   // One allocation on `ctx`; every piece and the metadata in batched
   // copies on `s`, which is synchronized once.  The padding is zeroed by
   // small copies from a zeroed allocation where they are few for the
@@ -515,10 +530,13 @@ class assembler final : public internal::message_sink {
         }();
         const copy_piece whole{exact, 0, out, 0, length_};
         copy_batch_async({&whole, 1}, s);
+        waited_ = false;
         out = std::move(exact);
       }
-      const cuarrow::detail::timed t(&counters.wait_ns);
-      s.synchronize(ctx);
+      if (!waited_) {
+        const cuarrow::detail::timed t(&counters.wait_ns);
+        s.synchronize(ctx);
+      }
       kept_.clear();
       return out.size() == length_ ? out : out.slice(0, length_);
     }
@@ -664,6 +682,7 @@ class assembler final : public internal::message_sink {
   // a pinned block, queued before any part whose gaps read them.
   void set_zeros() {
     const cuarrow::detail::timed t(&counters.queue_ns);
+    waited_ = false;
     buffer block = host_source(target_->ctx, kMaxZeros);
     std::memset(block.mutable_host_data(), 0, static_cast<std::size_t>(kMaxZeros));
     const copy_piece zeros{zeros_, 0, block, 0, kMaxZeros};
@@ -672,19 +691,22 @@ class assembler final : public internal::message_sink {
   }
 
   // Early: what was appended since the last call, queued into the
-  // reservation in one batched copy on the target's stream; past its end
-  // (the bound fell short), demoted instead.
-  void queue_pending() {
-    if (segments_.empty()) return;
+  // reservation in one batched copy on the target's stream, with `also`
+  // (copies of the caller's: flush_and_read's reads); past its end (the
+  // bound fell short), demoted instead.
+  void queue_pending(std::span<const copy_piece> also = {}) {
+    if (segments_.empty() && also.empty()) return;
     if (length_ > reserved_->size()) return demote();
+    waited_ = false;
     const cuarrow::detail::timed t(&counters.queue_ns);
     const auto host_pieces = static_cast<std::size_t>(
         std::count_if(segments_.begin(), segments_.end(), [](const segment& g) { return g.what == kind::host; }));
     const buffer host =
         host_.empty() ? buffer() : host_block(target_->ctx, target_->s, host_pieces >= kUploadedHostPieces);
     std::vector<copy_piece> part;
-    part.reserve(segments_.size());
+    part.reserve(segments_.size() + also.size());
     for (segment& g : segments_) part.push_back(piece_of(g, *reserved_, host, zeros_));
+    part.insert(part.end(), also.begin(), also.end());
     // No host function per part: the sources are kept here (kept_) until
     // finish() has waited for the stream.
     copy_batch_async(part, target_->s, kKept);
@@ -723,6 +745,7 @@ class assembler final : public internal::message_sink {
   static constexpr batch_copy_options kKept{.caller_keeps_buffers = true};
   std::int64_t queued_ = 0;
   bool demoted_ = false;
+  bool waited_ = false;  // early: nothing queued since flush_and_read waited
 };
 
 }  // namespace
@@ -1056,6 +1079,22 @@ bool message_writer::assumptions_held() {
     const cuarrow::detail::timed t(&sink_.counters.wait_ns);
     return detail::assumptions_hold(assumed_, s_);
   }();
+  return checked(held);
+}
+
+bool message_writer::flushed_and_held() {
+  if (assumed_.empty()) {
+    sink_.flush();
+    return checked(true);
+  }
+  if (const std::optional<buffer> read = sink_.flush_and_read(detail::assumed_reads(assumed_))) {
+    return checked(detail::assumptions_hold(assumed_, *read));
+  }
+  sink_.flush();
+  return assumptions_held();
+}
+
+bool message_writer::checked(bool held) {
   assumed_.clear();
   if (held) unchecked_.clear();
   retaking_ = !held;
@@ -1086,13 +1125,12 @@ void message_writer::settle() {
 
 void message_writer::finish() {
   if (!unchecked_.empty() && !retaking_) {
-    // The end queued behind the copies before the assumed offsets are
-    // read, so that the one wait for them covers the end too; where an
-    // offset did not hold, settle() takes it back with the unchecked
-    // writes' messages (it follows them).
+    // The end queued with the last copies and the reads of the assumed
+    // offsets (one launch where the sink can), so that one wait covers
+    // them all; where an offset did not hold, settle() takes the end back
+    // with the unchecked writes' messages (it follows them).
     add_end();
-    sink_.flush();
-    if (assumptions_held()) return;
+    if (flushed_and_held()) return;
   }
   settle();
   add_end();

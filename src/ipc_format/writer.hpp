@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,6 +44,15 @@ class message_sink {
   /// The end of a group of messages: a sink that defers bodies (the file
   /// sink gathers them into one staging-pipeline job) writes them now.
   virtual void flush() {}
+  /// flush(), with `reads` of device memory made by the same batched copy
+  /// as the sink's last copies, and then one wait for them all: the bytes
+  /// read (laid out as arrow::detail::read_to_host lays them).  nullopt,
+  /// with nothing flushed and nothing read, where the sink cannot (it
+  /// queues nothing as it goes: the caller flushes and reads apart).
+  virtual std::optional<buffer> flush_and_read(std::span<const arrow::detail::host_read> reads) {
+    (void)reads;
+    return std::nullopt;
+  }
   /// Messages of at most `bound` bytes follow, `loose` of them from sliced
   /// arrays (detail::body_bound).  A sink that can queue each message's
   /// copies as soon as it is appended makes room for them and says true:
@@ -155,6 +165,13 @@ class message_writer {
   /// which waits for the copies queued before it): then the writes are
   /// checked; else they are to be written again (retaking_).
   bool assumptions_held();
+  /// The same, with the sink's flush: the offsets read by the sink's last
+  /// batched copy where it can (flush_and_read: one launch and one wait
+  /// for the end of a stream and the check), else flushed and read apart.
+  bool flushed_and_held();
+  /// What a check found, recorded: `held` clears the unchecked writes,
+  /// else marks them to be written again.
+  bool checked(bool held);
   /// The unchecked writes checked (assumptions_held) or, where an offset
   /// does not hold, their messages taken back and written again from
   /// offsets read.
