@@ -208,41 +208,30 @@ def test_foreign_device_batches_are_written(ctx):
     assert got.to_host().equals(table.to_host())
 
 
-def test_a_stream_copied_as_it_is_written_queues_no_host_function(emu, ctx):
+def test_a_stream_copied_as_it_is_written_queues_no_host_function_and_waits_once(emu, ctx):
     """Where the writer copies as it writes (the gather kernel is loaded),
     nothing it queues makes the stream wait for the host: no host function
     (the keep-alive of a memset of the padding's zeros made the first
-    part's launch wait for the driver's host thread) and no memset."""
-    if ctx.gather_status() != "ready":
-        pytest.skip(f"the writer copies early only with the gather kernel: {ctx.gather_status()}")
-    table = _table(ctx, 10)
-    emu.cuarrow_emu_reset_call_counts()
-    w = ipc.new_stream(ctx, table.schema)
-    w.write_table(table)
-    out = w.close()
-    assert w.stats()["early_messages"] == w.stats()["messages"]
-    for name in ("cuLaunchHostFunc", "cuMemsetD8Async"):
-        assert emu.cuarrow_emu_call_count(name.encode()) == 0, name
-    assert ipc.open_stream(out).read_all().to_host().equals(table.to_host())
-
-
-def test_closing_a_stream_copied_as_it_is_written_launches_and_waits_once(emu, ctx):
-    """close() queues the stream's last copies (here every batch's, the
-    table being small) and the end marker with the reads that check the
-    offsets the writer assumed, in one launch of the gather kernel, and
-    waits once for all of it (a launch and a wait for the check of their
-    own, then a second wait, before)."""
+    part's launch wait for the driver's host thread) and no memset.  And
+    close() queues the stream's last copies (here every batch's, the table
+    being small) and the end marker with the reads that check the offsets
+    the writer assumed, in one launch of the gather kernel, and waits once
+    for all of it (a launch and a wait for the check of their own, then a
+    second wait, before)."""
     if ctx.gather_status() != "ready":
         pytest.skip(f"the writer copies early only with the gather kernel: {ctx.gather_status()}")
     table = _table(ctx, 10)
     ctx.synchronize()
+    emu.cuarrow_emu_reset_call_counts()
     w = ipc.new_stream(ctx, table.schema)
     w.write_table(table)
-    emu.cuarrow_emu_reset_call_counts()
+    names = ("cuLaunchHostFunc", "cuMemsetD8Async", "cuLaunchKernel", "cuStreamSynchronize", "cuCtxSynchronize")
+    before = {n: emu.cuarrow_emu_call_count(n.encode()) for n in names}
     out = w.close()
-    names = ("cuLaunchKernel", "cuStreamSynchronize", "cuCtxSynchronize")
-    calls = {n: emu.cuarrow_emu_call_count(n.encode()) for n in names}
+    calls = {n: emu.cuarrow_emu_call_count(n.encode()) - before[n] for n in names}
+    assert w.stats()["early_messages"] == w.stats()["messages"]
+    for name in ("cuLaunchHostFunc", "cuMemsetD8Async"):
+        assert before[name] + calls[name] == 0, name
     assert calls["cuLaunchKernel"] == 1, calls
     assert calls["cuStreamSynchronize"] + calls["cuCtxSynchronize"] == 1, calls
-    assert w.stats()["early_messages"] == w.stats()["messages"]
     assert ipc.open_stream(out).read_all().to_host().equals(table.to_host())
