@@ -17,6 +17,17 @@ table).  Also a threaded pread, into host memory, of pieces of the size and
 spacing of the 2-column projection's: what the page cache gives such reads.
 Times mean something only on the GPU machine; elsewhere (the emulation,
 CUARROW_CUDA_DRIVER=emulated) it is a smoke test.
+
+The whole file is also read by 16 threads of `pread` into host memory
+(ipc_bench's reference), so that a run says where the machine stands.
+
+--against SITE runs every setting twice more a round, alternately, with
+another build of cuarrow (installed with `pip install --target SITE`), on
+the same file and machine, over --rounds rounds: whether a figure moved
+with the code or with the machine.  Another commit's source, to build on
+the GPU machine: `git archive REV | tar x -C build/ab-old` here, carried
+there, then `pip install --no-build-isolation --no-deps --target
+/tmp/ab-old build/ab-old`.
 """
 
 from __future__ import annotations
@@ -209,6 +220,8 @@ def main() -> int:
         default=",".join(SETTINGS),
         help=f"which settings, comma-separated (default all: {', '.join(SETTINGS)})",
     )
+    ap.add_argument("--against", type=Path, help="another cuarrow's site folder, run beside this one (A/B)")
+    ap.add_argument("--rounds", type=int, default=2, help="A/B rounds with --against (default 2)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-timeline", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -233,36 +246,31 @@ def main() -> int:
     unknown = [n for n in chosen if n not in SETTINGS]
     if unknown:
         ap.error(f"unknown settings {unknown}; known: {list(SETTINGS)}")
-    for name in chosen:
-        env = SETTINGS[name]
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(path), "--reps", str(args.reps)],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            result["settings"][name] = {"env": env, "error": proc.stderr[-2000:]}
-            print(f"{name}: FAILED\n{proc.stderr[-2000:]}", flush=True)
-            continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        r["env"] = env
-        result["settings"][name] = r
-        w = r["whole_s"]
-        print(
-            f"{name:28s} whole {w * 1e3:6.1f} ms  "
-            + "  ".join(f"{k}col {r[f'proj{k}_s'] * 1e3:5.2f} ms ({r[f'proj{k}_s'] / w:.3f}x)" for k in (2, 4, 8))
-            + "  parts "
-            + " ".join(f"{k} {v * 1e3:.2f}" for k, v in r["proj2_parts_s"].items()),
-            flush=True,
-        )
-        st = r["proj2_stats"]
-        print(
-            f"    proj2 stats: {st.get('dmas', '?')} DMAs, "
-            + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in st.items() if k.endswith("_seconds") and v),
-            flush=True,
-        )
+    reference = ipc_bench.ThreadedPread(path, 16)
+    try:
+        pread_s = median_time(reference, 5)
+    finally:
+        reference.close()
+        del reference
+    result["pread_whole"] = {"threads": 16, "median_s": pread_s, "gbps": path.stat().st_size / pread_s / 1e9}
+    print(f"the whole file by 16 threads of pread: {pread_s * 1e3:.1f} ms", flush=True)
+    # Who runs: this cuarrow, and with --against the other, alternately.
+    runs = [("this", None)]
+    if args.against:
+        runs = [("this", None), ("against", args.against)] * max(1, args.rounds)
+        result["against"] = str(args.against)
+        result["rounds"] = []
+    for who, site in runs:
+        for name in chosen:
+            r = run_setting(path, name, args.reps, site)
+            if who == "this":
+                result["settings"][name] = r
+            if "rounds" in result:
+                result["rounds"].append(
+                    {"who": who, "setting": name, **{k: v for k, v in r.items() if k.endswith("_s")}}
+                )
+            if "error" not in r:
+                print_setting(f"{who}: {name}" if args.against else name, r, pread_s)
     if args.timeline:
         result["timeline"] = run_timeline(path, args.reps)
     for p in result["pread_scattered"]:
@@ -271,6 +279,45 @@ def main() -> int:
         args.out.write_text(json.dumps(result, indent=1))
     path.unlink()
     return 0
+
+
+def run_setting(path: Path, name: str, reps: int, site: Path | None) -> dict[str, Any]:
+    """One setting's figures from a child process (`site`: another cuarrow first on its path)."""
+    env = SETTINGS[name]
+    child_env = {**os.environ, **env}
+    if site is not None:
+        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(path), "--reps", str(reps)],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        print(f"{name}: FAILED\n{proc.stderr[-2000:]}", flush=True)
+        return {"env": env, "error": proc.stderr[-2000:]}
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r["env"] = env
+    return r
+
+
+def print_setting(label: str, r: dict[str, Any], pread_s: float) -> None:
+    """One line of a setting's figures (the whole file also against pread's), one of its projection's stats."""
+    w = r["whole_s"]
+    print(
+        f"{label:28s} whole {w * 1e3:6.1f} ms ({pread_s / w:.2f}x pread)  "
+        + "  ".join(f"{k}col {r[f'proj{k}_s'] * 1e3:5.2f} ms ({r[f'proj{k}_s'] / w:.3f}x)" for k in (2, 4, 8))
+        + "  parts "
+        + " ".join(f"{k} {v * 1e3:.2f}" for k, v in r["proj2_parts_s"].items()),
+        flush=True,
+    )
+    st = r["proj2_stats"]
+    print(
+        f"    proj2 stats: {st.get('dmas', '?')} DMAs, "
+        + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in st.items() if k.endswith("_seconds") and v),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ def test_table_probes_write_their_figures(tmp_path, probe):
         for name, setting in result["settings"].items():
             assert "error" not in setting, (name, setting.get("error"))
             assert setting["proj2_stats"]["batches"] == result["batches"], name
+        assert result["pread_whole"]["median_s"] > 0
         if "timeline" in result:  # every read queued its copies after the reader was open, before it returned
             for row in result["timeline"]["rows"]:
                 assert (
@@ -125,3 +126,21 @@ def test_share_benchmark_and_write_scaling_probe_run(tmp_path):
     run_script("share_bench.py", "--quick", "--out", str(tmp_path / "share"))
     assert any((tmp_path / "share").iterdir())
     run_script("write_scaling_probe.py", "--gib", "0.01", str(tmp_path))
+
+
+def test_projection_probe_runs_another_build_beside_this_one(tmp_path):
+    """--against: the same settings with another cuarrow (here this one's
+    own site folder) alternately, round by round, on one file."""
+    import cuarrow
+
+    out = tmp_path / "ab.json"
+    site = Path(cuarrow.__file__).resolve().parent.parent
+    run_script(
+        "projection_probe.py",
+        *("--table-bytes", "4M", "--reps", "1", "--dir", str(tmp_path), "--out", str(out)),
+        *("--settings", "default", "--against", str(site), "--rounds", "2"),
+    )
+    result = json.loads(out.read_text())
+    assert result["against"] == str(site)
+    assert [(r["who"], r["setting"]) for r in result["rounds"]] == [("this", "default"), ("against", "default")] * 2
+    assert all(r["whole_s"] > 0 and r["proj2_s"] > 0 for r in result["rounds"])
