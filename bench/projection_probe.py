@@ -185,18 +185,9 @@ def run_timeline(path: Path, reps: int) -> dict[str, Any]:
     (stream_launch_probe.traced_env)."""
     from stream_launch_probe import traced_env
 
-    env = traced_env()
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child-timeline", str(path), "--reps", str(reps)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        print(f"timeline: FAILED\n{proc.stderr[-2000:]}", flush=True)
-        return {"error": proc.stderr[-2000:]}
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r = run_child(["--child-timeline", str(path), "--reps", str(reps)], traced_env(), "timeline")
+    if "error" in r:
+        return r
     m = r["median"]
     print("timeline (µs from the call, medians): " + ", ".join(f"{k} {v:.0f}" for k, v in m.items()), flush=True)
     print(f"    driver calls of one read: {r['calls']}", flush=True)
@@ -287,19 +278,19 @@ def run_setting(path: Path, name: str, reps: int, site: Path | None) -> dict[str
     child_env = {**os.environ, **env}
     if site is not None:
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", str(path), "--reps", str(reps)],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        print(f"{name}: FAILED\n{proc.stderr[-2000:]}", flush=True)
-        return {"env": env, "error": proc.stderr[-2000:]}
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r = run_child(["--child", str(path), "--reps", str(reps)], child_env, name)
     r["env"] = env
     return r
+
+
+def run_child(flags: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
+    """This script in a child process with `flags` and `env`: the JSON of
+    its last line, or {"error": its stderr's end} (printed, named `what`)."""
+    proc = subprocess.run([sys.executable, __file__, *flags], env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(f"{what}: FAILED\n{proc.stderr[-2000:]}", flush=True)
+        return {"error": proc.stderr[-2000:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def print_setting(label: str, r: dict[str, Any], pread_s: float) -> None:
