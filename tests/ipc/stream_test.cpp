@@ -429,6 +429,48 @@ TEST(IpcStream, AssumedOffsetsHoldWithinArrowsPadding) {
   }
 }
 
+// Offsets in pinned host memory are assumed too, but their check cannot
+// ride in the end's batched copy (that takes reads of the writer's device
+// memory only): finish() then flushes and reads them apart.  Either way the
+// assumption is checked and the bytes are Arrow's.
+TEST(IpcStream, AssumedOffsetsInPinnedMemoryAreCheckedApart) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  if (ctx.gather_status() != "ready") GTEST_SKIP() << "copies early only where the gather kernel runs";
+  auto pinned = [&](const std::vector<std::byte>& bytes) {
+    cuarrow::buffer b = cuarrow::allocate_pinned(ctx, static_cast<std::int64_t>(bytes.size()));
+    std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
+    return b;
+  };
+  const std::vector<std::byte> values(100, std::byte{'v'});
+  for (const int last : {100, 64}) {
+    SCOPED_TRACE("last offset " + std::to_string(last) + " of 100 bytes of values");
+    const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
+    auto batch = [&](const std::function<cuarrow::buffer(const std::vector<std::byte>&)>& place) {
+      record_batch b;
+      b.schema.fields = {field("s", utf8())};
+      b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
+      b.num_rows = 2;
+      return b;
+    };
+    const record_batch in_pinned = batch(pinned), device = batch(on_device), host = batch(on_host);
+    ctx.synchronize();
+    ipc::stream_writer w(in_pinned.schema, ctx), reference(host.schema, ctx);
+    // Beside a batch in device memory, whose check alone could ride along.
+    w.write(std::vector<record_batch>{device, in_pinned});
+    reference.write(std::vector<record_batch>{host, host});
+    EXPECT_EQ(w.stats().early_messages, w.stats().messages) << "the case needs copies queued early";
+    const cuarrow_test::fault_api& f = cuarrow_test::faults();
+    f.reset_calls();
+    const cuarrow::buffer got = w.finish();
+    if (f.available() && last == 100) {
+      // The check's own reads and waits, then finish()'s: the branch apart
+      // (the end's batched copy with the reads waits once).
+      EXPECT_GT(f.calls("cuStreamSynchronize") + f.calls("cuCtxSynchronize"), 1U);
+    }
+    EXPECT_EQ(first_difference(to_bytes(got), to_bytes(reference.finish())), "");
+  }
+}
+
 // A string column of 2 rows over 100 bytes of values whose last offset is
 // `last` (64: short of the values by more than Arrow's padding, so the
 // writer's assumption does not hold), on the device or the host.
