@@ -487,6 +487,9 @@ class assembler final : public internal::message_sink {
     std::optional<arrow::detail::queued_reads> q = arrow::detail::reads_into_pinned(reads, target_->ctx);
     if (!q) return std::nullopt;
     queue_pending(q->pieces);
+    // The reads' destination is kept with the parts' sources: a wait that
+    // fails leaves them all to the destructor (keep_alive_until_passed).
+    kept_.push_back(q->bytes);
     const cuarrow::detail::timed t(&counters.wait_ns);
     target_->s.synchronize(target_->ctx);
     waited_ = true;

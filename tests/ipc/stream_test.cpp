@@ -560,6 +560,33 @@ TEST(IpcStream, ARewriteThatFailsIsDoneAgainByTheNextWrite) {
   EXPECT_EQ(first_difference(to_bytes(w.finish()), to_bytes(reference.finish())), "");
 }
 
+// A finish() whose one wait fails (the end, the last copies and the reads
+// of the assumed offsets queued together) throws the driver's error; the
+// writer, dropped then, keeps what those copies use (the reads' pinned
+// block among them) until the stream has passed them, and the next writer
+// works.
+TEST(IpcStream, AFinishWhoseWaitFailsKeepsWhatItsCopiesUse) {
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  if (!f.available()) GTEST_SKIP() << "injects a driver failure: needs the host emulation's fault injection";
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  if (ctx.gather_status() != "ready") GTEST_SKIP() << "copies early only where the gather kernel runs";
+  const record_batch b = strings_ending_at(100, true), h = strings_ending_at(100, false);
+  cuarrow::stream s(ctx);
+  cuarrow_test::expect_kept_until_passed(ctx, s, 1, [&] {
+    ctx.synchronize();
+    ipc::stream_writer w(b.schema, ctx, ipc::stream_writer::format::stream, s);
+    w.write(std::vector<record_batch>{b, b});
+    ASSERT_EQ(f.inject("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED), 0);
+    EXPECT_THROW(w.finish(), cuarrow::cuda_error);
+    EXPECT_EQ(f.injected(), 1U);
+    f.clear();
+  });  // the writer dropped while its copies may be queued
+  ipc::stream_writer again(b.schema, ctx), reference(h.schema, ctx);
+  again.write(std::vector<record_batch>{b, b});
+  reference.write(std::vector<record_batch>{h, h});
+  EXPECT_EQ(first_difference(to_bytes(again.finish()), to_bytes(reference.finish())), "");
+}
+
 // A writer dropped before finish() after its copies were queued (an
 // exception between write() and finish(), say): the copies' sources and
 // the room are kept until the stream has passed them, then freed.
