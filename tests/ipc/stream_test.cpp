@@ -388,6 +388,25 @@ TEST(IpcStream, OffsetsThatDoNotUseAllTheValuesAreWrittenAsArrowWritesThem) {
   for (const record_batch& b : r.read_all()) EXPECT_TRUE(equals(b, host));
 }
 
+// A string column of 2 rows over 100 bytes of values whose last offset is
+// `last` (64: short of the values by more than Arrow's padding, so the
+// writer's assumption does not hold), its buffers made by `place`.
+using placer = std::function<cuarrow::buffer(const std::vector<std::byte>&)>;
+record_batch strings_ending_at(int last, const placer& place) {
+  const std::vector<std::byte> values(100, std::byte{'v'});
+  const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
+  record_batch b;
+  b.schema.fields = {field("s", utf8())};
+  b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
+  b.num_rows = 2;
+  return b;
+}
+
+// The same on the device or the host.
+record_batch strings_ending_at(int last, bool device) {
+  return strings_ending_at(last, placer(device ? on_device : on_host));
+}
+
 // A string array's last offset that falls short of its values' size only
 // by what Arrow's 64-byte padding of a cut buffer covers gives the layout
 // of one that uses them all (pyarrow writes a slice's values so; its
@@ -402,18 +421,9 @@ TEST(IpcStream, AssumedOffsetsHoldWithinArrowsPadding) {
   if (!f.available()) GTEST_SKIP() << "counts driver calls: needs the host emulation's call counters";
   const cuarrow::context ctx = cuarrow::context::get(0);
   if (ctx.gather_status() != "ready") GTEST_SKIP() << "copies early only where the gather kernel runs";
-  const std::vector<std::byte> values(100, std::byte{'v'});
   for (const auto& [last, finish_waits] : {std::pair{65, 1}, std::pair{100, 1}, std::pair{64, 3}}) {
     SCOPED_TRACE("last offset " + std::to_string(last) + " of 100 bytes of values");
-    const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
-    auto batch = [&](const std::function<cuarrow::buffer(const std::vector<std::byte>&)>& place) {
-      record_batch b;
-      b.schema.fields = {field("s", utf8())};
-      b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
-      b.num_rows = 2;
-      return b;
-    };
-    const record_batch device = batch(on_device), host = batch(on_host);
+    const record_batch device = strings_ending_at(last, true), host = strings_ending_at(last, false);
     ctx.synchronize();
     auto waits = [&] { return f.calls("cuStreamSynchronize") + f.calls("cuCtxSynchronize"); };
     ipc::stream_writer w(device.schema, ctx);
@@ -441,18 +451,10 @@ TEST(IpcStream, AssumedOffsetsInPinnedMemoryAreCheckedApart) {
     std::memcpy(b.mutable_host_data(), bytes.data(), bytes.size());
     return b;
   };
-  const std::vector<std::byte> values(100, std::byte{'v'});
   for (const int last : {100, 64}) {
     SCOPED_TRACE("last offset " + std::to_string(last) + " of 100 bytes of values");
-    const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
-    auto batch = [&](const std::function<cuarrow::buffer(const std::vector<std::byte>&)>& place) {
-      record_batch b;
-      b.schema.fields = {field("s", utf8())};
-      b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
-      b.num_rows = 2;
-      return b;
-    };
-    const record_batch in_pinned = batch(pinned), device = batch(on_device), host = batch(on_host);
+    const record_batch in_pinned = strings_ending_at(last, pinned), device = strings_ending_at(last, true),
+                       host = strings_ending_at(last, false);
     ctx.synchronize();
     ipc::stream_writer w(in_pinned.schema, ctx), reference(host.schema, ctx);
     // Beside a batch in device memory, whose check alone could ride along.
@@ -469,20 +471,6 @@ TEST(IpcStream, AssumedOffsetsInPinnedMemoryAreCheckedApart) {
     }
     EXPECT_EQ(first_difference(to_bytes(got), to_bytes(reference.finish())), "");
   }
-}
-
-// A string column of 2 rows over 100 bytes of values whose last offset is
-// `last` (64: short of the values by more than Arrow's padding, so the
-// writer's assumption does not hold), on the device or the host.
-record_batch strings_ending_at(int last, bool device) {
-  const std::vector<std::byte> values(100, std::byte{'v'});
-  const std::vector<std::byte> offsets = bytes_of_ints({0, 30, last});
-  auto place = device ? on_device : on_host;
-  record_batch b;
-  b.schema.fields = {field("s", utf8())};
-  b.columns = {array_over(utf8(), 2, {cuarrow::buffer(), place(offsets), place(values)})};
-  b.num_rows = 2;
-  return b;
 }
 
 // An assumption that does not hold is found after write() returned: by the
@@ -562,9 +550,9 @@ TEST(IpcStream, ARewriteThatFailsIsDoneAgainByTheNextWrite) {
 
 // A finish() whose one wait fails (the end, the last copies and the reads
 // of the assumed offsets queued together) throws the driver's error; the
-// writer, dropped then, keeps what those copies use (the reads' pinned
-// block among them) until the stream has passed them, and the next writer
-// works.
+// writer, dropped then, keeps what those copies use until the stream has
+// passed them (the device memory is counted here; the reads' pinned block
+// is kept with it, which no counter shows), and the next writer works.
 TEST(IpcStream, AFinishWhoseWaitFailsKeepsWhatItsCopiesUse) {
   const cuarrow_test::fault_api& f = cuarrow_test::faults();
   if (!f.available()) GTEST_SKIP() << "injects a driver failure: needs the host emulation's fault injection";
