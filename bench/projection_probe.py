@@ -21,10 +21,10 @@ CUARROW_CUDA_DRIVER=emulated) it is a smoke test.
 The whole file is also read by 16 threads of `pread` into host memory
 (ipc_bench's reference), so that a run says where the machine stands.
 
---against SITE runs every setting twice more a round, alternately, with
-another build of cuarrow (installed with `pip install --target SITE`), on
-the same file and machine, over --rounds rounds: whether a figure moved
-with the code or with the machine.  Another commit's source, to build on
+--against SITE runs another build of cuarrow (installed with `pip install
+--target SITE`) on the same file and machine: each of --rounds rounds runs
+every setting with this build, then with that one, so that a run says
+whether a figure moved with the code or with the machine.  Another commit's source, to build on
 the GPU machine: `git archive REV | tar x -C build/ab-old` here, carried
 there, then `pip install --no-build-isolation --no-deps --target
 /tmp/ab-old build/ab-old`.
