@@ -825,4 +825,54 @@ record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schem
   return import_batch(d.owner, d.type, d.device_id, sc, s, options);
 }
 
+placed_array import_placed_array(ArrowArray* in, const ArrowSchema& schema, const import_options& options) {
+  std::shared_ptr<imported_struct> owner;
+  if (in != nullptr && in->release != nullptr) owner = take(in);  // consumed whatever happens next
+  field f = read_field(schema);
+  if (!owner) return {f, import_array(in, f.type, options), {}};  // reports the null / released input
+  array_data a = import_one(owner, device_type::cpu, -1, f.type, stream_view(), options);
+  return {std::move(f), std::move(a), {}};
+}
+
+placed_batch import_placed_batch(ArrowArray* in, const ArrowSchema& schema, const import_options& options) {
+  std::shared_ptr<imported_struct> owner;
+  if (in != nullptr && in->release != nullptr) owner = take(in);
+  arrow::schema sc = read_schema(schema);
+  if (!owner) return {import_record_batch(in, sc, options), {}};
+  return {import_batch(owner, device_type::cpu, -1, sc, stream_view(), options), {}};
+}
+
+placed_array import_placed_device_array(ArrowDeviceArray* in, const ArrowSchema& schema, stream_view s,
+                                        const import_options& options) {
+  auto [d, f] = take_device_and_schema(in, "import_device_array", [&] { return read_field(schema); });
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  array_data a = import_one(d.owner, d.type, d.device_id, f.type, s, options);
+  return {std::move(f), std::move(a), placement::of(d.type, d.device_id)};
+}
+
+placed_batch import_placed_device_batch(ArrowDeviceArray* in, const ArrowSchema& schema, stream_view s,
+                                        const import_options& options) {
+  auto [d, sc] = take_device_and_schema(in, "import_device_record_batch", [&] { return read_schema(schema); });
+  wait_for(d.sync_event, d.type, d.device_id, s);
+  return {import_batch(d.owner, d.type, d.device_id, sc, s, options), placement::of(d.type, d.device_id)};
+}
+
+void export_device_array(const placed_array& array, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema) {
+  owned_schema schema;
+  if (out_schema != nullptr) export_field(array.field, schema.get());
+  export_options o;
+  o.if_no_buffers = array.declared;
+  export_device_array(array.data, s, out, nullptr, o);
+  if (out_schema != nullptr) {
+    *out_schema = *schema.get();
+    schema->release = nullptr;
+  }
+}
+
+void export_device_array(const placed_batch& batch, stream_view s, ArrowDeviceArray* out, ArrowSchema* out_schema) {
+  export_options o;
+  o.if_no_buffers = batch.declared;
+  export_device_record_batch(batch.batch, s, out, out_schema, o);
+}
+
 }  // namespace cuarrow::arrow

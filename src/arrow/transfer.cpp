@@ -4,10 +4,13 @@
 #include "cuarrow/arrow/transfer.hpp"
 
 #include <algorithm>
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "arrow_internal.hpp"
@@ -232,23 +235,36 @@ struct tree_groups {
   std::vector<std::vector<std::string>> paths;
 };
 
-tree_groups groups_of(std::span<const array_data> arrays) {
+// An item's Arrow value: itself, or what a placed item holds.
+const array_data& value_of(const array_data& a) { return a; }
+const array_data& value_of(const placed_array& a) { return a.data; }
+const record_batch& value_of(const record_batch& b) { return b; }
+const record_batch& value_of(const placed_batch& b) { return b.batch; }
+
+template <class T>
+concept array_item = std::same_as<std::remove_cvref_t<decltype(value_of(std::declval<const T&>()))>, array_data>;
+template <class T>
+concept batch_item = std::same_as<std::remove_cvref_t<decltype(value_of(std::declval<const T&>()))>, record_batch>;
+
+template <array_item T>
+tree_groups groups_of(std::span<const T> arrays) {
   tree_groups t;
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     std::string path = arrays.size() == 1 ? "array" : "array " + std::to_string(i);
-    t.roots.push_back({&arrays[i], path});
-    t.groups.push_back({&arrays[i]});
+    t.roots.push_back({&value_of(arrays[i]), path});
+    t.groups.push_back({&value_of(arrays[i])});
     t.paths.push_back({std::move(path)});
   }
   return t;
 }
 
-tree_groups groups_of(std::span<const record_batch> batches) {
+template <batch_item T>
+tree_groups groups_of(std::span<const T> batches) {
   tree_groups t;
   for (std::size_t b = 0; b < batches.size(); ++b) {
     std::vector<detail::validation_root> roots;
     try {
-      roots = detail::batch_roots(batches[b]);
+      roots = detail::batch_roots(value_of(batches[b]));
     } catch (const invalid_data& e) {
       if (batches.size() == 1) throw;
       throw invalid_data("batch " + std::to_string(b) + ": " + e.path(), e.reason());
@@ -407,10 +423,27 @@ std::vector<array_data> firsts(std::vector<std::vector<array_data>> groups) {
   return out;
 }
 
-std::vector<record_batch> as_batches(std::span<const record_batch> src, std::vector<std::vector<array_data>> groups) {
+template <batch_item T>
+std::vector<record_batch> as_batches(std::span<const T> src, std::vector<std::vector<array_data>> groups) {
   std::vector<record_batch> out;
   out.reserve(src.size());
-  for (std::size_t b = 0; b < src.size(); ++b) out.push_back(with_columns(src[b], std::move(groups[b])));
+  for (std::size_t b = 0; b < src.size(); ++b) out.push_back(with_columns(value_of(src[b]), std::move(groups[b])));
+  return out;
+}
+
+// The results of a transfer under their sources' fields, declared where
+// they were copied to.
+std::vector<placed_array> placed(std::span<const placed_array> src, std::vector<array_data> moved, placement where) {
+  std::vector<placed_array> out;
+  out.reserve(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) out.push_back({src[i].field, std::move(moved[i]), where});
+  return out;
+}
+
+std::vector<placed_batch> placed(std::span<const placed_batch>, std::vector<record_batch> moved, placement where) {
+  std::vector<placed_batch> out;
+  out.reserve(moved.size());
+  for (record_batch& b : moved) out.push_back({std::move(b), where});
   return out;
 }
 
@@ -440,6 +473,20 @@ std::vector<record_batch> to_device(std::span<const record_batch> src, const con
   return out;
 }
 
+std::vector<placed_array> to_device(std::span<const placed_array> src, const context& ctx, stream_view s,
+                                    const array_transfer_options& options) {
+  std::vector<array_data> out = firsts(groups_to_device_async(groups_of(src), ctx, s, options));
+  detail::synchronize(s, ctx.device_number());
+  return placed(src, std::move(out), {device_type::cuda, ctx.device_number()});
+}
+
+std::vector<placed_batch> to_device(std::span<const placed_batch> src, const context& ctx, stream_view s,
+                                    const array_transfer_options& options) {
+  std::vector<record_batch> out = as_batches(src, groups_to_device_async(groups_of(src), ctx, s, options));
+  detail::synchronize(s, ctx.device_number());
+  return placed(src, std::move(out), {device_type::cuda, ctx.device_number()});
+}
+
 array_data to_device_async(const array_data& src, const context& ctx, stream_view s,
                            const array_transfer_options& options) {
   return std::move(to_device_async(std::span<const array_data>(&src, 1), ctx, s, options)[0]);
@@ -463,8 +510,11 @@ record_batch to_device(const record_batch& src, const context& ctx, stream_view 
   return out;
 }
 
-host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src, stream_view s,
-                                                     const array_transfer_options& options) {
+namespace {
+
+template <array_item T>
+host_transfer<std::vector<array_data>> arrays_to_host_async(std::span<const T> src, stream_view s,
+                                                            const array_transfer_options& options) {
   host_groups h = groups_to_host_async(groups_of(src), s, options);
   std::vector<std::string> paths;
   for (auto& g : h.checked_paths) paths.push_back(std::move(g[0]));
@@ -481,8 +531,9 @@ host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data>
           }};
 }
 
-host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_batch> src, stream_view s,
-                                                       const array_transfer_options& options) {
+template <batch_item T>
+host_transfer<std::vector<record_batch>> batches_to_host_async(std::span<const T> src, stream_view s,
+                                                               const array_transfer_options& options) {
   host_groups h = groups_to_host_async(groups_of(src), s, options);
   std::vector<std::vector<std::string>> paths = std::move(h.checked_paths);
   std::function<void()> wait = std::move(h.wait);
@@ -500,18 +551,54 @@ host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_ba
           }};
 }
 
+// to_host_for_export: waits at once when Arrow C++'s importer reads the
+// bytes of any item.
+template <array_item T>
+host_transfer<std::vector<array_data>> arrays_for_export(std::span<const T> src, stream_view s,
+                                                         const array_transfer_options& options) {
+  host_transfer<std::vector<array_data>> t = arrays_to_host_async(src, s, options);
+  if (std::ranges::any_of(src, [](const T& a) { return importer_reads_values(value_of(a).type); })) t.wait();
+  return t;
+}
+
+template <batch_item T>
+host_transfer<std::vector<record_batch>> batches_for_export(std::span<const T> src, stream_view s,
+                                                            const array_transfer_options& options) {
+  host_transfer<std::vector<record_batch>> t = batches_to_host_async(src, s, options);
+  if (std::ranges::any_of(src, [](const T& b) { return importer_reads_values(value_of(b).schema); })) t.wait();
+  return t;
+}
+
+}  // namespace
+
+host_transfer<std::vector<array_data>> to_host_async(std::span<const array_data> src, stream_view s,
+                                                     const array_transfer_options& options) {
+  return arrays_to_host_async(src, s, options);
+}
+
+host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_batch> src, stream_view s,
+                                                       const array_transfer_options& options) {
+  return batches_to_host_async(src, s, options);
+}
+
 host_transfer<std::vector<array_data>> to_host_for_export(std::span<const array_data> src, stream_view s,
                                                           const array_transfer_options& options) {
-  host_transfer<std::vector<array_data>> t = to_host_async(src, s, options);
-  if (std::ranges::any_of(src, [](const array_data& a) { return importer_reads_values(a.type); })) t.wait();
-  return t;
+  return arrays_for_export(src, s, options);
 }
 
 host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const record_batch> src, stream_view s,
                                                             const array_transfer_options& options) {
-  host_transfer<std::vector<record_batch>> t = to_host_async(src, s, options);
-  if (std::ranges::any_of(src, [](const record_batch& b) { return importer_reads_values(b.schema); })) t.wait();
-  return t;
+  return batches_for_export(src, s, options);
+}
+
+host_transfer<std::vector<array_data>> to_host_for_export(std::span<const placed_array> src, stream_view s,
+                                                          const array_transfer_options& options) {
+  return arrays_for_export(src, s, options);
+}
+
+host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const placed_batch> src, stream_view s,
+                                                            const array_transfer_options& options) {
+  return batches_for_export(src, s, options);
 }
 
 std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {

@@ -128,13 +128,6 @@ TEST(ArrowAdversarial, HostBuffersOfOneOwnerAreNotReadBetween) {
 // are checked where host code is about to read them: to_host checks its
 // results before returning them (and so repr and [i], which go through it).
 
-array_data sample(const std::string& wanted) {
-  for (auto& [name, a] : sample_arrays()) {
-    if (name == wanted) return a;
-  }
-  throw std::runtime_error("no sample " + wanted);
-}
-
 // A copy of host buffer `b` whose bytes `edit` may change.
 template <class T>
 cuarrow::buffer edited(const cuarrow::buffer& b, const std::function<void(T*)>& edit) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 
 namespace cuarrow_arrow_test {
 
@@ -346,6 +347,13 @@ std::vector<std::pair<std::string, array_data>> sample_arrays() {
   out.emplace_back("empty_utf8", es);
   out.emplace_back("empty_list", list_array(list(ca::field("item", int32())), {0}, {}, e32));
   return out;
+}
+
+array_data sample(const std::string& name) {
+  for (auto& [n, a] : sample_arrays()) {
+    if (n == name) return a;
+  }
+  throw std::runtime_error("no sample " + name);
 }
 
 std::vector<data_type> sample_types() {

@@ -64,6 +64,8 @@ ca::array_data struct_array(std::vector<ca::field> fields, std::vector<ca::array
 
 // (name, array) for every type of the format table, nested forms included.
 std::vector<std::pair<std::string, ca::array_data>> sample_arrays();
+// The sample array of that name; throws std::runtime_error for another.
+ca::array_data sample(const std::string& name);
 // A data_type of every kind (for schema round trips), nested several levels.
 std::vector<ca::data_type> sample_types();
 

@@ -2,6 +2,7 @@
 // sync events, malformed structs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "arrow_test_util.hpp"
@@ -11,13 +12,6 @@ namespace cuarrow_arrow_test {
 namespace {
 
 using namespace cuarrow::arrow;  // NOLINT
-
-array_data sample(const std::string& wanted) {
-  for (auto& [name, a] : sample_arrays()) {
-    if (name == wanted) return a;
-  }
-  throw std::runtime_error("no sample " + wanted);
-}
 
 // ---- host: the C Data Interface ----------------------------------------------------------
 
@@ -580,6 +574,68 @@ TEST(ArrowCDeviceData, ArraysWithoutBuffersAreLabelledWhereTheirHolderSays) {
   export_device_record_batch(b, cuarrow::stream(cuarrow::context::get(last)), batch.get(), nullptr, o);
   EXPECT_EQ(batch->device_type, ARROW_DEVICE_CUDA);
   EXPECT_EQ(batch->device_id, last);
+}
+
+// Arrays and batches as their holders declare them: the field (metadata
+// included) travels in the schema, and an import is declared where its
+// struct says, which is what an array without buffers reports.
+TEST(ArrowCDeviceData, PlacedArraysKeepTheirFieldAndPlacement) {
+  const int last = cuarrow::device_count() - 1;
+  const placement gpu{cuarrow::device_type::cuda, last};
+  cuarrow::stream s(cuarrow::context::get(last));
+  array_data nulls;
+  nulls.type = null();
+  nulls.length = 5;
+  nulls.null_count = 5;
+  const placed_array a{field("n", null(), true, {{"ARROW:extension:name", "x.y"}}), nulls, gpu};
+  owned_device_array arr;
+  owned_schema sch;
+  export_device_array(a, s, arr.get(), sch.get());
+  EXPECT_EQ(arr->device_type, ARROW_DEVICE_CUDA);
+  EXPECT_EQ(arr->device_id, last);
+  EXPECT_STREQ(sch->name, "n");
+  const placed_array back = import_placed_device_array(arr.get(), *sch.get(), s);
+  EXPECT_TRUE(arr.is_released());
+  EXPECT_FALSE(sch.is_released());  // read, not released
+  EXPECT_EQ(back.field, a.field);
+  EXPECT_EQ(back.declared, gpu);
+  EXPECT_EQ(back.where(), gpu);
+  EXPECT_TRUE(same_values(back.data, nulls));
+
+  // A batch: its schema, and where its columns live.
+  cuarrow::context ctx = cuarrow::context::get(0);
+  record_batch b;
+  b.schema.fields = {field("i", int32(), false), field("s", utf8())};
+  b.schema.metadata = {{"k", "v"}};
+  b.num_rows = std::min(sample("int32").length, sample("utf8").length);
+  b.columns = {sample("int32").slice(0, b.num_rows), sample("utf8").slice(0, b.num_rows)};
+  const placed_batch pb{to_device(b, ctx), {}};
+  owned_device_array barr;
+  owned_schema bsch;
+  export_device_array(pb, {}, barr.get(), bsch.get());
+  const placed_batch bback = import_placed_device_batch(barr.get(), *bsch.get());
+  EXPECT_EQ(bback.batch.schema, b.schema);
+  EXPECT_EQ(bback.declared, (placement{cuarrow::device_type::cuda, 0}));
+  EXPECT_TRUE(same_values(to_host(bback.batch), b));
+
+  // On the host: declared in host memory, the field kept.
+  owned_array harr;
+  owned_schema hsch;
+  export_field(a.field, hsch.get());
+  export_array(nulls, harr.get());
+  const placed_array host = import_placed_array(harr.get(), *hsch.get());
+  EXPECT_EQ(host.field, a.field);
+  EXPECT_EQ(host.where().type, cuarrow::device_type::cpu);
+  owned_array hbarr;
+  export_record_batch(b, hbarr.get());
+  owned_schema hbsch;
+  export_schema(b.schema, hbsch.get());
+  EXPECT_TRUE(same_values(import_placed_batch(hbarr.get(), *hbsch.get()).batch, b));
+
+  // A refused struct is still consumed; the schema stays the caller's.
+  owned_array released;
+  EXPECT_THROW(import_placed_array(released.get(), *hsch.get()), invalid_data);
+  EXPECT_FALSE(hsch.is_released());
 }
 
 TEST(ArrowCDeviceData, UnsupportedDeviceTypesAreRefusedAndReleased) {

@@ -129,6 +129,48 @@ TEST(ArrowTransfer, OneAllocationPerTree) {
   EXPECT_EQ(ctx.bytes_allocated(), bytes_before);  // freed with the last slice
 }
 
+// Arrays and batches as their holders declare them: copies keep their
+// fields (or schema) and are declared on the destination device, host
+// copies for export are host data.
+TEST(ArrowTransfer, PlacedItemsKeepTheirFieldsAndAreDeclaredWhereTheyGo) {
+  const int last = cuarrow::device_count() - 1;
+  cuarrow::context ctx = cuarrow::context::get(last);
+  array_data nulls;
+  nulls.type = null();
+  nulls.length = 3;
+  nulls.null_count = 3;
+  const std::vector<placed_array> arrays{{field("a", int32(), false, {{"k", "v"}}), sample("int32"), {}},
+                                         {field("n", null()), nulls, {}}};
+  const std::vector<placed_array> moved = to_device(std::span<const placed_array>(arrays), ctx);
+  ASSERT_EQ(moved.size(), 2u);
+  const placement gpu{cuarrow::device_type::cuda, last};
+  for (std::size_t i = 0; i < moved.size(); ++i) {
+    EXPECT_EQ(moved[i].field, arrays[i].field);
+    EXPECT_EQ(moved[i].declared, gpu);
+    EXPECT_EQ(moved[i].where(), gpu);  // the null array, which has no buffer, too
+  }
+  auto back = to_host_for_export(std::span<const placed_array>(moved));
+  back.wait();
+  EXPECT_TRUE(same_values(back.data()[0], sample("int32")));
+
+  record_batch b;
+  b.schema.fields = {field("x", int32())};
+  b.num_rows = sample("int32").length;
+  b.columns = {sample("int32")};
+  const std::vector<placed_batch> batches{{b, {}}, {b.slice(1, 2), {}}};
+  const std::vector<placed_batch> mb = to_device(std::span<const placed_batch>(batches), ctx);
+  ASSERT_EQ(mb.size(), 2u);
+  EXPECT_EQ(mb[1].batch.schema, b.schema);
+  EXPECT_EQ(mb[1].where(), gpu);
+  std::vector<record_batch> hb = to_host_for_export(std::span<const placed_batch>(mb)).get();
+  EXPECT_TRUE(same_values(hb[1], b.slice(1, 2)));
+  // Errors name the batch, as for plain batches.
+  std::vector<placed_batch> bad = batches;
+  bad[1].batch.columns[0].buffers.resize(1);
+  const std::string m = message_of([&] { to_device(std::span<const placed_batch>(bad), ctx); });
+  EXPECT_NE(m.find("batch 1"), std::string::npos) << m;
+}
+
 TEST(ArrowTransfer, MalformedSourcesAreRefusedBeforeAnyCopy) {
   cuarrow::context ctx = cuarrow::context::get(0);
   array_data s = strings(utf8(), {"ab", "cd"});

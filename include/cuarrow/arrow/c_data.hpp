@@ -252,6 +252,32 @@ CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, con
 CUARROW_EXPORT record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schema, stream_view s = {},
                                                        const import_options& options = {});
 
+// ---- arrays and batches as their holders declare them ------------------------
+
+/// Import a host array under the field `schema` describes (its name,
+/// nullability and metadata: an extension type lives there), declared in
+/// host memory.  Consumes `in`; `schema` is read, not released.  Errors as
+/// import_array.
+CUARROW_EXPORT placed_array import_placed_array(ArrowArray* in, const ArrowSchema& schema,
+                                                const import_options& options = {});
+CUARROW_EXPORT placed_batch import_placed_batch(ArrowArray* in, const ArrowSchema& schema,
+                                                const import_options& options = {});
+/// Import a device array under `schema`'s field, declared where the struct
+/// says it lives (its device_type and device_id: what an array without any
+/// buffer reports).  Consumes `in`; `schema` is read, not released.  Stream
+/// and errors as import_device_array.
+CUARROW_EXPORT placed_array import_placed_device_array(ArrowDeviceArray* in, const ArrowSchema& schema,
+                                                       stream_view s = {}, const import_options& options = {});
+CUARROW_EXPORT placed_batch import_placed_device_batch(ArrowDeviceArray* in, const ArrowSchema& schema,
+                                                       stream_view s = {}, const import_options& options = {});
+/// export_device_array of a placed array, labelled with its declared
+/// placement when it has no buffer; `out_schema` (when given) receives
+/// its field, metadata included.  For a batch, its schema.
+CUARROW_EXPORT void export_device_array(const placed_array& array, stream_view s, ArrowDeviceArray* out,
+                                        ArrowSchema* out_schema = nullptr);
+CUARROW_EXPORT void export_device_array(const placed_batch& batch, stream_view s, ArrowDeviceArray* out,
+                                        ArrowSchema* out_schema = nullptr);
+
 // ---- streams ---------------------------------------------------------------
 
 /// Produces the next batch (or array), or nullopt at the end.  Exceptions

@@ -109,6 +109,13 @@ CUARROW_EXPORT std::vector<record_batch> to_device_async(std::span<const record_
                                                          stream_view s, const array_transfer_options& options = {});
 CUARROW_EXPORT std::vector<record_batch> to_device(std::span<const record_batch> src, const context& ctx,
                                                    stream_view s = {}, const array_transfer_options& options = {});
+/// to_device of arrays and batches as their holders declare them: each
+/// result keeps its source's field (or schema) and is declared on ctx's
+/// device.  Streams and errors as above.
+CUARROW_EXPORT std::vector<placed_array> to_device(std::span<const placed_array> src, const context& ctx,
+                                                   stream_view s = {}, const array_transfer_options& options = {});
+CUARROW_EXPORT std::vector<placed_batch> to_device(std::span<const placed_batch> src, const context& ctx,
+                                                   stream_view s = {}, const array_transfer_options& options = {});
 /// to_host of each, with one batched copy and one synchronization for all.
 /// Data to be copied must live on one device (invalid_data otherwise).
 CUARROW_EXPORT std::vector<array_data> to_host(std::span<const array_data> src, stream_view s = {},
@@ -174,6 +181,14 @@ CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_for_export(std::sp
                                                                          stream_view s = {},
                                                                          const array_transfer_options& options = {});
 CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const record_batch> src,
+                                                                           stream_view s = {},
+                                                                           const array_transfer_options& options = {});
+/// The same for the data of arrays and batches as their holders declare
+/// them (the results are host data: their placement is the host's).
+CUARROW_EXPORT host_transfer<std::vector<array_data>> to_host_for_export(std::span<const placed_array> src,
+                                                                         stream_view s = {},
+                                                                         const array_transfer_options& options = {});
+CUARROW_EXPORT host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const placed_batch> src,
                                                                            stream_view s = {},
                                                                            const array_transfer_options& options = {});
 
