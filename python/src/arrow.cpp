@@ -41,67 +41,14 @@ ca::placement placement_from(int type, int id) {
 // (device type code, device id) of a placement.
 std::pair<int, int> placement_pair(const ca::placement& p) { return {static_cast<int>(p.type), p.device_id}; }
 
-// ---- the paired array and batch bindings ------------------------------------------
-
-// What the array and the batch bindings differ in: what a schema capsule
-// describes (a field, a schema), the core's value and calls, the handle.
-template <class T>
-struct kind;
-
-template <>
-struct kind<ca::placed_array> {
-  static constexpr const char* plural = "arrays";
-  static ca::field meta(const ArrowSchema& s) { return ca::read_field(s); }
-  static void export_meta(const ca::placed_array& a, ArrowSchema* s) { ca::export_field(a.field, s); }
-  template <class A>
-  static auto& value(A& a) {
-    return a.data;
-  }
-  static ca::placed_array make(ca::field f, ca::array_data d, ca::placement p) {
-    return {std::move(f), std::move(d), p};
-  }
-  static ca::placed_array like(const ca::placed_array& a, ca::array_data d, ca::placement p) {
-    return {a.field, std::move(d), p};
-  }
-  static auto import(ArrowArray* a, const ca::field& f, const ca::import_options& o) {
-    return ca::import_array(a, f.type, o);
-  }
-  static auto import(ArrowDeviceArray* a, const ca::field& f, cuarrow::stream_view s, const ca::import_options& o) {
-    return ca::import_device_array(a, f.type, s, o);
-  }
-  static void export_host(const ca::array_data& d, ArrowArray* out) { ca::export_array(d, out); }
-  static void export_device(const ca::placed_array& a, cuarrow::stream_view s, ArrowDeviceArray* out,
-                            const ca::export_options& o) {
-    ca::export_device_array(a.data, s, out, nullptr, o);
-  }
-};
-
-template <>
-struct kind<ca::placed_batch> {
-  static constexpr const char* plural = "batches";
-  static ca::schema meta(const ArrowSchema& s) { return ca::read_schema(s); }
-  static void export_meta(const ca::placed_batch& b, ArrowSchema* s) { ca::export_schema(b.batch.schema, s); }
-  template <class B>
-  static auto& value(B& b) {
-    return b.batch;
-  }
-  static ca::placed_batch make(const ca::schema&, ca::record_batch b, ca::placement p) { return {std::move(b), p}; }
-  static ca::placed_batch like(const ca::placed_batch&, ca::record_batch b, ca::placement p) {
-    return {std::move(b), p};
-  }
-  static auto import(ArrowArray* a, const ca::schema& sc, const ca::import_options& o) {
-    return ca::import_record_batch(a, sc, o);
-  }
-  static auto import(ArrowDeviceArray* a, const ca::schema& sc, cuarrow::stream_view s, const ca::import_options& o) {
-    return ca::import_device_record_batch(a, sc, s, o);
-  }
-  // A host batch is exported from its columns in place.
-  static void export_host(const ca::record_batch& b, ArrowArray* out) { ca::export_record_batch(b, out); }
-  static void export_device(const ca::placed_batch& b, cuarrow::stream_view s, ArrowDeviceArray* out,
-                            const ca::export_options& o) {
-    ca::export_device_array(b.batch.to_struct(), s, out, nullptr, o);
-  }
-};
+// The schema capsule of a handle: an array's field (metadata included), a
+// batch's schema.
+nb::object schema_capsule_of(const ca::placed_array& a) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_field(a.field, s); });
+}
+nb::object schema_capsule_of(const ca::placed_batch& b) {
+  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { ca::export_schema(b.batch.schema, s); });
+}
 
 // Host copies in flight (cuarrow::arrow::to_host_for_export), for Python: the
 // host data is exported while the DMA runs, and wait() is called before the
@@ -116,39 +63,6 @@ struct HostTransfer {
     w();
   }
 };
-
-// The items of a sequence of bound objects, borrowed (a copy of a wide
-// batch copies its schema and every column).
-template <class T>
-std::vector<const T*> borrowed(nb::handle seq, const char* what) {
-  std::vector<const T*> out;
-  for (nb::handle h : nb::iter(seq)) {
-    if (!nb::isinstance<T>(h)) {
-      throw nb::type_error((std::string(what) + ": expected " + nb::type_name(nb::type<T>()).c_str() + ", got " +
-                            nb::type_name(h.type()).c_str())
-                               .c_str());
-    }
-    out.push_back(&nb::cast<const T&>(h));
-  }
-  return out;
-}
-
-// Calls fn(span) over the borrowed items' values, copying them only when
-// there are several (the core takes a span of values).
-template <class T, class Fn>
-auto with_values(const std::vector<const T*>& items, Fn fn) {
-  using value = std::remove_cvref_t<decltype(kind<T>::value(*items[0]))>;
-  if (items.size() == 1) return fn(std::span<const value>(&kind<T>::value(*items[0]), 1));
-  std::vector<value> copies;
-  copies.reserve(items.size());
-  for (const T* t : items) copies.push_back(kind<T>::value(*t));
-  return fn(std::span<const value>(copies));
-}
-
-template <class T>
-nb::object schema_capsule_of(const T& item) {
-  return make_capsule<ArrowSchema>([&](ArrowSchema* s) { kind<T>::export_meta(item, s); });
-}
 
 // ---- streams -------------------------------------------------------------------------
 
@@ -180,61 +94,37 @@ nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
   return items;
 }
 
-// (HostTransfer, [capsule]) of the borrowed items copied to the host by one
+// (HostTransfer, [capsule]) of the items copied to the host by one
 // to_host_for_export (which validates the source cheaply and checks what
 // host readers index with: device objects may hold imported data): the
 // capsules are made while the DMA runs, where pyarrow's importer allows.
 template <class T>
-nb::tuple to_host_begin(nb::handle src, cuarrow::stream_view s) {
-  const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_host_begin").c_str());
+nb::tuple to_host_begin(const std::vector<T>& items, cuarrow::stream_view s) {
   nb::list capsules;
   if (items.empty()) return nb::make_tuple(HostTransfer{}, capsules);
-  auto begin = [&] { return with_values(items, [&](auto values) { return ca::to_host_for_export(values, s); }); };
+  auto begin = [&] { return ca::to_host_for_export(std::span<const T>(items), s); };
   auto shared = std::make_shared<decltype(begin())>(released(begin));
   for (const auto& item : shared->data()) {
     capsules.append(make_capsule<ArrowArray>([&](ArrowArray* out) {
       nb::gil_scoped_release r;
-      kind<T>::export_host(item, out);
+      if constexpr (std::is_same_v<T, ca::placed_array>) {
+        ca::export_array(item, out);
+      } else {
+        ca::export_record_batch(item, out);  // from its columns in place
+      }
     }));
   }
   return nb::make_tuple(HostTransfer{[shared] { shared->wait(); }}, capsules);
 }
 
-// Copies of the borrowed items on the context's device, in one batched copy,
-// validated cheaply first or not at all.
+// Copies on the context's device, in one batched copy, validated cheaply
+// first or not at all.
 template <class T>
-std::vector<T> to_device(nb::handle src, const cuarrow::context& ctx, cuarrow::stream_view s, bool validate) {
-  const std::vector<const T*> items = borrowed<T>(src, (std::string(kind<T>::plural) + "_to_device").c_str());
-  std::vector<T> out;
-  if (items.empty()) return out;
+std::vector<T> to_device(const std::vector<T>& items, const cuarrow::context& ctx, cuarrow::stream_view s,
+                         bool validate) {
   const ca::array_transfer_options o{validate ? ca::validation_level::cheap : ca::validation_level::none};
-  const ca::placement where{cuarrow::device_type::cuda, ctx.device_number()};
-  auto moved =
-      released([&] { return with_values(items, [&](auto values) { return ca::to_device(values, ctx, s, o); }); });
-  out.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) out.push_back(kind<T>::like(*items[i], std::move(moved[i]), where));
-  return out;
-}
-
-template <class T>
-T import_host(nb::handle schema_capsule, nb::handle array_capsule) {
-  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-  auto* a = capsule_struct<ArrowArray>(array_capsule, "the array capsule");
-  auto meta = kind<T>::meta(*s);
   nb::gil_scoped_release r;
-  auto value = kind<T>::import(a, meta, ca::import_options{});
-  return kind<T>::make(std::move(meta), std::move(value), ca::placement{});
-}
-
-template <class T>
-T import_device(nb::handle schema_capsule, nb::handle device_array_capsule, cuarrow::stream_view stream) {
-  auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-  auto* a = capsule_struct<ArrowDeviceArray>(device_array_capsule, "the device array capsule");
-  auto meta = kind<T>::meta(*s);
-  const ca::placement declared = ca::placement::of(ca::from_arrow_device_type(a->device_type), a->device_id);
-  nb::gil_scoped_release r;
-  auto value = kind<T>::import(a, meta, stream, ca::import_options{});
-  return kind<T>::make(std::move(meta), std::move(value), declared);
+  return ca::to_device(std::span<const T>(items), ctx, s, o);
 }
 
 // A host or device C stream read to its end: (is_batches, schema capsule,
@@ -264,25 +154,39 @@ nb::tuple read_to_end(nb::handle capsule, int mode, cuarrow::stream_view s) {
 // is labelled with its declared placement.
 template <class T>
 nb::tuple export_device(const T& item, cuarrow::stream_view stream) {
-  nb::object schema = schema_capsule_of(item);
   nb::object array = make_capsule<ArrowDeviceArray>([&](ArrowDeviceArray* out) {
     nb::gil_scoped_release r;
-    ca::export_options o;
-    o.if_no_buffers = item.declared;
-    kind<T>::export_device(item, stream, out, o);
+    ca::export_device_array(item, stream, out);
   });
-  return nb::make_tuple(schema, array);
+  return nb::make_tuple(schema_capsule_of(item), array);
 }
 
 template <class T>
 nb::object export_device_stream(nb::handle schema_capsule, std::vector<T> items, int device_type, int device_id) {
-  auto meta = kind<T>::meta(*capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule"));
-  std::vector<std::remove_cvref_t<decltype(kind<T>::value(items[0]))>> roots;
-  for (T& item : items) roots.push_back(std::move(kind<T>::value(item)));
+  const ArrowSchema& sc = *capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+  const ca::placement where = placement_from(device_type, device_id);
   return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
-    ca::export_device_array_stream(std::move(meta), ca::source_of(std::move(roots)),
-                                   placement_from(device_type, device_id), cuarrow::stream_view(), out);
+    if constexpr (std::is_same_v<T, ca::placed_array>) {
+      std::vector<ca::array_data> roots;
+      for (T& item : items) roots.push_back(std::move(item.data));
+      ca::export_device_array_stream(ca::read_field(sc), ca::source_of(std::move(roots)), where, {}, out);
+    } else {
+      std::vector<ca::record_batch> roots;
+      for (T& item : items) roots.push_back(std::move(item.batch));
+      ca::export_device_array_stream(ca::read_schema(sc), ca::source_of(std::move(roots)), where, {}, out);
+    }
   });
+}
+
+// import_placed_array and its kin over a (schema, array) capsule pair: the
+// schema is read, the array moved out.
+template <class A, auto Import>
+auto import_from(nb::handle schema_capsule, nb::handle array_capsule, auto... stream) {
+  const auto* s = capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
+  auto* a = capsule_struct<A>(array_capsule,
+                              std::is_same_v<A, ArrowArray> ? "the array capsule" : "the device array capsule");
+  nb::gil_scoped_release r;
+  return Import(a, *s, stream..., ca::import_options{});
 }
 
 }  // namespace
@@ -327,7 +231,7 @@ void bind_arrow(nb::module_& m) {
             return a.with_field(field_of(schema_capsule, "the requested schema capsule"));
           },
           nb::arg("schema_capsule"))
-      .def("schema_capsule", &schema_capsule_of<pa_t>)
+      .def("schema_capsule", [](const pa_t& a) { return schema_capsule_of(a); })
       .def(
           "validate",
           [](const pa_t& a, bool full, cuarrow::stream_view stream) {
@@ -351,11 +255,17 @@ void bind_arrow(nb::module_& m) {
             return b.with_schema(schema_of(schema_capsule, "the requested schema capsule"));
           },
           nb::arg("schema_capsule"))
-      .def("schema_capsule", &schema_capsule_of<pb_t>);
+      .def("schema_capsule", [](const pb_t& b) { return schema_capsule_of(b); });
 
   // ---- import -----------------------------------------------------------------------
-  m.def("import_array", &import_host<ca::placed_array>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
-  m.def("import_batch", &import_host<ca::placed_batch>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def(
+      "import_array",
+      [](nb::handle s, nb::handle a) { return import_from<ArrowArray, &ca::import_placed_array>(s, a); },
+      nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def(
+      "import_batch",
+      [](nb::handle s, nb::handle a) { return import_from<ArrowArray, &ca::import_placed_batch>(s, a); },
+      nb::arg("schema_capsule"), nb::arg("array_capsule"));
   m.def(
       "is_struct_schema",
       [](nb::handle schema_capsule) {
@@ -369,10 +279,18 @@ void bind_arrow(nb::module_& m) {
         return std::make_pair(static_cast<int>(a->device_type), static_cast<std::int64_t>(a->device_id));
       },
       nb::arg("device_array_capsule"));
-  m.def("import_device_array", &import_device<ca::placed_array>, nb::arg("schema_capsule"),
-        nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
-  m.def("import_device_batch", &import_device<ca::placed_batch>, nb::arg("schema_capsule"),
-        nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
+  m.def(
+      "import_device_array",
+      [](nb::handle sc, nb::handle a, cuarrow::stream_view s) {
+        return import_from<ArrowDeviceArray, &ca::import_placed_device_array>(sc, a, s);
+      },
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
+  m.def(
+      "import_device_batch",
+      [](nb::handle sc, nb::handle a, cuarrow::stream_view s) {
+        return import_from<ArrowDeviceArray, &ca::import_placed_device_batch>(sc, a, s);
+      },
+      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
 
   m.def(
       "read_stream",
