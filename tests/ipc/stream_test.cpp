@@ -462,7 +462,7 @@ TEST(IpcStream, AssumedOffsetsInPinnedMemoryAreCheckedApart) {
     reference.write(std::vector<record_batch>{host, host});
     EXPECT_EQ(w.stats().early_messages, w.stats().messages) << "the case needs copies queued early";
     const cuarrow_test::fault_api& f = cuarrow_test::faults();
-    f.reset_calls();
+    if (f.available()) f.reset_calls();  // the real driver has no call counters
     const cuarrow::buffer got = w.finish();
     if (f.available() && last == 100) {
       // The check's own reads and waits, then finish()'s: the branch apart
