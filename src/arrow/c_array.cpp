@@ -773,14 +773,6 @@ array_data import_array(ArrowArray* in, const data_type& type, const import_opti
   return import_one(take(in), device_type::cpu, -1, type, stream_view(), options);
 }
 
-array_data import_array(ArrowArray* in, ArrowSchema* schema, const import_options& options) {
-  std::shared_ptr<imported_struct> owner;
-  if (in != nullptr && in->release != nullptr) owner = take(in);  // consumed whatever happens next
-  field f = import_field(schema);
-  if (!owner) return import_array(in, f.type, options);  // reports the null / released input
-  return import_one(owner, device_type::cpu, -1, f.type, stream_view(), options);
-}
-
 record_batch import_record_batch(ArrowArray* in, const arrow::schema& schema, const import_options& options) {
   if (in == nullptr) throw invalid_argument("import_record_batch: null ArrowArray pointer");
   if (in->release == nullptr) {
@@ -789,12 +781,41 @@ record_batch import_record_batch(ArrowArray* in, const arrow::schema& schema, co
   return import_batch(take(in), device_type::cpu, -1, schema, stream_view(), options);
 }
 
-record_batch import_record_batch(ArrowArray* in, ArrowSchema* schema, const import_options& options) {
+namespace {
+
+// A host array or batch with the field or schema `meta()` gives (imported
+// from, or read in, its C schema): `in` is consumed whatever happens next,
+// and a null or released `in` is reported after `meta()` has run.
+template <class Meta>
+std::pair<field, array_data> host_array_with(ArrowArray* in, Meta meta, const import_options& options) {
   std::shared_ptr<imported_struct> owner;
   if (in != nullptr && in->release != nullptr) owner = take(in);
-  arrow::schema s = import_schema(schema);
-  if (!owner) return import_record_batch(in, s, options);
-  return import_batch(owner, device_type::cpu, -1, s, stream_view(), options);
+  field f = meta();
+  if (!owner) return {f, import_array(in, f.type, options)};  // throws for the null / released input
+  array_data a = import_one(owner, device_type::cpu, -1, f.type, stream_view(), options);
+  return {std::move(f), std::move(a)};
+}
+
+template <class Meta>
+record_batch host_batch_with(ArrowArray* in, Meta meta, const import_options& options) {
+  std::shared_ptr<imported_struct> owner;
+  if (in != nullptr && in->release != nullptr) owner = take(in);
+  arrow::schema sc = meta();
+  if (!owner) return import_record_batch(in, sc, options);  // throws for the null / released input
+  return import_batch(owner, device_type::cpu, -1, sc, stream_view(), options);
+}
+
+}  // namespace
+
+array_data import_array(ArrowArray* in, ArrowSchema* schema, const import_options& options) {
+  return host_array_with(
+             in, [&] { return import_field(schema); }, options)
+      .second;
+}
+
+record_batch import_record_batch(ArrowArray* in, ArrowSchema* schema, const import_options& options) {
+  return host_batch_with(
+      in, [&] { return import_schema(schema); }, options);
 }
 
 array_data import_device_array(ArrowDeviceArray* in, const data_type& type, stream_view s,
@@ -826,20 +847,15 @@ record_batch import_device_record_batch(ArrowDeviceArray* in, ArrowSchema* schem
 }
 
 placed_array import_placed_array(ArrowArray* in, const ArrowSchema& schema, const import_options& options) {
-  std::shared_ptr<imported_struct> owner;
-  if (in != nullptr && in->release != nullptr) owner = take(in);  // consumed whatever happens next
-  field f = read_field(schema);
-  if (!owner) return {f, import_array(in, f.type, options), {}};  // reports the null / released input
-  array_data a = import_one(owner, device_type::cpu, -1, f.type, stream_view(), options);
+  auto [f, a] = host_array_with(
+      in, [&] { return read_field(schema); }, options);
   return {std::move(f), std::move(a), {}};
 }
 
 placed_batch import_placed_batch(ArrowArray* in, const ArrowSchema& schema, const import_options& options) {
-  std::shared_ptr<imported_struct> owner;
-  if (in != nullptr && in->release != nullptr) owner = take(in);
-  arrow::schema sc = read_schema(schema);
-  if (!owner) return {import_record_batch(in, sc, options), {}};
-  return {import_batch(owner, device_type::cpu, -1, sc, stream_view(), options), {}};
+  return {host_batch_with(
+              in, [&] { return read_schema(schema); }, options),
+          {}};
 }
 
 placed_array import_placed_device_array(ArrowDeviceArray* in, const ArrowSchema& schema, stream_view s,

@@ -551,21 +551,22 @@ host_transfer<std::vector<record_batch>> batches_to_host_async(std::span<const T
           }};
 }
 
-// to_host_for_export: waits at once when Arrow C++'s importer reads the
-// bytes of any item.
-template <array_item T>
-host_transfer<std::vector<array_data>> arrays_for_export(std::span<const T> src, stream_view s,
-                                                         const array_transfer_options& options) {
-  host_transfer<std::vector<array_data>> t = arrays_to_host_async(src, s, options);
-  if (std::ranges::any_of(src, [](const T& a) { return importer_reads_values(value_of(a).type); })) t.wait();
-  return t;
-}
+// Whether Arrow C++'s importer reads the bytes of an item's export.
+bool read_by_importer(const array_data& a) { return importer_reads_values(a.type); }
+bool read_by_importer(const record_batch& b) { return importer_reads_values(b.schema); }
 
-template <batch_item T>
-host_transfer<std::vector<record_batch>> batches_for_export(std::span<const T> src, stream_view s,
-                                                            const array_transfer_options& options) {
-  host_transfer<std::vector<record_batch>> t = batches_to_host_async(src, s, options);
-  if (std::ranges::any_of(src, [](const T& b) { return importer_reads_values(value_of(b).schema); })) t.wait();
+// to_host_for_export: waits at once when the importer reads the bytes of
+// any item.
+template <class T>
+auto for_export(std::span<const T> src, stream_view s, const array_transfer_options& options) {
+  auto t = [&] {
+    if constexpr (array_item<T>) {
+      return arrays_to_host_async(src, s, options);
+    } else {
+      return batches_to_host_async(src, s, options);
+    }
+  }();
+  if (std::ranges::any_of(src, [](const T& x) { return read_by_importer(value_of(x)); })) t.wait();
   return t;
 }
 
@@ -583,22 +584,22 @@ host_transfer<std::vector<record_batch>> to_host_async(std::span<const record_ba
 
 host_transfer<std::vector<array_data>> to_host_for_export(std::span<const array_data> src, stream_view s,
                                                           const array_transfer_options& options) {
-  return arrays_for_export(src, s, options);
+  return for_export(src, s, options);
 }
 
 host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const record_batch> src, stream_view s,
                                                             const array_transfer_options& options) {
-  return batches_for_export(src, s, options);
+  return for_export(src, s, options);
 }
 
 host_transfer<std::vector<array_data>> to_host_for_export(std::span<const placed_array> src, stream_view s,
                                                           const array_transfer_options& options) {
-  return arrays_for_export(src, s, options);
+  return for_export(src, s, options);
 }
 
 host_transfer<std::vector<record_batch>> to_host_for_export(std::span<const placed_batch> src, stream_view s,
                                                             const array_transfer_options& options) {
-  return batches_for_export(src, s, options);
+  return for_export(src, s, options);
 }
 
 std::vector<array_data> to_host(std::span<const array_data> src, stream_view s, const array_transfer_options& options) {
