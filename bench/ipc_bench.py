@@ -19,8 +19,10 @@ like the smaller cases, for --budget seconds):
   page-cache bandwidth), ``pyarrow.feather.read_table`` + ``cuda.to_device``,
   ``pa.ipc.open_file(pa.memory_map(path)).read_all()`` + ``to_device``, and
   cuarrow's ``ipc.read_feather(path)`` and ``ipc.open_file(path).read_all()``;
-  10% of the columns; the LZ4 and ZSTD files; with --cold, the file out of
-  the page cache (pread and cuarrow);
+  10% of the columns; the LZ4 and ZSTD files, beside the host's own decode
+  ceiling (the same buffers' frames decoded by 16 threads into host memory,
+  no file, no device); with --cold, the file out of the page cache (pread
+  and cuarrow);
 - writes: ``DeviceTable.to_host()`` + ``feather.write_feather`` against
   ``ipc.write_feather``, for each compression; an IPC stream into device
   memory (``ipc.new_stream``) against a raw device-to-device cudaMemcpy of
@@ -85,6 +87,7 @@ G_MSG = "read_record_batch"
 GROUP_ORDER = [G_READ, G_PROJ, G_LZ4, G_ZSTD, G_COLD, *G_WRITE.values(), G_STREAM, G_MSG]
 
 L_PREAD = "preadv, {threads} threads, into host memory"
+L_DECODE = "{codec} frames of the same buffers, {threads} threads, into host memory"
 L_FEATHER = "feather.read_table + cuda.to_device"
 L_MMAP = "ipc.open_file(memory_map).read_all + cuda.to_device"
 L_READ = "ipc.read_feather(path)"
@@ -251,6 +254,68 @@ class ThreadedPread:
         self.pool.shutdown()
 
 
+class ThreadedDecode:
+    """The host's own ceiling for a compressed read: the table's buffers,
+    each compressed alone as the IPC writer does (``pa.compress``, the
+    codec's default level: one ZSTD or LZ4 frame per buffer), decoded by
+    `threads` threads through the system's libzstd / liblz4 (ctypes, which
+    releases the GIL in the call) into pre-allocated, pre-touched host
+    memory.  No file, no device: what the machine's cores decode per second,
+    beside cuarrow's read of the same data."""
+
+    def __init__(self, table: pa.Table, codec: str, threads: int) -> None:
+        import ctypes
+        import ctypes.util
+
+        name = {"zstd": "zstd", "lz4": "lz4"}[codec]
+        self.lib = ctypes.CDLL(ctypes.util.find_library(name) or f"lib{name}.so.1")
+        self.codec = codec
+        self.frames: list[tuple[pa.Buffer, np.ndarray]] = []
+        for batch in table.to_batches():
+            for col in batch.columns:
+                for b in col.buffers():  # its children's too
+                    if b is not None and b.size > 0:
+                        out = np.empty(b.size, dtype=np.uint8)
+                        out.fill(1)
+                        self.frames.append((pa.compress(b, codec=codec, asbytes=False), out))
+        self.nbytes = sum(o.size for _, o in self.frames)
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="decode")
+        self.threads = threads
+        if codec == "zstd":
+            self.lib.ZSTD_decompress.restype = ctypes.c_size_t
+            self.lib.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        else:
+            self.lib.LZ4F_createDecompressionContext.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+            self.lib.LZ4F_decompress.restype = ctypes.c_size_t
+            out_or_in = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]  # (dst, &dst size), (src, &src size)
+            self.lib.LZ4F_decompress.argtypes = [ctypes.c_void_p, *out_or_in, *out_or_in, ctypes.c_void_p]
+        self.ctypes = ctypes
+
+    def _share(self, k: int) -> None:
+        ct = self.ctypes
+        ctx = ct.c_void_p()
+        if self.codec == "lz4":
+            self.lib.LZ4F_createDecompressionContext(ct.byref(ctx), 100)  # LZ4F_VERSION
+        for frame, out in self.frames[k :: self.threads]:
+            if self.codec == "zstd":
+                got = self.lib.ZSTD_decompress(out.ctypes.data, out.size, frame.address, frame.size)
+            else:
+                dst, src = ct.c_size_t(out.size), ct.c_size_t(frame.size)
+                self.lib.LZ4F_decompress(ctx, out.ctypes.data, ct.byref(dst), frame.address, ct.byref(src), None)
+                got = dst.value
+            if got != out.size:
+                raise RuntimeError(f"host {self.codec} decode: {got} bytes, expected {out.size}")
+        if self.codec == "lz4":
+            self.lib.LZ4F_freeDecompressionContext(ctx)
+
+    def __call__(self) -> int:
+        list(self.pool.map(self._share, range(self.threads)))
+        return self.nbytes
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
 def file_ends(path: str) -> np.ndarray:
     size = os.path.getsize(path)
     k = min(bench.ENDS, size)
@@ -339,6 +404,7 @@ class Setup:
         self.files: dict[str, Path] = {}
         self.file_bytes: dict[str, int] = {}
         self.nbytes = 0  # the uncompressed file's size: the bytes every read and write moves
+        self.closers: list[Callable[[], None]] = []  # thread pools of the reference cases
 
 
 def ipc_api(ipc: Any, name: str, notes: list[str]) -> Any:
@@ -428,6 +494,22 @@ def read_cases(s: Setup, pread: ThreadedPread, notes: list[str]) -> list[Case]:
         )
     for comp, group in (("lz4", G_LZ4), ("zstd", G_ZSTD)):
         cpath = str(s.files[comp])
+        try:
+            decode = ThreadedDecode(table, comp, s.args.threads)
+        except (OSError, AttributeError) as e:  # no such library on this machine
+            notes.append(f"host {comp} decode ceiling not measured: {e}")
+        else:
+            s.closers.append(decode.close)
+            cases.append(
+                C(
+                    group,
+                    "host",
+                    L_DECODE.format(codec=comp.upper(), threads=s.args.threads),
+                    decode,
+                    note=f"{len(decode.frames)} frames, one per buffer (the machine's own decode ceiling)",
+                    verify=lambda got, d=decode: got == d.nbytes,
+                )
+            )
         cases.append(C(group, "pyarrow", L_FEATHER, lambda p=cpath: cuda.to_device(feather.read_table(p))))
         if read_feather is not None:
             cases.append(
@@ -730,11 +812,12 @@ def evaluate_targets(results: list[dict[str, Any]], data_bytes: int) -> list[dic
             {"group": r["group"], "size": r["size_label"], "name": r["name"], "target": text, "value": value, "met": ok}
         )
 
-    def rate(r: dict[str, Any], floor: float) -> None:
+    def rate(r: dict[str, Any], floor: float, beside: dict[str, Any] | None = None) -> None:
         gb = r["gbps_median"]
-        judge(
-            r, f"≥ {floor:g} GB/s", gb >= floor if big else None, f"{gb:.1f} GB/s" + ("" if big else " (table < 1 GiB)")
-        )
+        value = f"{gb:.1f} GB/s" + ("" if big else " (table < 1 GiB)")
+        if beside is not None:  # the host's own decode ceiling, for context (not judged)
+            value += f"; {gb / beside['gbps_median']:.2f} × the host's {_gb(beside)} GB/s decode ceiling"
+        judge(r, f"≥ {floor:g} GB/s", gb >= floor if big else None, value)
 
     def versus(r: dict[str, Any] | None, ref: dict[str, Any] | None, factor: float, text: str) -> None:
         if r is None:
@@ -759,7 +842,7 @@ def evaluate_targets(results: list[dict[str, Any]], data_bytes: int) -> list[dic
     for group, floor in ((G_LZ4, 16.0), (G_ZSTD, 10.0)):
         r = _find(results, group, "cuarrow", L_READ)
         if r is not None:
-            rate(r, floor)
+            rate(r, floor, next((x for x in results if x["group"] == group and x["impl"] == "host"), None))
     r = _find(results, G_ZSTD, "cuarrow", L_READ_GPU)
     if r is not None:
         rate(r, 10.0)
@@ -1133,6 +1216,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if pread is not None:
             pread.close()
+        for close in s.closers:
+            close()
         shutil.rmtree(workdir, ignore_errors=True)
 
     add_ratios(results)
