@@ -282,6 +282,29 @@ def test_write_feather_compressed_reads_back_in_both(ctx, tmp_path, compression)
         ipc.write_feather(cuda.to_device(table, ctx), path, compression="snappy")
 
 
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compressed_buffers_above_4_mib_are_written_in_chunks_every_reader_reads(ctx, tmp_path, compression):
+    # Buffers above 4 MiB are compressed in 4 MiB chunks on several threads
+    # (one LZ4 frame of independent blocks; one ZSTD frame per chunk):
+    # pyarrow, cuarrow's host path and its GPU path (nvCOMP takes a buffer
+    # of one frame only; the host decides the others) all read the table.
+    rng = np.random.default_rng(4)
+    n = 1_300_000  # 10.4 MB of int64, 2 chunks and a bit
+    table = pa.table(
+        {
+            "i": pa.array(np.arange(n, dtype=np.int64) // 3),
+            "f": pa.array(rng.integers(0, 1000, n).astype(np.float64)),
+            "s": pa.array([f"w{k % 977}" for k in range(n)]),
+        }
+    )
+    path = tmp_path / "big.feather"
+    ipc.write_feather(cuda.to_device(table, ctx), path, compression=compression)
+    assert feather.read_table(path).equals(table)
+    assert ipc.read_feather(path).to_host().equals(table)
+    assert ipc.read_feather(path, gpu_decompression=True).to_host().equals(table)
+    assert path.stat().st_size < table.nbytes / 2, "compressed"
+
+
 def test_a_failed_write_leaves_no_file_and_bad_paths_are_oserrors(ctx, tmp_path):
     table = _wide(rows=100)
     with pytest.raises(FileNotFoundError):

@@ -4,7 +4,10 @@
 // empty buffers are left empty; every other buffer is compressed (level 1
 // for both codecs, LZ4 frame preferences all defaults: 64 KiB blocks, no
 // checksums, no content size) unless min_space_savings says to store it
-// with length -1; its reader takes exactly one frame per buffer.
+// with length -1; its reader takes exactly one LZ4 frame per buffer, and
+// any number of ZSTD frames (ZSTD_decompress).  Buffers above 4 MiB are
+// compressed here in chunks, in parallel (compress_all): one LZ4 frame of
+// independent 4 MiB blocks, or one ZSTD frame per chunk.
 #include "cuarrow/ipc/codec.hpp"
 
 #include <algorithm>
@@ -154,7 +157,22 @@ LZ4F_preferences_t lz4_preferences(int level) {
   prefs.compressionLevel = level;
   return prefs;
 }
+
+// A buffer larger than one chunk: one frame of independent 4 MiB blocks
+// (one chunk each), no checksums, no content size.
+LZ4F_preferences_t lz4_chunked_preferences(int level) {
+  LZ4F_preferences_t prefs = lz4_preferences(level);
+  prefs.frameInfo.blockSizeID = LZ4F_max4MB;
+  prefs.frameInfo.blockMode = LZ4F_blockIndependent;
+  return prefs;
+}
 #endif
+
+// A chunk's LZ4 frame as LZ4F_compressFrame writes it with
+// lz4_chunked_preferences: the 7-byte header (magic, FLG, BD, header
+// checksum), the chunk's one block, the 4-byte end mark.
+constexpr std::size_t lz4_chunk_header = 7;
+constexpr std::size_t lz4_end_mark = 4;
 
 // ---- ZSTD --------------------------------------------------------------------
 
@@ -347,70 +365,90 @@ void decompress(compression_codec codec, std::span<const std::byte> framed, std:
   missing(codec);
 }
 
-std::int64_t max_framed_size(compression_codec codec, std::int64_t size) {
-  check_codec(codec);
-  if (size < 0) throw invalid_argument("max_framed_size: negative size " + std::to_string(size));
-  if (size == 0) return 0;
+namespace {
+
+// Buffers above this size are compressed in chunks of it, on as many
+// threads as there are chunks: a batch's largest buffer (a string column's
+// data, tens of MB) no longer keeps one thread busy while the others wait.
+// LZ4: one frame whose independent blocks are the chunks (LZ4F_max4MB);
+// ZSTD: one frame per chunk, one after the other (a reader's
+// ZSTD_decompress, Arrow C++'s included, takes concatenated frames).
+constexpr std::size_t chunk_bytes = std::size_t{4} << 20;
+
+std::size_t chunks_of(std::size_t size) { return size <= chunk_bytes ? 1 : (size + chunk_bytes - 1) / chunk_bytes; }
+
+// The most bytes one frame of `size` input bytes takes: a whole buffer's
+// frame, or (chunked) one chunk's frame.
+std::size_t frame_bound(compression_codec codec, std::size_t size, bool chunked) {
   std::size_t bound = 0;
 #if CUARROW_HAVE_LZ4
   if (codec == compression_codec::lz4_frame) {
-    const LZ4F_preferences_t prefs = lz4_preferences(default_level);
-    bound = LZ4F_compressFrameBound(static_cast<std::size_t>(size), &prefs);
+    const LZ4F_preferences_t prefs = chunked ? lz4_chunked_preferences(default_level) : lz4_preferences(default_level);
+    bound = LZ4F_compressFrameBound(size, &prefs);
   }
 #endif
 #if CUARROW_HAVE_ZSTD
-  if (codec == compression_codec::zstd) bound = ZSTD_compressBound(static_cast<std::size_t>(size));
+  if (codec == compression_codec::zstd) bound = ZSTD_compressBound(size);
 #endif
-  // Both bounds exceed the input, so the -1 fallback fits too.
-  if (bound == 0 || bound > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max() - frame_prefix_bytes)) {
-    throw invalid_argument("max_framed_size: " + std::to_string(size) + " bytes is too large for " + to_string(codec));
-  }
-  return frame_prefix_bytes + static_cast<std::int64_t>(std::max(bound, static_cast<std::size_t>(size)));
+  (void)chunked;
+  return bound;
 }
 
-std::int64_t compress(compression_codec codec, std::span<const std::byte> in, std::span<std::byte> out,
-                      const compress_options& options) {
-  check_codec(codec);
-  if (options.min_space_savings && !(*options.min_space_savings >= 0.0 && *options.min_space_savings <= 1.0)) {
-    throw invalid_argument("min_space_savings must be between 0 and 1, not " +
-                           std::to_string(*options.min_space_savings));
-  }
-  if (in.empty()) return 0;
-  const std::int64_t needed = max_framed_size(codec, static_cast<std::int64_t>(in.size()));
-  if (static_cast<std::uint64_t>(needed) > out.size()) {
-    throw invalid_argument("compress: the output has " + size_text(out.size()) + ", " + std::to_string(needed) +
-                           " may be needed (max_framed_size)");
-  }
-  const int level = options.level.value_or(default_level);
-  std::byte* dst = out.data() + frame_prefix_bytes;
-  const std::size_t capacity = out.size() - frame_prefix_bytes;
+// Where chunk k's frame is written before the chunks are joined: each in a
+// room of its own, after the 8-byte prefix.
+std::size_t chunk_room(compression_codec codec) { return frame_bound(codec, chunk_bytes, true); }
+
+// One frame of `in` (a whole buffer, or one chunk of a larger one) into
+// `out`; the bytes written.
+std::size_t compress_frame(compression_codec codec, std::span<const std::byte> in, std::span<std::byte> out, int level,
+                           bool chunked) {
   std::size_t n = 0;
 #if CUARROW_HAVE_LZ4
   if (codec == compression_codec::lz4_frame) {
-    const LZ4F_preferences_t prefs = lz4_preferences(level);
-    n = LZ4F_compressFrame(dst, capacity, in.data(), in.size(), &prefs);
+    const LZ4F_preferences_t prefs = chunked ? lz4_chunked_preferences(level) : lz4_preferences(level);
+    n = LZ4F_compressFrame(out.data(), out.size(), in.data(), in.size(), &prefs);
     if (LZ4F_isError(n)) throw error(std::string("LZ4F_compressFrame failed: ") + LZ4F_getErrorName(n));
+    if (chunked && n <= lz4_chunk_header + lz4_end_mark) {
+      throw error("LZ4F_compressFrame wrote " + std::to_string(n) + " bytes for a chunk of " +
+                  std::to_string(in.size()) + " (a header, a block and an end mark expected)");
+    }
   }
 #endif
 #if CUARROW_HAVE_ZSTD
   if (codec == compression_codec::zstd) {
     static thread_local zstd_cctx cctx;
-    n = ZSTD_compressCCtx(cctx.get(), dst, capacity, in.data(), in.size(), level);
+    n = ZSTD_compressCCtx(cctx.get(), out.data(), out.size(), in.data(), in.size(), level);
     if (ZSTD_isError(n)) throw error(std::string("ZSTD_compressCCtx failed: ") + ZSTD_getErrorName(n));
   }
 #endif
   (void)level;
-  (void)capacity;
-  if (options.min_space_savings) {
-    const double savings = 1.0 - static_cast<double>(n) / static_cast<double>(in.size());
-    if (savings < *options.min_space_savings) {
-      std::memcpy(dst, in.data(), in.size());
-      store_le64(out.data(), stored_uncompressed);
-      return frame_prefix_bytes + static_cast<std::int64_t>(in.size());
-    }
+  (void)chunked;
+  return n;
+}
+
+}  // namespace
+
+std::int64_t max_framed_size(compression_codec codec, std::int64_t size) {
+  check_codec(codec);
+  if (size < 0) throw invalid_argument("max_framed_size: negative size " + std::to_string(size));
+  if (size == 0) return 0;
+  const auto n = static_cast<std::size_t>(size);
+  const std::size_t chunks = chunks_of(n);
+  const std::size_t room = chunks == 1 ? frame_bound(codec, n, false) : chunk_room(codec);
+  // Every chunk but the last has a full room; the last needs at most one.
+  constexpr std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max() - frame_prefix_bytes);
+  if (room == 0 || room > limit / chunks) {
+    throw invalid_argument("max_framed_size: " + std::to_string(size) + " bytes is too large for " + to_string(codec));
   }
-  store_le64(out.data(), static_cast<std::int64_t>(in.size()));
-  return frame_prefix_bytes + static_cast<std::int64_t>(n);
+  // Both bounds exceed the input, so the -1 fallback fits too.
+  return frame_prefix_bytes + static_cast<std::int64_t>(std::max(room * chunks, n));
+}
+
+std::int64_t compress(compression_codec codec, std::span<const std::byte> in, std::span<std::byte> out,
+                      const compress_options& options) {
+  compress_job job{in, out};
+  compress_all(codec, std::span<compress_job>(&job, 1), options, 1);
+  return job.written;
 }
 
 std::vector<std::byte> compress(compression_codec codec, std::span<const std::byte> in,
@@ -436,13 +474,87 @@ void decompress_all(compression_codec codec, std::span<const decompress_job> job
 
 void compress_all(compression_codec codec, std::span<compress_job> jobs, const compress_options& options, int threads) {
   check_codec(codec);
+  if (options.min_space_savings && !(*options.min_space_savings >= 0.0 && *options.min_space_savings <= 1.0)) {
+    throw invalid_argument("min_space_savings must be between 0 and 1, not " +
+                           std::to_string(*options.min_space_savings));
+  }
+  const int level = options.level.value_or(default_level);
+  // Every chunk of every job is one task: (job, chunk index).
+  std::vector<std::pair<std::size_t, std::size_t>> tasks;
+  std::vector<std::vector<std::size_t>> written(jobs.size());  // each chunk's frame size
   std::size_t bytes = 0;
-  for (const auto& j : jobs) bytes += j.in.size();
-  auto [index, failure] = run_jobs(jobs.size(), bytes, threads, [&](std::size_t i) {
-    jobs[i].written = compress(codec, jobs[i].in, jobs[i].out, options);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    compress_job& j = jobs[i];
+    j.written = 0;
+    if (j.in.empty()) continue;
+    const std::int64_t needed = max_framed_size(codec, static_cast<std::int64_t>(j.in.size()));
+    if (static_cast<std::uint64_t>(needed) > j.out.size()) {
+      throw invalid_argument("compress: the output has " + size_text(j.out.size()) + ", " + std::to_string(needed) +
+                             " may be needed (max_framed_size)");
+    }
+    const std::size_t chunks = chunks_of(j.in.size());
+    written[i].resize(chunks);
+    for (std::size_t k = 0; k < chunks; ++k) tasks.emplace_back(i, k);
+    bytes += j.in.size();
+  }
+  const std::size_t room = chunk_room(codec);
+  auto [index, failure] = run_jobs(tasks.size(), bytes, threads, [&](std::size_t t) {
+    const auto [i, k] = tasks[t];
+    const compress_job& j = jobs[i];
+    std::byte* frames = j.out.data() + frame_prefix_bytes;
+    if (written[i].size() == 1) {
+      written[i][0] = compress_frame(codec, j.in, {frames, j.out.size() - frame_prefix_bytes}, level, false);
+    } else {
+      const std::size_t at = k * chunk_bytes;
+      written[i][k] = compress_frame(codec, j.in.subspan(at, std::min(chunk_bytes, j.in.size() - at)),
+                                     {frames + k * room, room}, level, true);
+    }
   });
   (void)index;
   if (failure) std::rethrow_exception(failure);
+
+  // Each chunked job's frames joined, in order, left to right (a frame
+  // never moves right: it is at most its room), then the prefix, or the
+  // input stored as it is when compressing saved too little; a job a task.
+  const auto finish = [&](std::size_t i) {
+    compress_job& j = jobs[i];
+    if (j.in.empty()) return;
+    std::byte* frames = j.out.data() + frame_prefix_bytes;
+    std::size_t n = written[i][0];
+    if (written[i].size() > 1) {
+      if (codec == compression_codec::lz4_frame) {
+        // Chunk 0's header stays; each chunk gives its block, then one end mark.
+        n = lz4_chunk_header;
+        for (std::size_t k = 0; k < written[i].size(); ++k) {
+          const std::size_t block = written[i][k] - lz4_chunk_header - lz4_end_mark;
+          std::memmove(frames + n, frames + k * room + lz4_chunk_header, block);
+          n += block;
+        }
+        std::memset(frames + n, 0, lz4_end_mark);
+        n += lz4_end_mark;
+      } else {
+        n = written[i][0];
+        for (std::size_t k = 1; k < written[i].size(); ++k) {
+          std::memmove(frames + n, frames + k * room, written[i][k]);
+          n += written[i][k];
+        }
+      }
+    }
+    if (options.min_space_savings) {
+      const double savings = 1.0 - static_cast<double>(n) / static_cast<double>(j.in.size());
+      if (savings < *options.min_space_savings) {
+        std::memcpy(frames, j.in.data(), j.in.size());
+        store_le64(j.out.data(), stored_uncompressed);
+        j.written = frame_prefix_bytes + static_cast<std::int64_t>(j.in.size());
+        return;
+      }
+    }
+    store_le64(j.out.data(), static_cast<std::int64_t>(j.in.size()));
+    j.written = frame_prefix_bytes + static_cast<std::int64_t>(n);
+  };
+  const auto [unused, no_failure] = run_jobs(jobs.size(), bytes, threads, finish);
+  (void)unused;
+  if (no_failure) std::rethrow_exception(no_failure);
 }
 
 }  // namespace cuarrow::ipc

@@ -52,6 +52,7 @@ class file_sink final : public internal::message_sink {
     const cuarrow::detail::timed t(&counters.file_write_ns);
     cuarrow::detail::write_to_file(file_, pieces, s_);
   }
+  bool concurrent_flush() const noexcept override { return true; }
 
  private:
   cuarrow::detail::output_file& file_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <map>
 #include <optional>
@@ -942,14 +943,28 @@ void message_writer::write(detail::batch_refs batches, std::span<const arrow::ke
     const cuarrow::detail::timed t(&sink_.counters.layout_ns);
     return detail::layout_bodies(batches, s_);
   }();
+  // Compressed, into a file: each group's bodies are written on a thread
+  // of their own while the next group is compressed (the sink is touched
+  // by one thread at a time: a group is appended only once the last one is
+  // written).  A write that fails waits for the one in flight first.
+  std::future<void> writing;
+  const auto written = [&] {
+    if (writing.valid()) writing.get();
+  };
+  struct waits_for {
+    std::future<void>& f;
+    ~waits_for() {
+      if (f.valid()) f.wait();
+    }
+  } in_flight{writing};
   std::size_t first = 0;
   while (first < batches.size()) {
     // Uncompressed, a layout is known before its bytes move: every batch
     // in one group.  Compressed, a group holds at most compressed_group_
     // bytes of uncompressed body (one batch at least): the host copy and
     // the framed buffers of a group are kept until the sink has written
-    // them, in blocks of the pinned pool, which must hold two groups' worth
-    // and still reuse its blocks.
+    // them, in blocks of the pinned pool, which must hold two or three
+    // groups' worth and still reuse its blocks.
     std::vector<body_layout> layouts;
     std::int64_t bytes = 0;
     std::size_t end = first;
@@ -964,6 +979,7 @@ void message_writer::write(detail::batch_refs batches, std::span<const arrow::ke
       layouts = detail::compress_bodies(layouts, *options_.compression, options_.compress, options_.compress_threads,
                                         s_, &sink_.counters.compress_copy_ns);
     }
+    written();
     for (std::size_t k = 0; k < layouts.size(); ++k) {
       const std::size_t i = first + k;
       send_dictionaries(*batches[i]);
@@ -974,8 +990,12 @@ void message_writer::write(detail::batch_refs batches, std::span<const arrow::ke
       batch_blocks_.push_back(sink_.append(m, &layouts[k]));
       ++sink_.counters.batches;
     }
-    sink_.flush();
     first = end;
+    if (options_.compression && first < batches.size() && sink_.concurrent_flush()) {
+      writing = std::async(std::launch::async, [this] { sink_.flush(); });
+    } else {
+      sink_.flush();
+    }
   }
 }
 

@@ -44,6 +44,10 @@ class message_sink {
   /// The end of a group of messages: a sink that defers bodies (the file
   /// sink gathers them into one staging-pipeline job) writes them now.
   virtual void flush() {}
+  /// Whether flush() may run on another thread while the writer compresses
+  /// the next group (nothing else touches the sink meanwhile): the file
+  /// sink's writes of host bytes can.  Default: false.
+  virtual bool concurrent_flush() const noexcept { return false; }
   /// flush(), with `reads` of device memory made by the same batched copy
   /// as the sink's last copies, and then one wait for them all: the bytes
   /// read (laid out as arrow::detail::read_to_host lays them).  nullopt,

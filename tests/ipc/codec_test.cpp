@@ -149,6 +149,62 @@ TEST_P(Codec, RoundTripsEverySize) {
   EXPECT_LT(cuarrow::ipc::compress(codec(), compressible(1 << 20)).size(), std::size_t{1} << 19);
 }
 
+// Buffers above 4 MiB are compressed in 4 MiB chunks, in parallel: one
+// LZ4 frame of independent 4 MiB blocks, or one ZSTD frame per chunk.  The
+// same bytes whatever the thread count, and what a one-frame reader reads.
+TEST_P(Codec, LargeBuffersCompressInChunksOnEveryThread) {
+  constexpr std::size_t chunk = std::size_t{4} << 20;
+  const std::size_t n = 2 * chunk + 12345;
+  bytes mixed = compressible(n, 7);
+  const bytes noise = random_bytes(chunk / 2, 9);  // one chunk half incompressible: LZ4 stores such a block raw
+  std::memcpy(mixed.data() + chunk + chunk / 4, noise.data(), noise.size());
+  for (const bytes& in : {mixed, random_bytes(n, 3)}) {
+    const bytes framed = cuarrow::ipc::compress(codec(), in);
+    EXPECT_LE(static_cast<std::int64_t>(framed.size()), cuarrow::ipc::max_framed_size(codec(), n));
+    EXPECT_EQ(prefix_of(framed), static_cast<std::int64_t>(n));
+    EXPECT_EQ(decompressed(codec(), framed), in);
+    const std::span<const std::byte> frame = std::span(framed).subspan(8);
+    if (codec() == compression_codec::lz4_frame) {
+      // FLG: version 01, independent blocks; BD: 4 MiB blocks.  decompress
+      // refuses bytes after the frame, so the frame is the whole buffer.
+      EXPECT_EQ(std::to_integer<int>(frame[4]) & 0xE0, 0x60);
+      EXPECT_EQ(std::to_integer<int>(frame[5]), 0x70);
+    } else {
+      EXPECT_EQ(cuarrow::ipc::zstd_frame_content_size(frame), static_cast<std::int64_t>(chunk));  // the first of 3
+    }
+    // compress_all on 4 threads writes the same bytes as compress().
+    bytes out(static_cast<std::size_t>(cuarrow::ipc::max_framed_size(codec(), n)) + 100);
+    const bytes small = compressible(1000);
+    bytes small_out(static_cast<std::size_t>(cuarrow::ipc::max_framed_size(codec(), 1000)));
+    std::vector<cuarrow::ipc::compress_job> jobs(2);
+    jobs[0].in = in;
+    jobs[0].out = out;
+    jobs[1].in = small;
+    jobs[1].out = small_out;
+    cuarrow::ipc::compress_all(codec(), jobs, {}, 4);
+    EXPECT_EQ(bytes(out.begin(), out.begin() + jobs[0].written), framed);
+    EXPECT_EQ(bytes(small_out.begin(), small_out.begin() + jobs[1].written), cuarrow::ipc::compress(codec(), small));
+  }
+  // A buffer of at most one chunk keeps the one-frame form of Arrow C++
+  // (LZ4: 64 KiB linked blocks; ZSTD: one frame stating the whole size).
+  const bytes one = compressible(chunk, 5);
+  const bytes framed = cuarrow::ipc::compress(codec(), one);
+  const std::span<const std::byte> frame = std::span(framed).subspan(8);
+  if (codec() == compression_codec::lz4_frame) {
+    EXPECT_EQ(std::to_integer<int>(frame[5]), 0x40);
+  } else {
+    EXPECT_EQ(cuarrow::ipc::zstd_frame_content_size(frame), static_cast<std::int64_t>(chunk));
+  }
+  EXPECT_EQ(decompressed(codec(), framed), one);
+  // Saving too little stores a chunked buffer as it is, too.
+  cuarrow::ipc::compress_options o;
+  o.min_space_savings = 0.1;
+  const bytes random = random_bytes(n, 11);
+  const bytes stored = cuarrow::ipc::compress(codec(), random, o);
+  EXPECT_EQ(prefix_of(stored), -1);
+  EXPECT_EQ(decompressed(codec(), stored), random);
+}
+
 TEST_P(Codec, EmptyBuffersStayEmpty) {
   // Arrow writes an empty buffer as no bytes at all, not a length and a frame.
   EXPECT_TRUE(cuarrow::ipc::compress(codec(), bytes{}).empty());

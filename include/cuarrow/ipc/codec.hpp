@@ -70,15 +70,15 @@ CUARROW_EXPORT std::int64_t decompressed_size(std::span<const std::byte> framed,
 CUARROW_EXPORT void decompress(compression_codec codec, std::span<const std::byte> framed, std::span<std::byte> out,
                                std::string_view where = "compressed buffer");
 
-/// How to compress.  The defaults are Arrow C++'s (pyarrow's
-/// IpcWriteOptions(compression=...)): level 1 for both codecs, every
-/// non-empty buffer compressed.
 /// The decompressed size a ZSTD frame's header declares, from the frame's
 /// first bytes (18 are always enough; fewer may be): -1 when they do not
 /// start a ZSTD frame, the header does not state its size (it may not), or
 /// libzstd was not built in.  Reads nothing beyond `frame`; never throws.
 CUARROW_EXPORT std::int64_t zstd_frame_content_size(std::span<const std::byte> frame) noexcept;
 
+/// How to compress.  The defaults are Arrow C++'s (pyarrow's
+/// IpcWriteOptions(compression=...)): level 1 for both codecs, every
+/// non-empty buffer compressed.
 struct compress_options {
   /// The codec's level; unset: 1 (LZ4 fast mode, ZSTD level 1).
   std::optional<int> level;
@@ -93,7 +93,10 @@ CUARROW_EXPORT std::int64_t max_framed_size(compression_codec codec, std::int64_
 
 /// Frames `in` into `out` (at least max_framed_size(codec, in.size())
 /// bytes) as Arrow C++ does and returns the bytes written: 0 for empty
-/// input, else 8 + the frame (or + the input, length -1).  Throws
+/// input, else 8 + the frame (or + the input, length -1).  Input above
+/// 4 MiB is compressed in 4 MiB chunks (compress_all runs them in
+/// parallel): one LZ4 frame of independent 4 MiB blocks, or one ZSTD frame
+/// per chunk, one after the other; what Arrow C++ reads.  Throws
 /// invalid_argument for a short `out` or options out of range,
 /// cuarrow::error when this build lacks the codec.
 CUARROW_EXPORT std::int64_t compress(compression_codec codec, std::span<const std::byte> in, std::span<std::byte> out,
@@ -120,7 +123,9 @@ struct compress_job {
 CUARROW_EXPORT void decompress_all(compression_codec codec, std::span<const decompress_job> jobs, int threads = 0,
                                    std::string_view where = "buffers");
 
-/// Runs compress() for every job likewise, setting each job's `written`.
+/// Runs compress() for every job likewise, setting each job's `written`
+/// (the same bytes as compress()): every 4 MiB chunk of every job is a task
+/// of its own on the threads.
 CUARROW_EXPORT void compress_all(compression_codec codec, std::span<compress_job> jobs,
                                  const compress_options& options = {}, int threads = 0);
 
