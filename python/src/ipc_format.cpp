@@ -38,14 +38,9 @@ namespace {
 namespace ca = cuarrow::arrow;
 namespace ci = cuarrow::ipc;
 
-// Where a source's memory is: a batch read from it without any buffer
-// (empty columns, nulls) is labelled with it.
-ca::placement placement_of(const cuarrow::buffer& source) {
-  return ca::placement::of(source.type(), source.device_id());
-}
-
-// A batch read from a source, as the facade's handle: `where` is declared
-// for a batch without any buffer.
+// A batch read from a source, as the facade's handle: `where` (the
+// reader's placement(), or where the source's memory is) is declared for a
+// batch without any buffer.
 nb::object batch_handle(ca::record_batch b, const ca::placement& where) {
   return nb::cast(ca::placed_batch{std::move(b), where});
 }
@@ -109,12 +104,10 @@ struct DictionaryMemo {
 };
 
 // A reader (of a buffer: stream_reader, file_reader; of a path, into device
-// memory: device_stream_reader, device_file_reader) with where what it
-// reads lives.
+// memory: device_stream_reader, device_file_reader).
 template <class R>
 struct Reader {
   R r;
-  ca::placement where;
   std::mutex mu;  // held by reads that change the reader (a stream's position)
 };
 using StreamReader = Reader<ci::stream_reader>;
@@ -134,14 +127,14 @@ void init_path_reader(Reader<R>* self, std::string path, const cuarrow::context&
   o.gpu_decompression = gpu_decompression;
   o.body_group_bytes = body_group_bytes.value_or(-1);  // None: the core's default
   nb::gil_scoped_release r;
-  new (self) Reader<R>{R(std::move(path), ctx, o), {cuarrow::device_type::cuda, ctx.device_number()}, {}};
+  new (self) Reader<R>{R(std::move(path), ctx, o), {}};
 }
 
 // __init__ of a reader of a buffer.
 template <class R>
 void init_buffer_reader(Reader<R>* self, const cuarrow::buffer& source) {
   nb::gil_scoped_release r;
-  new (self) Reader<R>{R(source, ci::read_options{}), placement_of(source), {}};
+  new (self) Reader<R>{R(source, ci::read_options{}), {}};
 }
 
 // A writer's write_stats as a dict of its fields.
@@ -216,14 +209,14 @@ void reader_methods(nb::class_<Reader<R>>& c, bool read_all = true) {
         .def(
             "read_batch",
             [](const Self& self, int i) {
-              return batch_handle(released([&] { return self.r.read_batch(i); }), self.where);
+              return batch_handle(released([&] { return self.r.read_batch(i); }), self.r.placement());
             },
             nb::arg("i"))
         .def(
             "read_batch_with_metadata",
             [](const Self& self, int i) {
               ci::batch_with_metadata b = released([&] { return self.r.read_batch_with_custom_metadata(i); });
-              return nb::make_tuple(batch_handle(std::move(b.batch), self.where), pairs_of(b.custom_metadata));
+              return nb::make_tuple(batch_handle(std::move(b.batch), self.r.placement()), pairs_of(b.custom_metadata));
             },
             nb::arg("i"))
         .def_prop_ro("footer_metadata", [](const Self& self) { return pairs_of(self.r.footer().custom_metadata); });
@@ -231,12 +224,13 @@ void reader_methods(nb::class_<Reader<R>>& c, bool read_all = true) {
     c.def("read_next_with_metadata", [](Self& self) -> nb::object {
        std::optional<ci::batch_with_metadata> b = locked(self, [&] { return self.r.read_next_with_custom_metadata(); });
        if (!b) return nb::none();
-       return nb::make_tuple(batch_handle(std::move(b->batch), self.where), pairs_of(b->custom_metadata));
+       return nb::make_tuple(batch_handle(std::move(b->batch), self.r.placement()), pairs_of(b->custom_metadata));
      }).def_prop_ro("position", [](const Self& self) { return self.r.position(); });
   }
   if (read_all) {
-    c.def("read_all",
-          [](Self& self) { return batch_handles(locked(self, [&] { return self.r.read_all(); }), self.where); });
+    c.def("read_all", [](Self& self) {
+      return batch_handles(locked(self, [&] { return self.r.read_all(); }), self.r.placement());
+    });
   }
   if constexpr (requires(const R& r) { r.stats(); }) {
     c.def("__init__", &init_path_reader<R>, nb::arg("path"), nb::arg("context"), nb::arg("columns").none() = nb::none(),
@@ -309,7 +303,7 @@ void bind_ipc_format(nb::module_& m) {
           if (memo != nullptr) lock = std::unique_lock(memo->mu);
           return ci::read_record_batch(msg, std::move(sc), memo != nullptr ? &memo->memo : nullptr);
         });
-        return batch_handle(std::move(b), placement_of(msg.body));
+        return batch_handle(std::move(b), ca::placement::of(msg.body));
       },
       nb::arg("message"), nb::arg("schema_capsule"), nb::arg("dictionary_memo").none() = nb::none());
 
@@ -327,7 +321,7 @@ void bind_ipc_format(nb::module_& m) {
       .def(
           "read_batches",
           [](const PathFileReader& self, const std::vector<int>& indices) {
-            return batch_handles(released([&] { return self.r.read_batches(indices); }), self.where);
+            return batch_handles(released([&] { return self.r.read_batches(indices); }), self.r.placement());
           },
           nb::arg("indices"));
   nb::class_<PathStreamReader> path_stream_reader(
@@ -460,7 +454,7 @@ void bind_ipc_format(nb::module_& m) {
         nb::object schema = nb::none();
         if (o.kind != ci::shared_kind::buffer) {
           schema = schema_capsule(o.schema);
-          batches = batch_handles(std::move(o.batches), placement_of(o.data));
+          batches = batch_handles(std::move(o.batches), ca::placement::of(o.data));
         }
         return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, o.data);
       },

@@ -1081,6 +1081,9 @@ device_file_reader::device_file_reader(device_file_reader&&) noexcept = default;
 device_file_reader& device_file_reader::operator=(device_file_reader&&) noexcept = default;
 
 const schema_message& device_file_reader::schema() const noexcept { return state_->schema; }
+arrow::placement device_file_reader::placement() const noexcept {
+  return arrow::placement::of(device_type::cuda, state_->ctx.device_number());
+}
 const file_footer& device_file_reader::footer() const noexcept { return state_->footer; }
 int device_file_reader::num_record_batches() const noexcept {
   return static_cast<int>(state_->footer.record_batches.size());
@@ -1185,6 +1188,9 @@ device_stream_reader::device_stream_reader(device_stream_reader&&) noexcept = de
 device_stream_reader& device_stream_reader::operator=(device_stream_reader&&) noexcept = default;
 
 const schema_message& device_stream_reader::schema() const noexcept { return state_->schema; }
+arrow::placement device_stream_reader::placement() const noexcept {
+  return arrow::placement::of(device_type::cuda, state_->ctx.device_number());
+}
 const dictionary_memo& device_stream_reader::dictionaries() const noexcept { return state_->memo; }
 std::int64_t device_stream_reader::position() const noexcept { return state_->position; }
 std::int64_t device_stream_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }

@@ -160,6 +160,26 @@ TEST_F(IpcFile, CompressedBodiesDecompressToTheSameData) {
   }
 }
 
+TEST_F(IpcFile, ReadersSayWhereTheirBatchesLive) {
+  // What a batch without any buffer (an empty one) is declared to be.
+  const cuarrow::context last = cuarrow::context::get(cuarrow::device_count() - 1);
+  const std::vector<std::byte> bytes = load("file_wide.arrow");
+  const std::string path = write("wide.arrow", bytes);
+  EXPECT_EQ(ipc::device_file_reader(path, last).placement(),
+            placement::of(cuarrow::device_type::cuda, last.device_number()));
+  const std::string spath = write_golden("empty_batch.arrows");
+  EXPECT_EQ(ipc::device_stream_reader(spath, last).placement(),
+            placement::of(cuarrow::device_type::cuda, last.device_number()));
+  EXPECT_EQ(ipc::file_reader(on_host(bytes)).placement(), placement::of(cuarrow::device_type::cpu, -1));
+  const cuarrow::buffer on_device =
+      cuarrow::copy_to_device(last, bytes.data(), static_cast<std::int64_t>(bytes.size()));
+  ipc::file_reader dev(on_device);
+  EXPECT_EQ(dev.placement(), placement::of(cuarrow::device_type::cuda, last.device_number()));
+  EXPECT_EQ(placement_of(dev.read_batch(0).columns[0], {}), dev.placement()) << "where its buffers are";
+  EXPECT_EQ(ipc::stream_reader(on_host(load("empty_batch.arrows"))).placement(),
+            placement::of(cuarrow::device_type::cpu, -1));
+}
+
 TEST_F(IpcFile, BatchesAreReadInAnyOrder) {
   const std::string path = write_golden("file_wide.arrow");
   ipc::file_reader mem(on_host(load("file_wide.arrow")));

@@ -73,6 +73,8 @@ struct placement {
   static constexpr placement of(device_type type, int device_id) noexcept {
     return {type, type == device_type::cpu ? -1 : device_id};
   }
+  /// Where `b`'s memory is.
+  static placement of(const buffer& b) noexcept { return of(b.type(), b.device_id()); }
   friend bool operator==(const placement&, const placement&) = default;
 };
 

@@ -178,6 +178,9 @@ class CUARROW_EXPORT device_file_reader {
 
   /// The schema of the batches returned (projected when columns are set).
   const schema_message& schema() const noexcept;
+  /// Where the batches read live: device memory of the reader's context.
+  /// A batch without any buffer is declared there.
+  arrow::placement placement() const noexcept;
   /// The file's footer as written (its schema unprojected).
   const file_footer& footer() const noexcept;
   int num_record_batches() const noexcept;
@@ -232,6 +235,8 @@ class CUARROW_EXPORT device_stream_reader {
 
   /// The schema of the batches returned (projected when columns are set).
   const schema_message& schema() const noexcept;
+  /// Where the batches read live, as device_file_reader::placement.
+  arrow::placement placement() const noexcept;
   /// The next record batch (dictionary batches before it are applied, deltas
   /// appended), or nullopt at the end of the stream.
   std::optional<arrow::record_batch> read_next(stream_view s = {});

@@ -93,6 +93,9 @@ class CUARROW_EXPORT stream_reader {
   explicit stream_reader(buffer source, read_options options = {});
 
   const schema_message& schema() const noexcept { return schema_; }
+  /// Where the batches read live: the source's memory (their buffers are
+  /// slices of it).  A batch without any buffer is declared there.
+  arrow::placement placement() const noexcept { return arrow::placement::of(source_); }
   /// The next record batch (dictionary batches before it are applied), or
   /// nullopt at the end of the stream.  Throws invalid_message.
   std::optional<arrow::record_batch> read_next();
@@ -122,6 +125,8 @@ class CUARROW_EXPORT file_reader {
   explicit file_reader(buffer source, read_options options = {});
 
   const schema_message& schema() const noexcept { return footer_.schema; }
+  /// Where the batches read live, as stream_reader::placement.
+  arrow::placement placement() const noexcept { return arrow::placement::of(source_); }
   const file_footer& footer() const noexcept { return footer_; }
   int num_record_batches() const noexcept { return static_cast<int>(footer_.record_batches.size()); }
   /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range).
