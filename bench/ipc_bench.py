@@ -320,8 +320,13 @@ class ThreadedDecode:
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="decode")
         self.threads = threads
         if codec == "zstd":
-            self.lib.ZSTD_decompress.restype = ctypes.c_size_t
-            self.lib.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+            # One decompression context a thread, as cuarrow's reader keeps
+            # (ZSTD_decompress would make one for every frame).
+            self.lib.ZSTD_createDCtx.restype = ctypes.c_void_p
+            self.lib.ZSTD_freeDCtx.argtypes = [ctypes.c_void_p]
+            self.lib.ZSTD_decompressDCtx.restype = ctypes.c_size_t
+            self.lib.ZSTD_decompressDCtx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            self.lib.ZSTD_decompressDCtx.argtypes += [ctypes.c_void_p, ctypes.c_size_t]
         else:
             self.lib.LZ4F_createDecompressionContext.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
             self.lib.LZ4F_decompress.restype = ctypes.c_size_t
@@ -334,9 +339,11 @@ class ThreadedDecode:
         ctx = ct.c_void_p()
         if self.codec == "lz4":
             self.lib.LZ4F_createDecompressionContext(ct.byref(ctx), 100)  # LZ4F_VERSION
+        else:
+            ctx = ct.c_void_p(self.lib.ZSTD_createDCtx())
         for frame, out in self.frames[k :: self.threads]:
             if self.codec == "zstd":
-                got = self.lib.ZSTD_decompress(out.ctypes.data, out.size, frame.address, frame.size)
+                got = self.lib.ZSTD_decompressDCtx(ctx, out.ctypes.data, out.size, frame.address, frame.size)
             else:
                 dst, src = ct.c_size_t(out.size), ct.c_size_t(frame.size)
                 self.lib.LZ4F_decompress(ctx, out.ctypes.data, ct.byref(dst), frame.address, ct.byref(src), None)
@@ -345,6 +352,8 @@ class ThreadedDecode:
                 raise RuntimeError(f"host {self.codec} decode: {got} bytes, expected {out.size}")
         if self.codec == "lz4":
             self.lib.LZ4F_freeDecompressionContext(ctx)
+        else:
+            self.lib.ZSTD_freeDCtx(ctx)
 
     def __call__(self) -> int:
         list(self.pool.map(self._share, range(self.threads)))
