@@ -816,6 +816,10 @@ message_writer::message_writer(encoded_schema schema, stream_writer::format f, s
       options_(std::move(options)),
       sink_(sink) {
   if (options_.compression) (void)max_framed_size(*options_.compression, 0);  // throws when the build lacks it
+  if (options_.compress_group_bytes < 0) {
+    throw invalid_argument("write_options::compress_group_bytes must be 0 (512 MiB) or more, not " +
+                           std::to_string(options_.compress_group_bytes));
+  }
   if (format_ == stream_writer::format::file) {
     std::vector<std::byte> magic(static_cast<std::size_t>(file_header_size), std::byte{0});
     std::memcpy(magic.data(), file_magic.data(), file_magic.size());
@@ -957,6 +961,8 @@ void message_writer::write(detail::batch_refs batches, std::span<const arrow::ke
       if (f.valid()) f.wait();
     }
   } in_flight{writing};
+  const std::int64_t group_bytes =
+      options_.compress_group_bytes > 0 ? options_.compress_group_bytes : compressed_group_bytes;
   std::size_t first = 0;
   while (first < batches.size()) {
     // Uncompressed, a layout is known before its bytes move: every batch
@@ -969,7 +975,7 @@ void message_writer::write(detail::batch_refs batches, std::span<const arrow::ke
     std::int64_t bytes = 0;
     std::size_t end = first;
     while (end < batches.size() &&
-           (layouts.empty() || !options_.compression || bytes + all[end].body_length <= compressed_group_bytes)) {
+           (layouts.empty() || !options_.compression || bytes + all[end].body_length <= group_bytes)) {
       layouts.push_back(std::move(all[end]));
       bytes += layouts.back().body_length;
       ++end;

@@ -454,6 +454,67 @@ TEST(IpcFileWriterCompressed, EverySampleRoundTrips) {
   }
 }
 
+// Compressed, a many-batch write goes in groups (write_options::
+// compress_group_bytes); into a file, each group is written while the next
+// one compresses.  The bytes do not depend on the groups, nor on the
+// buffers above 4 MiB being compressed in chunks, and equal the in-memory
+// writer's.
+TEST(IpcFileWriterCompressed, GroupsWrittenWhileTheNextCompressesGiveTheSameBytes) {
+  temp_dir dir;
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<ipc::compression_codec> codecs = ipc::available_codecs();
+  ASSERT_FALSE(codecs.empty()) << "built without liblz4 and libzstd";
+  record_batch b;
+  b.schema.fields = {field("v", int64()), field("s", utf8())};
+  std::vector<record_batch> batches;
+  for (int i = 0; i < 6; ++i) {
+    // Batch 2 holds a 5.6 MB int64 buffer (two chunks); the others are small.
+    const std::size_t rows = i == 2 ? 700000 : 3000 + 100 * i;
+    std::vector<std::optional<std::int64_t>> v(rows);
+    std::vector<std::optional<std::string>> t(rows);
+    for (std::size_t k = 0; k < rows; ++k) {
+      v[k] = static_cast<std::int64_t>((k * 2654435761u) % 100000) + i;
+      if (k % 7 != 0) t[k] = "row " + std::to_string(k % 1000);
+    }
+    b.num_rows = static_cast<std::int64_t>(rows);
+    b.columns = {to_device(primitive<std::int64_t>(int64(), v), ctx), to_device(strings(utf8(), t), ctx)};
+    batches.push_back(b);
+  }
+  for (ipc::compression_codec c : codecs) {
+    SCOPED_TRACE(ipc::to_string(c));
+    bytes first;
+    for (std::int64_t group_bytes : {std::int64_t{0}, std::int64_t{1}, std::int64_t{200000}}) {
+      SCOPED_TRACE(group_bytes);
+      ipc::write_options wo;
+      wo.compression = c;
+      wo.compress_group_bytes = group_bytes;
+      const fs::path out = dir / "groups.arrow";
+      ipc::file_writer w(out.string(), b.schema, fmt::file, {}, {}, wo);
+      w.write(batches);
+      w.close();
+      const bytes got = read_file(out);
+      if (first.empty()) {
+        first = got;
+        ipc::stream_writer mem(b.schema, ctx, fmt::file, {}, {}, wo);
+        mem.write(batches);
+        EXPECT_EQ(first_difference(got, to_bytes(mem.finish())), "");
+        const std::vector<record_batch> back = ipc::file_reader(on_host(got), decompressing()).read_all();
+        ASSERT_EQ(back.size(), batches.size());
+        for (std::size_t i = 0; i < back.size(); ++i) {
+          EXPECT_TRUE(same_values(to_host(batches[i]), back[i])) << "batch " << i;
+        }
+      } else {
+        EXPECT_EQ(first_difference(got, first), "");
+      }
+    }
+  }
+  ipc::write_options bad;
+  bad.compression = codecs.front();
+  bad.compress_group_bytes = -1;
+  EXPECT_THROW(ipc::file_writer((dir / "bad.arrow").string(), b.schema, fmt::file, {}, {}, bad),
+               cuarrow::invalid_argument);
+}
+
 // Dictionaries are compressed like the batches (Arrow C++ writes dictionary
 // batches with the same options), and the golden dictionary stream reads
 // back equal after a compressed round trip.
@@ -679,12 +740,16 @@ TEST(IpcFileWriterErrors, AFailureInAManyBatchJobRemovesThePartialFile) {
     b.columns = {to_device(primitive<std::int64_t>(int64(), v), ctx)};
     batches.push_back(b);
   }
-  std::vector<std::optional<ipc::compression_codec>> codecs = {std::nullopt};
-  for (ipc::compression_codec c : ipc::available_codecs()) codecs.push_back(c);
-  for (const std::optional<ipc::compression_codec>& c : codecs) {
-    SCOPED_TRACE(c ? ipc::to_string(*c) : "uncompressed");
+  std::vector<std::pair<std::optional<ipc::compression_codec>, std::int64_t>> cases = {{std::nullopt, 0}};
+  for (ipc::compression_codec c : ipc::available_codecs()) {
+    cases.emplace_back(c, 0);
+    cases.emplace_back(c, 1);  // a group a batch: the failure comes from a group written while the next compresses
+  }
+  for (const auto& [c, group_bytes] : cases) {
+    SCOPED_TRACE(std::string(c ? ipc::to_string(*c) : "uncompressed") + ", groups of " + std::to_string(group_bytes));
     ipc::write_options wo;
     wo.compression = c;
+    wo.compress_group_bytes = group_bytes;
     const fs::path out = dir / "limited.arrow";
     {
       struct rlimit saved {};

@@ -157,6 +157,13 @@ struct write_options {
   /// Host threads that compress a batch's buffers (0: as many as the
   /// machine has, at most 16).
   int compress_threads = 0;
+  /// With a codec, the batches of one write() call are copied to the host
+  /// and compressed in groups of at most this many bytes of uncompressed
+  /// body (a larger batch alone); into a file, a group is written while the
+  /// next one compresses.  Bounds the host memory a compressed write holds
+  /// (about three groups' worth).  0: 512 MiB.  The bytes written do not
+  /// depend on it.
+  std::int64_t compress_group_bytes = 0;
 };
 
 /// Where a writer's time went, on the calling thread (stream_writer::stats,
