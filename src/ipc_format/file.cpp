@@ -639,34 +639,10 @@ struct file_source {
       src.read_ns = timer(pread_ns);
       return src;
     };
-    // Every body's ranges checked, in order; then every compressed
-    // buffer's length prefix (with nvCOMP, and its frame header) read on up
-    // to four threads: one small pread each, some 6,000 for a file of 226
-    // batches of 27 buffers, about 9 ms on one thread (5% of a ZSTD read on
-    // the GPU hosts), before the staging job can start.
-    struct head_read {
-      std::int64_t at = 0, size = 0;
-      std::vector<std::byte> bytes;
-    };
-    std::vector<head_read> heads;
-    for (const body_request& rq : requests) {
-      const record_batch_header& h = *rq.header;
-      check_body_ranges(h, rq.body_length);
-      if (!h.compression) continue;
-      const bool to_gpu = *h.compression == compression_codec::zstd && gpu_zstd();
-      for (const body_range& r : h.buffers) {
-        if (r.length == 0) continue;
-        heads.push_back({rq.body_start + r.offset,
-                         std::min<std::int64_t>(r.length, to_gpu ? frame_prefix_bytes + 18 : frame_prefix_bytes),
-                         {}});
-      }
-    }
-    for_each_index(
-        heads.size(), [&](std::size_t k) { heads[k].bytes = read(heads[k].at, heads[k].size); }, 512);
-    std::size_t next_head = 0;
     for (std::size_t q = 0; q < requests.size(); ++q) {
       const body_request& rq = requests[q];
       const record_batch_header& h = *rq.header;
+      check_body_ranges(h, rq.body_length);
       planned& pl = plans[q];
       pl.out.resize(h.buffers.size());
       if (!h.compression) {
@@ -697,7 +673,8 @@ struct file_source {
           const std::int64_t at = rq.body_start + r.offset;
           // With nvCOMP, the frame's header too: it must declare the size
           // the prefix does before a GPU kernel sees the frame.
-          const std::vector<std::byte> head = std::move(heads[next_head++].bytes);
+          const std::vector<std::byte> head =
+              read(at, std::min<std::int64_t>(r.length, to_gpu ? frame_prefix_bytes + 18 : frame_prefix_bytes));
           const std::int64_t size = compressed_buffer_size(head, r.length, name);
           pl.out[i] = body_range{pad8(pl.length), size};
           if (size == 0) continue;
