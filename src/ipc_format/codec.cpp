@@ -483,6 +483,7 @@ void compress_all(compression_codec codec, std::span<compress_job> jobs, const c
   std::vector<std::pair<std::size_t, std::size_t>> tasks;
   std::vector<std::vector<std::size_t>> written(jobs.size());  // each chunk's frame size
   std::size_t bytes = 0;
+  std::size_t chunked_bytes = 0;  // of the jobs whose frames are joined after
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     compress_job& j = jobs[i];
     j.written = 0;
@@ -496,6 +497,7 @@ void compress_all(compression_codec codec, std::span<compress_job> jobs, const c
     written[i].resize(chunks);
     for (std::size_t k = 0; k < chunks; ++k) tasks.emplace_back(i, k);
     bytes += j.in.size();
+    if (chunks > 1) chunked_bytes += j.in.size();
   }
   const std::size_t room = chunk_room(codec);
   auto [index, failure] = run_jobs(tasks.size(), bytes, threads, [&](std::size_t t) {
@@ -514,31 +516,26 @@ void compress_all(compression_codec codec, std::span<compress_job> jobs, const c
   if (failure) std::rethrow_exception(failure);
 
   // Each chunked job's frames joined, in order, left to right (a frame
-  // never moves right: it is at most its room), then the prefix, or the
-  // input stored as it is when compressing saved too little; a job a task.
+  // never moves right: it is at most its room): ZSTD frames whole; of LZ4
+  // frames, chunk 0's header and every chunk's block, then one end mark.
+  // Then the prefix, or the input stored as it is when compressing saved
+  // too little; a job a task (threads only for the jobs with joins).
+  const bool lz4 = codec == compression_codec::lz4_frame;
+  const std::size_t skip = lz4 ? lz4_chunk_header : 0, trail = lz4 ? lz4_end_mark : 0;
   const auto finish = [&](std::size_t i) {
     compress_job& j = jobs[i];
     if (j.in.empty()) return;
     std::byte* frames = j.out.data() + frame_prefix_bytes;
     std::size_t n = written[i][0];
     if (written[i].size() > 1) {
-      if (codec == compression_codec::lz4_frame) {
-        // Chunk 0's header stays; each chunk gives its block, then one end mark.
-        n = lz4_chunk_header;
-        for (std::size_t k = 0; k < written[i].size(); ++k) {
-          const std::size_t block = written[i][k] - lz4_chunk_header - lz4_end_mark;
-          std::memmove(frames + n, frames + k * room + lz4_chunk_header, block);
-          n += block;
-        }
-        std::memset(frames + n, 0, lz4_end_mark);
-        n += lz4_end_mark;
-      } else {
-        n = written[i][0];
-        for (std::size_t k = 1; k < written[i].size(); ++k) {
-          std::memmove(frames + n, frames + k * room, written[i][k]);
-          n += written[i][k];
-        }
+      n -= trail;
+      for (std::size_t k = 1; k < written[i].size(); ++k) {
+        const std::size_t part = written[i][k] - skip - trail;
+        std::memmove(frames + n, frames + k * room + skip, part);
+        n += part;
       }
+      std::memset(frames + n, 0, trail);
+      n += trail;
     }
     if (options.min_space_savings) {
       const double savings = 1.0 - static_cast<double>(n) / static_cast<double>(j.in.size());
@@ -552,7 +549,7 @@ void compress_all(compression_codec codec, std::span<compress_job> jobs, const c
     store_le64(j.out.data(), static_cast<std::int64_t>(j.in.size()));
     j.written = frame_prefix_bytes + static_cast<std::int64_t>(n);
   };
-  const auto [unused, no_failure] = run_jobs(jobs.size(), bytes, threads, finish);
+  const auto [unused, no_failure] = run_jobs(jobs.size(), chunked_bytes, threads, finish);
   (void)unused;
   if (no_failure) std::rethrow_exception(no_failure);
 }
