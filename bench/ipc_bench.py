@@ -220,76 +220,72 @@ def build_table(target_bytes: int, seed: int = 14) -> pa.Table:
 # ---------------------------------------------------------------------------
 
 
-class ThreadedPread:
-    """The whole file into a pre-allocated, pre-touched NumPy buffer with
-    `threads` threads, each os.preadv of 16 MiB pieces (the GIL is released
-    in the system call)."""
+class _Pieces:
+    """`size` bytes cut into 16 MiB pieces for `threads` threads, each a
+    system call that releases the GIL; each() runs one function on every
+    piece of the file at `path` opened with `flags`."""
 
     PIECE = 16 * MiB
 
-    def __init__(self, path: Path, threads: int) -> None:
+    def __init__(self, path: Path, size: int, threads: int, name: str) -> None:
         self.path = path
-        self.size = path.stat().st_size
-        self.dest = np.empty(self.size, dtype=np.uint8)
-        self.dest.fill(1)  # touch every page: no page faults in the figures
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="pread")
-        self.pieces = [(a, min(a + self.PIECE, self.size)) for a in range(0, self.size, self.PIECE)]
+        self.size = size
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        self.pieces = [(a, min(a + self.PIECE, size)) for a in range(0, size, self.PIECE)]
 
-    def __call__(self) -> np.ndarray:
-        fd = os.open(self.path, os.O_RDONLY)
-        view = memoryview(self.dest)
+    def each(self, flags: int, piece: Callable[[int, int, int], None]) -> None:
+        fd = os.open(self.path, flags, 0o644)
         try:
-
-            def piece(span: tuple[int, int]) -> None:
-                a, b = span
-                while a < b:
-                    got = os.preadv(fd, [view[a:b]], a)
-                    if got <= 0:
-                        raise OSError(f"{self.path}: end of file at byte {a} of {self.size}")
-                    a += got
-
-            list(self.pool.map(piece, self.pieces))
+            list(self.pool.map(lambda span: piece(fd, *span), self.pieces))
         finally:
             os.close(fd)
-        return self.dest
 
     def close(self) -> None:
         self.pool.shutdown()
 
 
-class ThreadedPwrite:
+class ThreadedPread(_Pieces):
+    """The whole file into a pre-allocated, pre-touched NumPy buffer with
+    `threads` threads, each os.preadv of 16 MiB pieces."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        super().__init__(path, path.stat().st_size, threads, "pread")
+        self.dest = np.empty(self.size, dtype=np.uint8)
+        self.dest.fill(1)  # touch every page: no page faults in the figures
+
+    def __call__(self) -> np.ndarray:
+        view = memoryview(self.dest)
+
+        def piece(fd: int, a: int, b: int) -> None:
+            while a < b:
+                got = os.preadv(fd, [view[a:b]], a)
+                if got <= 0:
+                    raise OSError(f"{self.path}: end of file at byte {a} of {self.size}")
+                a += got
+
+        self.each(os.O_RDONLY, piece)
+        return self.dest
+
+
+class ThreadedPwrite(_Pieces):
     """The file system's own ceiling for a write: the uncompressed file's
     bytes, already in pre-touched host memory, written into a new file of
     the same folder by `threads` threads, each os.pwrite of 16 MiB pieces
-    at their offsets (the GIL is released in the system call)."""
-
-    PIECE = 16 * MiB
+    at their offsets."""
 
     def __init__(self, source: Path, path: Path, threads: int) -> None:
         self.data = np.fromfile(source, dtype=np.uint8)
-        self.path = path
-        self.size = self.data.size
-        self.threads = threads
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="pwrite")
-        self.pieces = [(a, min(a + self.PIECE, self.size)) for a in range(0, self.size, self.PIECE)]
+        super().__init__(path, self.data.size, threads, "pwrite")
 
     def __call__(self) -> int:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         view = memoryview(self.data)
-        try:
 
-            def piece(span: tuple[int, int]) -> None:
-                a, b = span
-                while a < b:
-                    a += os.pwrite(fd, view[a:b], a)
+        def piece(fd: int, a: int, b: int) -> None:
+            while a < b:
+                a += os.pwrite(fd, view[a:b], a)
 
-            list(self.pool.map(piece, self.pieces))
-        finally:
-            os.close(fd)
+        self.each(os.O_WRONLY | os.O_CREAT | os.O_TRUNC, piece)
         return os.path.getsize(self.path)
-
-    def close(self) -> None:
-        self.pool.shutdown()
 
 
 class ThreadedDecode:
