@@ -1118,7 +1118,8 @@ def render_summary(meta: dict[str, Any], verdicts: list[dict[str, Any]], results
     m = meta["machine"]
     out.append(
         f"- machine: {gpu}; {m.get('nvidia_smi') or 'nvidia-smi not available'}; "
-        f"{m['cpu_count']} CPUs ({m.get('cpu_model', '?')}), {m.get('mem_total', '?')} RAM; "
+        f"{m['cpu_count']} CPUs ({m.get('cpu_model', '?')}; {m.get('cpu_cores', '?')} cores), "
+        f"{m.get('mem_total', '?')} RAM; "
         f"Python {m['python']}"
     )
     out.append(f"- code: {meta.get('git_commit') or 'commit unknown'}; wall time {meta.get('wall_s')} s")
@@ -1276,6 +1277,23 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def cpu_topology() -> dict[str, Any]:
+    """The cores the CPUs are (a CPU's SMT siblings share one): how many
+    this machine has, and CPUs per core.  Host-bound figures (decoding,
+    compressing) scale with cores, not CPUs.  Empty where Linux's sysfs
+    does not say."""
+    cores = set()
+    for cpu in Path("/sys/devices/system/cpu").glob("cpu[0-9]*"):
+        try:
+            cores.add((cpu / "topology" / "thread_siblings_list").read_text().strip())
+        except OSError:
+            continue
+    if not cores:
+        return {}
+    cpus = os.cpu_count() or 0
+    return {"cpu_cores": len(cores), "cpu_threads_per_core": round(cpus / len(cores), 2) if cpus else None}
+
+
 def machine_info(ctx: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),
@@ -1294,6 +1312,7 @@ def machine_info(ctx: Any) -> dict[str, Any]:
             info["mem_total"] = f.readline().split(":", 1)[1].strip()
     except OSError:
         pass
+    info.update(cpu_topology())
     try:
         info["gpu_name"] = ctx.device_name
         info["gpu_properties"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx._ctx.properties.items()}

@@ -288,21 +288,36 @@ class ThreadedPwrite(_Pieces):
         return os.path.getsize(self.path)
 
 
+def decode_ceiling_library() -> Path | None:
+    """bench/decode_ceiling.cpp built (CUARROW_DECODE_CEILING_SO, else a
+    build folder of this checkout), or None."""
+    env = os.environ.get("CUARROW_DECODE_CEILING_SO")
+    if env:
+        return Path(env)
+    root = Path(__file__).resolve().parent.parent
+    for build in ("gpu", "dev"):
+        p = root / "build" / build / "lib" / "libcuarrow_decode_ceiling.so"
+        if p.exists():
+            return p
+    return None
+
+
 class ThreadedDecode:
     """The host's own ceiling for a compressed read: the table's buffers,
     each compressed alone as the IPC writer does (``pa.compress``, the
     codec's default level: one ZSTD or LZ4 frame per buffer), decoded by
-    `threads` threads through the system's libzstd / liblz4 (ctypes, which
-    releases the GIL in the call) into pre-allocated, pre-touched host
-    memory.  No file, no device: what the machine's cores decode per second,
-    beside cuarrow's read of the same data."""
+    `threads` threads through the system's libzstd / liblz4, one context a
+    thread, into pre-allocated, pre-touched host memory.  No file, no
+    device: what the machine's cores decode per second, beside cuarrow's
+    read of the same data.  The threads are C++ ones (bench/decode_ceiling.cpp,
+    one call a round) where that library is built; else Python threads
+    calling the codec through ctypes, which take the GIL back between
+    frames (a lower bound on the ceiling only)."""
 
     def __init__(self, table: pa.Table, codec: str, threads: int) -> None:
         import ctypes
         import ctypes.util
 
-        name = {"zstd": "zstd", "lz4": "lz4"}[codec]
-        self.lib = ctypes.CDLL(ctypes.util.find_library(name) or f"lib{name}.so.1")
         self.codec = codec
         self.frames: list[tuple[pa.Buffer, np.ndarray]] = []
         for batch in table.to_batches():
@@ -313,8 +328,28 @@ class ThreadedDecode:
                         out.fill(1)
                         self.frames.append((pa.compress(b, codec=codec, asbytes=False), out))
         self.nbytes = sum(o.size for _, o in self.frames)
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="decode")
         self.threads = threads
+        self.ctypes = ctypes
+        so = decode_ceiling_library()
+        self.native = ctypes.CDLL(str(so)) if so is not None else None
+        if self.native is not None:
+            self.how = "C++ threads"
+            n = len(self.frames)
+            self.args = (
+                (ctypes.c_void_p * n)(*[f.address for f, _ in self.frames]),
+                (ctypes.c_size_t * n)(*[f.size for f, _ in self.frames]),
+                (ctypes.c_void_p * n)(*[o.ctypes.data for _, o in self.frames]),
+                (ctypes.c_size_t * n)(*[o.size for _, o in self.frames]),
+            )
+            self.native.cuarrow_decode_ceiling.restype = ctypes.c_int
+            ptrs, sizes = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)
+            self.native.cuarrow_decode_ceiling.argtypes = [ctypes.c_int, ctypes.c_size_t, ptrs, sizes, ptrs, sizes]
+            self.native.cuarrow_decode_ceiling.argtypes += [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+            return
+        self.how = "Python threads (ctypes; a lower bound)"
+        name = {"zstd": "zstd", "lz4": "lz4"}[codec]
+        self.lib = ctypes.CDLL(ctypes.util.find_library(name) or f"lib{name}.so.1")
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="decode")
         if codec == "zstd":
             # One decompression context a thread, as cuarrow's reader keeps
             # (ZSTD_decompress would make one for every frame).
@@ -328,7 +363,6 @@ class ThreadedDecode:
             self.lib.LZ4F_decompress.restype = ctypes.c_size_t
             out_or_in = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]  # (dst, &dst size), (src, &src size)
             self.lib.LZ4F_decompress.argtypes = [ctypes.c_void_p, *out_or_in, *out_or_in, ctypes.c_void_p]
-        self.ctypes = ctypes
 
     def _share(self, k: int) -> None:
         ct = self.ctypes
@@ -352,11 +386,19 @@ class ThreadedDecode:
             self.lib.ZSTD_freeDCtx(ctx)
 
     def __call__(self) -> int:
+        if self.native is not None:
+            err = self.ctypes.create_string_buffer(512)
+            codec = {"lz4": 0, "zstd": 1}[self.codec]
+            n = len(self.frames)
+            if self.native.cuarrow_decode_ceiling(codec, n, *self.args, self.threads, err, 512):
+                raise RuntimeError(f"host {self.codec} decode: {err.value.decode()}")
+            return self.nbytes
         list(self.pool.map(self._share, range(self.threads)))
         return self.nbytes
 
     def close(self) -> None:
-        self.pool.shutdown()
+        if self.native is None:
+            self.pool.shutdown()
 
 
 def file_ends(path: str) -> np.ndarray:
@@ -549,7 +591,7 @@ def read_cases(s: Setup, pread: ThreadedPread, notes: list[str]) -> list[Case]:
                     "host",
                     L_DECODE.format(codec=comp.upper(), threads=s.args.threads),
                     decode,
-                    note=f"{len(decode.frames)} frames, one per buffer (the machine's own decode ceiling)",
+                    note=f"{len(decode.frames)} frames, one per buffer, {decode.how} (the machine's decode ceiling)",
                     verify=lambda got, d=decode: got == d.nbytes,
                 )
             )

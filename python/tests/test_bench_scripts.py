@@ -144,3 +144,63 @@ def test_projection_probe_runs_another_build_beside_this_one(tmp_path):
     assert result["against"] == str(site)
     assert [(r["who"], r["setting"]) for r in result["rounds"]] == [("this", "default"), ("against", "default")] * 2
     assert all(r["whole_s"] > 0 and r["proj2_s"] > 0 for r in result["rounds"])
+
+
+def _ipc_bench():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import ipc_bench
+    finally:
+        sys.path.remove(str(BENCH))
+    return ipc_bench
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_decode_ceiling_decodes_every_frame_from_cpp_and_python_threads(tmp_path, monkeypatch, codec):
+    """ipc_bench's host decode ceiling: bench/decode_ceiling.cpp (compiled
+    here) and its Python fallback both leave every buffer's bytes in place,
+    and the C++ one names a corrupt frame."""
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler here to build bench/decode_ceiling.cpp")
+    pa = pytest.importorskip("pyarrow")
+    np = pytest.importorskip("numpy")
+    so = tmp_path / "libcuarrow_decode_ceiling.so"
+    r = subprocess.run(
+        [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", str(BENCH / "decode_ceiling.cpp"), "-o", str(so)]
+        + ["-llz4", "-lzstd", "-pthread"],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0 and ("lz4frame.h" in r.stderr or "zstd.h" in r.stderr):
+        pytest.skip(f"the codec headers are not installed here: {r.stderr.strip()[:200]}")
+    assert r.returncode == 0, r.stderr
+    ipc_bench = _ipc_bench()
+    rng = np.random.default_rng(3)
+    table = pa.table(
+        {
+            "i": pa.array(rng.integers(0, 1000, 200_000)),
+            "s": pa.array([f"v{k % 977}" for k in range(200_000)]),
+            "n": pa.array([None if k % 7 == 0 else k * 0.5 for k in range(200_000)]),
+        }
+    )
+    for how, library in (("C++ threads", so), ("Python threads", None)):
+        monkeypatch.setattr(ipc_bench, "decode_ceiling_library", lambda lib=library: lib)
+        decode = ipc_bench.ThreadedDecode(table, codec, 3)
+        try:
+            assert decode.how.startswith(how)
+            for _, out in decode.frames:
+                out.fill(0)
+            assert decode() == decode.nbytes == sum(o.size for _, o in decode.frames)
+            buffers = [b for c in table.columns for a in c.chunks for b in a.buffers() if b is not None and b.size]
+            assert len(buffers) == len(decode.frames) >= 5
+            for b, (_, out) in zip(buffers, decode.frames):
+                assert out.tobytes() == b.to_pybytes()
+        finally:
+            decode.close()
+    monkeypatch.setattr(ipc_bench, "decode_ceiling_library", lambda: so)
+    decode = ipc_bench.ThreadedDecode(table, codec, 2)
+    bad = pa.py_buffer(bytes(decode.frames[2][0])[: decode.frames[2][0].size // 2])  # a truncated frame
+    decode.args[0][2], decode.args[1][2] = bad.address, bad.size
+    with pytest.raises(RuntimeError, match=f"host {codec} decode: frame 2: "):
+        decode()
