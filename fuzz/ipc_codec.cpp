@@ -2,7 +2,9 @@
 // method BUFFER: int64 uncompressed length, then one LZ4 or ZSTD frame, or
 // -1 and the bytes as they are).  Input: one byte whose low bit picks the
 // codec (0 LZ4_FRAME, 1 ZSTD) and whose second bit sends the buffer through
-// decompress_all instead of decompress, then the framed buffer.  Properties:
+// decompress_all too (which decodes several ZSTD frames in parts, on
+// threads: it must accept what decompress does, with the same bytes, and
+// refuse what it refuses), then the framed buffer.  Properties:
 // never reads past the framed bytes (their own allocation under ASan) nor
 // writes past the output; refuses lengths above the 4 MiB limit before
 // allocating; what it accepts is exactly the declared size, and compresses
@@ -33,16 +35,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (n < 0 || n > limit) cuarrow_fuzz::property_failed("decompressed_size outside [0, limit]");
   std::vector<std::byte> out(static_cast<std::size_t>(n));
+  bool accepted = true;
   try {
-    if (batch) {
-      const cuarrow::ipc::decompress_job job{framed, out};
-      cuarrow::ipc::decompress_all(codec, {&job, 1}, 2, "fuzz");
-    } else {
-      cuarrow::ipc::decompress(codec, framed, out, "fuzz");
-    }
+    cuarrow::ipc::decompress(codec, framed, out, "fuzz");
   } catch (const cuarrow::ipc::invalid_message&) {
-    return 0;
+    accepted = false;
   }
+  if (batch) {
+    // decompress_all decodes a buffer of several ZSTD frames in parts, on
+    // threads: it accepts exactly what decompress() does, with its bytes.
+    std::vector<std::byte> parts(out.size());
+    bool parts_accepted = true;
+    try {
+      const cuarrow::ipc::decompress_job job{framed, parts};
+      cuarrow::ipc::decompress_all(codec, {&job, 1}, 2, "fuzz");
+    } catch (const cuarrow::ipc::invalid_message&) {
+      parts_accepted = false;
+    }
+    if (parts_accepted != accepted) cuarrow_fuzz::property_failed("decompress_all and decompress disagree");
+    if (accepted && parts != out) cuarrow_fuzz::property_failed("decompress_all decoded other bytes");
+  }
+  if (!accepted) return 0;
   // Accepted: the output round-trips through the writer's side.
   const auto again = cuarrow::ipc::compress(codec, out);
   std::vector<std::byte> back(out.size());

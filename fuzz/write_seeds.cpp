@@ -497,6 +497,20 @@ int main(int argc, char** argv) {
         count += 2;
       }
     }
+    if (codec == cuarrow::ipc::compression_codec::zstd) {
+      // Two ZSTD frames of 300 KiB one after the other, each stating its
+      // size: decompress_all decodes them as two parts.
+      std::string part;
+      for (std::uint32_t i = 0; part.size() < (300 << 10); ++i) le(part, i % 1000, 4);
+      const auto* p = reinterpret_cast<const std::byte*>(part.data());
+      const auto one = cuarrow::ipc::compress(codec, {p, part.size()});
+      std::string framed;
+      le(framed, 2 * part.size(), 8);
+      for (int i = 0; i < 2; ++i) framed.append(reinterpret_cast<const char*>(one.data()) + 8, one.size() - 8);
+      write(root / "ipc_codec", name + "_two_frames", std::string(1, tag) + framed);
+      write(root / "ipc_codec", name + "_batch_two_frames", std::string(1, tag | 2) + framed);
+      count += 2;
+    }
   }
 
   // IPC message metadata (ipc_message): a schema message of every sample

@@ -26,6 +26,7 @@
 #include <zstd_errors.h>
 #endif
 
+#include "codec_parts.hpp"
 #include "worker_pool.hpp"
 
 namespace cuarrow::ipc {
@@ -219,7 +220,7 @@ void zstd_decompress(std::span<const std::byte> in, std::span<std::byte> out, st
 // call decompress_all from a staging job), one batch at a time.
 struct codec_threads {
   std::mutex mutex;
-  detail::worker_pool pool;
+  cuarrow::detail::worker_pool pool;
 };
 
 codec_threads& the_threads() {
@@ -342,6 +343,67 @@ std::int64_t zstd_frame_content_size(std::span<const std::byte> frame) noexcept 
 #endif
 }
 
+namespace detail {
+
+std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed,
+                                          std::size_t min_bytes) {
+  std::vector<frame_part> parts;
+#if CUARROW_HAVE_ZSTD
+  constexpr auto prefix = static_cast<std::size_t>(frame_prefix_bytes);
+  if (codec != compression_codec::zstd || framed.size() <= prefix) return parts;
+  const std::int64_t declared = load_le64(framed.data());
+  if (declared <= 0) return parts;  // stored uncompressed, or nothing to decode
+  const auto total = static_cast<std::uint64_t>(declared);
+  std::size_t pos = prefix;
+  std::uint64_t out = 0;
+  while (pos < framed.size()) {
+    const std::size_t left = framed.size() - pos;
+    const std::size_t in = ZSTD_findFrameCompressedSize(framed.data() + pos, left);
+    if (ZSTD_isError(in) || in == 0 || in > left) return {};
+    const unsigned long long n = ZSTD_getFrameContentSize(framed.data() + pos, left);
+    if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > total - out) return {};
+    if (!parts.empty() && parts.back().out_size < min_bytes) {
+      parts.back().in_size += in;
+      parts.back().out_size += static_cast<std::size_t>(n);
+    } else {
+      parts.push_back(frame_part{pos, in, static_cast<std::size_t>(out), static_cast<std::size_t>(n)});
+    }
+    pos += in;
+    out += n;
+  }
+  if (out != total) return {};
+  if (parts.size() >= 2 && parts.back().out_size < min_bytes) {  // a small last part joins the one before
+    const frame_part last = parts.back();
+    parts.pop_back();
+    parts.back().in_size += last.in_size;
+    parts.back().out_size += last.out_size;
+  }
+  if (parts.size() < 2) parts.clear();
+#else
+  (void)codec;
+  (void)framed;
+  (void)min_bytes;
+#endif
+  return parts;
+}
+
+void decompress_part(compression_codec codec, std::span<const std::byte> framed, const frame_part& p,
+                     std::span<std::byte> out, std::string_view where) {
+  if (p.in_offset < static_cast<std::size_t>(frame_prefix_bytes) || p.in_offset > framed.size() ||
+      p.in_size > framed.size() - p.in_offset || out.size() != p.out_size) {
+    throw invalid_argument("decompress_part: the part lies outside the framed buffer or the output");
+  }
+  check_codec(codec);
+  const std::string name = std::string(where) + " (frames at bytes " + std::to_string(p.in_offset) + " to " +
+                           std::to_string(p.in_offset + p.in_size) + ")";
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) return zstd_decompress(framed.subspan(p.in_offset, p.in_size), out, name);
+#endif
+  throw invalid_argument("decompress_part: only ZSTD buffers are decoded in parts");
+}
+
+}  // namespace detail
+
 void decompress(compression_codec codec, std::span<const std::byte> framed, std::span<std::byte> out,
                 std::string_view where) {
   const std::int64_t size = decompressed_size(framed, std::numeric_limits<std::int64_t>::max(), where);
@@ -460,15 +522,34 @@ std::vector<std::byte> compress(compression_codec codec, std::span<const std::by
 
 void decompress_all(compression_codec codec, std::span<const decompress_job> jobs, int threads,
                     std::string_view where) {
+  // Every independent part of every job is one task (job, part); a job
+  // that is not in parts (or whose output is not its declared size, which
+  // decompress() reports) is one task, part -1.
+  std::vector<std::pair<std::size_t, std::ptrdiff_t>> tasks;
+  std::vector<std::vector<detail::frame_part>> parts(jobs.size());
   std::size_t bytes = 0;
-  for (const auto& j : jobs) bytes += j.out.size();
-  auto [index, failure] =
-      run_jobs(jobs.size(), bytes, threads, [&](std::size_t i) { decompress(codec, jobs[i].framed, jobs[i].out, ""); });
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const decompress_job& j = jobs[i];
+    bytes += j.out.size();
+    if (j.framed.size() > static_cast<std::size_t>(frame_prefix_bytes) &&
+        load_le64(j.framed.data()) == static_cast<std::int64_t>(j.out.size())) {
+      parts[i] = detail::independent_parts(codec, j.framed);
+    }
+    if (parts[i].empty()) tasks.emplace_back(i, -1);
+    for (std::size_t k = 0; k < parts[i].size(); ++k) tasks.emplace_back(i, static_cast<std::ptrdiff_t>(k));
+  }
+  auto [index, failure] = run_jobs(tasks.size(), bytes, threads, [&](std::size_t t) {
+    const auto [i, k] = tasks[t];
+    const decompress_job& j = jobs[i];
+    if (k < 0) return decompress(codec, j.framed, j.out, "");
+    const detail::frame_part& p = parts[i][static_cast<std::size_t>(k)];
+    detail::decompress_part(codec, j.framed, p, j.out.subspan(p.out_offset, p.out_size), "");
+  });
   if (!failure) return;
   try {
     std::rethrow_exception(failure);
   } catch (const invalid_message& e) {
-    bad(std::string(where) + "[" + std::to_string(index) + "]", e.reason());
+    bad(std::string(where) + "[" + std::to_string(tasks[index].first) + "]" + e.where(), e.reason());
   }
 }
 

@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "arrow/arrow_internal.hpp"
+#include "codec_parts.hpp"
 #include "copy_sources.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/gds.hpp"
@@ -144,8 +145,14 @@ class open_file {
 // pipeline's workers straight into their slots: the calling thread reads
 // only its 8-byte length prefix.  A buffer that fits in a slot is read into
 // the worker's scratch memory and decompressed into the slot in one call; a
-// larger one is asked for in parts (one per chunk), read and decompressed
-// once into host scratch memory and copied out part by part.
+// larger one is asked for in parts (one per chunk) and read once.  When its
+// frames decode independently (a ZSTD buffer of several frames, as cuarrow
+// writes buffers above 4 MiB: codec_parts.hpp), each chunk decodes the
+// frames that lie inside it straight into its slot, and a frame that
+// straddles chunks once, into scratch memory of its own, on whichever
+// worker asks first: the buffer is decoded on as many workers as it has
+// chunks.  Otherwise it is decompressed once into host scratch memory and
+// copied out part by part.
 struct decoded_buffer {
   compression_codec codec{};
   int fd = -1;
@@ -157,7 +164,18 @@ struct decoded_buffer {
   std::size_t framed_size = 0;
   std::size_t size = 0;  // decompressed
   std::string where;
+  // Asked for in parts: the framed bytes, read once; their independent
+  // parts, and each one's scratch memory (for a part that straddles
+  // chunks), or else the whole buffer decompressed into `scratch`.
   std::once_flag once;
+  std::vector<std::byte> framed;
+  std::vector<cuarrow::ipc::detail::frame_part> parts;
+  struct part_scratch {
+    std::once_flag once;
+    std::vector<std::byte> bytes;
+    std::atomic<std::size_t> left{0};
+  };
+  std::unique_ptr<part_scratch[]> part_scratches;
   std::vector<std::byte> scratch;
   std::atomic<std::size_t> left{0};
 
@@ -173,24 +191,67 @@ struct decoded_buffer {
       // Each worker keeps its framed scratch between buffers (at most a
       // chunk's worth, as the planner keeps such a buffer in one slot;
       // framing can add a little).
-      thread_local std::vector<std::byte> framed;
-      read_framed(framed);
+      thread_local std::vector<std::byte> framed_here;
+      read_framed(framed_here);
       {
         const cuarrow::detail::timed t(decompress_ns);
-        decompress(codec, framed, dst, where);
+        decompress(codec, framed_here, dst, where);
       }
-      if (framed.capacity() > (std::size_t{64} << 20)) std::vector<std::byte>().swap(framed);
+      if (framed_here.capacity() > (std::size_t{64} << 20)) std::vector<std::byte>().swap(framed_here);
       return;
     }
     std::call_once(once, [&] {
-      std::vector<std::byte> framed;
       read_framed(framed);
+      if (framed.size() > static_cast<std::size_t>(frame_prefix_bytes) &&
+          cuarrow::detail::get_le<std::int64_t>(framed.data()) == static_cast<std::int64_t>(size)) {
+        parts = cuarrow::ipc::detail::independent_parts(codec, framed);
+      }
+      if (!parts.empty()) {
+        part_scratches = std::make_unique<part_scratch[]>(parts.size());
+        for (std::size_t k = 0; k < parts.size(); ++k) part_scratches[k].left = parts[k].out_size;
+        return;
+      }
       scratch.resize(size);
       const cuarrow::detail::timed t(decompress_ns);
       decompress(codec, framed, scratch, where);
+      std::vector<std::byte>().swap(framed);
     });
-    std::memcpy(out.data(), scratch.data() + offset, out.size());
-    if (left.fetch_sub(out.size()) == out.size()) std::vector<std::byte>().swap(scratch);  // the last part
+    if (parts.empty()) {
+      std::memcpy(out.data(), scratch.data() + offset, out.size());
+    } else {
+      produce_from_parts(offset, dst);
+    }
+    if (left.fetch_sub(out.size()) == out.size()) {  // the last part
+      std::vector<std::byte>().swap(scratch);
+      std::vector<std::byte>().swap(framed);
+    }
+  }
+
+  // Bytes [offset, offset + out.size()) from the parts that overlap them.
+  void produce_from_parts(std::size_t offset, std::span<std::byte> out) {
+    const std::size_t end = offset + out.size();
+    auto k = static_cast<std::size_t>(
+        std::upper_bound(parts.begin(), parts.end(), offset,
+                         [](std::size_t at, const cuarrow::ipc::detail::frame_part& p) { return at < p.out_offset; }) -
+        parts.begin() - 1);
+    for (; k < parts.size() && parts[k].out_offset < end; ++k) {
+      const cuarrow::ipc::detail::frame_part& p = parts[k];
+      const std::size_t from = std::max(p.out_offset, offset), to = std::min(p.out_offset + p.out_size, end);
+      const std::span<std::byte> here = out.subspan(from - offset, to - from);
+      if (from == p.out_offset && to == p.out_offset + p.out_size) {  // all of it lies in this chunk
+        const cuarrow::detail::timed t(decompress_ns);
+        cuarrow::ipc::detail::decompress_part(codec, framed, p, here, where);
+        continue;
+      }
+      part_scratch& ps = part_scratches[k];
+      std::call_once(ps.once, [&] {
+        ps.bytes.resize(p.out_size);
+        const cuarrow::detail::timed t(decompress_ns);
+        cuarrow::ipc::detail::decompress_part(codec, framed, p, ps.bytes, where);
+      });
+      std::memcpy(here.data(), ps.bytes.data() + (from - p.out_offset), here.size());
+      if (ps.left.fetch_sub(here.size()) == here.size()) std::vector<std::byte>().swap(ps.bytes);
+    }
   }
 };
 

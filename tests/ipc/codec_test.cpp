@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -422,6 +423,138 @@ TEST_P(Codec, BatchesRunOnThreadsAndNameTheFailingBuffer) {
   const auto e = message_of([&] { cuarrow::ipc::decompress_all(codec(), djobs, 4, "RecordBatch.buffers"); });
   EXPECT_EQ(e.where(), "RecordBatch.buffers[7]");
   EXPECT_THROW(cuarrow::ipc::decompress_all(codec(), djobs, -1), cuarrow::invalid_argument);
+}
+
+// ---- ZSTD buffers of several frames, decoded in parts -------------------------
+
+// A ZSTD frame written by hand (RFC 8878): `n` bytes of `value` in RLE
+// blocks of at most 128 KiB.  Its header states `states` as the content
+// size (a 4-byte field, single segment) or, unset, no size (a 1 MiB
+// window).  `bad_block`: a corrupt block first, which only decoding finds
+// (walking the frame's block headers does not).
+bytes zstd_rle_frame(std::size_t n, unsigned char value, std::optional<std::uint32_t> states, bool bad_block = false) {
+  bytes f{std::byte{0x28}, std::byte{0xB5}, std::byte{0x2F}, std::byte{0xFD}};
+  if (states) {
+    f.push_back(std::byte{0xA0});
+    for (int i = 0; i < 4; ++i) f.push_back(static_cast<std::byte>(*states >> (8 * i)));
+  } else {
+    f.push_back(std::byte{0x00});
+    f.push_back(std::byte{0x50});
+  }
+  if (bad_block) {  // a 1-byte compressed block (type 2): treeless literals with no table before them
+    for (const int b : {0x0C, 0x00, 0x00, 0xFF}) f.push_back(static_cast<std::byte>(b));
+  }
+  for (std::size_t left = n; left > 0;) {
+    const std::size_t m = std::min<std::size_t>(left, 128 << 10);
+    const auto h = static_cast<std::uint32_t>((m == left ? 1 : 0) | 1 << 1 | m << 3);
+    for (int i = 0; i < 3; ++i) f.push_back(static_cast<std::byte>(h >> (8 * i)));
+    f.push_back(static_cast<std::byte>(value));
+    left -= m;
+  }
+  return f;
+}
+
+// The frames one after the other, after the prefix `declared` (their sizes'
+// sum unless given); the bytes each frame's part starts at are `starts`.
+bytes frames_of(const std::vector<bytes>& frames, std::int64_t declared, std::vector<std::size_t>* starts = nullptr) {
+  bytes payload;
+  for (const bytes& f : frames) {
+    if (starts != nullptr) starts->push_back(8 + payload.size());
+    payload.insert(payload.end(), f.begin(), f.end());
+  }
+  return with_prefix(declared, payload);
+}
+
+bytes rle_bytes(std::initializer_list<std::pair<std::size_t, unsigned char>> runs) {
+  bytes out;
+  for (const auto& [n, v] : runs) out.insert(out.end(), n, static_cast<std::byte>(v));
+  return out;
+}
+
+// Decompresses `framed` with decompress_all on 3 threads; the
+// invalid_message's `where` (empty when it decoded) and the output.
+std::pair<std::string, bytes> in_parts(const bytes& framed, std::size_t size) {
+  bytes out(size);
+  const cuarrow::ipc::decompress_job job{framed, out};
+  try {
+    cuarrow::ipc::decompress_all(compression_codec::zstd, {&job, 1}, 3, "buffers");
+  } catch (const invalid_message& e) {
+    return {e.where(), out};
+  }
+  return {"", out};
+}
+
+TEST(CodecZstdParts, FramesThatStateTheirSizesDecodeAsPartsAndNameTheBadOne) {
+  if (!cuarrow::ipc::codec_available(compression_codec::zstd)) GTEST_FAIL() << "this build lacks zstd";
+  constexpr std::uint32_t k300 = 300 << 10;
+  const bytes expect = rle_bytes({{k300, 'a'}, {k300, 'b'}, {k300, 'c'}});
+  std::vector<std::size_t> at;
+  const bytes good =
+      frames_of({zstd_rle_frame(k300, 'a', k300), zstd_rle_frame(k300, 'b', k300), zstd_rle_frame(k300, 'c', k300)},
+                3 * k300, &at);
+  EXPECT_EQ(decompressed(compression_codec::zstd, good), expect);
+  EXPECT_EQ(in_parts(good, expect.size()), std::pair(std::string(), expect));
+  // The second frame is corrupt: decompress_all names its part.
+  std::vector<std::size_t> bad_at;
+  const bytes bad = frames_of(
+      {zstd_rle_frame(k300, 'a', k300), zstd_rle_frame(k300, 'b', k300, true), zstd_rle_frame(k300, 'c', k300)},
+      3 * k300, &bad_at);
+  EXPECT_EQ(in_parts(bad, expect.size()).first,
+            "buffers[0] (frames at bytes " + std::to_string(bad_at[1]) + " to " + std::to_string(bad_at[2]) + ")");
+  EXPECT_THROW((void)decompressed(compression_codec::zstd, bad), invalid_message);
+  // A frame that states less than it holds, the next more (the sum is
+  // right): its part fails, as the whole buffer does.
+  const bytes lying = frames_of(
+      {zstd_rle_frame(k300, 'a', k300 - 1000), zstd_rle_frame(k300, 'b', k300 + 1000), zstd_rle_frame(k300, 'c', k300)},
+      3 * k300);
+  EXPECT_EQ(in_parts(lying, expect.size()).first, "buffers[0] (frames at bytes 8 to " + std::to_string(at[1]) + ")");
+  EXPECT_THROW((void)decompressed(compression_codec::zstd, lying), invalid_message);
+}
+
+TEST(CodecZstdParts, FramesWithoutSizesOrWhoseSizesDoNotAddUpDecodeWhole) {
+  if (!cuarrow::ipc::codec_available(compression_codec::zstd)) GTEST_FAIL() << "this build lacks zstd";
+  constexpr std::uint32_t k300 = 300 << 10;
+  const bytes expect = rle_bytes({{k300, 'a'}, {k300, 'b'}});
+  // No sizes in the headers: one task, decoded whole (the error names the buffer only).
+  const bytes unsized =
+      frames_of({zstd_rle_frame(k300, 'a', std::nullopt), zstd_rle_frame(k300, 'b', std::nullopt)}, 2 * k300);
+  EXPECT_EQ(in_parts(unsized, expect.size()), std::pair(std::string(), expect));
+  const bytes unsized_bad =
+      frames_of({zstd_rle_frame(k300, 'a', std::nullopt), zstd_rle_frame(k300, 'b', std::nullopt, true)}, 2 * k300);
+  EXPECT_EQ(in_parts(unsized_bad, expect.size()).first, "buffers[0]");
+  // Sizes that add up to more than the prefix declares: decoded whole, and refused.
+  const bytes over = frames_of({zstd_rle_frame(k300, 'a', k300), zstd_rle_frame(k300, 'b', k300 + 1)}, 2 * k300);
+  EXPECT_EQ(in_parts(over, expect.size()).first, "buffers[0]");
+  // Bytes after the last frame that are no frame: decoded whole, and refused.
+  bytes trailing = frames_of({zstd_rle_frame(k300, 'a', k300), zstd_rle_frame(k300, 'b', k300)}, 2 * k300);
+  trailing.insert(trailing.end(), 5, std::byte{0x11});
+  EXPECT_EQ(in_parts(trailing, expect.size()).first, "buffers[0]");
+}
+
+TEST(CodecZstdParts, SmallFramesAreJoinedIntoPartsOfAtLeast256KiB) {
+  if (!cuarrow::ipc::codec_available(compression_codec::zstd)) GTEST_FAIL() << "this build lacks zstd";
+  constexpr std::uint32_t k100 = 100 << 10;
+  // Ten 100 KiB frames: parts of frames 0-2, 3-5 and 6-9 (the last, one
+  // frame, joins the one before).  Frame 7 bad: the part of 6-9 fails.
+  std::vector<bytes> frames;
+  bytes expect;
+  for (int k = 0; k < 10; ++k) {
+    frames.push_back(zstd_rle_frame(k100, static_cast<unsigned char>('a' + k), k100));
+    expect.insert(expect.end(), k100, static_cast<std::byte>('a' + k));
+  }
+  std::vector<std::size_t> at;
+  const bytes good = frames_of(frames, 10 * k100, &at);
+  EXPECT_EQ(in_parts(good, expect.size()), std::pair(std::string(), expect));
+  frames[7] = zstd_rle_frame(k100, 'h', k100, true);
+  const bytes bad = frames_of(frames, 10 * k100);
+  EXPECT_EQ(in_parts(bad, expect.size()).first,
+            "buffers[0] (frames at bytes " + std::to_string(at[6]) + " to " + std::to_string(bad.size()) + ")");
+  frames[7] = zstd_rle_frame(k100, 'h', k100);
+  frames[1] = zstd_rle_frame(k100, 'b', k100, true);
+  std::vector<std::size_t> bad_at;
+  const bytes bad_early = frames_of(frames, 10 * k100, &bad_at);
+  EXPECT_EQ(in_parts(bad_early, expect.size()).first,
+            "buffers[0] (frames at bytes 8 to " + std::to_string(bad_at[3]) + ")");
 }
 
 }  // namespace
