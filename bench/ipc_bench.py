@@ -95,6 +95,8 @@ L_FEATHER = "feather.read_table + cuda.to_device"
 L_MMAP = "ipc.open_file(memory_map).read_all + cuda.to_device"
 L_READ = "ipc.read_feather(path)"
 L_READ_GPU = "ipc.read_feather(path, gpu_decompression=True)"
+L_FEATHER_OWN = "feather.read_table + cuda.to_device, cuarrow's file"
+L_READ_OWN = "ipc.read_feather(path), cuarrow's file"
 L_OPEN = "ipc.open_file(path).read_all()"
 L_PROJ_CA = "ipc.read_feather(path, columns=…)"
 L_PROJ_PA = "feather.read_table(columns=…) + cuda.to_device"
@@ -600,6 +602,27 @@ def read_cases(s: Setup, pread: ThreadedPread, notes: list[str]) -> list[Case]:
             cases.append(
                 C(group, "cuarrow", L_READ, lambda p=cpath: read_feather(p), verify=lambda t: same_data(t, table))
             )
+    write_feather = getattr(ipc, "write_feather", None)
+    if read_feather is not None and write_feather is not None:
+        # The same table as cuarrow writes it (untimed, once): the table's
+        # batches of PART_ROWS rows, each buffer above 4 MiB in 4 MiB ZSTD
+        # frames, which its reader decodes on several workers (pyarrow's
+        # files have one frame a buffer, of 64Ki-row batches).
+        own = s.workdir / "table-zstd-cuarrow.feather"
+        write_feather(cuda.to_device(table), str(own), compression="zstd")
+        s.files["zstd-cuarrow"] = own
+        note = f"the table as cuarrow writes it: {len(table.to_batches())} batches, 4 MiB frames"
+        cases.append(C(G_ZSTD, "pyarrow", L_FEATHER_OWN, lambda: cuda.to_device(feather.read_table(own)), note=note))
+        cases.append(
+            C(
+                G_ZSTD,
+                "cuarrow",
+                L_READ_OWN,
+                lambda: read_feather(str(own)),
+                note=note,
+                verify=lambda t: same_data(t, table),
+            )
+        )
     nvcomp = getattr(s.ipc, "nvcomp_status", None)
     status = nvcomp() if nvcomp is not None else {"available": False, "reason": "this cuarrow has no nvcomp_status"}
     if read_feather is not None and status["available"]:
