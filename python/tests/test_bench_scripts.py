@@ -128,6 +128,19 @@ def test_share_benchmark_and_write_scaling_probe_run(tmp_path):
     run_script("write_scaling_probe.py", "--gib", "0.01", str(tmp_path))
 
 
+def test_decode_threads_probe_reads_every_file_at_every_thread_count(tmp_path):
+    out = tmp_path / "decode.json"
+    small = ["--table-bytes", "8M", "--ceiling-threads", "1,2", "--threads", "2,3", "--reps", "1"]
+    run_script("decode_threads_probe.py", *small, "--dir", str(tmp_path), "--out", str(out))
+    result = json.loads(out.read_text())
+    assert set(result["reads"]) == {"zstd", "lz4", "zstd-cuarrow"}
+    for rows in result["reads"].values():
+        assert set(rows) == {"2", "3"} and all(r["gb_per_s"] > 0 for r in rows.values())
+    for codec in ("zstd", "lz4"):
+        assert set(result["ceiling"][codec]["gb_per_s"]) == {"1", "2"}
+    assert not list(tmp_path.glob("decode-threads-*")), "the probe's files are removed"
+
+
 def test_projection_probe_runs_another_build_beside_this_one(tmp_path):
     """--against: the same settings with another cuarrow (here this one's
     own site folder) alternately, round by round, on one file."""
