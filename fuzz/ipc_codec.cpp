@@ -6,7 +6,7 @@
 // threads: it must accept what decompress does, with the same bytes, and
 // refuse what it refuses), then the framed buffer.  Properties:
 // never reads past the framed bytes (their own allocation under ASan) nor
-// writes past the output; refuses lengths above the 4 MiB limit before
+// writes past the output; refuses lengths above the 16 MiB limit before
 // allocating; what it accepts is exactly the declared size, and compresses
 // and decompresses back to itself.
 #include <cstdint>
@@ -26,7 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The framed bytes in an allocation of exactly their size.
   const std::vector<std::byte> framed(reinterpret_cast<const std::byte*>(data + 1),
                                       reinterpret_cast<const std::byte*>(data + size));
-  constexpr std::int64_t limit = std::int64_t{4} << 20;
+  // Above 4 MiB: cuarrow's writer frames such buffers in 4 MiB chunks
+  // (several ZSTD frames, LZ4 frames of independent blocks), which
+  // decompress_all decodes in parts.
+  constexpr std::int64_t limit = std::int64_t{16} << 20;
   std::int64_t n = 0;
   try {
     n = cuarrow::ipc::decompressed_size(framed, limit, "fuzz");

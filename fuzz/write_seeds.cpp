@@ -497,6 +497,18 @@ int main(int argc, char** argv) {
         count += 2;
       }
     }
+    {
+      // Above 4 MiB: one ZSTD frame or one independent LZ4 block per 4 MiB
+      // chunk, which decompress_all decodes as parts (here 4 MiB and 300 KiB).
+      std::string big;
+      for (std::uint32_t i = 0; big.size() < (std::size_t{4} << 20) + (300 << 10); ++i) le(big, (i / 7) % 5000, 4);
+      const auto* p = reinterpret_cast<const std::byte*>(big.data());
+      const auto framed = cuarrow::ipc::compress(codec, {p, big.size()});
+      const std::string bytes(reinterpret_cast<const char*>(framed.data()), framed.size());
+      write(root / "ipc_codec", name + "_chunked", std::string(1, tag) + bytes);
+      write(root / "ipc_codec", name + "_batch_chunked", std::string(1, tag | 2) + bytes);
+      count += 2;
+    }
     if (codec == cuarrow::ipc::compression_codec::zstd) {
       // Two ZSTD frames of 300 KiB one after the other, each stating its
       // size: decompress_all decodes them as two parts.

@@ -19,6 +19,7 @@
 #include <string>
 
 #if CUARROW_HAVE_LZ4
+#include <lz4.h>
 #include <lz4frame.h>
 #endif
 #if CUARROW_HAVE_ZSTD
@@ -343,35 +344,184 @@ std::int64_t zstd_frame_content_size(std::span<const std::byte> frame) noexcept 
 #endif
 }
 
+namespace {
+
+// Adds a unit (a ZSTD frame, an LZ4 block) of `in` framed bytes at `pos`
+// that decodes to `n` bytes at `out` to `parts`, joining it to the last
+// part while that one is below `min_bytes`.
+void add_unit(std::vector<detail::frame_part>& parts, std::size_t pos, std::size_t in, std::size_t out, std::size_t n,
+              std::size_t min_bytes) {
+  if (!parts.empty() && parts.back().out_size < min_bytes) {
+    parts.back().in_size += in;
+    parts.back().out_size += n;
+  } else {
+    parts.push_back(detail::frame_part{pos, in, out, n});
+  }
+}
+
+#if CUARROW_HAVE_ZSTD
+// The frames of a ZSTD buffer's bytes [pos, end), each stating its size,
+// adding up to `total`; false when they do not.
+bool zstd_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total, std::size_t min_bytes,
+                std::vector<detail::frame_part>& parts) {
+  std::uint64_t out = 0;
+  while (pos < framed.size()) {
+    const std::size_t left = framed.size() - pos;
+    const std::size_t in = ZSTD_findFrameCompressedSize(framed.data() + pos, left);
+    if (ZSTD_isError(in) || in == 0 || in > left) return false;
+    const unsigned long long n = ZSTD_getFrameContentSize(framed.data() + pos, left);
+    if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > total - out) return false;
+    add_unit(parts, pos, in, static_cast<std::size_t>(out), static_cast<std::size_t>(n), min_bytes);
+    pos += in;
+    out += n;
+  }
+  return out == total;
+}
+#endif
+
+#if CUARROW_HAVE_LZ4
+// LZ4 frame descriptor bits (the FLG byte) and the end mark.
+constexpr unsigned lz4_independent = 0x20, lz4_block_checksum = 0x10, lz4_content_checksum = 0x04, lz4_dict_id = 0x01;
+constexpr std::uint32_t lz4_uncompressed_block = 0x80000000U;
+
+std::uint32_t load_le32(const std::byte* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint32_t>(p[i]);
+  return v;
+}
+
+// The bytes the compressed LZ4 block `b` decodes to, from its sequences'
+// literal and match lengths (nothing is decoded), or -1 when the sequences
+// run past the block or add up to more than `most`.
+std::int64_t lz4_block_size(std::span<const std::byte> b, std::size_t most) {
+  std::size_t pos = 0, out = 0;
+  const auto length = [&](unsigned base, std::size_t& into) {
+    into = base;
+    if (base != 15) return true;
+    for (;;) {
+      if (pos >= b.size()) return false;
+      const auto c = std::to_integer<unsigned>(b[pos++]);
+      into += c;
+      if (into > most) return false;
+      if (c != 255) return true;
+    }
+  };
+  for (;;) {
+    if (pos >= b.size()) return -1;
+    const auto token = std::to_integer<unsigned>(b[pos++]);
+    std::size_t literals = 0, match = 0;
+    if (!length(token >> 4, literals) || literals > b.size() - pos) return -1;
+    pos += literals;
+    out += literals;
+    if (out > most) return -1;
+    if (pos == b.size()) return static_cast<std::int64_t>(out);  // the last sequence: literals only
+    if (b.size() - pos < 2) return -1;
+    pos += 2;  // the match's offset
+    if (!length(token & 15, match)) return -1;
+    out += match + 4;
+    if (out > most) return -1;
+  }
+}
+
+// The blocks of an LZ4 frame of independent blocks without checksums or
+// dictionary, from `pos` to the frame's end mark, which must end the
+// buffer, adding up to `total`; false for any other frame.
+bool lz4_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total, std::size_t min_bytes,
+               std::vector<detail::frame_part>& parts) {
+  if (framed.size() - pos < 7 || load_le32(framed.data() + pos) != 0x184D2204U) return false;
+  const auto flg = std::to_integer<unsigned>(framed[pos + 4]);
+  if ((flg & lz4_independent) == 0 || (flg & (lz4_block_checksum | lz4_content_checksum | lz4_dict_id)) != 0) {
+    return false;
+  }
+  // The descriptor, checked (its header checksum too) by liblz4 itself.
+  LZ4F_dctx* ctx = nullptr;
+  if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) return false;
+  LZ4F_frameInfo_t info{};
+  std::size_t header = framed.size() - pos;
+  const std::size_t got = LZ4F_getFrameInfo(ctx, &info, framed.data() + pos, &header);
+  LZ4F_freeDecompressionContext(ctx);
+  if (LZ4F_isError(got) || header == 0 || header > framed.size() - pos) return false;
+  if (info.contentSize != 0 && info.contentSize != total) return false;
+  std::size_t most = 0;
+  switch (info.blockSizeID) {
+    case LZ4F_max64KB: most = std::size_t{64} << 10; break;
+    case LZ4F_max256KB: most = std::size_t{256} << 10; break;
+    case LZ4F_max1MB: most = std::size_t{1} << 20; break;
+    case LZ4F_max4MB: most = std::size_t{4} << 20; break;
+    default: return false;
+  }
+  pos += header;
+  std::uint64_t out = 0;
+  for (;;) {
+    if (framed.size() - pos < 4) return false;
+    const std::uint32_t h = load_le32(framed.data() + pos);
+    if (h == 0) {  // the end mark: the buffer's last bytes
+      return pos + 4 == framed.size() && out == total;
+    }
+    const std::size_t in = h & ~lz4_uncompressed_block;
+    if (in > most || in > framed.size() - pos - 4) return false;
+    const std::int64_t n = (h & lz4_uncompressed_block) != 0 ? static_cast<std::int64_t>(in)
+                                                             : lz4_block_size(framed.subspan(pos + 4, in), most);
+    if (n < 0 || static_cast<std::uint64_t>(n) > total - out) return false;
+    add_unit(parts, pos, 4 + in, static_cast<std::size_t>(out), static_cast<std::size_t>(n), min_bytes);
+    pos += 4 + in;
+    out += static_cast<std::uint64_t>(n);
+  }
+}
+
+// Decodes the whole blocks (each with its 4-byte header) of `in` into
+// exactly `out`; each block at most `most` bytes, as the frame's decoder
+// allows.
+void lz4_decode_blocks(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
+  std::size_t pos = 0, at = 0;
+  const std::size_t most = std::size_t{4} << 20;  // the largest block size; independent_parts checked the frame's
+  while (pos < in.size()) {
+    if (in.size() - pos < 4) bad(where, "an LZ4 block header is cut short");
+    const std::uint32_t h = load_le32(in.data() + pos);
+    const std::size_t n = h & ~lz4_uncompressed_block;
+    pos += 4;
+    if (n > in.size() - pos) bad(where, "an LZ4 block runs past its part");
+    const std::size_t room = std::min(most, out.size() - at);
+    if ((h & lz4_uncompressed_block) != 0) {
+      if (n > room) bad(where, "an uncompressed LZ4 block holds more than its part declares");
+      if (n > 0) std::memcpy(out.data() + at, in.data() + pos, n);
+      at += n;
+    } else {
+      const int got =
+          LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + pos), reinterpret_cast<char*>(out.data() + at),
+                              static_cast<int>(n), static_cast<int>(room));
+      if (got < 0) bad(where, "corrupted LZ4 block (LZ4_decompress_safe failed)");
+      at += static_cast<std::size_t>(got);
+    }
+    pos += n;
+  }
+  if (at != out.size()) {
+    bad(where, "the LZ4 blocks hold " + size_text(at) + ", their sequences add up to " + size_text(out.size()));
+  }
+}
+#endif
+
+}  // namespace
+
 namespace detail {
 
 std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed,
                                           std::size_t min_bytes) {
   std::vector<frame_part> parts;
-#if CUARROW_HAVE_ZSTD
   constexpr auto prefix = static_cast<std::size_t>(frame_prefix_bytes);
-  if (codec != compression_codec::zstd || framed.size() <= prefix) return parts;
+  if (framed.size() <= prefix) return parts;
   const std::int64_t declared = load_le64(framed.data());
-  if (declared <= 0) return parts;  // stored uncompressed, or nothing to decode
+  // Stored uncompressed, nothing to decode, or too little for two parts.
+  if (declared <= 0 || static_cast<std::uint64_t>(declared) < 2 * static_cast<std::uint64_t>(min_bytes)) return parts;
   const auto total = static_cast<std::uint64_t>(declared);
-  std::size_t pos = prefix;
-  std::uint64_t out = 0;
-  while (pos < framed.size()) {
-    const std::size_t left = framed.size() - pos;
-    const std::size_t in = ZSTD_findFrameCompressedSize(framed.data() + pos, left);
-    if (ZSTD_isError(in) || in == 0 || in > left) return {};
-    const unsigned long long n = ZSTD_getFrameContentSize(framed.data() + pos, left);
-    if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > total - out) return {};
-    if (!parts.empty() && parts.back().out_size < min_bytes) {
-      parts.back().in_size += in;
-      parts.back().out_size += static_cast<std::size_t>(n);
-    } else {
-      parts.push_back(frame_part{pos, in, static_cast<std::size_t>(out), static_cast<std::size_t>(n)});
-    }
-    pos += in;
-    out += n;
-  }
-  if (out != total) return {};
+  bool ok = false;
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) ok = zstd_units(framed, prefix, total, min_bytes, parts);
+#endif
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) ok = lz4_units(framed, prefix, total, min_bytes, parts);
+#endif
+  if (!ok) return {};
   if (parts.size() >= 2 && parts.back().out_size < min_bytes) {  // a small last part joins the one before
     const frame_part last = parts.back();
     parts.pop_back();
@@ -379,11 +529,6 @@ std::vector<frame_part> independent_parts(compression_codec codec, std::span<con
     parts.back().out_size += last.out_size;
   }
   if (parts.size() < 2) parts.clear();
-#else
-  (void)codec;
-  (void)framed;
-  (void)min_bytes;
-#endif
   return parts;
 }
 
@@ -394,12 +539,17 @@ void decompress_part(compression_codec codec, std::span<const std::byte> framed,
     throw invalid_argument("decompress_part: the part lies outside the framed buffer or the output");
   }
   check_codec(codec);
-  const std::string name = std::string(where) + " (frames at bytes " + std::to_string(p.in_offset) + " to " +
+  const std::string name = std::string(where) + (codec == compression_codec::zstd ? " (frames" : " (blocks") +
+                           " at bytes " + std::to_string(p.in_offset) + " to " +
                            std::to_string(p.in_offset + p.in_size) + ")";
+  const auto in = framed.subspan(p.in_offset, p.in_size);
 #if CUARROW_HAVE_ZSTD
-  if (codec == compression_codec::zstd) return zstd_decompress(framed.subspan(p.in_offset, p.in_size), out, name);
+  if (codec == compression_codec::zstd) return zstd_decompress(in, out, name);
 #endif
-  throw invalid_argument("decompress_part: only ZSTD buffers are decoded in parts");
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) return lz4_decode_blocks(in, out, name);
+#endif
+  missing(codec);
 }
 
 }  // namespace detail

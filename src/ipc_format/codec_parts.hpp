@@ -1,11 +1,12 @@
 // Internal: a compressed buffer decoded in parts, on several threads.
 //
 // A ZSTD buffer may hold several frames one after the other (ZSTD_decompress
-// takes concatenated frames); cuarrow writes every buffer above 4 MiB so,
-// one frame per 4 MiB chunk (codec.hpp).  Frames that state their
-// decompressed size can be decoded independently, each into its own place
-// in the output: a large buffer no longer keeps one thread busy while the
-// others wait (decompress_all, the file reader's pipeline).
+// takes concatenated frames), an LZ4 frame independent blocks; cuarrow
+// writes every buffer above 4 MiB so, one frame (block) per 4 MiB chunk
+// (codec.hpp).  Frames that state their decompressed size, and
+// independent blocks whose size their sequences give, decode each into
+// its own place in the output: a large buffer no longer keeps one thread
+// busy while the others wait (decompress_all, the file reader's pipeline).
 #pragma once
 
 #include <cstddef>
@@ -32,19 +33,21 @@ struct frame_part {
 inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 
 /// The parts of `framed`, in order, each decoding to at least `min_bytes`
-/// (neighbouring frames joined), when there are two or more: a ZSTD buffer
+/// (neighbouring units joined), when there are two or more: a ZSTD buffer
 /// whose concatenated frames all state their sizes and add up to the
-/// declared length.  Empty otherwise (one frame, LZ4, stored uncompressed,
-/// a frame that does not state its size or cannot be walked, sizes that do
-/// not add up): decompress() then decodes the buffer whole and reports
-/// what is wrong with it.  Reads only frame headers (and block headers,
-/// to find where each frame ends); never throws for bad input.
+/// declared length, or an LZ4 frame of independent blocks (no checksums,
+/// no dictionary) that ends the buffer and whose blocks' sequences add up
+/// to it.  Empty otherwise (one ZSTD frame, linked LZ4 blocks, stored
+/// uncompressed, a unit that cannot be walked, sizes that do not add up):
+/// decompress() then decodes the buffer whole and reports what is wrong
+/// with it.  Reads ZSTD frame and block headers, LZ4 block headers and
+/// sequence lengths; never throws for bad input.
 std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed,
                                           std::size_t min_bytes = min_part_bytes);
 
 /// Decodes part `p` of `framed` into `out` (p.out_size bytes).  Throws
-/// invalid_message naming `where` and the part's bytes when its frames are
-/// corrupt or hold another size than they state.
+/// invalid_message naming `where` and the part's bytes when its frames
+/// (blocks) are corrupt or hold another size than they state.
 void decompress_part(compression_codec codec, std::span<const std::byte> framed, const frame_part& p,
                      std::span<std::byte> out, std::string_view where);
 

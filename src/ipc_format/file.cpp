@@ -146,13 +146,13 @@ class open_file {
 // only its 8-byte length prefix.  A buffer that fits in a slot is read into
 // the worker's scratch memory and decompressed into the slot in one call; a
 // larger one is asked for in parts (one per chunk) and read once.  When its
-// frames decode independently (a ZSTD buffer of several frames, as cuarrow
-// writes buffers above 4 MiB: codec_parts.hpp), each chunk decodes the
-// frames that lie inside it straight into its slot, and a frame that
-// straddles chunks once, into scratch memory of its own, on whichever
-// worker asks first: the buffer is decoded on as many workers as it has
-// chunks.  Otherwise it is decompressed once into host scratch memory and
-// copied out part by part.
+// parts decode independently (several ZSTD frames or an LZ4 frame of
+// independent blocks, as cuarrow writes buffers above 4 MiB:
+// codec_parts.hpp), each chunk decodes the parts that lie inside it
+// straight into its slot, and a part that straddles chunks once, into
+// scratch memory of its own, on whichever worker asks first: the buffer is
+// decoded on as many workers as it has chunks.  Otherwise it is
+// decompressed once into host scratch memory and copied out part by part.
 struct decoded_buffer {
   compression_codec codec{};
   int fd = -1;

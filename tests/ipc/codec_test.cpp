@@ -557,4 +557,65 @@ TEST(CodecZstdParts, SmallFramesAreJoinedIntoPartsOfAtLeast256KiB) {
             "buffers[0] (frames at bytes 8 to " + std::to_string(bad_at[3]) + ")");
 }
 
+// ---- LZ4 frames of independent blocks, decoded in parts -----------------------
+
+// The offset of each block header of the LZ4 frame cuarrow writes for a
+// buffer above 4 MiB (a 7-byte descriptor: no content size), in `framed`,
+// and the end mark's.
+std::vector<std::size_t> lz4_blocks(const bytes& framed) {
+  std::vector<std::size_t> at;
+  std::size_t pos = 8 + 7;
+  for (;;) {
+    at.push_back(pos);
+    std::uint32_t h = 0;
+    std::memcpy(&h, framed.data() + pos, 4);
+    if (h == 0) return at;
+    pos += 4 + (h & 0x7FFFFFFFU);
+  }
+}
+
+TEST(CodecLz4Parts, IndependentBlocksDecodeAsPartsAndNameTheBadOne) {
+  if (!cuarrow::ipc::codec_available(compression_codec::lz4_frame)) GTEST_FAIL() << "this build lacks lz4";
+  constexpr std::size_t chunk = std::size_t{4} << 20;
+  // Three blocks: compressible, incompressible (stored raw), and 300 KiB.
+  bytes in = compressible(2 * chunk + (300 << 10), 21);
+  const bytes noise = random_bytes(chunk, 22);
+  std::memcpy(in.data() + chunk, noise.data(), chunk);
+  const bytes framed = cuarrow::ipc::compress(compression_codec::lz4_frame, in);
+  const std::vector<std::size_t> at = lz4_blocks(framed);
+  ASSERT_EQ(at.size(), 4U) << "three blocks and the end mark";
+  std::uint32_t raw = 0;
+  std::memcpy(&raw, framed.data() + at[1], 4);
+  EXPECT_NE(raw & 0x80000000U, 0U) << "the incompressible block is stored as it is";
+  bytes out(in.size());
+  const cuarrow::ipc::decompress_job job{framed, out};
+  cuarrow::ipc::decompress_all(compression_codec::lz4_frame, {&job, 1}, 3, "buffers");
+  EXPECT_EQ(out, in);
+  // The third block's first match points before the block's start (its
+  // offset made 65535): an independent block cannot reach back, so its part
+  // fails, and names its bytes; the whole frame's decoder fails too.
+  bytes bad = framed;
+  std::size_t pos = at[2] + 4;
+  const auto token = std::to_integer<unsigned>(bad[pos++]);
+  std::size_t literals = token >> 4;
+  if (literals == 15) {
+    for (unsigned c = 255; c == 255; literals += c) c = std::to_integer<unsigned>(bad[pos++]);
+  }
+  pos += literals;
+  bad[pos] = std::byte{0xFF};
+  bad[pos + 1] = std::byte{0xFF};
+  const cuarrow::ipc::decompress_job bad_job{bad, out};
+  const auto e = message_of([&] { cuarrow::ipc::decompress_all(compression_codec::lz4_frame, {&bad_job, 1}, 3, "b"); });
+  EXPECT_EQ(e.where(), "b[0] (blocks at bytes " + std::to_string(at[2]) + " to " + std::to_string(at[3]) + ")");
+  EXPECT_THROW((void)decompressed(compression_codec::lz4_frame, bad), invalid_message);
+  // A frame that does not end at the buffer's end is decoded whole (and refused).
+  bytes trailing = framed;
+  trailing.push_back(std::byte{0});
+  const cuarrow::ipc::decompress_job trailing_job{trailing, out};
+  const auto t = message_of([&] {
+    cuarrow::ipc::decompress_all(compression_codec::lz4_frame, {&trailing_job, 1}, 3, "b");
+  });
+  EXPECT_EQ(t.where(), "b[0]");
+}
+
 }  // namespace

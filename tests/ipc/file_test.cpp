@@ -602,36 +602,38 @@ TEST_F(IpcFileManyBatches, ReadAllEqualsThePerBatchReads) {
   }
 }
 
-// A ZSTD buffer above 4 MiB, as cuarrow writes it (one frame per 4 MiB
-// chunk), is decoded frame by frame on the workers that stage its chunks:
-// with 64 KiB chunks every frame spans many (decoded once, copied out),
-// with one worker and 5 MiB chunks some frames lie inside one chunk
-// (decoded straight into the slot) and others straddle two.
-TEST_F(IpcFile, ZstdBuffersOfSeveralFramesDecodeOnTheWorkersThatStageThem) {
-  if (!ipc::codec_available(ipc::compression_codec::zstd)) GTEST_SKIP() << "this build has no libzstd";
-  constexpr std::int64_t rows = 5'000'000;  // 40 MB of int64: 10 frames
+// A buffer above 4 MiB, as cuarrow writes it (one ZSTD frame, or one
+// independent LZ4 block, per 4 MiB chunk), is decoded frame by frame (block
+// by block) on the workers that stage its chunks: with 64 KiB chunks every
+// frame spans many (decoded once, copied out), with one worker and 5 MiB
+// chunks some frames lie inside one chunk (decoded straight into the slot)
+// and others straddle two.
+TEST_F(IpcFile, BuffersOfSeveralFramesDecodeOnTheWorkersThatStageThem) {
+  constexpr std::int64_t rows = 5'000'000;  // 40 MB of int64: 10 frames or blocks
   std::vector<std::optional<std::int64_t>> values(rows);
   for (std::int64_t r = 0; r < rows; ++r) values[static_cast<std::size_t>(r)] = (r * 7919) % 100'003;
   record_batch b;
   b.schema.fields = {field("i", int64())};
   b.num_rows = rows;
   b.columns = {primitive<std::int64_t>(int64(), values)};
-  const std::string path =
-      write("frames.arrow", written({b}, ipc::stream_writer::format::file, ipc::compression_codec::zstd));
   const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
   try {
-    for (const auto& [chunk, threads] : {std::pair{64 << 10, 3}, std::pair{64 << 20, 1}}) {
-      SCOPED_TRACE("chunks of at most " + std::to_string(chunk) + " bytes, " + std::to_string(threads) + " workers");
-      cuarrow::transfer_options o = saved;
-      o.staging_chunk_bytes = chunk;
-      o.staging_threads_to_device = threads;
-      cuarrow::set_transfer_options(o);
-      ipc::file_read_options ro;
-      ro.io_threads = threads;
-      ipc::device_file_reader r(path, ctx(), ro);
-      const record_batch got = r.read_batch(0);
-      expect_on_device(got);
-      EXPECT_TRUE(same_values(b, got));
+    for (const auto codec : {ipc::compression_codec::zstd, ipc::compression_codec::lz4_frame}) {
+      const std::string path = write("frames.arrow", written({b}, ipc::stream_writer::format::file, codec));
+      for (const auto& [chunk, threads] : {std::pair{64 << 10, 3}, std::pair{64 << 20, 1}}) {
+        SCOPED_TRACE(std::string(ipc::to_string(codec)) + ", chunks of at most " + std::to_string(chunk) + " bytes, " +
+                     std::to_string(threads) + " workers");
+        cuarrow::transfer_options o = saved;
+        o.staging_chunk_bytes = chunk;
+        o.staging_threads_to_device = threads;
+        cuarrow::set_transfer_options(o);
+        ipc::file_read_options ro;
+        ro.io_threads = threads;
+        ipc::device_file_reader r(path, ctx(), ro);
+        const record_batch got = r.read_batch(0);
+        expect_on_device(got);
+        EXPECT_TRUE(same_values(b, got));
+      }
     }
   } catch (...) {
     cuarrow::set_transfer_options(saved);
