@@ -8,7 +8,8 @@ GB/s of decompressed bytes into device memory, on host threads).
 
 The IPC benchmark's table (bench/ipc_bench.py) is written as Feather files:
 pyarrow's ZSTD and LZ4 (one frame a buffer, 64 Ki-row batches) and
-cuarrow's ZSTD (2 Mi-row batches, buffers above 4 MiB in 4 MiB frames).
+cuarrow's (2 Mi-row batches, buffers above 4 MiB in 4 MiB frames or
+independent LZ4 blocks, which its reader decodes on several workers).
 Then:
 
 - the host's decode ceiling for each --ceiling-threads count N: the same
@@ -93,10 +94,14 @@ def main() -> int:
     }
     try:
         table = ipc_bench.build_table(bench.parse_size(args.table_bytes))
-        files = {name: workdir / f"{name}.feather" for name in ("uncompressed", "zstd", "lz4", "zstd-cuarrow")}
+        names = ("uncompressed", "zstd", "lz4", "zstd-cuarrow", "lz4-cuarrow")
+        files = {name: workdir / f"{name}.feather" for name in names}
         for comp in ("uncompressed", "zstd", "lz4"):
             feather.write_feather(table, files[comp], compression=comp)
-        ipc.write_feather(cuda.to_device(table), str(files["zstd-cuarrow"]), compression="zstd")
+        on_device = cuda.to_device(table)
+        for comp in ("zstd", "lz4"):
+            ipc.write_feather(on_device, str(files[f"{comp}-cuarrow"]), compression=comp)
+        del on_device
         nbytes = files["uncompressed"].stat().st_size
         result["nbytes"] = nbytes
         files.pop("uncompressed").unlink()
