@@ -505,15 +505,16 @@ void lz4_decode_blocks(std::span<const std::byte> in, std::span<std::byte> out, 
 
 namespace detail {
 
-std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed,
+std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
                                           std::size_t min_bytes) {
   std::vector<frame_part> parts;
   constexpr auto prefix = static_cast<std::size_t>(frame_prefix_bytes);
-  if (framed.size() <= prefix) return parts;
-  const std::int64_t declared = load_le64(framed.data());
-  // Stored uncompressed, nothing to decode, or too little for two parts.
-  if (declared <= 0 || static_cast<std::uint64_t>(declared) < 2 * static_cast<std::uint64_t>(min_bytes)) return parts;
-  const auto total = static_cast<std::uint64_t>(declared);
+  // Too little for two parts, or a prefix that declares another size
+  // (-1, stored uncompressed, included): decompress() takes those whole.
+  if (size < 2 * min_bytes || framed.size() <= prefix || load_le64(framed.data()) != static_cast<std::int64_t>(size)) {
+    return parts;
+  }
+  const auto total = static_cast<std::uint64_t>(size);
   bool ok = false;
 #if CUARROW_HAVE_ZSTD
   if (codec == compression_codec::zstd) ok = zstd_units(framed, prefix, total, min_bytes, parts);
@@ -681,10 +682,7 @@ void decompress_all(compression_codec codec, std::span<const decompress_job> job
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const decompress_job& j = jobs[i];
     bytes += j.out.size();
-    if (j.framed.size() > static_cast<std::size_t>(frame_prefix_bytes) &&
-        load_le64(j.framed.data()) == static_cast<std::int64_t>(j.out.size())) {
-      parts[i] = detail::independent_parts(codec, j.framed);
-    }
+    parts[i] = detail::independent_parts(codec, j.framed, j.out.size());
     if (parts[i].empty()) tasks.emplace_back(i, -1);
     for (std::size_t k = 0; k < parts[i].size(); ++k) tasks.emplace_back(i, static_cast<std::ptrdiff_t>(k));
   }

@@ -33,7 +33,8 @@ struct frame_part {
 inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 
 /// The parts of `framed`, in order, each decoding to at least `min_bytes`
-/// (neighbouring units joined), when there are two or more: a ZSTD buffer
+/// (neighbouring units joined), when there are two or more and its prefix
+/// declares `size` (the output's size) bytes: a ZSTD buffer
 /// whose concatenated frames all state their sizes and add up to the
 /// declared length, or an LZ4 frame of independent blocks (no checksums,
 /// no dictionary) that ends the buffer and whose blocks' sequences add up
@@ -42,7 +43,7 @@ inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 /// decompress() then decodes the buffer whole and reports what is wrong
 /// with it.  Reads ZSTD frame and block headers, LZ4 block headers and
 /// sequence lengths; never throws for bad input.
-std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed,
+std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
                                           std::size_t min_bytes = min_part_bytes);
 
 /// Decodes part `p` of `framed` into `out` (p.out_size bytes).  Throws

@@ -202,10 +202,7 @@ struct decoded_buffer {
     }
     std::call_once(once, [&] {
       read_framed(framed);
-      if (framed.size() > static_cast<std::size_t>(frame_prefix_bytes) &&
-          cuarrow::detail::get_le<std::int64_t>(framed.data()) == static_cast<std::int64_t>(size)) {
-        parts = cuarrow::ipc::detail::independent_parts(codec, framed);
-      }
+      parts = cuarrow::ipc::detail::independent_parts(codec, framed, size);
       if (!parts.empty()) {
         part_scratches = std::make_unique<part_scratch[]>(parts.size());
         for (std::size_t k = 0; k < parts.size(); ++k) part_scratches[k].left = parts[k].out_size;
