@@ -115,7 +115,7 @@ def main() -> int:
                 continue
             rows = {}
             for n in ceiling_threads:
-                decode.threads = n
+                decode.set_threads(n)
                 decode()
                 samples = []
                 for _ in range(args.reps):

@@ -366,6 +366,13 @@ class ThreadedDecode:
             out_or_in = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]  # (dst, &dst size), (src, &src size)
             self.lib.LZ4F_decompress.argtypes = [ctypes.c_void_p, *out_or_in, *out_or_in, ctypes.c_void_p]
 
+    def set_threads(self, threads: int) -> None:
+        """Decode on `threads` threads from now on (the same frames)."""
+        self.threads = threads
+        if self.native is None:
+            self.pool.shutdown()
+            self.pool = ThreadPoolExecutor(threads, thread_name_prefix="decode")
+
     def _share(self, k: int) -> None:
         ct = self.ctypes
         ctx = ct.c_void_p()

@@ -209,6 +209,12 @@ def test_decode_ceiling_decodes_every_frame_from_cpp_and_python_threads(tmp_path
             assert len(buffers) == len(decode.frames) >= 5
             for b, (_, out) in zip(buffers, decode.frames):
                 assert out.tobytes() == b.to_pybytes()
+            decode.set_threads(2)  # the probe's curve: the same frames on another count
+            for _, out in decode.frames:
+                out.fill(0)
+            assert decode() == decode.nbytes
+            for b, (_, out) in zip(buffers, decode.frames):
+                assert out.tobytes() == b.to_pybytes()
         finally:
             decode.close()
     monkeypatch.setattr(ipc_bench, "decode_ceiling_library", lambda: so)
