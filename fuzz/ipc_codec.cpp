@@ -8,7 +8,10 @@
 // never reads past the framed bytes (their own allocation under ASan) nor
 // writes past the output; refuses lengths above the 16 MiB limit before
 // allocating; what it accepts is exactly the declared size, and compresses
-// and decompresses back to itself.
+// and decompresses back to itself.  The part size the file reader guesses
+// from the buffer's first bytes (part_bytes_hint) reads only those bytes
+// and is 0 or a size below the declared one.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/codec.hpp"
 #include "fuzz_input.hpp"
+#include "ipc_format/codec_parts.hpp"
 
 using cuarrow::ipc::compression_codec;
 
@@ -37,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (n < 0 || n > limit) cuarrow_fuzz::property_failed("decompressed_size outside [0, limit]");
+  {
+    namespace d = cuarrow::ipc::detail;
+    const std::size_t head_size =
+        std::min(framed.size(), static_cast<std::size_t>(cuarrow::ipc::frame_prefix_bytes) + d::part_hint_head_bytes);
+    const std::vector<std::byte> head(framed.begin(), framed.begin() + static_cast<std::ptrdiff_t>(head_size));
+    const std::size_t hint = d::part_bytes_hint(codec, head, static_cast<std::size_t>(n));
+    if (hint != 0 && (hint >= static_cast<std::size_t>(n) || hint < d::min_part_bytes)) {
+      cuarrow_fuzz::property_failed("part_bytes_hint outside [min_part_bytes, size)");
+    }
+  }
   std::vector<std::byte> out(static_cast<std::size_t>(n));
   bool accepted = true;
   try {

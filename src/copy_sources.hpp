@@ -42,6 +42,12 @@ struct piece_source {
   /// larger than a chunk inside one slot, so that it is produced in one
   /// call; a larger one is produced in parts (one call per chunk).
   produce_fn produce;
+  /// kind::produce, when nonzero: the piece likely decodes in independent
+  /// parts of this many bytes (the last one shorter; a compressed buffer
+  /// cuarrow wrote).  A piece larger than a chunk then starts a new chunk and
+  /// its chunks end on multiples of it, so that each part lies inside one
+  /// slot (when a part fits in one).
+  std::size_t part_bytes = 0;
 };
 
 /// Adds the nanoseconds of its life to `*into`; nothing (not even a clock

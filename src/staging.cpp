@@ -236,18 +236,29 @@ std::vector<std::size_t> capacities(std::size_t total, std::size_t chunk, int wo
   return caps;
 }
 
-plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size_t>& caps) {
+// The chunk size for a produced piece larger than a chunk (`chunk`) whose
+// source expects it to decode in parts of `part` bytes: whole parts, as
+// many as fit in `chunk`, or one when a part is larger than `chunk` but
+// fits in a slot (`slot` bytes); 0 (the usual chunks) when a part does not
+// fit in a slot.
+std::size_t part_chunk(std::size_t part, std::size_t chunk, std::size_t slot) {
+  if (part == 0 || part > slot) return 0;
+  return std::min(slot, std::max<std::size_t>(1, chunk / part) * part);
+}
+
+plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size_t>& caps, std::size_t slot_bytes) {
   plan p;
   std::size_t used = 0;
   std::size_t cap = 0;
-  bool joins = false;  // the next segment extends the current DMA
+  std::size_t piece_cap = 0;  // when nonzero, the size of the chunks the current piece opens
+  bool joins = false;         // the next segment extends the current DMA
   auto add = [&](const unsigned char* src, unsigned char* dst, CUdeviceptr device, std::size_t n,
                  const piece_source* source, std::uint64_t file_offset, bool gap) {
     std::size_t source_offset = 0;
     while (n > 0) {
       if (p.chunks.empty() || used == cap) {
         p.chunks.push_back(chunk_range{p.segments.size(), p.segments.size()});
-        cap = caps[std::min(p.chunks.size() - 1, caps.size() - 1)];
+        cap = piece_cap != 0 ? piece_cap : caps[std::min(p.chunks.size() - 1, caps.size() - 1)];
         used = 0;
         joins = false;
       }
@@ -273,22 +284,34 @@ plan make_plan(std::span<const staged_piece> pieces, const std::vector<std::size
     // a new one rather than straddle two: the callback then makes it in one
     // call, straight into the slot.  The gap before it is then left as it is
     // on the device, not zeroed.
+    const bool produced = piece.source != nullptr && piece.source->what == piece_source::kind::produce;
     bool fresh = false;
-    if (piece.source != nullptr && piece.source->what == piece_source::kind::produce && !p.chunks.empty() &&
-        piece.size <= caps.front()) {
+    if (produced && !p.chunks.empty() && piece.size <= caps.front()) {
       const std::size_t gap = merges ? static_cast<std::size_t>(piece.device - previous_end) : 0;
       if (used + gap + piece.size > cap) {
         used = cap;
         fresh = true;
       }
     }
+    // A larger one that decodes in parts (a buffer cuarrow wrote) starts a
+    // new chunk too, and its chunks end on its parts' bounds: each part is
+    // then decoded straight into the slot of the worker that stages it,
+    // never into scratch memory that another worker waits for.  Its gap
+    // goes with the previous chunk.
+    const std::size_t cut =
+        produced && piece.size > caps.front() ? part_chunk(piece.source->part_bytes, caps.front(), slot_bytes) : 0;
     if (merges && !fresh) {
       add(nullptr, nullptr, previous_end, static_cast<std::size_t>(piece.device - previous_end), nullptr, 0,
           true);  // the gap
     } else {
       joins = false;
     }
+    if (cut != 0) {
+      if (!p.chunks.empty()) used = cap;
+      piece_cap = cut;
+    }
     add(piece.host_src, piece.host_dst, piece.device, piece.size, piece.source, piece.file_offset, false);
+    piece_cap = 0;
     have_previous = true;
     previous_end = piece.device + piece.size;
   }
@@ -465,7 +488,8 @@ bool staged(CUcontext ctx, std::span<const staged_piece> pieces, bool to_device,
   }
   const std::size_t estimate = (total + chunk - 1) / chunk;
   const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_workers), estimate));
-  const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()));
+  const plan pl = make_plan(pieces, capacities(total, chunk, workers, !to_device && ramp_enabled()),
+                            static_cast<std::size_t>(o.staging_chunk_bytes));
   job j(pl.chunks.size());
   run_job(
       ctx, j, std::min(workers, static_cast<int>(pl.chunks.size())),
@@ -590,7 +614,7 @@ bool gathered_host_to_device(std::span<const staged_piece> pieces,
                              const std::function<unsigned char*(std::size_t)>& block_for,
                              const std::function<void(CUdeviceptr, const unsigned char*, std::size_t)>& dma) {
   // One chunk as large as the pieces and their merged gaps: the block.
-  const plan pl = make_plan(pieces, {std::numeric_limits<std::size_t>::max()});
+  const plan pl = make_plan(pieces, {std::numeric_limits<std::size_t>::max()}, std::numeric_limits<std::size_t>::max());
   if (pl.chunks.empty()) return true;
   const segment& last = pl.segments.back();
   unsigned char* block = block_for(last.slot_offset + last.size);

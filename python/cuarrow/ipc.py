@@ -491,8 +491,12 @@ class _Reader:
         checked); seconds summed over the staging pipeline's threads in
         ``pread_seconds``, ``decompress_seconds`` and ``dma_wait_seconds``
         (waiting for a pinned slot's copy to the device); nvCOMP's
-        decompression, waited for, in ``gpu_decompress_seconds``.  None for a
-        reader of device memory."""
+        decompression, waited for, in ``gpu_decompress_seconds``;
+        ``scratch_decoded_bytes``, decompressed bytes that went through host
+        scratch memory and were copied again (a large buffer written as one
+        frame, as Arrow C++ writes it, or a part that straddles two staging
+        chunks; 0 when every buffer was decoded straight into the pinned
+        slots).  None for a reader of device memory."""
         get = getattr(self._reader, "stats", None)
         return None if get is None else dict(get())
 

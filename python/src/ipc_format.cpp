@@ -155,7 +155,7 @@ nb::dict stats_of(const ci::read_stats& r) {
                      "staging_seconds", &S::staging_seconds, "gds_seconds", &S::gds_seconds, "build_seconds",
                      &S::build_seconds, "pread_seconds", &S::pread_seconds, "decompress_seconds",
                      &S::decompress_seconds, "dma_wait_seconds", &S::dma_wait_seconds, "gpu_decompress_seconds",
-                     &S::gpu_decompress_seconds, "dmas", &S::dmas);
+                     &S::gpu_decompress_seconds, "dmas", &S::dmas, "scratch_decoded_bytes", &S::scratch_decoded_bytes);
 }
 
 // A read that changes a reader's or a memo's state: with the GIL released,

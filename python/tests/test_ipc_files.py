@@ -303,6 +303,18 @@ def test_compressed_buffers_above_4_mib_are_written_in_chunks_every_reader_reads
     assert ipc.read_feather(path).to_host().equals(table)
     assert ipc.read_feather(path, gpu_decompression=True).to_host().equals(table)
     assert path.stat().st_size < table.nbytes / 2, "compressed"
+    # Each 4 MiB frame (block) is decoded straight into a staging slot; a
+    # buffer that pyarrow writes as one frame goes through scratch memory.
+    with ipc.open_file(path) as reader:
+        assert reader.read_all().to_host().equals(table)
+        assert reader.stats()["scratch_decoded_bytes"] == 0
+    theirs = tmp_path / "theirs.feather"
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_file(theirs, table.schema, options=options) as writer:
+        writer.write_table(table, max_chunksize=n)  # one batch: buffers above a staging chunk
+    with ipc.open_file(theirs) as reader:
+        assert reader.read_all().to_host().equals(table)
+        assert reader.stats()["scratch_decoded_bytes"] >= table.column("i").nbytes
 
 
 def test_a_failed_write_leaves_no_file_and_bad_paths_are_oserrors(ctx, tmp_path):

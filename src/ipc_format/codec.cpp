@@ -16,6 +16,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #if CUARROW_HAVE_LZ4
@@ -346,24 +347,11 @@ std::int64_t zstd_frame_content_size(std::span<const std::byte> frame) noexcept 
 
 namespace {
 
-// Adds a unit (a ZSTD frame, an LZ4 block) of `in` framed bytes at `pos`
-// that decodes to `n` bytes at `out` to `parts`, joining it to the last
-// part while that one is below `min_bytes`.
-void add_unit(std::vector<detail::frame_part>& parts, std::size_t pos, std::size_t in, std::size_t out, std::size_t n,
-              std::size_t min_bytes) {
-  if (!parts.empty() && parts.back().out_size < min_bytes) {
-    parts.back().in_size += in;
-    parts.back().out_size += n;
-  } else {
-    parts.push_back(detail::frame_part{pos, in, out, n});
-  }
-}
-
 #if CUARROW_HAVE_ZSTD
 // The frames of a ZSTD buffer's bytes [pos, end), each stating its size,
-// adding up to `total`; false when they do not.
-bool zstd_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total, std::size_t min_bytes,
-                std::vector<detail::frame_part>& parts) {
+// adding up to no more than `total`; false when they do not.
+bool zstd_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total,
+                std::vector<detail::frame_unit>& units) {
   std::uint64_t out = 0;
   while (pos < framed.size()) {
     const std::size_t left = framed.size() - pos;
@@ -371,11 +359,11 @@ bool zstd_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_
     if (ZSTD_isError(in) || in == 0 || in > left) return false;
     const unsigned long long n = ZSTD_getFrameContentSize(framed.data() + pos, left);
     if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > total - out) return false;
-    add_unit(parts, pos, in, static_cast<std::size_t>(out), static_cast<std::size_t>(n), min_bytes);
+    units.push_back(detail::frame_unit{pos, in, static_cast<std::int64_t>(n), static_cast<std::size_t>(n)});
     pos += in;
     out += n;
   }
-  return out == total;
+  return true;
 }
 #endif
 
@@ -423,49 +411,59 @@ std::int64_t lz4_block_size(std::span<const std::byte> b, std::size_t most) {
   }
 }
 
-// The blocks of an LZ4 frame of independent blocks without checksums or
-// dictionary, from `pos` to the frame's end mark, which must end the
-// buffer, adding up to `total`; false for any other frame.
-bool lz4_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total, std::size_t min_bytes,
-               std::vector<detail::frame_part>& parts) {
-  if (framed.size() - pos < 7 || load_le32(framed.data() + pos) != 0x184D2204U) return false;
+// The header of an LZ4 frame at `pos` when the frame is one of independent
+// blocks without checksums or dictionary, stating no other size than
+// `total` (when it states one): its length and its largest block's size.
+struct lz4_header {
+  std::size_t length = 0;
+  std::size_t block_bytes = 0;
+};
+std::optional<lz4_header> lz4_independent_header(std::span<const std::byte> framed, std::size_t pos,
+                                                 std::uint64_t total) {
+  if (pos > framed.size() || framed.size() - pos < 7 || load_le32(framed.data() + pos) != 0x184D2204U) {
+    return std::nullopt;
+  }
   const auto flg = std::to_integer<unsigned>(framed[pos + 4]);
   if ((flg & lz4_independent) == 0 || (flg & (lz4_block_checksum | lz4_content_checksum | lz4_dict_id)) != 0) {
-    return false;
+    return std::nullopt;
   }
   // The descriptor, checked (its header checksum too) by liblz4 itself.
   LZ4F_dctx* ctx = nullptr;
-  if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) return false;
+  if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) return std::nullopt;
   LZ4F_frameInfo_t info{};
   std::size_t header = framed.size() - pos;
   const std::size_t got = LZ4F_getFrameInfo(ctx, &info, framed.data() + pos, &header);
   LZ4F_freeDecompressionContext(ctx);
-  if (LZ4F_isError(got) || header == 0 || header > framed.size() - pos) return false;
-  if (info.contentSize != 0 && info.contentSize != total) return false;
-  std::size_t most = 0;
+  if (LZ4F_isError(got) || header == 0 || header > framed.size() - pos) return std::nullopt;
+  if (info.contentSize != 0 && info.contentSize != total) return std::nullopt;
   switch (info.blockSizeID) {
-    case LZ4F_max64KB: most = std::size_t{64} << 10; break;
-    case LZ4F_max256KB: most = std::size_t{256} << 10; break;
-    case LZ4F_max1MB: most = std::size_t{1} << 20; break;
-    case LZ4F_max4MB: most = std::size_t{4} << 20; break;
-    default: return false;
+    case LZ4F_max64KB: return lz4_header{header, std::size_t{64} << 10};
+    case LZ4F_max256KB: return lz4_header{header, std::size_t{256} << 10};
+    case LZ4F_max1MB: return lz4_header{header, std::size_t{1} << 20};
+    case LZ4F_max4MB: return lz4_header{header, std::size_t{4} << 20};
+    default: return std::nullopt;
   }
-  pos += header;
-  std::uint64_t out = 0;
+}
+
+// The blocks of an LZ4 frame of independent blocks without checksums or
+// dictionary, from `pos` to the frame's end mark, which must end the
+// buffer; false for any other frame.  Stored blocks' sizes are known; the
+// others' are left to scan_unit.
+bool lz4_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total,
+               std::vector<detail::frame_unit>& units) {
+  const std::optional<lz4_header> head = lz4_independent_header(framed, pos, total);
+  if (!head) return false;
+  const std::size_t most = head->block_bytes;
+  pos += head->length;
   for (;;) {
     if (framed.size() - pos < 4) return false;
     const std::uint32_t h = load_le32(framed.data() + pos);
-    if (h == 0) {  // the end mark: the buffer's last bytes
-      return pos + 4 == framed.size() && out == total;
-    }
+    if (h == 0) return pos + 4 == framed.size();  // the end mark: the buffer's last bytes
     const std::size_t in = h & ~lz4_uncompressed_block;
     if (in > most || in > framed.size() - pos - 4) return false;
-    const std::int64_t n = (h & lz4_uncompressed_block) != 0 ? static_cast<std::int64_t>(in)
-                                                             : lz4_block_size(framed.subspan(pos + 4, in), most);
-    if (n < 0 || static_cast<std::uint64_t>(n) > total - out) return false;
-    add_unit(parts, pos, 4 + in, static_cast<std::size_t>(out), static_cast<std::size_t>(n), min_bytes);
+    const std::int64_t n = (h & lz4_uncompressed_block) != 0 ? static_cast<std::int64_t>(in) : -1;
+    units.push_back(detail::frame_unit{pos, 4 + in, n, most});
     pos += 4 + in;
-    out += static_cast<std::uint64_t>(n);
   }
 }
 
@@ -505,32 +503,94 @@ void lz4_decode_blocks(std::span<const std::byte> in, std::span<std::byte> out, 
 
 namespace detail {
 
-std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
-                                          std::size_t min_bytes) {
-  std::vector<frame_part> parts;
+std::optional<std::vector<frame_unit>> frame_units(compression_codec codec, std::span<const std::byte> framed,
+                                                   std::size_t size) {
   constexpr auto prefix = static_cast<std::size_t>(frame_prefix_bytes);
   // Too little for two parts, or a prefix that declares another size
   // (-1, stored uncompressed, included): decompress() takes those whole.
-  if (size < 2 * min_bytes || framed.size() <= prefix || load_le64(framed.data()) != static_cast<std::int64_t>(size)) {
-    return parts;
+  if (size < 2 * min_part_bytes || framed.size() <= prefix ||
+      load_le64(framed.data()) != static_cast<std::int64_t>(size)) {
+    return std::nullopt;
   }
   const auto total = static_cast<std::uint64_t>(size);
+  std::vector<frame_unit> units;
   bool ok = false;
 #if CUARROW_HAVE_ZSTD
-  if (codec == compression_codec::zstd) ok = zstd_units(framed, prefix, total, min_bytes, parts);
+  if (codec == compression_codec::zstd) ok = zstd_units(framed, prefix, total, units);
 #endif
 #if CUARROW_HAVE_LZ4
-  if (codec == compression_codec::lz4_frame) ok = lz4_units(framed, prefix, total, min_bytes, parts);
+  if (codec == compression_codec::lz4_frame) ok = lz4_units(framed, prefix, total, units);
 #endif
-  if (!ok) return {};
-  if (parts.size() >= 2 && parts.back().out_size < min_bytes) {  // a small last part joins the one before
-    const frame_part last = parts.back();
-    parts.pop_back();
-    parts.back().in_size += last.in_size;
-    parts.back().out_size += last.out_size;
+  if (!ok || units.size() < 2) return std::nullopt;
+  return units;
+}
+
+bool scan_unit(std::span<const std::byte> framed, frame_unit& u) {
+  if (u.out_size >= 0) return true;
+#if CUARROW_HAVE_LZ4
+  // A compressed LZ4 block: its sequences, after the 4-byte header.
+  if (u.in_offset > framed.size() || u.in_size < 4 || u.in_size > framed.size() - u.in_offset) return false;
+  u.out_size = lz4_block_size(framed.subspan(u.in_offset + 4, u.in_size - 4), u.most);
+  return u.out_size >= 0;
+#else
+  (void)framed;
+  return false;
+#endif
+}
+
+std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_t size, std::size_t min_bytes) {
+  std::vector<frame_part> parts;
+  std::size_t out = 0;
+  for (const frame_unit& u : units) {
+    if (u.out_size < 0 || static_cast<std::uint64_t>(u.out_size) > size - out) return {};
+    const auto n = static_cast<std::size_t>(u.out_size);
+    if (!parts.empty() && parts.back().out_size < min_bytes) {  // joined to the part before
+      parts.back().in_size += u.in_size;
+      parts.back().out_size += n;
+    } else {
+      parts.push_back(frame_part{u.in_offset, u.in_size, out, n});
+    }
+    out += n;
   }
-  if (parts.size() < 2) parts.clear();
+  // A small last part stays on its own (a short task): joined to the one
+  // before, it would no longer fit in the staging slot that part fits in.
+  if (out != size || parts.size() < 2) return {};
   return parts;
+}
+
+std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
+                                          std::size_t min_bytes) {
+  std::optional<std::vector<frame_unit>> units = frame_units(codec, framed, size);
+  if (!units) return {};
+  for (frame_unit& u : *units) {
+    if (!scan_unit(framed, u)) return {};
+  }
+  return join_units(*units, size, min_bytes);
+}
+
+std::size_t part_bytes_hint(compression_codec codec, std::span<const std::byte> head, std::size_t size,
+                            std::size_t min_bytes) {
+  constexpr auto prefix = static_cast<std::size_t>(frame_prefix_bytes);
+  if (size < 2 * min_bytes || head.size() <= prefix || load_le64(head.data()) != static_cast<std::int64_t>(size)) {
+    return 0;
+  }
+  std::size_t unit = 0;
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) {
+    const std::int64_t n = zstd_frame_content_size(head.subspan(prefix));
+    if (n > 0) unit = static_cast<std::size_t>(n);
+  }
+#endif
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) {
+    const std::optional<lz4_header> h = lz4_independent_header(head, prefix, size);
+    if (h) unit = h->block_bytes;
+  }
+#endif
+  if (unit == 0 || unit >= size) return 0;
+  // independent_parts joins units until a part holds at least min_bytes.
+  const std::size_t part = unit * ((std::max(unit, min_bytes) + unit - 1) / unit);
+  return part < size ? part : 0;
 }
 
 void decompress_part(compression_codec codec, std::span<const std::byte> framed, const frame_part& p,

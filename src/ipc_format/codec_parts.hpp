@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -29,11 +31,24 @@ struct frame_part {
   std::size_t out_size = 0;
 };
 
+/// One unit of a framed buffer that decodes on its own: a ZSTD frame, or
+/// an LZ4 block with its 4-byte header: bytes [in_offset, in_offset +
+/// in_size) of the framed buffer.  `out_size` is the bytes it decodes to,
+/// or -1 until scan_unit reads it from the block's sequences (a compressed
+/// LZ4 block); `most` is the most it may decode to (an LZ4 frame's block
+/// size).
+struct frame_unit {
+  std::size_t in_offset = 0;
+  std::size_t in_size = 0;
+  std::int64_t out_size = -1;
+  std::size_t most = 0;
+};
+
 /// Parts smaller than this are joined to their neighbours.
 inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 
-/// The parts of `framed`, in order, each decoding to at least `min_bytes`
-/// (neighbouring units joined), when there are two or more and its prefix
+/// The parts of `framed`, in order, each but the last decoding to at least
+/// `min_bytes` (neighbouring units joined), when there are two or more and its prefix
 /// declares `size` (the output's size) bytes: a ZSTD buffer
 /// whose concatenated frames all state their sizes and add up to the
 /// declared length, or an LZ4 frame of independent blocks (no checksums,
@@ -45,6 +60,37 @@ inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 /// sequence lengths; never throws for bad input.
 std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
                                           std::size_t min_bytes = min_part_bytes);
+
+/// independent_parts in three steps, for callers that run the middle one
+/// on several threads (an LZ4 block's sequences are read at about the
+/// speed they decode): the units of `framed` from their headers alone
+/// (ZSTD frame and block headers, LZ4 block headers), when there are two or
+/// more and it may decode in parts as independent_parts says, nullopt
+/// otherwise; then scan_unit for each unit whose size is not known (false:
+/// its sequences run past it or add up to more than it may hold; the
+/// buffer is then decoded whole); then join_units, empty unless the sizes
+/// add up to `size`.
+std::optional<std::vector<frame_unit>> frame_units(compression_codec codec, std::span<const std::byte> framed,
+                                                   std::size_t size);
+bool scan_unit(std::span<const std::byte> framed, frame_unit& u);
+std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_t size,
+                                   std::size_t min_bytes = min_part_bytes);
+
+/// The bytes each part of a framed buffer will likely decode to (all but
+/// the last), from `head` alone: the buffer's prefix and its first frame's
+/// header (frame_prefix_bytes + part_hint_head_bytes read suffice).  A ZSTD
+/// buffer whose first frame states a size below the declared `size`; an
+/// LZ4 frame of independent blocks without checksums or dictionary: its
+/// block size; either joined as independent_parts joins them.  0 when
+/// neither (one frame, linked blocks, a header cut short).  A hint for
+/// cutting the staging chunks on the parts' bounds before the buffer is
+/// read; independent_parts decides.  Never throws for bad input.
+std::size_t part_bytes_hint(compression_codec codec, std::span<const std::byte> head, std::size_t size,
+                            std::size_t min_bytes = min_part_bytes);
+
+/// The bytes after the prefix that part_bytes_hint may read: the longest
+/// ZSTD frame header (18) or LZ4 frame header (19).
+inline constexpr std::size_t part_hint_head_bytes = 19;
 
 /// Decodes part `p` of `framed` into `out` (p.out_size bytes).  Throws
 /// invalid_message naming `where` and the part's bytes when its frames

@@ -15,10 +15,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 #include <variant>
@@ -141,6 +144,71 @@ class open_file {
   std::int64_t size_ = 0;
 };
 
+// Work that the workers which need one buffer do together, in steps: each
+// step is a number of tasks, any worker takes any of them, and the worker
+// that ends a step's last task runs the step's finish, which sets up the
+// next step and returns its number of tasks (0: all is done).  A worker
+// that arrives takes the tasks left and then waits for the end; the first
+// failure fails every worker that waits or arrives.
+class joint_steps {
+ public:
+  void run(std::size_t first_tasks, const std::function<void(std::size_t)>& task,
+           const std::function<std::size_t()>& finish) {
+    std::unique_lock lock(mutex_);
+    if (!started_) {
+      started_ = true;
+      tasks_ = first_tasks;
+    }
+    for (;;) {
+      if (error_) std::rethrow_exception(error_);
+      if (done_) return;
+      if (next_ == tasks_) {
+        done_ = tasks_ == 0;  // a first step of no tasks: nothing to do
+        if (!done_) wake_.wait(lock);
+        continue;
+      }
+      const std::size_t i = next_++;
+      lock.unlock();
+      std::exception_ptr failed;
+      std::size_t after = 0;
+      bool last = false;
+      try {
+        task(i);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      if (!failed) {
+        lock.lock();
+        last = ++ended_ == tasks_;
+        lock.unlock();
+        if (last) {
+          try {
+            after = finish();
+          } catch (...) {
+            failed = std::current_exception();
+          }
+        }
+      }
+      lock.lock();
+      if (failed) {
+        if (!error_) error_ = failed;
+      } else if (last) {
+        tasks_ = after;
+        next_ = ended_ = 0;
+        done_ = after == 0;
+      }
+      if (failed || last) wake_.notify_all();
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool started_ = false, done_ = false;
+  std::size_t tasks_ = 0, next_ = 0, ended_ = 0;
+  std::exception_ptr error_;
+};
+
 // One compressed buffer, read from the file and decompressed by the
 // pipeline's workers straight into their slots: the calling thread reads
 // only its 8-byte length prefix.  A buffer that fits in a slot is read into
@@ -149,10 +217,14 @@ class open_file {
 // parts decode independently (several ZSTD frames or an LZ4 frame of
 // independent blocks, as cuarrow writes buffers above 4 MiB:
 // codec_parts.hpp), each chunk decodes the parts that lie inside it
-// straight into its slot, and a part that straddles chunks once, into
-// scratch memory of its own, on whichever worker asks first: the buffer is
-// decoded on as many workers as it has chunks.  Otherwise it is
-// decompressed once into host scratch memory and copied out part by part.
+// straight into its slot: the buffer is decoded on as many workers as it
+// has chunks.  The planner cuts such a buffer's chunks on its parts' bounds
+// (piece_source::part_bytes, from its first frame's header), so a part
+// straddles chunks only when it is larger than a slot or the hint was
+// wrong; it is then decoded once, into scratch memory of its own, on
+// whichever worker asks first.  Otherwise the buffer is decompressed once
+// into host scratch memory and copied out part by part.  Bytes decoded
+// into scratch memory are counted (read_stats::scratch_decoded_bytes).
 struct decoded_buffer {
   compression_codec codec{};
   int fd = -1;
@@ -160,15 +232,25 @@ struct decoded_buffer {
   std::atomic<std::int64_t>* bytes_read = nullptr;
   std::atomic<std::int64_t>* read_ns = nullptr;        // the reader's timings, when on
   std::atomic<std::int64_t>* decompress_ns = nullptr;  // likewise
+  std::atomic<std::int64_t>* scratch_bytes = nullptr;  // read_stats::scratch_decoded_bytes
   std::int64_t file_offset = 0;                        // the framed bytes in the file
   std::size_t framed_size = 0;
   std::size_t size = 0;  // decompressed
   std::string where;
-  // Asked for in parts: the framed bytes, read once; their independent
-  // parts, and each one's scratch memory (for a part that straddles
-  // chunks), or else the whole buffer decompressed into `scratch`.
-  std::once_flag once;
-  std::vector<std::byte> framed;
+  // Asked for in parts: the framed bytes, read once, in slices, by the
+  // workers that ask together (`prepared`); then the units' sizes that
+  // only their sequences tell (LZ4 blocks), one task each; their
+  // independent parts, and each one's scratch memory (for a part that
+  // straddles chunks), or else the whole buffer decompressed into
+  // `scratch`.
+  joint_steps prepared;
+  enum class step { read, scan, whole } next_step = step::read;
+  std::once_flag allocated;
+  std::unique_ptr<std::byte[]> framed_store;  // not zeroed: the slices' reads touch it first
+  std::span<std::byte> framed;
+  std::vector<cuarrow::ipc::detail::frame_unit> units;
+  std::vector<std::size_t> to_scan;  // indexes into units
+  std::atomic<bool> scan_failed{false};
   std::vector<cuarrow::ipc::detail::frame_part> parts;
   struct part_scratch {
     std::once_flag once;
@@ -178,6 +260,8 @@ struct decoded_buffer {
   std::unique_ptr<part_scratch[]> part_scratches;
   std::vector<std::byte> scratch;
   std::atomic<std::size_t> left{0};
+
+  static constexpr std::size_t read_slice_bytes = std::size_t{1} << 20;
 
   void read_framed(std::vector<std::byte>& into) const {
     into.resize(framed_size);
@@ -200,19 +284,7 @@ struct decoded_buffer {
       if (framed_here.capacity() > (std::size_t{64} << 20)) std::vector<std::byte>().swap(framed_here);
       return;
     }
-    std::call_once(once, [&] {
-      read_framed(framed);
-      parts = cuarrow::ipc::detail::independent_parts(codec, framed, size);
-      if (!parts.empty()) {
-        part_scratches = std::make_unique<part_scratch[]>(parts.size());
-        for (std::size_t k = 0; k < parts.size(); ++k) part_scratches[k].left = parts[k].out_size;
-        return;
-      }
-      scratch.resize(size);
-      const cuarrow::detail::timed t(decompress_ns);
-      decompress(codec, framed, scratch, where);
-      std::vector<std::byte>().swap(framed);
-    });
+    prepare();
     if (parts.empty()) {
       std::memcpy(out.data(), scratch.data() + offset, out.size());
     } else {
@@ -220,8 +292,77 @@ struct decoded_buffer {
     }
     if (left.fetch_sub(out.size()) == out.size()) {  // the last part
       std::vector<std::byte>().swap(scratch);
-      std::vector<std::byte>().swap(framed);
+      release_framed();
     }
+  }
+
+  void release_framed() noexcept {
+    framed = {};
+    framed_store.reset();
+  }
+
+  // The framed bytes read and the parts found (or the whole buffer
+  // decoded into scratch memory), by the workers that ask together.
+  void prepare() {
+    namespace d = cuarrow::ipc::detail;
+    const std::size_t slices = (framed_size + read_slice_bytes - 1) / read_slice_bytes;
+    prepared.run(
+        slices,
+        [&](std::size_t i) {
+          switch (next_step) {
+            case step::read: {
+              std::call_once(allocated, [&] {
+                framed_store.reset(new std::byte[framed_size]);
+                framed = {framed_store.get(), framed_size};
+              });
+              const std::size_t at = i * read_slice_bytes, n = std::min(read_slice_bytes, framed_size - at);
+              const cuarrow::detail::timed t(read_ns);
+              read_file_exactly(fd, *path, file_offset + static_cast<std::int64_t>(at),
+                                {reinterpret_cast<unsigned char*>(framed.data() + at), n}, bytes_read);
+              return;
+            }
+            case step::scan:
+              if (!d::scan_unit(framed, units[to_scan[i]])) scan_failed = true;
+              return;
+            case step::whole: {
+              scratch.resize(size);
+              const cuarrow::detail::timed t(decompress_ns);
+              decompress(codec, framed, scratch, where);
+              scratch_bytes->fetch_add(static_cast<std::int64_t>(size));
+              release_framed();
+              return;
+            }
+          }
+        },
+        [&]() -> std::size_t {
+          switch (next_step) {
+            case step::read: {
+              std::optional<std::vector<d::frame_unit>> found = d::frame_units(codec, framed, size);
+              if (found) {
+                units = std::move(*found);
+                for (std::size_t k = 0; k < units.size(); ++k) {
+                  if (units[k].out_size < 0) to_scan.push_back(k);
+                }
+                if (!to_scan.empty()) {
+                  next_step = step::scan;
+                  return to_scan.size();
+                }
+              }
+              break;
+            }
+            case step::scan: break;
+            case step::whole: return 0;
+          }
+          if (!units.empty() && !scan_failed) parts = d::join_units(units, size);
+          std::vector<d::frame_unit>().swap(units);
+          if (parts.empty()) {
+            next_step = step::whole;
+            return 1;
+          }
+          part_scratches = std::make_unique<part_scratch[]>(parts.size());
+          for (std::size_t k = 0; k < parts.size(); ++k) part_scratches[k].left = parts[k].out_size;
+          return 0;
+        });
   }
 
   // Bytes [offset, offset + out.size()) from the parts that overlap them.
@@ -245,6 +386,7 @@ struct decoded_buffer {
         ps.bytes.resize(p.out_size);
         const cuarrow::detail::timed t(decompress_ns);
         cuarrow::ipc::detail::decompress_part(codec, framed, p, ps.bytes, where);
+        scratch_bytes->fetch_add(static_cast<std::int64_t>(p.out_size));
       });
       std::memcpy(here.data(), ps.bytes.data() + (from - p.out_offset), here.size());
       if (ps.left.fetch_sub(here.size()) == here.size()) std::vector<std::byte>().swap(ps.bytes);
@@ -289,7 +431,7 @@ struct file_source {
   std::atomic<std::int64_t> bytes_read{0};
   std::atomic<read_path> last_path{read_path::none};
   // read_stats: counts always, nanoseconds when options.collect_stats.
-  std::atomic<std::int64_t> batches{0}, staging_jobs{0}, dmas{0};
+  std::atomic<std::int64_t> batches{0}, staging_jobs{0}, dmas{0}, scratch_decoded_bytes{0};
   std::atomic<std::int64_t> metadata_ns{0}, allocate_ns{0}, staging_ns{0}, gds_ns{0}, build_ns{0}, pread_ns{0},
       decompress_ns{0}, dma_wait_ns{0}, gpu_decompress_ns{0};
   // GPU decompression (gpu_zstd()): decided once, at the first ZSTD body.
@@ -334,6 +476,7 @@ struct file_source {
     r.batches = batches.load();
     r.staging_jobs = staging_jobs.load();
     r.dmas = dmas.load();
+    r.scratch_decoded_bytes = scratch_decoded_bytes.load();
     r.metadata_seconds = seconds_of(metadata_ns);
     r.allocate_seconds = seconds_of(allocate_ns);
     r.staging_seconds = seconds_of(staging_ns);
@@ -757,6 +900,7 @@ struct file_source {
           d.bytes_read = &bytes_read;
           d.read_ns = timer(pread_ns);
           d.decompress_ns = timer(decompress_ns);
+          d.scratch_bytes = &scratch_decoded_bytes;
           d.file_offset = at;
           d.framed_size = static_cast<std::size_t>(r.length);
           d.size = static_cast<std::size_t>(size);
@@ -766,6 +910,17 @@ struct file_source {
           src.what = piece_source::kind::produce;
           decoded_buffer* dp = &d;
           src.produce = [dp](std::size_t offset, std::span<unsigned char> o) { dp->produce(offset, o); };
+          // A buffer above two parts' worth may be staged in chunks cut on
+          // the bounds of the parts it decodes in: its first frame's header
+          // tells their size (a second read of a few bytes, for the few
+          // such buffers).
+          if (size > static_cast<std::int64_t>(2 * cuarrow::ipc::detail::min_part_bytes)) {
+            const std::vector<std::byte> frame_head =
+                read(at, std::min<std::int64_t>(
+                             r.length, frame_prefix_bytes +
+                                           static_cast<std::int64_t>(cuarrow::ipc::detail::part_hint_head_bytes)));
+            src.part_bytes = cuarrow::ipc::detail::part_bytes_hint(d.codec, frame_head, d.size);
+          }
           pl.targets.push_back(target{pl.out[i].offset, size, &src});
         }
       }

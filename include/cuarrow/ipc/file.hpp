@@ -150,6 +150,12 @@ struct read_stats {
   double dma_wait_seconds = 0;        ///< workers and caller: waiting for a slot's host-to-device DMA
   double gpu_decompress_seconds = 0;  ///< calling thread: nvCOMP decompression (gpu_decompression), waited for
   std::int64_t dmas = 0;              ///< host-to-device DMAs the staging jobs queued
+  /// Decompressed bytes that went through host scratch memory and were
+  /// copied again (workers): a buffer larger than a staging chunk that does
+  /// not decode in parts (one frame, as Arrow C++ writes), or a part that
+  /// straddles two chunks.  0 when every compressed buffer was decoded
+  /// straight into the pinned staging slots.
+  std::int64_t scratch_decoded_bytes = 0;
 };
 
 /// How a read moved the file's bytes to the device.
