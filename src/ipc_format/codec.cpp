@@ -538,6 +538,38 @@ bool scan_unit(std::span<const std::byte> framed, frame_unit& u) {
 #endif
 }
 
+std::int64_t decode_unit(compression_codec codec, std::span<const std::byte> framed, const frame_unit& u,
+                         std::span<std::byte> out) {
+  if (u.in_offset > framed.size() || u.in_size > framed.size() - u.in_offset || out.size() < u.most) return -1;
+  const auto in = framed.subspan(u.in_offset, u.in_size);
+  const auto room = static_cast<int>(std::min<std::size_t>(u.most, std::numeric_limits<int>::max()));
+#if CUARROW_HAVE_LZ4
+  if (codec == compression_codec::lz4_frame) {
+    if (in.size() < 4) return -1;
+    const std::uint32_t h = load_le32(in.data());
+    const std::size_t n = h & ~lz4_uncompressed_block;
+    if (n != in.size() - 4) return -1;
+    if ((h & lz4_uncompressed_block) != 0) {
+      if (n > u.most) return -1;
+      if (n > 0) std::memcpy(out.data(), in.data() + 4, n);
+      return static_cast<std::int64_t>(n);
+    }
+    const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + 4),
+                                        reinterpret_cast<char*>(out.data()), static_cast<int>(n), room);
+    return got < 0 ? -1 : got;
+  }
+#endif
+#if CUARROW_HAVE_ZSTD
+  if (codec == compression_codec::zstd) {
+    const std::size_t got = ZSTD_decompress(out.data(), static_cast<std::size_t>(room), in.data(), in.size());
+    return ZSTD_isError(got) ? -1 : static_cast<std::int64_t>(got);
+  }
+#endif
+  (void)codec;
+  (void)room;
+  return -1;
+}
+
 std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_t size, std::size_t min_bytes) {
   std::vector<frame_part> parts;
   std::size_t out = 0;

@@ -238,23 +238,27 @@ struct decoded_buffer {
   std::size_t size = 0;  // decompressed
   std::string where;
   // Asked for in parts: the framed bytes, read once, in slices, by the
-  // workers that ask together (`prepared`); then the units' sizes that
-  // only their sequences tell (LZ4 blocks), one task each; their
-  // independent parts, and each one's scratch memory (for a part that
+  // workers that ask together (`prepared`); then the units whose sizes
+  // only their sequences tell (compressed LZ4 blocks) decoded into scratch
+  // memory of their own, one task each (reading the sequences for their
+  // sizes alone costs about two thirds of decoding them); the independent
+  // parts, and each one's scratch memory (a part so decoded, or one that
   // straddles chunks), or else the whole buffer decompressed into
   // `scratch`.
   joint_steps prepared;
-  enum class step { read, scan, whole } next_step = step::read;
+  enum class step { read, decode, whole } next_step = step::read;
   std::once_flag allocated;
   std::unique_ptr<std::byte[]> framed_store;  // not zeroed: the slices' reads touch it first
   std::span<std::byte> framed;
   std::vector<cuarrow::ipc::detail::frame_unit> units;
-  std::vector<std::size_t> to_scan;  // indexes into units
-  std::atomic<bool> scan_failed{false};
+  std::vector<std::size_t> to_decode;  // indexes into units
+  std::vector<std::unique_ptr<std::byte[]>> decoded_units;
+  std::atomic<bool> decode_failed{false};
   std::vector<cuarrow::ipc::detail::frame_part> parts;
   struct part_scratch {
     std::once_flag once;
-    std::vector<std::byte> bytes;
+    std::unique_ptr<std::byte[]> bytes;  // the part, when decoded into scratch memory
+    bool ready = false;                  // decoded while preparing (before any chunk asked)
     std::atomic<std::size_t> left{0};
   };
   std::unique_ptr<part_scratch[]> part_scratches;
@@ -321,9 +325,19 @@ struct decoded_buffer {
                                 {reinterpret_cast<unsigned char*>(framed.data() + at), n}, bytes_read);
               return;
             }
-            case step::scan:
-              if (!d::scan_unit(framed, units[to_scan[i]])) scan_failed = true;
+            case step::decode: {
+              d::frame_unit& u = units[to_decode[i]];
+              std::unique_ptr<std::byte[]>& into = decoded_units[to_decode[i]];
+              into.reset(new std::byte[u.most]);
+              const cuarrow::detail::timed t(decompress_ns);
+              u.out_size = d::decode_unit(codec, framed, u, {into.get(), u.most});
+              if (u.out_size < 0) {
+                decode_failed = true;
+              } else {
+                scratch_bytes->fetch_add(u.out_size);
+              }
               return;
+            }
             case step::whole: {
               scratch.resize(size);
               const cuarrow::detail::timed t(decompress_ns);
@@ -341,26 +355,40 @@ struct decoded_buffer {
               if (found) {
                 units = std::move(*found);
                 for (std::size_t k = 0; k < units.size(); ++k) {
-                  if (units[k].out_size < 0) to_scan.push_back(k);
+                  if (units[k].out_size < 0) to_decode.push_back(k);
                 }
-                if (!to_scan.empty()) {
-                  next_step = step::scan;
-                  return to_scan.size();
+                if (!to_decode.empty()) {
+                  decoded_units.resize(units.size());
+                  next_step = step::decode;
+                  return to_decode.size();
                 }
               }
               break;
             }
-            case step::scan: break;
+            case step::decode: break;
             case step::whole: return 0;
           }
-          if (!units.empty() && !scan_failed) parts = d::join_units(units, size);
+          // Units decoded into scratch memory stay parts of their own (one
+          // scratch each); the others are joined into parts of at least
+          // min_part_bytes.
+          const bool any_decoded = !decoded_units.empty();
+          if (!units.empty() && !decode_failed) parts = d::join_units(units, size, any_decoded ? 0 : d::min_part_bytes);
           std::vector<d::frame_unit>().swap(units);
           if (parts.empty()) {
+            std::vector<std::unique_ptr<std::byte[]>>().swap(decoded_units);
             next_step = step::whole;
             return 1;
           }
           part_scratches = std::make_unique<part_scratch[]>(parts.size());
-          for (std::size_t k = 0; k < parts.size(); ++k) part_scratches[k].left = parts[k].out_size;
+          for (std::size_t k = 0; k < parts.size(); ++k) {
+            part_scratch& ps = part_scratches[k];
+            ps.left = parts[k].out_size;
+            if (any_decoded && decoded_units[k] != nullptr) {
+              ps.bytes = std::move(decoded_units[k]);
+              ps.ready = true;
+            }
+          }
+          std::vector<std::unique_ptr<std::byte[]>>().swap(decoded_units);
           return 0;
         });
   }
@@ -376,20 +404,22 @@ struct decoded_buffer {
       const cuarrow::ipc::detail::frame_part& p = parts[k];
       const std::size_t from = std::max(p.out_offset, offset), to = std::min(p.out_offset + p.out_size, end);
       const std::span<std::byte> here = out.subspan(from - offset, to - from);
-      if (from == p.out_offset && to == p.out_offset + p.out_size) {  // all of it lies in this chunk
+      part_scratch& ps = part_scratches[k];
+      if (!ps.ready && from == p.out_offset && to == p.out_offset + p.out_size) {  // all of it lies in this chunk
         const cuarrow::detail::timed t(decompress_ns);
         cuarrow::ipc::detail::decompress_part(codec, framed, p, here, where);
         continue;
       }
-      part_scratch& ps = part_scratches[k];
-      std::call_once(ps.once, [&] {
-        ps.bytes.resize(p.out_size);
-        const cuarrow::detail::timed t(decompress_ns);
-        cuarrow::ipc::detail::decompress_part(codec, framed, p, ps.bytes, where);
-        scratch_bytes->fetch_add(static_cast<std::int64_t>(p.out_size));
-      });
-      std::memcpy(here.data(), ps.bytes.data() + (from - p.out_offset), here.size());
-      if (ps.left.fetch_sub(here.size()) == here.size()) std::vector<std::byte>().swap(ps.bytes);
+      if (!ps.ready) {
+        std::call_once(ps.once, [&] {
+          ps.bytes.reset(new std::byte[p.out_size]);
+          const cuarrow::detail::timed t(decompress_ns);
+          cuarrow::ipc::detail::decompress_part(codec, framed, p, {ps.bytes.get(), p.out_size}, where);
+          scratch_bytes->fetch_add(static_cast<std::int64_t>(p.out_size));
+        });
+      }
+      std::memcpy(here.data(), ps.bytes.get() + (from - p.out_offset), here.size());
+      if (ps.left.fetch_sub(here.size()) == here.size()) ps.bytes.reset();
     }
   }
 };

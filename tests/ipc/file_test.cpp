@@ -604,12 +604,14 @@ TEST_F(IpcFileManyBatches, ReadAllEqualsThePerBatchReads) {
 
 // A buffer above 4 MiB, as cuarrow writes it (one ZSTD frame, or one
 // independent LZ4 block, per 4 MiB chunk), is decoded frame by frame (block
-// by block) on the workers that stage its chunks.  Slots of 64 KiB hold no
-// frame: each one spans many chunks and is decoded once into scratch
-// memory, then copied out.  Slots of 4 MiB (the default) and 64 MiB hold
-// whole frames: the chunks are cut on the frames' bounds (5 MiB chunks, as
-// one worker would have them, hold one frame each), and every frame is
-// decoded straight into a slot.
+// by block) on the workers that stage its chunks.  ZSTD frames state their
+// sizes: with slots of 64 KiB, which hold no frame, each frame spans many
+// chunks and is decoded once into scratch memory, then copied out; slots
+// of 4 MiB (the default) and 64 MiB hold whole frames, the chunks are cut
+// on the frames' bounds (5 MiB chunks, as one worker would have them, hold
+// one frame each), and every frame is decoded straight into a slot.  An
+// LZ4 block's size only decoding it tells: every block is decoded into
+// memory of its own, on the workers that need the buffer, then copied.
 TEST_F(IpcFile, BuffersOfSeveralFramesDecodeOnTheWorkersThatStageThem) {
   constexpr std::int64_t rows = 5'000'000;  // 40 MB of int64: 10 frames or blocks
   std::vector<std::optional<std::int64_t>> values(rows);
@@ -622,9 +624,10 @@ TEST_F(IpcFile, BuffersOfSeveralFramesDecodeOnTheWorkersThatStageThem) {
   try {
     for (const auto codec : {ipc::compression_codec::zstd, ipc::compression_codec::lz4_frame}) {
       const std::string path = write("frames.arrow", written({b}, ipc::stream_writer::format::file, codec));
+      const bool lz4 = codec == ipc::compression_codec::lz4_frame;
       for (const auto& [chunk, threads, scratch] :
-           {std::tuple{64 << 10, 3, rows * 8}, std::tuple{4 << 20, 3, std::int64_t{0}},
-            std::tuple{64 << 20, 1, std::int64_t{0}}}) {
+           {std::tuple{64 << 10, 3, rows * 8}, std::tuple{4 << 20, 3, lz4 ? rows * 8 : 0},
+            std::tuple{64 << 20, 1, lz4 ? rows * 8 : 0}}) {
         SCOPED_TRACE(std::string(ipc::to_string(codec)) + ", chunks of at most " + std::to_string(chunk) + " bytes, " +
                      std::to_string(threads) + " workers");
         cuarrow::transfer_options o = saved;
