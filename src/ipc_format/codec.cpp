@@ -378,39 +378,6 @@ std::uint32_t load_le32(const std::byte* p) {
   return v;
 }
 
-// The bytes the compressed LZ4 block `b` decodes to, from its sequences'
-// literal and match lengths (nothing is decoded), or -1 when the sequences
-// run past the block or add up to more than `most`.
-std::int64_t lz4_block_size(std::span<const std::byte> b, std::size_t most) {
-  std::size_t pos = 0, out = 0;
-  const auto length = [&](unsigned base, std::size_t& into) {
-    into = base;
-    if (base != 15) return true;
-    for (;;) {
-      if (pos >= b.size()) return false;
-      const auto c = std::to_integer<unsigned>(b[pos++]);
-      into += c;
-      if (into > most) return false;
-      if (c != 255) return true;
-    }
-  };
-  for (;;) {
-    if (pos >= b.size()) return -1;
-    const auto token = std::to_integer<unsigned>(b[pos++]);
-    std::size_t literals = 0, match = 0;
-    if (!length(token >> 4, literals) || literals > b.size() - pos) return -1;
-    pos += literals;
-    out += literals;
-    if (out > most) return -1;
-    if (pos == b.size()) return static_cast<std::int64_t>(out);  // the last sequence: literals only
-    if (b.size() - pos < 2) return -1;
-    pos += 2;  // the match's offset
-    if (!length(token & 15, match)) return -1;
-    out += match + 4;
-    if (out > most) return -1;
-  }
-}
-
 // The header of an LZ4 frame at `pos` when the frame is one of independent
 // blocks without checksums or dictionary, stating no other size than
 // `total` (when it states one): its length and its largest block's size.
@@ -448,7 +415,7 @@ std::optional<lz4_header> lz4_independent_header(std::span<const std::byte> fram
 // The blocks of an LZ4 frame of independent blocks without checksums or
 // dictionary, from `pos` to the frame's end mark, which must end the
 // buffer; false for any other frame.  Stored blocks' sizes are known; the
-// others' are left to scan_unit.
+// others' only decoding them tells (decode_unit).
 bool lz4_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t total,
                std::vector<detail::frame_unit>& units) {
   const std::optional<lz4_header> head = lz4_independent_header(framed, pos, total);
@@ -472,7 +439,7 @@ bool lz4_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t
 // allows.
 void lz4_decode_blocks(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
   std::size_t pos = 0, at = 0;
-  const std::size_t most = std::size_t{4} << 20;  // the largest block size; independent_parts checked the frame's
+  const std::size_t most = std::size_t{4} << 20;  // the largest block size; frame_units checked the frame's
   while (pos < in.size()) {
     if (in.size() - pos < 4) bad(where, "an LZ4 block header is cut short");
     const std::uint32_t h = load_le32(in.data() + pos);
@@ -523,19 +490,6 @@ std::optional<std::vector<frame_unit>> frame_units(compression_codec codec, std:
 #endif
   if (!ok || units.size() < 2) return std::nullopt;
   return units;
-}
-
-bool scan_unit(std::span<const std::byte> framed, frame_unit& u) {
-  if (u.out_size >= 0) return true;
-#if CUARROW_HAVE_LZ4
-  // A compressed LZ4 block: its sequences, after the 4-byte header.
-  if (u.in_offset > framed.size() || u.in_size < 4 || u.in_size > framed.size() - u.in_offset) return false;
-  u.out_size = lz4_block_size(framed.subspan(u.in_offset + 4, u.in_size - 4), u.most);
-  return u.out_size >= 0;
-#else
-  (void)framed;
-  return false;
-#endif
 }
 
 std::int64_t decode_unit(compression_codec codec, std::span<const std::byte> framed, const frame_unit& u,
@@ -590,16 +544,6 @@ std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_
   return parts;
 }
 
-std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
-                                          std::size_t min_bytes) {
-  std::optional<std::vector<frame_unit>> units = frame_units(codec, framed, size);
-  if (!units) return {};
-  for (frame_unit& u : *units) {
-    if (!scan_unit(framed, u)) return {};
-  }
-  return join_units(*units, size, min_bytes);
-}
-
 std::size_t part_bytes_hint(compression_codec codec, std::span<const std::byte> head, std::size_t size,
                             std::size_t min_bytes) {
   constexpr auto prefix = static_cast<std::size_t>(frame_prefix_bytes);
@@ -620,7 +564,7 @@ std::size_t part_bytes_hint(compression_codec codec, std::span<const std::byte> 
   }
 #endif
   if (unit == 0 || unit >= size) return 0;
-  // independent_parts joins units until a part holds at least min_bytes.
+  // join_units joins units until a part holds at least min_bytes.
   const std::size_t part = unit * ((std::max(unit, min_bytes) + unit - 1) / unit);
   return part < size ? part : 0;
 }
@@ -765,31 +709,107 @@ std::vector<std::byte> compress(compression_codec codec, std::span<const std::by
 
 void decompress_all(compression_codec codec, std::span<const decompress_job> jobs, int threads,
                     std::string_view where) {
-  // Every independent part of every job is one task (job, part); a job
-  // that is not in parts (or whose output is not its declared size, which
-  // decompress() reports) is one task, part -1.
-  std::vector<std::pair<std::size_t, std::ptrdiff_t>> tasks;
+  // First, tasks of three kinds: a job that is not in parts (or whose
+  // output is not its declared size, which decompress() reports) decoded
+  // whole; a part of frames that state their sizes (ZSTD) decoded in
+  // place; an LZ4 block, whose size only decoding it tells, decoded into
+  // memory of its own.  Then each job of LZ4 blocks is copied into place
+  // (or, when its blocks do not add up to its size, decoded whole for the
+  // error).
+  enum class kind { whole, part, unit };
+  struct task {
+    std::size_t job;
+    kind what;
+    std::size_t index;
+  };
+  std::vector<task> tasks;
   std::vector<std::vector<detail::frame_part>> parts(jobs.size());
+  std::vector<std::vector<detail::frame_unit>> units(jobs.size());
+  std::vector<std::vector<std::unique_ptr<std::byte[]>>> decoded(jobs.size());
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const decompress_job& j = jobs[i];
     bytes += j.out.size();
-    parts[i] = detail::independent_parts(codec, j.framed, j.out.size());
-    if (parts[i].empty()) tasks.emplace_back(i, -1);
-    for (std::size_t k = 0; k < parts[i].size(); ++k) tasks.emplace_back(i, static_cast<std::ptrdiff_t>(k));
+    std::optional<std::vector<detail::frame_unit>> found = detail::frame_units(codec, j.framed, j.out.size());
+    if (found && codec == compression_codec::lz4_frame) {
+      units[i] = std::move(*found);
+      decoded[i].resize(units[i].size());
+      for (std::size_t k = 0; k < units[i].size(); ++k) tasks.push_back({i, kind::unit, k});
+      continue;
+    }
+    if (found) parts[i] = detail::join_units(*found, j.out.size());
+    if (parts[i].empty()) tasks.push_back({i, kind::whole, 0});
+    for (std::size_t k = 0; k < parts[i].size(); ++k) tasks.push_back({i, kind::part, k});
   }
   auto [index, failure] = run_jobs(tasks.size(), bytes, threads, [&](std::size_t t) {
-    const auto [i, k] = tasks[t];
-    const decompress_job& j = jobs[i];
-    if (k < 0) return decompress(codec, j.framed, j.out, "");
-    const detail::frame_part& p = parts[i][static_cast<std::size_t>(k)];
-    detail::decompress_part(codec, j.framed, p, j.out.subspan(p.out_offset, p.out_size), "");
+    const task& k = tasks[t];
+    const decompress_job& j = jobs[k.job];
+    switch (k.what) {
+      case kind::whole: return decompress(codec, j.framed, j.out, "");
+      case kind::part: {
+        const detail::frame_part& p = parts[k.job][k.index];
+        return detail::decompress_part(codec, j.framed, p, j.out.subspan(p.out_offset, p.out_size), "");
+      }
+      case kind::unit: {
+        detail::frame_unit& u = units[k.job][k.index];
+        std::unique_ptr<std::byte[]>& into = decoded[k.job][k.index];
+        into.reset(new std::byte[u.most]);
+        u.out_size = detail::decode_unit(codec, j.framed, u, {into.get(), u.most});
+        if (u.out_size < 0) {
+          bad(" (blocks at bytes " + std::to_string(u.in_offset) + " to " + std::to_string(u.in_offset + u.in_size) +
+                  ")",
+              "corrupted LZ4 block (LZ4_decompress_safe failed)");
+        }
+        return;
+      }
+    }
   });
+  // The jobs of LZ4 blocks before the first failure (all when none):
+  // copied into place, as many tasks as blocks.
+  const std::size_t failed_job = failure ? tasks[index].job : jobs.size();
+  std::vector<task> copies;
+  std::vector<std::size_t> at;  // each copy's offset in its job's output
+  for (std::size_t i = 0; i < failed_job; ++i) {
+    if (units[i].empty()) continue;
+    std::size_t out = 0;
+    bool fits = true;
+    for (const detail::frame_unit& u : units[i]) {
+      fits = fits && static_cast<std::uint64_t>(u.out_size) <= jobs[i].out.size() - out;
+      if (!fits) break;
+      out += static_cast<std::size_t>(u.out_size);
+    }
+    if (!fits || out != jobs[i].out.size()) {
+      copies.push_back({i, kind::whole, 0});
+      at.push_back(0);
+      continue;
+    }
+    out = 0;
+    for (std::size_t k = 0; k < units[i].size(); ++k) {
+      copies.push_back({i, kind::unit, k});
+      at.push_back(out);
+      out += static_cast<std::size_t>(units[i][k].out_size);
+    }
+  }
+  if (!copies.empty()) {
+    auto [copy_index, copy_failure] = run_jobs(copies.size(), bytes, threads, [&](std::size_t t) {
+      const task& k = copies[t];
+      const decompress_job& j = jobs[k.job];
+      if (k.what == kind::whole) return decompress(codec, j.framed, j.out, "");
+      const auto n = static_cast<std::size_t>(units[k.job][k.index].out_size);
+      if (n > 0) std::memcpy(j.out.data() + at[t], decoded[k.job][k.index].get(), n);
+      decoded[k.job][k.index].reset();
+    });
+    if (copy_failure) {  // before the first task's failure: the lower job
+      index = 0;
+      tasks = {copies[copy_index]};
+      failure = copy_failure;
+    }
+  }
   if (!failure) return;
   try {
     std::rethrow_exception(failure);
   } catch (const invalid_message& e) {
-    bad(std::string(where) + "[" + std::to_string(tasks[index].first) + "]" + e.where(), e.reason());
+    bad(std::string(where) + "[" + std::to_string(tasks[index].job) + "]" + e.where(), e.reason());
   }
 }
 

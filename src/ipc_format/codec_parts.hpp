@@ -3,10 +3,11 @@
 // A ZSTD buffer may hold several frames one after the other (ZSTD_decompress
 // takes concatenated frames), an LZ4 frame independent blocks; cuarrow
 // writes every buffer above 4 MiB so, one frame (block) per 4 MiB chunk
-// (codec.hpp).  Frames that state their decompressed size, and
-// independent blocks whose size their sequences give, decode each into
-// its own place in the output: a large buffer no longer keeps one thread
-// busy while the others wait (decompress_all, the file reader's pipeline).
+// (codec.hpp).  Frames that state their decompressed size decode each
+// into its own place in the output; independent blocks, whose sizes only
+// decoding them tells, each into memory of its own, then copied into
+// place: a large buffer no longer keeps one thread busy while the others
+// wait (decompress_all, the file reader's pipeline).
 #pragma once
 
 #include <cstddef>
@@ -34,9 +35,8 @@ struct frame_part {
 /// One unit of a framed buffer that decodes on its own: a ZSTD frame, or
 /// an LZ4 block with its 4-byte header: bytes [in_offset, in_offset +
 /// in_size) of the framed buffer.  `out_size` is the bytes it decodes to,
-/// or -1 until scan_unit reads it from the block's sequences (a compressed
-/// LZ4 block); `most` is the most it may decode to (an LZ4 frame's block
-/// size).
+/// or -1 until decode_unit decodes it (a compressed LZ4 block); `most` is the most it may decode to (an LZ4 frame's
+/// block size).
 struct frame_unit {
   std::size_t in_offset = 0;
   std::size_t in_size = 0;
@@ -47,37 +47,25 @@ struct frame_unit {
 /// Parts smaller than this are joined to their neighbours.
 inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 
-/// The parts of `framed`, in order, each but the last decoding to at least
-/// `min_bytes` (neighbouring units joined), when there are two or more and its prefix
-/// declares `size` (the output's size) bytes: a ZSTD buffer
-/// whose concatenated frames all state their sizes and add up to the
-/// declared length, or an LZ4 frame of independent blocks (no checksums,
-/// no dictionary) that ends the buffer and whose blocks' sequences add up
-/// to it.  Empty otherwise (one ZSTD frame, linked LZ4 blocks, stored
-/// uncompressed, a unit that cannot be walked, sizes that do not add up):
-/// decompress() then decodes the buffer whole and reports what is wrong
-/// with it.  Reads ZSTD frame and block headers, LZ4 block headers and
-/// sequence lengths; never throws for bad input.
-std::vector<frame_part> independent_parts(compression_codec codec, std::span<const std::byte> framed, std::size_t size,
-                                          std::size_t min_bytes = min_part_bytes);
-
-/// independent_parts in three steps, for callers that run the middle one
-/// on several threads (an LZ4 block's sequences are read at about the
-/// speed they decode): the units of `framed` from their headers alone
-/// (ZSTD frame and block headers, LZ4 block headers), when there are two or
-/// more and it may decode in parts as independent_parts says, nullopt
-/// otherwise; then scan_unit for each unit whose size is not known (false:
-/// its sequences run past it or add up to more than it may hold; the
-/// buffer is then decoded whole); then join_units, empty unless the sizes
-/// add up to `size`.
+/// The parts of a framed buffer, in three steps: the units of `framed`
+/// from their headers alone (ZSTD frame and block headers, LZ4 block
+/// headers), when it may decode in parts, nullopt otherwise: a ZSTD buffer
+/// of two or more frames that all state their sizes, adding up to no more
+/// than the declared `size`, or an LZ4 frame of independent blocks without
+/// checksums or dictionary that ends the buffer, and its prefix declares
+/// `size`; a buffer too small for two parts, one frame, linked blocks,
+/// stored uncompressed, a unit that cannot be walked: decompress() decodes
+/// those whole and reports what is wrong.  Reads headers only; never
+/// throws for bad input.  Then, for an LZ4 block whose size is not known,
+/// decode_unit: decodes unit `u` into `out` (at least u.most bytes) and
+/// returns the bytes it decoded to, or -1 when the unit is corrupt or holds
+/// more than u.most; never throws for bad input (its size is in its
+/// sequences only, and reading them for the size alone costs about two
+/// thirds of decoding them).  Then join_units: the parts, each but the last
+/// decoding to at least `min_bytes` (neighbouring units joined), empty
+/// unless there are two or more and the sizes add up to `size`.
 std::optional<std::vector<frame_unit>> frame_units(compression_codec codec, std::span<const std::byte> framed,
                                                    std::size_t size);
-bool scan_unit(std::span<const std::byte> framed, frame_unit& u);
-
-/// Instead of scan_unit (whose reading of a block's sequences costs about
-/// two thirds of decoding it): decodes unit `u` of `framed` into `out` (at
-/// least u.most bytes) and returns the bytes it decoded to, or -1 when the
-/// unit is corrupt or holds more than u.most.  Never throws for bad input.
 std::int64_t decode_unit(compression_codec codec, std::span<const std::byte> framed, const frame_unit& u,
                          std::span<std::byte> out);
 std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_t size,
@@ -88,10 +76,10 @@ std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_
 /// header (frame_prefix_bytes + part_hint_head_bytes read suffice).  A ZSTD
 /// buffer whose first frame states a size below the declared `size`; an
 /// LZ4 frame of independent blocks without checksums or dictionary: its
-/// block size; either joined as independent_parts joins them.  0 when
+/// block size; either joined as join_units joins them.  0 when
 /// neither (one frame, linked blocks, a header cut short).  A hint for
 /// cutting the staging chunks on the parts' bounds before the buffer is
-/// read; independent_parts decides.  Never throws for bad input.
+/// read; frame_units and join_units decide.  Never throws for bad input.
 std::size_t part_bytes_hint(compression_codec codec, std::span<const std::byte> head, std::size_t size,
                             std::size_t min_bytes = min_part_bytes);
 
