@@ -513,13 +513,7 @@ std::int64_t decode_unit(compression_codec codec, std::span<const std::byte> fra
     return got < 0 ? -1 : got;
   }
 #endif
-#if CUARROW_HAVE_ZSTD
-  if (codec == compression_codec::zstd) {
-    const std::size_t got = ZSTD_decompress(out.data(), static_cast<std::size_t>(room), in.data(), in.size());
-    return ZSTD_isError(got) ? -1 : static_cast<std::int64_t>(got);
-  }
-#endif
-  (void)codec;
+  (void)codec;  // ZSTD frames state their sizes: nothing else needs decoding to learn one
   (void)room;
   return -1;
 }
@@ -765,38 +759,23 @@ void decompress_all(compression_codec codec, std::span<const decompress_job> job
     }
   });
   // The jobs of LZ4 blocks before the first failure (all when none):
-  // copied into place, as many tasks as blocks.
+  // copied into place, one task a block (each block its own part), or
+  // decoded whole when the blocks do not add up to the job's size.
   const std::size_t failed_job = failure ? tasks[index].job : jobs.size();
   std::vector<task> copies;
-  std::vector<std::size_t> at;  // each copy's offset in its job's output
   for (std::size_t i = 0; i < failed_job; ++i) {
     if (units[i].empty()) continue;
-    std::size_t out = 0;
-    bool fits = true;
-    for (const detail::frame_unit& u : units[i]) {
-      fits = fits && static_cast<std::uint64_t>(u.out_size) <= jobs[i].out.size() - out;
-      if (!fits) break;
-      out += static_cast<std::size_t>(u.out_size);
-    }
-    if (!fits || out != jobs[i].out.size()) {
-      copies.push_back({i, kind::whole, 0});
-      at.push_back(0);
-      continue;
-    }
-    out = 0;
-    for (std::size_t k = 0; k < units[i].size(); ++k) {
-      copies.push_back({i, kind::unit, k});
-      at.push_back(out);
-      out += static_cast<std::size_t>(units[i][k].out_size);
-    }
+    parts[i] = detail::join_units(units[i], jobs[i].out.size(), 0);
+    if (parts[i].empty()) copies.push_back({i, kind::whole, 0});
+    for (std::size_t k = 0; k < parts[i].size(); ++k) copies.push_back({i, kind::unit, k});
   }
   if (!copies.empty()) {
     auto [copy_index, copy_failure] = run_jobs(copies.size(), bytes, threads, [&](std::size_t t) {
       const task& k = copies[t];
       const decompress_job& j = jobs[k.job];
       if (k.what == kind::whole) return decompress(codec, j.framed, j.out, "");
-      const auto n = static_cast<std::size_t>(units[k.job][k.index].out_size);
-      if (n > 0) std::memcpy(j.out.data() + at[t], decoded[k.job][k.index].get(), n);
+      const detail::frame_part& p = parts[k.job][k.index];
+      if (p.out_size > 0) std::memcpy(j.out.data() + p.out_offset, decoded[k.job][k.index].get(), p.out_size);
       decoded[k.job][k.index].reset();
     });
     if (copy_failure) {  // before the first task's failure: the lower job

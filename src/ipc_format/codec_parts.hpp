@@ -35,8 +35,8 @@ struct frame_part {
 /// One unit of a framed buffer that decodes on its own: a ZSTD frame, or
 /// an LZ4 block with its 4-byte header: bytes [in_offset, in_offset +
 /// in_size) of the framed buffer.  `out_size` is the bytes it decodes to,
-/// or -1 until decode_unit decodes it (a compressed LZ4 block); `most` is the most it may decode to (an LZ4 frame's
-/// block size).
+/// or -1 until decode_unit decodes it (a compressed LZ4 block); `most` is
+/// the most it may decode to (an LZ4 frame's block size).
 struct frame_unit {
   std::size_t in_offset = 0;
   std::size_t in_size = 0;
@@ -59,7 +59,7 @@ inline constexpr std::size_t min_part_bytes = std::size_t{256} << 10;
 /// throws for bad input.  Then, for an LZ4 block whose size is not known,
 /// decode_unit: decodes unit `u` into `out` (at least u.most bytes) and
 /// returns the bytes it decoded to, or -1 when the unit is corrupt or holds
-/// more than u.most; never throws for bad input (its size is in its
+/// more than u.most (or is no LZ4 block); never throws for bad input (its size is in its
 /// sequences only, and reading them for the size alone costs about two
 /// thirds of decoding them).  Then join_units: the parts, each but the last
 /// decoding to at least `min_bytes` (neighbouring units joined), empty
