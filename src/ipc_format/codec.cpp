@@ -435,11 +435,11 @@ bool lz4_units(std::span<const std::byte> framed, std::size_t pos, std::uint64_t
 }
 
 // Decodes the whole blocks (each with its 4-byte header) of `in` into
-// exactly `out`; each block at most `most` bytes, as the frame's decoder
-// allows.
-void lz4_decode_blocks(std::span<const std::byte> in, std::span<std::byte> out, std::string_view where) {
+// exactly `out`; each block at most `most` bytes (the frame's block size),
+// as the frame's decoder allows.
+void lz4_decode_blocks(std::span<const std::byte> in, std::span<std::byte> out, std::size_t most,
+                       std::string_view where) {
   std::size_t pos = 0, at = 0;
-  const std::size_t most = std::size_t{4} << 20;  // the largest block size; frame_units checked the frame's
   while (pos < in.size()) {
     if (in.size() - pos < 4) bad(where, "an LZ4 block header is cut short");
     const std::uint32_t h = load_le32(in.data() + pos);
@@ -518,6 +518,22 @@ std::int64_t decode_unit(compression_codec codec, std::span<const std::byte> fra
   return -1;
 }
 
+bool assume_full_blocks(std::span<frame_unit> units, std::size_t size) {
+  if (units.empty()) return false;
+  const std::size_t most = units.front().most;
+  if (most == 0 || (size + most - 1) / most != units.size()) return false;
+  for (std::size_t k = 0; k < units.size(); ++k) {
+    const std::size_t n = k + 1 < units.size() ? most : size - most * k;
+    if (units[k].most != most || (units[k].out_size >= 0 && static_cast<std::size_t>(units[k].out_size) != n)) {
+      return false;
+    }
+  }
+  for (std::size_t k = 0; k < units.size(); ++k) {
+    units[k].out_size = static_cast<std::int64_t>(k + 1 < units.size() ? most : size - most * k);
+  }
+  return true;
+}
+
 std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_t size, std::size_t min_bytes) {
   std::vector<frame_part> parts;
   std::size_t out = 0;
@@ -527,8 +543,9 @@ std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_
     if (!parts.empty() && parts.back().out_size < min_bytes) {  // joined to the part before
       parts.back().in_size += u.in_size;
       parts.back().out_size += n;
+      parts.back().most = std::max(parts.back().most, u.most);
     } else {
-      parts.push_back(frame_part{u.in_offset, u.in_size, out, n});
+      parts.push_back(frame_part{u.in_offset, u.in_size, out, n, u.most});
     }
     out += n;
   }
@@ -578,7 +595,8 @@ void decompress_part(compression_codec codec, std::span<const std::byte> framed,
   if (codec == compression_codec::zstd) return zstd_decompress(in, out, name);
 #endif
 #if CUARROW_HAVE_LZ4
-  if (codec == compression_codec::lz4_frame) return lz4_decode_blocks(in, out, name);
+  if (codec == compression_codec::lz4_frame)
+    return lz4_decode_blocks(in, out, p.most > 0 ? p.most : std::size_t{4} << 20, name);
 #endif
   missing(codec);
 }
@@ -705,63 +723,95 @@ void decompress_all(compression_codec codec, std::span<const decompress_job> job
                     std::string_view where) {
   // First, tasks of three kinds: a job that is not in parts (or whose
   // output is not its declared size, which decompress() reports) decoded
-  // whole; a part of frames that state their sizes (ZSTD) decoded in
-  // place; an LZ4 block, whose size only decoding it tells, decoded into
-  // memory of its own.  Then each job of LZ4 blocks is copied into place
-  // (or, when its blocks do not add up to its size, decoded whole for the
-  // error).
+  // whole; a part of frames that state their sizes (ZSTD), or of LZ4
+  // blocks sized on trust (assume_full_blocks), decoded in place; an LZ4
+  // block whose size only decoding it tells decoded into memory of its
+  // own.  A job whose trusted blocks decode to other sizes is planned
+  // again without trust and decoded so.  Then each job of LZ4 blocks so
+  // decoded is copied into place (or, when its blocks do not add up to its
+  // size, decoded whole for the error).
   enum class kind { whole, part, unit };
   struct task {
     std::size_t job;
     kind what;
     std::size_t index;
   };
-  std::vector<task> tasks;
-  std::vector<std::vector<detail::frame_part>> parts(jobs.size());
-  std::vector<std::vector<detail::frame_unit>> units(jobs.size());
-  std::vector<std::vector<std::unique_ptr<std::byte[]>>> decoded(jobs.size());
+  const std::size_t n = jobs.size();
+  std::vector<std::vector<detail::frame_part>> parts(n);
+  std::vector<std::vector<detail::frame_unit>> units(n);
+  std::vector<std::vector<std::unique_ptr<std::byte[]>>> decoded(n);
+  std::vector<char> trusted(n, 0);
+  const std::unique_ptr<std::atomic<bool>[]> distrusted(new std::atomic<bool>[n]());
   std::size_t bytes = 0;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
+  for (const decompress_job& j : jobs) bytes += j.out.size();
+  const auto plan = [&](std::size_t i, bool trust, std::vector<task>& tasks) {
     const decompress_job& j = jobs[i];
-    bytes += j.out.size();
     std::optional<std::vector<detail::frame_unit>> found = detail::frame_units(codec, j.framed, j.out.size());
     if (found && codec == compression_codec::lz4_frame) {
-      units[i] = std::move(*found);
-      decoded[i].resize(units[i].size());
-      for (std::size_t k = 0; k < units[i].size(); ++k) tasks.push_back({i, kind::unit, k});
-      continue;
-    }
-    if (found) parts[i] = detail::join_units(*found, j.out.size());
-    if (parts[i].empty()) tasks.push_back({i, kind::whole, 0});
-    for (std::size_t k = 0; k < parts[i].size(); ++k) tasks.push_back({i, kind::part, k});
-  }
-  auto [index, failure] = run_jobs(tasks.size(), bytes, threads, [&](std::size_t t) {
-    const task& k = tasks[t];
-    const decompress_job& j = jobs[k.job];
-    switch (k.what) {
-      case kind::whole: return decompress(codec, j.framed, j.out, "");
-      case kind::part: {
-        const detail::frame_part& p = parts[k.job][k.index];
-        return detail::decompress_part(codec, j.framed, p, j.out.subspan(p.out_offset, p.out_size), "");
-      }
-      case kind::unit: {
-        detail::frame_unit& u = units[k.job][k.index];
-        std::unique_ptr<std::byte[]>& into = decoded[k.job][k.index];
-        into.reset(new std::byte[u.most]);
-        u.out_size = detail::decode_unit(codec, j.framed, u, {into.get(), u.most});
-        if (u.out_size < 0) {
-          bad(" (blocks at bytes " + std::to_string(u.in_offset) + " to " + std::to_string(u.in_offset + u.in_size) +
-                  ")",
-              "corrupted LZ4 block (LZ4_decompress_safe failed)");
-        }
+      trusted[i] = trust && detail::assume_full_blocks(*found, j.out.size()) ? 1 : 0;
+      if (trusted[i] == 0) {
+        units[i] = std::move(*found);
+        decoded[i].resize(units[i].size());
+        for (std::size_t k = 0; k < units[i].size(); ++k) tasks.push_back({i, kind::unit, k});
         return;
       }
     }
-  });
+    parts[i] = found ? detail::join_units(*found, j.out.size()) : std::vector<detail::frame_part>();
+    if (parts[i].empty()) tasks.push_back({i, kind::whole, 0});
+    for (std::size_t k = 0; k < parts[i].size(); ++k) tasks.push_back({i, kind::part, k});
+  };
+  const auto decode = [&](const std::vector<task>& tasks) {
+    return run_jobs(tasks.size(), bytes, threads, [&](std::size_t t) {
+      const task& k = tasks[t];
+      const decompress_job& j = jobs[k.job];
+      switch (k.what) {
+        case kind::whole: return decompress(codec, j.framed, j.out, "");
+        case kind::part: {
+          const detail::frame_part& p = parts[k.job][k.index];
+          try {
+            return detail::decompress_part(codec, j.framed, p, j.out.subspan(p.out_offset, p.out_size), "");
+          } catch (const invalid_message&) {
+            if (trusted[k.job] == 0) throw;
+            distrusted[k.job].store(true);
+            return;
+          }
+        }
+        case kind::unit: {
+          detail::frame_unit& u = units[k.job][k.index];
+          std::unique_ptr<std::byte[]>& into = decoded[k.job][k.index];
+          into.reset(new std::byte[u.most]);
+          u.out_size = detail::decode_unit(codec, j.framed, u, {into.get(), u.most});
+          if (u.out_size < 0) {
+            bad(" (blocks at bytes " + std::to_string(u.in_offset) + " to " + std::to_string(u.in_offset + u.in_size) +
+                    ")",
+                "corrupted LZ4 block (LZ4_decompress_safe failed)");
+          }
+          return;
+        }
+      }
+    });
+  };
+  std::vector<task> tasks;
+  for (std::size_t i = 0; i < n; ++i) plan(i, true, tasks);
+  auto [index, failure] = decode(tasks);
+  // A later phase's failure lies before the first one's (it runs jobs
+  // before that one): it is the one reported.
+  const auto lower = [&](const std::vector<task>& ts, std::pair<std::size_t, std::exception_ptr> r) {
+    if (!r.second) return;
+    index = 0;
+    tasks = {ts[r.first]};
+    failure = r.second;
+  };
+  std::size_t failed_job = failure ? tasks[index].job : n;
+  std::vector<task> again;
+  for (std::size_t i = 0; i < failed_job; ++i) {
+    if (distrusted[i].load()) plan(i, false, again);
+  }
+  if (!again.empty()) lower(again, decode(again));
   // The jobs of LZ4 blocks before the first failure (all when none):
   // copied into place, one task a block (each block its own part), or
   // decoded whole when the blocks do not add up to the job's size.
-  const std::size_t failed_job = failure ? tasks[index].job : jobs.size();
+  failed_job = failure ? tasks[index].job : n;
   std::vector<task> copies;
   for (std::size_t i = 0; i < failed_job; ++i) {
     if (units[i].empty()) continue;
@@ -770,19 +820,14 @@ void decompress_all(compression_codec codec, std::span<const decompress_job> job
     for (std::size_t k = 0; k < parts[i].size(); ++k) copies.push_back({i, kind::unit, k});
   }
   if (!copies.empty()) {
-    auto [copy_index, copy_failure] = run_jobs(copies.size(), bytes, threads, [&](std::size_t t) {
-      const task& k = copies[t];
-      const decompress_job& j = jobs[k.job];
-      if (k.what == kind::whole) return decompress(codec, j.framed, j.out, "");
-      const detail::frame_part& p = parts[k.job][k.index];
-      if (p.out_size > 0) std::memcpy(j.out.data() + p.out_offset, decoded[k.job][k.index].get(), p.out_size);
-      decoded[k.job][k.index].reset();
-    });
-    if (copy_failure) {  // before the first task's failure: the lower job
-      index = 0;
-      tasks = {copies[copy_index]};
-      failure = copy_failure;
-    }
+    lower(copies, run_jobs(copies.size(), bytes, threads, [&](std::size_t t) {
+            const task& k = copies[t];
+            const decompress_job& j = jobs[k.job];
+            if (k.what == kind::whole) return decompress(codec, j.framed, j.out, "");
+            const detail::frame_part& p = parts[k.job][k.index];
+            if (p.out_size > 0) std::memcpy(j.out.data() + p.out_offset, decoded[k.job][k.index].get(), p.out_size);
+            decoded[k.job][k.index].reset();
+          }));
   }
   if (!failure) return;
   try {

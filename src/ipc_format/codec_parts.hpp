@@ -24,12 +24,14 @@ namespace cuarrow::ipc::detail {
 /// One independently decodable part of a framed buffer: bytes [in_offset,
 /// in_offset + in_size) of the framed buffer (its 8-byte prefix included in
 /// the offsets) decode to bytes [out_offset, out_offset + out_size) of the
-/// buffer: one frame, or neighbouring frames joined.
+/// buffer: one frame, or neighbouring frames joined.  `most`: the most
+/// one LZ4 block of it may decode to (the frame's block size; 0: 4 MiB).
 struct frame_part {
   std::size_t in_offset = 0;
   std::size_t in_size = 0;
   std::size_t out_offset = 0;
   std::size_t out_size = 0;
+  std::size_t most = 0;
 };
 
 /// One unit of a framed buffer that decodes on its own: a ZSTD frame, or
@@ -70,6 +72,19 @@ std::int64_t decode_unit(compression_codec codec, std::span<const std::byte> fra
                          std::span<std::byte> out);
 std::vector<frame_part> join_units(std::span<const frame_unit> units, std::size_t size,
                                    std::size_t min_bytes = min_part_bytes);
+
+/// The sizes an LZ4 frame's encoder gives independent blocks, taken on
+/// trust instead of decoding the blocks first: every block full (its
+/// `most`) but the last, which holds the rest.  Applies (and returns true)
+/// only when `units` (frame_units of an LZ4 buffer of `size` bytes) are
+/// exactly as many as that needs, all of one block size, and each block
+/// stored uncompressed has the size the rule gives it.  Parts joined from
+/// such units then decode straight into place; decompress_part checks each
+/// block against the size assumed (a block decodes to at most the room it
+/// is given), so a valid frame with a short block (a flushing encoder's)
+/// fails there, and its reader decodes the buffer again without the
+/// assumption (decode_unit), never trusting a wrong result.
+bool assume_full_blocks(std::span<frame_unit> units, std::size_t size);
 
 /// The bytes each part of a framed buffer will likely decode to (all but
 /// the last), from `head` alone: the buffer's prefix and its first frame's

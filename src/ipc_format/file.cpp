@@ -225,7 +225,15 @@ class joint_steps {
 // whichever worker asks first.  Otherwise the buffer is decompressed once
 // into host scratch memory and copied out part by part.  Bytes decoded
 // into scratch memory are counted (read_stats::scratch_decoded_bytes).
-struct decoded_buffer {
+//
+// An LZ4 frame of independent blocks is first taken on trust: every block
+// full but the last, as encoders write them (assume_full_blocks), each
+// decoded straight into its slot.  A block that decodes to another size
+// sets `distrusted` instead of failing the read; the reader then stages
+// the job again with trust_blocks off (decoded_buffer_source is what a
+// new attempt copies), which decodes the blocks into memory of their own
+// first and reports a corrupt one.
+struct decoded_buffer_source {
   compression_codec codec{};
   int fd = -1;
   const std::string* path = nullptr;
@@ -237,6 +245,11 @@ struct decoded_buffer {
   std::size_t framed_size = 0;
   std::size_t size = 0;  // decompressed
   std::string where;
+  bool trust_blocks = true;                 // LZ4 block sizes taken on trust first
+  std::atomic<bool>* distrusted = nullptr;  // set when a block so sized decodes to another size
+};
+
+struct decoded_buffer : decoded_buffer_source {
   // Asked for in parts: the framed bytes, read once, in slices, by the
   // workers that ask together (`prepared`); then the units whose sizes
   // only their sequences tell (compressed LZ4 blocks) decoded into scratch
@@ -264,6 +277,7 @@ struct decoded_buffer {
   std::unique_ptr<part_scratch[]> part_scratches;
   std::vector<std::byte> scratch;
   std::atomic<std::size_t> left{0};
+  bool trusted = false;  // the parts' sizes assumed (assume_full_blocks)
 
   static constexpr std::size_t read_slice_bytes = std::size_t{1} << 20;
 
@@ -354,6 +368,7 @@ struct decoded_buffer {
               std::optional<std::vector<d::frame_unit>> found = d::frame_units(codec, framed, size);
               if (found) {
                 units = std::move(*found);
+                trusted = trust_blocks && codec == compression_codec::lz4_frame && d::assume_full_blocks(units, size);
                 for (std::size_t k = 0; k < units.size(); ++k) {
                   if (units[k].out_size < 0) to_decode.push_back(k);
                 }
@@ -393,6 +408,18 @@ struct decoded_buffer {
         });
   }
 
+  // Part `p` decoded into `out`; a trusted part that decodes to another
+  // size than assumed only says so (the job is staged again).
+  void decode_part(const cuarrow::ipc::detail::frame_part& p, std::span<std::byte> out) {
+    const cuarrow::detail::timed t(decompress_ns);
+    try {
+      cuarrow::ipc::detail::decompress_part(codec, framed, p, out, where);
+    } catch (const invalid_message&) {
+      if (!trusted) throw;
+      distrusted->store(true);
+    }
+  }
+
   // Bytes [offset, offset + out.size()) from the parts that overlap them.
   void produce_from_parts(std::size_t offset, std::span<std::byte> out) {
     const std::size_t end = offset + out.size();
@@ -406,15 +433,13 @@ struct decoded_buffer {
       const std::span<std::byte> here = out.subspan(from - offset, to - from);
       part_scratch& ps = part_scratches[k];
       if (!ps.ready && from == p.out_offset && to == p.out_offset + p.out_size) {  // all of it lies in this chunk
-        const cuarrow::detail::timed t(decompress_ns);
-        cuarrow::ipc::detail::decompress_part(codec, framed, p, here, where);
+        decode_part(p, here);
         continue;
       }
       if (!ps.ready) {
         std::call_once(ps.once, [&] {
           ps.bytes.reset(new std::byte[p.out_size]);
-          const cuarrow::detail::timed t(decompress_ns);
-          cuarrow::ipc::detail::decompress_part(codec, framed, p, {ps.bytes.get(), p.out_size}, where);
+          decode_part(p, {ps.bytes.get(), p.out_size});
           scratch_bytes->fetch_add(static_cast<std::int64_t>(p.out_size));
         });
       }
@@ -476,7 +501,8 @@ struct file_source {
   std::string gds_reason;
   std::string staging_reason;
   std::atomic<bool> gds_failed{false};
-  mutable std::mutex reason_mutex;  // guards the two below
+  std::atomic<bool> trust_blocks{true};  // LZ4 block sizes taken on trust (decoded_buffer)
+  mutable std::mutex reason_mutex;       // guards the two below
   std::string fallback;
   std::string reason;  // last_read_path_reason()
   // Set by project(): the full schema, the one returned, the dictionary ids
@@ -793,8 +819,10 @@ struct file_source {
   struct planned_bodies {
     std::vector<buffer> bodies;
     std::vector<staged_piece> pieces;
-    std::deque<piece_source> sources;    // stable addresses for the pieces
-    std::deque<decoded_buffer> decoded;  // likewise
+    std::deque<piece_source> sources;                                 // stable addresses for the pieces
+    std::deque<decoded_buffer> decoded;                               // likewise
+    std::vector<std::pair<piece_source*, decoded_buffer*>> produced;  // each source of a decoded buffer
+    std::unique_ptr<std::atomic<bool>> distrusted = std::make_unique<std::atomic<bool>>(false);
     // ZSTD buffers nvCOMP decompresses after the staging job: their framed
     // bytes are staged into `scratch`, then decompressed into the bodies.
     buffer scratch;
@@ -936,10 +964,12 @@ struct file_source {
           d.size = static_cast<std::size_t>(size);
           d.left = d.size;
           d.where = name;
+          d.trust_blocks = trust_blocks.load();
+          d.distrusted = pb.distrusted.get();
           piece_source& src = sources.emplace_back();
           src.what = piece_source::kind::produce;
-          decoded_buffer* dp = &d;
-          src.produce = [dp](std::size_t offset, std::span<unsigned char> o) { dp->produce(offset, o); };
+          produce_from(src, d);
+          pb.produced.emplace_back(&src, &d);
           // A buffer above two parts' worth may be staged in chunks cut on
           // the bounds of the parts it decodes in: its first frame's header
           // tells their size (a second read of a few bytes, for the few
@@ -1080,14 +1110,35 @@ struct file_source {
     return pb;
   }
 
-  // The staging job of `pb`, `captures` taken on the way (staging.hpp).
-  void stage(const planned_bodies& pb, std::span<const cuarrow::detail::staged_capture> captures, stream_view s) {
+  static void produce_from(piece_source& src, decoded_buffer& d) {
+    decoded_buffer* dp = &d;
+    src.produce = [dp](std::size_t offset, std::span<unsigned char> o) { dp->produce(offset, o); };
+  }
+
+  // The staging job of `pb`, `captures` taken on the way (staging.hpp);
+  // staged again, every buffer decoded anew without trusting LZ4 block
+  // sizes, when one so trusted decoded to another size (this reader then
+  // stops trusting them).
+  void stage(planned_bodies& pb, std::span<const cuarrow::detail::staged_capture> captures, stream_view s) {
     if (!pb.pieces.empty()) {
       scoped_context guard(ctx.handle());
       const cuarrow::detail::timed t(timer(staging_ns));
       cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
                                              timer(dma_wait_ns), captures, &dmas);
       staging_jobs.fetch_add(1);
+      if (pb.distrusted->load()) {
+        trust_blocks.store(false);
+        for (auto& [src, d] : pb.produced) {
+          decoded_buffer& again = pb.decoded.emplace_back();
+          static_cast<decoded_buffer_source&>(again) = *d;
+          again.left = again.size;
+          again.trust_blocks = false;
+          produce_from(*src, again);
+        }
+        cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
+                                               timer(dma_wait_ns), captures, &dmas);
+        staging_jobs.fetch_add(1);
+      }
     }
     if (!pb.gpu_chunks.empty()) {
       const cuarrow::detail::timed t(timer(gpu_decompress_ns));

@@ -624,10 +624,9 @@ TEST_F(IpcFile, BuffersOfSeveralFramesDecodeOnTheWorkersThatStageThem) {
   try {
     for (const auto codec : {ipc::compression_codec::zstd, ipc::compression_codec::lz4_frame}) {
       const std::string path = write("frames.arrow", written({b}, ipc::stream_writer::format::file, codec));
-      const bool lz4 = codec == ipc::compression_codec::lz4_frame;
       for (const auto& [chunk, threads, scratch] :
-           {std::tuple{64 << 10, 3, rows * 8}, std::tuple{4 << 20, 3, lz4 ? rows * 8 : 0},
-            std::tuple{64 << 20, 1, lz4 ? rows * 8 : 0}}) {
+           {std::tuple{64 << 10, 3, rows * 8}, std::tuple{4 << 20, 3, std::int64_t{0}},
+            std::tuple{64 << 20, 1, std::int64_t{0}}}) {
         SCOPED_TRACE(std::string(ipc::to_string(codec)) + ", chunks of at most " + std::to_string(chunk) + " bytes, " +
                      std::to_string(threads) + " workers");
         cuarrow::transfer_options o = saved;
@@ -643,6 +642,80 @@ TEST_F(IpcFile, BuffersOfSeveralFramesDecodeOnTheWorkersThatStageThem) {
         EXPECT_EQ(r.stats().scratch_decoded_bytes, scratch) << "decompressed bytes copied again";
       }
     }
+  } catch (...) {
+    cuarrow::set_transfer_options(saved);
+    throw;
+  }
+  cuarrow::set_transfer_options(saved);
+}
+
+// An LZ4 frame's blocks are sized on trust (every one full but the last)
+// and decoded straight into the slots; a valid frame whose blocks are sized
+// otherwise (its last block moved first: a short block first, a long one
+// last) is staged again, decoded the careful way, and reads right, as does
+// the next read of the same reader (which no longer trusts the sizes).
+TEST_F(IpcFile, LZ4BlocksSizedOtherwiseThanFullAreStagedAgain) {
+  constexpr std::int64_t block_rows = (4 << 20) / 8, tail_rows = (1 << 20) / 8;
+  constexpr std::int64_t rows = 2 * block_rows + tail_rows;  // 9 MiB of int64: blocks of 4, 4 and 1 MiB
+  std::vector<std::optional<std::int64_t>> values(rows), rotated;
+  for (std::int64_t r = 0; r < rows; ++r) values[static_cast<std::size_t>(r)] = (r * 7919) % 100'003;
+  rotated.assign(values.end() - tail_rows, values.end());
+  rotated.insert(rotated.end(), values.begin(), values.end() - tail_rows);
+  const auto batch_of = [](const std::vector<std::optional<std::int64_t>>& v) {
+    record_batch b;
+    b.schema.fields = {field("i", int64())};
+    b.num_rows = static_cast<std::int64_t>(v.size());
+    b.columns = {primitive<std::int64_t>(int64(), v)};
+    return b;
+  };
+  std::vector<std::byte> file =
+      written({batch_of(values)}, ipc::stream_writer::format::file, ipc::compression_codec::lz4_frame);
+  // The data buffer's frame: the LZ4 magic, a 7-byte descriptor, then
+  // blocks (4-byte headers) up to the end mark.
+  const std::byte magic[] = {std::byte{0x04}, std::byte{0x22}, std::byte{0x4D}, std::byte{0x18}};
+  const auto frame = std::search(file.begin(), file.end(), std::begin(magic), std::end(magic));
+  ASSERT_NE(frame, file.end());
+  std::vector<std::size_t> at;
+  for (auto pos = static_cast<std::size_t>(frame - file.begin()) + 7;;) {
+    at.push_back(pos);
+    std::uint32_t h = 0;
+    std::memcpy(&h, file.data() + pos, 4);
+    if (h == 0) break;
+    pos += 4 + (h & 0x7FFFFFFFU);
+  }
+  ASSERT_EQ(at.size(), 4U) << "three blocks and the end mark";
+  std::vector<std::byte> blocks(file.begin() + static_cast<std::ptrdiff_t>(at[2]),
+                                file.begin() + static_cast<std::ptrdiff_t>(at[3]));
+  blocks.insert(blocks.end(), file.begin() + static_cast<std::ptrdiff_t>(at[0]),
+                file.begin() + static_cast<std::ptrdiff_t>(at[2]));
+  std::copy(blocks.begin(), blocks.end(), file.begin() + static_cast<std::ptrdiff_t>(at[0]));
+  const std::string path = write("moved.arrow", file);
+  const record_batch want = batch_of(rotated);
+  const cuarrow::transfer_options saved = cuarrow::get_transfer_options();
+  try {
+    cuarrow::transfer_options o = saved;
+    o.staging_chunk_bytes = 4 << 20;
+    o.staging_threads_to_device = 3;
+    cuarrow::set_transfer_options(o);
+    ipc::file_read_options ro;
+    ro.io_threads = 3;
+    ro.collect_stats = true;
+    ipc::device_file_reader r(path, ctx(), ro);
+    const record_batch got = r.read_batch(0);
+    expect_on_device(got);
+    EXPECT_TRUE(same_values(want, got));
+    const ipc::read_stats first = r.stats();
+    EXPECT_EQ(first.staging_jobs, 2) << "staged again";
+    EXPECT_EQ(first.scratch_decoded_bytes, rows * 8) << "the second time, each block decoded into its own memory";
+    EXPECT_TRUE(same_values(want, r.read_batch(0)));
+    EXPECT_EQ(r.stats().staging_jobs, 3) << "the reader no longer trusts the sizes: staged once";
+    // The frame as written: decoded in place, staged once.
+    ipc::device_file_reader good(write("good.arrow", written({batch_of(values)}, ipc::stream_writer::format::file,
+                                                             ipc::compression_codec::lz4_frame)),
+                                 ctx(), ro);
+    EXPECT_TRUE(same_values(batch_of(values), good.read_batch(0)));
+    EXPECT_EQ(good.stats().staging_jobs, 1);
+    EXPECT_EQ(good.stats().scratch_decoded_bytes, 0);
   } catch (...) {
     cuarrow::set_transfer_options(saved);
     throw;
