@@ -303,12 +303,12 @@ def test_compressed_buffers_above_4_mib_are_written_in_chunks_every_reader_reads
     assert ipc.read_feather(path).to_host().equals(table)
     assert ipc.read_feather(path, gpu_decompression=True).to_host().equals(table)
     assert path.stat().st_size < table.nbytes / 2, "compressed"
-    # Each 4 MiB ZSTD frame is decoded straight into a staging slot (an LZ4
-    # block, whose size only decoding it tells, into memory of its own); a
-    # buffer that pyarrow writes as one frame goes through scratch memory.
+    # Each 4 MiB ZSTD frame or LZ4 block (sized on trust: full but the
+    # last) is decoded straight into a staging slot; a buffer that pyarrow
+    # writes as one frame goes through scratch memory.
     with ipc.open_file(path) as reader:
         assert reader.read_all().to_host().equals(table)
-        assert (reader.stats()["scratch_decoded_bytes"] == 0) == (compression == "zstd")
+        assert reader.stats()["scratch_decoded_bytes"] == 0
     theirs = tmp_path / "theirs.feather"
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with pa.ipc.new_file(theirs, table.schema, options=options) as writer:

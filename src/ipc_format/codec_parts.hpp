@@ -5,9 +5,10 @@
 // writes every buffer above 4 MiB so, one frame (block) per 4 MiB chunk
 // (codec.hpp).  Frames that state their decompressed size decode each
 // into its own place in the output; independent blocks, whose sizes only
-// decoding them tells, each into memory of its own, then copied into
-// place: a large buffer no longer keeps one thread busy while the others
-// wait (decompress_all, the file reader's pipeline).
+// decoding them tells, likewise with their sizes taken on trust (full but
+// the last), or else each into memory of its own, then copied into place:
+// a large buffer no longer keeps one thread busy while the others wait
+// (decompress_all, the file reader's pipeline).
 #pragma once
 
 #include <cstddef>
