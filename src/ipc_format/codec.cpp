@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #if CUARROW_HAVE_LZ4
 #include <lz4.h>
@@ -793,7 +794,10 @@ void decompress_all(compression_codec codec, std::span<const decompress_job> job
   };
   std::vector<task> tasks;
   for (std::size_t i = 0; i < n; ++i) plan(i, true, tasks);
-  auto [index, failure] = decode(tasks);
+  // (Not a structured binding: clang's C++20 does not let lambdas capture one.)
+  std::size_t index = 0;
+  std::exception_ptr failure;
+  std::tie(index, failure) = decode(tasks);
   // A later phase's failure lies before the first one's (it runs jobs
   // before that one): it is the one reported.
   const auto lower = [&](const std::vector<task>& ts, std::pair<std::size_t, std::exception_ptr> r) {
