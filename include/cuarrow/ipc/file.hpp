@@ -137,9 +137,12 @@ struct file_read_options {
 /// wall time of the thread that called the reader.  "Workers": summed over
 /// the staging pipeline's threads, so it may exceed the wall time.
 struct read_stats {
-  std::int64_t bytes_read = 0;        ///< as bytes_read()
-  std::int64_t batches = 0;           ///< record batches returned
-  std::int64_t staging_jobs = 0;      ///< staging-pipeline jobs run (one per read_batch, one per read_batches)
+  std::int64_t bytes_read = 0;  ///< as bytes_read()
+  std::int64_t batches = 0;     ///< record batches returned
+  /// Staging-pipeline jobs run: one per read_batch, one per read_batches,
+  /// and one more when a job is staged again because an LZ4 block decoded
+  /// to another size than trusted (every block full but the last).
+  std::int64_t staging_jobs = 0;
   double metadata_seconds = 0;        ///< calling thread: message metadata read (pread) and parsed
   double allocate_seconds = 0;        ///< calling thread: device allocations of the bodies
   double staging_seconds = 0;         ///< calling thread: in staging jobs, start to end
@@ -152,8 +155,9 @@ struct read_stats {
   std::int64_t dmas = 0;              ///< host-to-device DMAs the staging jobs queued
   /// Decompressed bytes that went through host scratch memory and were
   /// copied again (workers): a buffer larger than a staging chunk that does
-  /// not decode in parts (one frame, as Arrow C++ writes), or a part that
-  /// straddles two chunks.  0 when every compressed buffer was decoded
+  /// not decode in parts (one frame, as Arrow C++ writes), a part that
+  /// straddles two chunks, or the LZ4 blocks of a job staged again.  0
+  /// when every compressed buffer was decoded
   /// straight into the pinned staging slots.
   std::int64_t scratch_decoded_bytes = 0;
 };
