@@ -15,7 +15,8 @@
 #
 # LIMIT: seconds for the whole call (default 580); SUITE=0 skips the suite
 # (the package is then only built); DT=1 runs bench/decode_threads_probe.py
-# (DT_CEIL, DT_THREADS: its thread counts, default 1,8,16 and 16); BUDGET:
+# (DT_CEIL, DT_THREADS: its thread counts, default 1,8,16 and 16; DT_ARGS
+# adds options, e.g. --table-bytes 1G); BUDGET:
 # seconds from the start by which bench/ipc_bench.py must end (0 or unset:
 # not run; IB_ARGS adds options).  Only the checkout travels, without .git:
 # COMMIT names the commit in the results.
@@ -42,7 +43,7 @@ export PYTHONPATH=/tmp/cuarrow-site${PYTHONPATH:+:$PYTHONPATH}
 if [ "${DT:-0}" = 1 ]; then
   t=$(( LIMIT - $(el) - 25 )); [ $t -gt 200 ] && t=200
   log "decode threads probe (timeout $t)"
-  timeout $t python3 bench/decode_threads_probe.py --reps 3 --ceiling-threads ${DT_CEIL:-1,8,16} --threads ${DT_THREADS:-16} --out $R/decode_threads.json > $R/dt.log 2>&1
+  timeout $t python3 bench/decode_threads_probe.py --reps 3 --ceiling-threads ${DT_CEIL:-1,8,16} --threads ${DT_THREADS:-16} ${DT_ARGS:-} --out $R/decode_threads.json > $R/dt.log 2>&1
   log "dt rc $?"; tail -30 $R/dt.log
 fi
 if [ "${BUDGET:-0}" -gt 0 ]; then
