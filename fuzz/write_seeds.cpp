@@ -508,6 +508,21 @@ int main(int argc, char** argv) {
       write(root / "ipc_codec", name + "_chunked", std::string(1, tag) + bytes);
       write(root / "ipc_codec", name + "_batch_chunked", std::string(1, tag | 2) + bytes);
       count += 2;
+      if (codec == cuarrow::ipc::compression_codec::lz4_frame) {
+        // Its two blocks swapped (300 KiB, then 4 MiB): a valid frame whose
+        // blocks are not all full but the last, so decompress_all's sizes
+        // taken on trust fail and the job is decoded again.
+        const std::size_t first = 8 + 7;  // prefix, frame descriptor (no content size)
+        std::uint32_t h = 0;
+        std::memcpy(&h, bytes.data() + first, 4);
+        const std::size_t second = first + 4 + (h & 0x7FFFFFFFU);
+        std::memcpy(&h, bytes.data() + second, 4);
+        const std::size_t end = second + 4 + (h & 0x7FFFFFFFU);
+        const std::string swapped = bytes.substr(0, first) + bytes.substr(second, end - second) +
+                                    bytes.substr(first, second - first) + bytes.substr(end);
+        write(root / "ipc_codec", name + "_batch_short_first_block", std::string(1, tag | 2) + swapped);
+        ++count;
+      }
     }
     if (codec == cuarrow::ipc::compression_codec::zstd) {
       // Two ZSTD frames of 300 KiB one after the other, each stating its
