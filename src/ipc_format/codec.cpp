@@ -596,8 +596,7 @@ void decompress_part(compression_codec codec, std::span<const std::byte> framed,
   if (codec == compression_codec::zstd) return zstd_decompress(in, out, name);
 #endif
 #if CUARROW_HAVE_LZ4
-  if (codec == compression_codec::lz4_frame)
-    return lz4_decode_blocks(in, out, p.most > 0 ? p.most : std::size_t{4} << 20, name);
+  if (codec == compression_codec::lz4_frame) return lz4_decode_blocks(in, out, p.most, name);
 #endif
   missing(codec);
 }

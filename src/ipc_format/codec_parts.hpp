@@ -26,7 +26,7 @@ namespace cuarrow::ipc::detail {
 /// in_offset + in_size) of the framed buffer (its 8-byte prefix included in
 /// the offsets) decode to bytes [out_offset, out_offset + out_size) of the
 /// buffer: one frame, or neighbouring frames joined.  `most`: the most
-/// one LZ4 block of it may decode to (the frame's block size; 0: 4 MiB).
+/// one LZ4 block of it may decode to (the frame's block size).
 struct frame_part {
   std::size_t in_offset = 0;
   std::size_t in_size = 0;

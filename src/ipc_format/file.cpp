@@ -250,6 +250,8 @@ struct decoded_buffer_source {
 };
 
 struct decoded_buffer : decoded_buffer_source {
+  explicit decoded_buffer(decoded_buffer_source in) : decoded_buffer_source(std::move(in)), left(size) {}
+
   // Asked for in parts: the framed bytes, read once, in slices, by the
   // workers that ask together (`prepared`); then the units whose sizes
   // only their sequences tell (compressed LZ4 blocks) decoded into scratch
@@ -276,8 +278,8 @@ struct decoded_buffer : decoded_buffer_source {
   };
   std::unique_ptr<part_scratch[]> part_scratches;
   std::vector<std::byte> scratch;
-  std::atomic<std::size_t> left{0};
-  bool trusted = false;  // the parts' sizes assumed (assume_full_blocks)
+  std::atomic<std::size_t> left;  // bytes not yet produced
+  bool trusted = false;           // the parts' sizes assumed (assume_full_blocks)
 
   static constexpr std::size_t read_slice_bytes = std::size_t{1} << 20;
 
@@ -951,21 +953,21 @@ struct file_source {
             // A frame that does not state its size, or states another (the
             // first of several frames, or a lie): the host decides.
           }
-          decoded_buffer& d = decoded.emplace_back();
-          d.codec = *h.compression;
-          d.fd = file.fd();
-          d.path = &file.path();
-          d.bytes_read = &bytes_read;
-          d.read_ns = timer(pread_ns);
-          d.decompress_ns = timer(decompress_ns);
-          d.scratch_bytes = &scratch_decoded_bytes;
-          d.file_offset = at;
-          d.framed_size = static_cast<std::size_t>(r.length);
-          d.size = static_cast<std::size_t>(size);
-          d.left = d.size;
-          d.where = name;
-          d.trust_blocks = trust_blocks.load();
-          d.distrusted = pb.distrusted.get();
+          decoded_buffer_source in;
+          in.codec = *h.compression;
+          in.fd = file.fd();
+          in.path = &file.path();
+          in.bytes_read = &bytes_read;
+          in.read_ns = timer(pread_ns);
+          in.decompress_ns = timer(decompress_ns);
+          in.scratch_bytes = &scratch_decoded_bytes;
+          in.file_offset = at;
+          in.framed_size = static_cast<std::size_t>(r.length);
+          in.size = static_cast<std::size_t>(size);
+          in.where = name;
+          in.trust_blocks = trust_blocks.load();
+          in.distrusted = pb.distrusted.get();
+          decoded_buffer& d = decoded.emplace_back(std::move(in));
           piece_source& src = sources.emplace_back();
           src.what = piece_source::kind::produce;
           produce_from(src, d);
@@ -1123,21 +1125,17 @@ struct file_source {
     if (!pb.pieces.empty()) {
       scoped_context guard(ctx.handle());
       const cuarrow::detail::timed t(timer(staging_ns));
-      cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
-                                             timer(dma_wait_ns), captures, &dmas);
-      staging_jobs.fetch_add(1);
-      if (pb.distrusted->load()) {
-        trust_blocks.store(false);
-        for (auto& [src, d] : pb.produced) {
-          decoded_buffer& again = pb.decoded.emplace_back();
-          static_cast<decoded_buffer_source&>(again) = *d;
-          again.left = again.size;
-          again.trust_blocks = false;
-          produce_from(*src, again);
-        }
+      for (bool again = false;; again = true) {
         cuarrow::detail::staged_host_to_device(ctx.handle(), pb.pieces, stream_for(s).handle(), threads(),
                                                timer(dma_wait_ns), captures, &dmas);
         staging_jobs.fetch_add(1);
+        if (again || !pb.distrusted->load()) break;
+        trust_blocks.store(false);
+        for (auto& [src, d] : pb.produced) {
+          decoded_buffer_source in = *d;
+          in.trust_blocks = false;
+          produce_from(*src, pb.decoded.emplace_back(std::move(in)));
+        }
       }
     }
     if (!pb.gpu_chunks.empty()) {
