@@ -932,15 +932,10 @@ struct file_source {
           if (r.length == 0) continue;
           const std::string name = *rq.where + " buffers[" + std::to_string(i) + "]";
           const std::int64_t at = rq.body_start + r.offset;
-          // The prefix and the head of the first frame, in one pread: with
-          // nvCOMP, the frame's header must declare the size the prefix
-          // does before a GPU kernel sees the frame; on the host, it tells
-          // the size of the parts a large buffer decodes in.
-          static_assert(cuarrow::ipc::detail::part_hint_head_bytes >= 18, "a ZSTD frame header's most");
+          // With nvCOMP, the frame's header too: it must declare the size
+          // the prefix does before a GPU kernel sees the frame.
           const std::vector<std::byte> head =
-              read(at, std::min<std::int64_t>(
-                           r.length,
-                           frame_prefix_bytes + static_cast<std::int64_t>(cuarrow::ipc::detail::part_hint_head_bytes)));
+              read(at, std::min<std::int64_t>(r.length, to_gpu ? frame_prefix_bytes + 18 : frame_prefix_bytes));
           const std::int64_t size = compressed_buffer_size(head, r.length, name);
           pl.out[i] = body_range{pad8(pl.length), size};
           if (size == 0) continue;
@@ -979,9 +974,14 @@ struct file_source {
           pb.produced.emplace_back(&src, &d);
           // A buffer above two parts' worth may be staged in chunks cut on
           // the bounds of the parts it decodes in: its first frame's header
-          // (read with the prefix) tells their size.
+          // tells their size (a second read of a few bytes, for the few
+          // such buffers).
           if (size > static_cast<std::int64_t>(2 * cuarrow::ipc::detail::min_part_bytes)) {
-            src.part_bytes = cuarrow::ipc::detail::part_bytes_hint(d.codec, head, d.size);
+            const std::vector<std::byte> frame_head =
+                read(at, std::min<std::int64_t>(
+                             r.length, frame_prefix_bytes +
+                                           static_cast<std::int64_t>(cuarrow::ipc::detail::part_hint_head_bytes)));
+            src.part_bytes = cuarrow::ipc::detail::part_bytes_hint(d.codec, frame_head, d.size);
           }
           pl.targets.push_back(target{pl.out[i].offset, size, &src});
         }
