@@ -40,6 +40,13 @@ else
   log "build rc $?"
 fi
 export PYTHONPATH=/tmp/cuarrow-site${PYTHONPATH:+:$PYTHONPATH}
+# nvCOMP for the probe and the benchmark (ZSTD on the GPU): the wheel the
+# suite installed (or install it here when the suite was skipped).
+if [ -d build/wheels-nvcomp ]; then
+  [ -d /tmp/cuarrow-nvcomp ] || python3 -m pip install -q --no-index --no-deps --target /tmp/cuarrow-nvcomp build/wheels-nvcomp/*.whl > $R/nvcomp.log 2>&1
+  nvlib=/tmp/cuarrow-nvcomp/nvidia/libnvcomp/lib64/libnvcomp.so.6
+  [ -e $nvlib ] && export CUARROW_NVCOMP_LIBRARY=$nvlib && log "nvcomp: $nvlib"
+fi
 if [ "${DT:-0}" = 1 ]; then
   t=$(( LIMIT - $(el) - 25 )); [ $t -gt 200 ] && t=200
   log "decode threads probe (timeout $t)"
