@@ -1381,6 +1381,7 @@ int device_file_reader::num_record_batches() const noexcept {
   return static_cast<int>(state_->footer.record_batches.size());
 }
 const dictionary_memo& device_file_reader::dictionaries() const noexcept { return state_->memo; }
+const context& device_file_reader::get_context() const noexcept { return state_->ctx; }
 std::int64_t device_file_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }
 read_stats device_file_reader::stats() const noexcept { return state_->stats(); }
 read_path device_file_reader::last_read_path() const noexcept { return state_->last_path.load(); }

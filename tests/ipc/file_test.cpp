@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +21,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "arrow/arrow_test_util.hpp"
@@ -1090,6 +1091,150 @@ TEST_F(IpcFileManyBatches, SmallBodiesShareAllocationsAndTheirDmas) {
   } catch (const cuarrow::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("body_group_bytes"), std::string::npos) << e.what();
   }
+}
+
+// ---- batch_readahead --------------------------------------------------------------------
+
+// 0, 1, ..., n - 1.
+std::vector<int> first(int n) {
+  std::vector<int> out(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = i;
+  return out;
+}
+
+// Every batch asked for, in the order asked (duplicates too), equal to
+// what was written; then the end, for good.  Each read is one staging
+// job: a batch alone first, then as many batches as read_bytes allows.
+TEST_F(IpcFileManyBatches, ReadaheadGivesTheBatchesInTheOrderAsked) {
+  const std::vector<record_batch> batches = many_batches(12, false, 11);
+  for (const auto& codec : kCodecs) {
+    const std::string path = write("ahead.arrow", written(batches, ipc::stream_writer::format::file, codec));
+    for (const int depth : {1, 3}) {
+      for (const std::int64_t read_bytes : {std::int64_t{1}, std::int64_t{1} << 40}) {
+        SCOPED_TRACE(std::string(codec ? ipc::to_string(*codec) : "uncompressed") + " depth " + std::to_string(depth) +
+                     " read_bytes " + std::to_string(read_bytes));
+        ipc::device_file_reader r(path, ctx());
+        const std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 11, 4, 0};
+        {
+          ipc::batch_readahead ahead(r, order, {depth, read_bytes});
+          for (std::size_t k = 0; k < order.size(); ++k) {
+            std::optional<record_batch> b = ahead.next();
+            ASSERT_TRUE(b.has_value()) << "batch " << k << " of " << order.size();
+            expect_on_device(*b);
+            EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(order[k])], to_host(*b))) << k;
+          }
+          EXPECT_FALSE(ahead.next().has_value());
+          EXPECT_FALSE(ahead.next().has_value());
+          EXPECT_EQ(ahead.position(), static_cast<std::int64_t>(order.size()));
+        }
+        const std::int64_t jobs = r.stats().staging_jobs;
+        if (read_bytes == 1) {
+          EXPECT_EQ(jobs, static_cast<std::int64_t>(order.size())) << "a batch a read";
+        } else {
+          EXPECT_EQ(jobs, 2) << "the first batch alone, then the rest in one read";
+        }
+      }
+    }
+  }
+}
+
+// The thread reads at most `depth` reads ahead of the batch taken: with
+// one batch a read and depth 1, after the first next() and a pause, at
+// most the taken batch, the one read ahead and none more.
+TEST_F(IpcFileManyBatches, ReadaheadStaysWithinItsDepth) {
+  const std::vector<record_batch> batches = many_batches(12, false, 12);
+  const std::string path = write("depth.arrow", written(batches, ipc::stream_writer::format::file, std::nullopt));
+  ipc::device_file_reader r(path, ctx());
+  const std::vector<int> all = first(12);
+  ipc::batch_readahead ahead(r, all, {1, 1});
+  ASSERT_TRUE(ahead.next().has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_LE(r.stats().batches, 2);
+  EXPECT_GE(r.stats().batches, 1);
+  for (int i = 1; i < 12; ++i) ASSERT_TRUE(ahead.next().has_value()) << i;
+  EXPECT_EQ(r.stats().batches, 12);
+}
+
+// A read that fails: the batches before the failing one still come (its
+// read is redone batch by batch), then its io_error, for good; nothing is
+// left allocated once the batches taken are gone, and the reader reads
+// again once the file is whole.
+TEST_F(IpcFileManyBatches, ReadaheadGivesTheGoodBatchesBeforeTheErrorThenTheError) {
+  const std::vector<record_batch> batches = many_batches(12, false, 13);
+  for (const auto& codec : kCodecs) {
+    SCOPED_TRACE(codec ? ipc::to_string(*codec) : "uncompressed");
+    const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, codec);
+    const std::string path = write("cut_ahead.arrow", good);
+    ipc::device_file_reader r(path, ctx());
+    const ipc::file_block b = r.footer().record_batches[7];
+    const std::int64_t allocated_before = ctx().bytes_allocated();
+    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(b.offset + b.metadata_length + b.body_length / 2)), 0);
+    {
+      const std::vector<int> all = first(12);
+      ipc::batch_readahead ahead(r, all, {2, std::int64_t{1} << 40});  // batches 1-11 in one read
+      std::vector<record_batch> taken;
+      for (int i = 0; i < 7; ++i) {
+        std::optional<record_batch> got = ahead.next();
+        ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
+        EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
+        taken.push_back(std::move(*got));
+      }
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        try {
+          (void)ahead.next();
+          ADD_FAILURE() << "batch 7 lies past the end of the file";
+        } catch (const cuarrow::io_error& e) {
+          EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+        }
+      }
+      EXPECT_EQ(ahead.position(), 7);
+    }
+    EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
+    write("cut_ahead.arrow", good);
+    EXPECT_TRUE(same_values(batches[9], to_host(r.read_batch(9))));
+  }
+}
+
+// Closed (or destroyed) early, with reads ahead and one in progress: it
+// returns without hanging, frees what it read ahead, and next() ends.
+TEST_F(IpcFileManyBatches, ReadaheadClosedEarlyFreesWhatItReadAhead) {
+  const std::vector<record_batch> batches = many_batches(12, false, 14);
+  const std::string path = write("early.arrow", written(batches, ipc::stream_writer::format::file, std::nullopt));
+  ipc::device_file_reader r(path, ctx());
+  const std::vector<int> all = first(12);
+  const std::int64_t allocated_before = ctx().bytes_allocated();
+  {
+    ipc::batch_readahead ahead(r, all, {3, 1});
+    std::optional<record_batch> first = ahead.next();
+    ASSERT_TRUE(first.has_value());
+    ahead.close();
+    ahead.close();
+    EXPECT_FALSE(ahead.next().has_value());
+    EXPECT_EQ(ahead.position(), 1);
+    EXPECT_TRUE(same_values(batches[0], to_host(*first)));
+  }
+  EXPECT_EQ(ctx().bytes_allocated(), allocated_before);
+  for (int k = 0; k < 5; ++k) {
+    ipc::batch_readahead ahead(r, all, {2, 1});  // destroyed as it reads
+  }
+  EXPECT_EQ(ctx().bytes_allocated(), allocated_before);
+}
+
+TEST_F(IpcFile, ReadaheadRefusesBadArgumentsBeforeReading) {
+  ipc::device_file_reader r(write_golden("file_wide.arrow"), ctx());
+  const int n = r.num_record_batches();
+  EXPECT_THROW(ipc::batch_readahead(r, {0, n}), cuarrow::out_of_range);
+  EXPECT_THROW(ipc::batch_readahead(r, {-1}), cuarrow::out_of_range);
+  try {
+    ipc::batch_readahead ahead(r, {0}, {0, 1});
+    ADD_FAILURE() << "depth 0 was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("depth"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ipc::batch_readahead(r, {0}, {1, 0}), cuarrow::invalid_argument);
+  EXPECT_EQ(r.stats().batches, 0) << "nothing read";
+  ipc::batch_readahead none(r, {});
+  EXPECT_FALSE(none.next().has_value());
 }
 
 }  // namespace

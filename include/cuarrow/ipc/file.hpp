@@ -210,6 +210,8 @@ class CUARROW_EXPORT device_file_reader {
   std::vector<arrow::record_batch> read_batches(std::span<const int> indices, stream_view s = {}) const;
   /// The dictionaries read (by the constructor).
   const dictionary_memo& dictionaries() const noexcept;
+  /// The context whose memory the batches are read into.
+  const context& get_context() const noexcept;
 
   /// Bytes read from the file so far (metadata and bodies).
   std::int64_t bytes_read() const noexcept;
@@ -224,6 +226,61 @@ class CUARROW_EXPORT device_file_reader {
   /// path the reader means to take and why.
   std::string last_read_path_reason() const;
   const std::string& path() const noexcept;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// How a batch_readahead reads ahead of its caller.
+struct readahead_options {
+  /// Reads done or in progress ahead of the batch the caller holds, each
+  /// ONE read_batches call (one staging job) of consecutive batches.  At
+  /// least 1; the device memory held ahead is about depth * read_bytes.
+  int depth = 2;
+  /// A read takes batches until their bodies (as the footer states them,
+  /// before any projection) would pass this many bytes, one batch at least;
+  /// the first read takes one batch, so that the first next() returns as
+  /// soon as one batch is on the device.  At least 1.
+  std::int64_t read_bytes = std::int64_t{64} << 20;
+};
+
+/// Batches of a device_file_reader read on a thread of its own, ahead of
+/// the caller, so that reading the file overlaps what the caller does
+/// with the batches before (a training step, a kernel): a loop of
+/// read_batch calls reads and computes in turn.  The reads run on a
+/// stream of their own (non-blocking) and each is synchronized before
+/// its batches are handed out, so a batch from next() needs no wait on
+/// any stream.  The reader must outlive this object; its stats() and
+/// bytes_read() count these reads.  next() and close() may be called from
+/// any thread (one at a time is served).
+class CUARROW_EXPORT batch_readahead {
+ public:
+  /// Starts reading batches `indices` of `reader`, in that order
+  /// (duplicates allowed).  Throws out_of_range for an index outside the
+  /// file and invalid_argument for options out of range, before anything
+  /// is read; cuda_error when the reads' stream cannot be made.
+  batch_readahead(const device_file_reader& reader, std::vector<int> indices, readahead_options options = {});
+  /// close().
+  ~batch_readahead();
+  batch_readahead(const batch_readahead&) = delete;
+  batch_readahead& operator=(const batch_readahead&) = delete;
+
+  /// The next batch, or nullopt after the last one (or after close()).
+  /// Blocks while its read runs.  When a read fails, its batches are read
+  /// again one at a time, so that every batch before the failing one is
+  /// still returned; then the failing batch's error (invalid_message,
+  /// io_error, cuda_error, out_of_memory ...) is thrown, by this call and
+  /// every later one, and nothing more is read.
+  std::optional<arrow::record_batch> next();
+  /// Stops reading ahead: waits for the read in progress (a staging job
+  /// cannot be cut short) and frees the batches read and not yet taken.
+  /// next() then returns nullopt.  Never throws; idempotent.
+  void close() noexcept;
+  /// Batches returned by next() so far.
+  std::int64_t position() const noexcept;
+  /// Where the batches live: the reader's placement().
+  arrow::placement placement() const noexcept;
 
  private:
   struct state;
