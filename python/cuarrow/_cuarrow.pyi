@@ -443,6 +443,20 @@ class IpcPathFileReader:
 
     def read_batches(self, indices: Sequence[int]) -> list: ...
 
+class IpcBatchReadahead:
+    """
+    Batches of an IpcPathFileReader read ahead on a thread of their own (cuarrow::ipc::batch_readahead).
+    """
+
+    def __init__(self, reader: IpcPathFileReader, indices: Sequence[int], depth: int, read_bytes: int) -> None: ...
+
+    def next(self) -> object: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def position(self) -> int: ...
+
 class IpcPathStreamReader:
     """
     An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).

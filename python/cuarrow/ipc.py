@@ -606,8 +606,47 @@ class RecordBatchFileReader(_Reader):
         return pa.KeyValueMetadata(pairs) if pairs else None
 
     def __iter__(self) -> Iterator[DeviceRecordBatch]:
-        for i in range(self.num_record_batches):
-            yield self.get_batch(i)
+        return self.iter_batches()
+
+    def iter_batches(
+        self, indices: Any = None, *, readahead: int = 2, readahead_bytes: int = 64 << 20
+    ) -> Iterator[DeviceRecordBatch]:
+        """The batches `indices` names (default: every batch, in order).
+        From a path, read on a thread of their own ahead of the loop, so
+        that reading the file overlaps what the loop does with the batches
+        before: up to `readahead` reads ahead of the batch in hand, each one
+        staging job of consecutive batches whose bodies stay within
+        `readahead_bytes` (the first read takes one batch, so the first
+        batch comes at once).  About ``readahead * readahead_bytes`` of
+        device memory is held ahead.  ``readahead=0`` reads each batch when
+        it is asked for, on the calling thread.  Each batch is on the device
+        when it is handed out (nothing to wait for).  A read that fails
+        still yields the batches before the failing one, then raises its
+        error.  In device memory every batch is already there: `readahead`
+        is ignored."""
+        n = self.num_record_batches
+        order = list(range(n)) if indices is None else [int(i) for i in indices]
+        for i in order:
+            if not 0 <= i < n:
+                raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
+        if not isinstance(readahead, int) or readahead < 0:
+            raise ValueError(f"readahead must be an int >= 0, not {readahead!r}")
+        if not isinstance(readahead_bytes, int) or readahead_bytes < 1:
+            raise ValueError(f"readahead_bytes must be an int >= 1, not {readahead_bytes!r}")
+        if readahead == 0 or not hasattr(self._reader, "read_batches"):
+            return (self.get_batch(i) for i in order)
+        return self._read_ahead(_lib.IpcBatchReadahead(self._reader, order, readahead, readahead_bytes))
+
+    def _read_ahead(self, ahead: Any) -> Iterator[DeviceRecordBatch]:
+        try:
+            while True:
+                got = ahead.next()
+                if got is None:
+                    return
+                yield _batch_from(self._schema, got)
+        finally:
+            # A loop left early: stop reading and free what was read ahead now.
+            ahead.close()
 
     def _read_batches(self, indices: list[int]) -> list[DeviceRecordBatch]:
         """The batches `indices` names; from a path, through one staging job

@@ -324,6 +324,25 @@ void bind_ipc_format(nb::module_& m) {
             return batch_handles(released([&] { return self.r.read_batches(indices); }), self.r.placement());
           },
           nb::arg("indices"));
+  nb::class_<ci::batch_readahead>(m, "IpcBatchReadahead",
+                                  "Batches of an IpcPathFileReader read ahead on a thread of their own "
+                                  "(cuarrow::ipc::batch_readahead).")
+      .def(
+          "__init__",
+          [](ci::batch_readahead* self, const PathFileReader& reader, std::vector<int> indices, int depth,
+             std::int64_t read_bytes) {
+            nb::gil_scoped_release r;
+            new (self) ci::batch_readahead(reader.r, std::move(indices), {depth, read_bytes});
+          },
+          nb::arg("reader"), nb::arg("indices"), nb::arg("depth"), nb::arg("read_bytes"), nb::keep_alive<1, 2>())
+      .def("next",
+           [](ci::batch_readahead& self) -> nb::object {
+             std::optional<ca::record_batch> b = released([&] { return self.next(); });
+             if (!b) return nb::none();
+             return batch_handle(std::move(*b), self.placement());
+           })
+      .def("close", &ci::batch_readahead::close, release_gil())
+      .def_prop_ro("position", &ci::batch_readahead::position);
   nb::class_<PathStreamReader> path_stream_reader(
       m, "IpcPathStreamReader", "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).");
   reader_methods(path_stream_reader);

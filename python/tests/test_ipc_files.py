@@ -189,6 +189,73 @@ def test_many_batches_in_one_job_equal_the_batch_reads(ctx, tmp_path, compressio
         r._read_batches([0, 12])
 
 
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"])
+def test_iterating_a_file_reads_ahead_and_gives_every_batch_in_order(ctx, tmp_path, compression):
+    table = _wide(rows=12000, chunks=12)
+    path = _write_file(tmp_path / "ahead.arrow", table, compression)
+    host = table.to_batches()
+    r = ipc.open_file(path)
+    got = [b.to_host() for b in r]
+    assert len(got) == 12 and all(g.equals(h) for g, h in zip(got, host))
+    # The first batch alone, then the other 11 in one staging job.
+    assert r.stats()["staging_jobs"] == 2
+    # Chosen batches, a read of each, no read-ahead, a projection.
+    order = [11, 0, 5, 5]
+    for kwargs in ({"readahead": 1, "readahead_bytes": 1}, {"readahead": 0}):
+        got = [b.to_host() for b in r.iter_batches(order, **kwargs)]
+        assert [g.equals(host[i]) for g, i in zip(got, order)] == [True] * 4, kwargs
+    projected = ipc.open_file(path, options=pa.ipc.IpcReadOptions(included_fields=[3, 1]))
+    assert pa.Table.from_batches([b.to_host() for b in projected]).equals(table.select([3, 1]))
+
+
+def test_a_loop_left_early_stops_reading_ahead_and_frees_what_it_read(ctx, tmp_path):
+    table = _wide(rows=12000, chunks=12)
+    path = _write_file(tmp_path / "early.arrow", table)
+    r = ipc.open_file(path)
+    before = ctx.bytes_allocated
+    for k, b in enumerate(r.iter_batches(readahead=3, readahead_bytes=1)):
+        assert b.to_host().equals(table.to_batches()[k])
+        if k == 1:
+            break
+    del b
+    gc.collect()
+    assert ctx.bytes_allocated == before
+    batches = r.iter_batches(readahead=2)
+    del batches  # never iterated: dropped, it stops too
+    gc.collect()
+    assert ctx.bytes_allocated == before
+
+
+def test_reading_ahead_gives_the_batches_before_a_failing_read_then_its_error(ctx, tmp_path):
+    table = _wide(rows=12000, chunks=12)
+    path = _write_file(tmp_path / "cut.arrow", table)
+    r = ipc.open_file(path)
+    with pa.ipc.open_file(path) as p:
+        cut = p.num_record_batches
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) * 2 // 3)
+    got = []
+    with pytest.raises(OSError, match="ends at offset"):
+        for b in r.iter_batches(readahead=2, readahead_bytes=1 << 40):
+            got.append(b.to_host())
+    assert 0 < len(got) < cut
+    assert all(g.equals(h) for g, h in zip(got, table.to_batches()))
+
+
+def test_reading_ahead_refuses_bad_arguments(ctx, tmp_path):
+    path = _write_file(tmp_path / "w.arrow", _wide())
+    r = ipc.open_file(path)
+    with pytest.raises(IndexError, match="out of bounds"):
+        r.iter_batches([0, 4])
+    with pytest.raises(ValueError, match="readahead must be"):
+        r.iter_batches(readahead=-1)
+    with pytest.raises(ValueError, match="readahead_bytes must be"):
+        r.iter_batches(readahead_bytes=0)
+    # In device memory the batches are there already: readahead is ignored.
+    buf = cuda.Context(0).buffer_from_data(open(path, "rb").read())
+    assert pa.Table.from_batches([b.to_host() for b in ipc.open_file(buf).iter_batches()]).equals(_wide())
+
+
 @pytest.mark.multi_device
 def test_into_another_context(ctx1, tmp_path):
     table = _table(pa.int64())
