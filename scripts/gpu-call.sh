@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call, on the GPU machine, inside a time limit: the GPU suite
-# (scripts/gpu-suite.sh run), then optionally the decode-threads probe and
-# the IPC benchmark, each under `timeout` so that what ran comes back even
-# when the call's limit is near.  Everything lands in $OUT/bundle.tgz (r/:
+# (scripts/gpu-suite.sh run), then optionally the decode-threads probe, the
+# read-ahead probe and the IPC benchmark, each under `timeout` so that what
+# ran comes back even when the call's limit is near.  Everything lands in $OUT/bundle.tgz (r/:
 # steps.txt, lscpu.txt, suite/summary.md, suite.log, dt.log,
-# decode_threads.json, ib.log, ipc/).
+# decode_threads.json, ra.log, readahead.json, ib.log, ipc/).
 #
 # Here, first: scripts/gpu-suite.sh prepare; strip --strip-debug
 # build/gpu/lib/*.so* build/gpu/bin/*; scripts/fetch-gpu-wheels.sh.  Then
@@ -16,7 +16,8 @@
 # LIMIT: seconds for the whole call (default 580); SUITE=0 skips the suite
 # (the package is then only built); DT=1 runs bench/decode_threads_probe.py
 # (DT_CEIL, DT_THREADS: its thread counts, default 1,8,16 and 16; DT_ARGS
-# adds options, e.g. --table-bytes 1G); BUDGET:
+# adds options, e.g. --table-bytes 1G); RA=1 runs bench/readahead_probe.py
+# (RA_ARGS adds options); BUDGET:
 # seconds from the start by which bench/ipc_bench.py must end (0 or unset:
 # not run; IB_ARGS adds options).  Only the checkout travels, without .git:
 # COMMIT names the commit in the results.
@@ -52,6 +53,12 @@ if [ "${DT:-0}" = 1 ]; then
   log "decode threads probe (timeout $t)"
   timeout $t python3 bench/decode_threads_probe.py --reps 3 --ceiling-threads ${DT_CEIL:-1,8,16} --threads ${DT_THREADS:-16} ${DT_ARGS:-} --out $R/decode_threads.json > $R/dt.log 2>&1
   log "dt rc $?"; tail -30 $R/dt.log
+fi
+if [ "${RA:-0}" = 1 ]; then
+  t=$(( LIMIT - $(el) - 25 )); [ $t -gt 150 ] && t=150
+  log "readahead probe (timeout $t)"
+  timeout $t python3 bench/readahead_probe.py --reps 3 ${RA_ARGS:-} --out $R/readahead.json > $R/ra.log 2>&1
+  log "ra rc $?"; tail -12 $R/ra.log
 fi
 if [ "${BUDGET:-0}" -gt 0 ]; then
   t=$(( BUDGET - $(el) )); [ $t -gt $(( LIMIT - $(el) - 15 )) ] && t=$(( LIMIT - $(el) - 15 ))

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""A file read batch by batch by a loop that works on each batch: how much
+of the reading cuarrow's read-ahead hides behind the work
+(``RecordBatchFileReader.iter_batches``, ``cuarrow::ipc::batch_readahead``).
+
+    PYTHONPATH=<installed cuarrow> python3 bench/readahead_probe.py \\
+        [--table-bytes 2.2G] [--step-gbps 10,40] [--reps 3] [--dir /dev/shm] [--out FILE]
+
+The IPC benchmark's table (bench/ipc_bench.py) is written by pyarrow as an
+uncompressed Feather file (64 Ki-row batches).  Each loop takes every batch
+onto the device and then "works" on it for nbytes / step-rate seconds
+(``time.sleep``, which releases the GIL as a loop waiting for its kernels
+or its training step does).  The loops, one after another, each timed
+--reps times after a warm-up:
+
+- pyarrow (what users do today): ``for b in pa.ipc.open_file(pa.memory_map(path)):
+  cuda.to_device(b)``;
+- cuarrow without read-ahead: ``for b in ipc.open_file(path).iter_batches(readahead=0)``
+  (each batch read when asked);
+- cuarrow as a plain loop reads: ``for b in ipc.open_file(path)`` (read-ahead:
+  2 reads of up to 64 MiB of batches ahead, on a thread of their own).
+
+For each step rate, and with no work (the read alone): the loop's seconds
+(median), GB/s of the file's bytes, and for the loops with work
+``hidden`` = (read alone + work alone - loop) / min(read alone, work alone):
+the share of the shorter of the two that the loop hid (1: the loop took as
+long as the longer one; 0: as long as both).  Numbers mean something only
+on the GPU machine; on the emulation this is a smoke test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table-bytes", default="2.2G")
+    ap.add_argument("--step-gbps", default="10,40", help="rates of the work on each batch, GB/s of its bytes")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    import bench  # noqa: PLC0415
+    import ipc_bench  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.feather as feather  # noqa: PLC0415
+
+    from cuarrow import cuda  # noqa: PLC0415
+    from cuarrow.cuda import ipc  # noqa: PLC0415
+
+    rates = [float(r) for r in args.step_gbps.split(",") if r]
+    workdir = Path(args.dir) / f"readahead-probe-{os.getpid()}"
+    workdir.mkdir(parents=True)
+    path = workdir / "table.feather"
+    result: dict[str, Any] = {"machine": bench.cpu_topology() | {"cpu_count": os.cpu_count()}, "loops": {}}
+    try:
+        table = ipc_bench.build_table(bench.parse_size(args.table_bytes))
+        feather.write_feather(table, path, compression="uncompressed")
+        nbytes = path.stat().st_size
+        with pa.ipc.open_file(path) as f:
+            batches = f.num_record_batches
+        del table
+        result |= {"nbytes": nbytes, "batches": batches, "emulated": cuda.is_emulated()}
+        print(f"file: {bench.fmt_size(nbytes)}, {batches} batches", flush=True)
+        ctx = cuda.Context(0)
+
+        def pyarrow_loop(step: Callable[[Any], None]) -> None:
+            with pa.ipc.open_file(pa.memory_map(str(path))) as f:
+                for i in range(f.num_record_batches):
+                    step(cuda.to_device(f.get_batch(i)))
+
+        def cuarrow_loop(readahead: int | None) -> Callable[[Callable[[Any], None]], None]:
+            def loop(step: Callable[[Any], None]) -> None:
+                r = ipc.open_file(str(path))
+                for b in r if readahead is None else r.iter_batches(readahead=readahead):
+                    step(b)
+
+            return loop
+
+        loops = {
+            "pyarrow memory_map + to_device": pyarrow_loop,
+            "cuarrow iter_batches(readahead=0)": cuarrow_loop(0),
+            "cuarrow for b in open_file(path) (read-ahead)": cuarrow_loop(None),
+        }
+
+        def timed(loop: Callable[[Callable[[Any], None]], None], rate: float | None) -> float:
+            def step(b: Any) -> None:
+                if rate:
+                    time.sleep(b.nbytes / (rate * 1e9))
+
+            loop(step)  # warm-up
+            samples = []
+            for _ in range(args.reps):
+                ctx.synchronize()
+                t0 = time.perf_counter()
+                loop(step)
+                ctx.synchronize()
+                samples.append(time.perf_counter() - t0)
+            return statistics.median(samples)
+
+        def work_alone(rate: float) -> float:
+            r = ipc.open_file(str(path))
+            sizes = [b.nbytes for b in r.iter_batches(readahead=0)]
+            t0 = time.perf_counter()
+            for n in sizes:
+                time.sleep(n / (rate * 1e9))
+            return time.perf_counter() - t0
+
+        for name, loop in loops.items():
+            alone = timed(loop, None)
+            row: dict[str, Any] = {"read_alone_s": alone, "read_alone_gb_per_s": nbytes / alone / 1e9, "with_work": {}}
+            print(f"{name:48s} read alone   {alone * 1e3:8.1f} ms  {nbytes / alone / 1e9:6.2f} GB/s", flush=True)
+            for rate in rates:
+                work = work_alone(rate)
+                both = timed(loop, rate)
+                hidden = (alone + work - both) / min(alone, work)
+                row["with_work"][str(rate)] = {"work_alone_s": work, "loop_s": both, "hidden": hidden}
+                print(
+                    f"{name:48s} work {rate:5.1f} GB/s: loop {both * 1e3:8.1f} ms (work alone {work * 1e3:7.1f} ms, "
+                    f"read alone {alone * 1e3:7.1f} ms): hidden {hidden:5.2f}",
+                    flush=True,
+                )
+            result["loops"][name] = row
+    finally:
+        for p in workdir.glob("*"):
+            p.unlink()
+        workdir.rmdir()
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
