@@ -4,7 +4,8 @@ of the reading cuarrow's read-ahead hides behind the work
 (``RecordBatchFileReader.iter_batches``, ``cuarrow::ipc::batch_readahead``).
 
     PYTHONPATH=<installed cuarrow> python3 bench/readahead_probe.py \\
-        [--table-bytes 2.2G] [--step-gbps 10,40] [--reps 3] [--dir /dev/shm] [--out FILE]
+        [--table-bytes 2.2G] [--step-gbps 10,40] [--readahead-bytes 64M,256M] [--reps 3] [--dir /dev/shm]
+        [--out FILE]
 
 The IPC benchmark's table (bench/ipc_bench.py) is written by pyarrow as an
 uncompressed Feather file (64 Ki-row batches).  Each loop takes every batch
@@ -18,7 +19,8 @@ or its training step does).  The loops, one after another, each timed
 - cuarrow without read-ahead: ``for b in ipc.open_file(path).iter_batches(readahead=0)``
   (each batch read when asked);
 - cuarrow as a plain loop reads: ``for b in ipc.open_file(path)`` (read-ahead:
-  2 reads of up to 64 MiB of batches ahead, on a thread of their own).
+  2 reads of up to 256 MiB of batches ahead, on a thread of their own), and
+  ``iter_batches(readahead_bytes=N)`` for each N of --readahead-bytes.
 
 For each step rate, and with no work (the read alone): the loop's seconds
 (median), GB/s of the file's bytes, and for the loops with work
@@ -46,6 +48,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--table-bytes", default="2.2G")
     ap.add_argument("--step-gbps", default="10,40", help="rates of the work on each batch, GB/s of its bytes")
+    ap.add_argument("--readahead-bytes", default="64M", help="more read-ahead loops, with runs of these sizes")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--out", default=None)
@@ -80,19 +83,21 @@ def main() -> int:
                 for i in range(f.num_record_batches):
                     step(cuda.to_device(f.get_batch(i)))
 
-        def cuarrow_loop(readahead: int | None) -> Callable[[Callable[[Any], None]], None]:
+        def cuarrow_loop(**options: int) -> Callable[[Callable[[Any], None]], None]:
             def loop(step: Callable[[Any], None]) -> None:
                 r = ipc.open_file(str(path))
-                for b in r if readahead is None else r.iter_batches(readahead=readahead):
+                for b in r.iter_batches(**options) if options else r:
                     step(b)
 
             return loop
 
         loops = {
             "pyarrow memory_map + to_device": pyarrow_loop,
-            "cuarrow iter_batches(readahead=0)": cuarrow_loop(0),
-            "cuarrow for b in open_file(path) (read-ahead)": cuarrow_loop(None),
+            "cuarrow iter_batches(readahead=0)": cuarrow_loop(readahead=0),
+            "cuarrow for b in open_file(path) (read-ahead)": cuarrow_loop(),
         }
+        for size in (bench.parse_size(s) for s in args.readahead_bytes.split(",") if s):
+            loops[f"cuarrow iter_batches(readahead_bytes={bench.fmt_size(size)})"] = cuarrow_loop(readahead_bytes=size)
 
         def timed(loop: Callable[[Callable[[Any], None]], None], rate: float | None) -> float:
             def step(b: Any) -> None:
