@@ -19,7 +19,7 @@ or its training step does).  The loops, one after another, each timed
 - cuarrow without read-ahead: ``for b in ipc.open_file(path).iter_batches(readahead=0)``
   (each batch read when asked);
 - cuarrow as a plain loop reads: ``for b in ipc.open_file(path)`` (read-ahead:
-  2 reads of up to 256 MiB of batches ahead, on a thread of their own), and
+  2 reads of up to 64 MiB of batches ahead, on a thread of their own), and
   ``iter_batches(readahead_bytes=N)`` for each N of --readahead-bytes.
 
 For each step rate, and with no work (the read alone): the loop's seconds

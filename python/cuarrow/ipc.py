@@ -609,7 +609,7 @@ class RecordBatchFileReader(_Reader):
         return self.iter_batches()
 
     def iter_batches(
-        self, indices: Any = None, *, readahead: int = 2, readahead_bytes: int = 256 << 20
+        self, indices: Any = None, *, readahead: int = 2, readahead_bytes: int = 64 << 20
     ) -> Iterator[DeviceRecordBatch]:
         """The batches `indices` names (default: every batch, in order).
         From a path, read on a thread of their own ahead of the loop, so
