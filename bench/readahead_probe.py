@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -138,9 +139,7 @@ def main() -> int:
                 )
             result["loops"][name] = row
     finally:
-        for p in workdir.glob("*"):
-            p.unlink()
-        workdir.rmdir()
+        shutil.rmtree(workdir, ignore_errors=True)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     return 0

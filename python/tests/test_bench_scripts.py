@@ -141,6 +141,18 @@ def test_decode_threads_probe_reads_every_file_at_every_thread_count(tmp_path):
     assert not list(tmp_path.glob("decode-threads-*")), "the probe's files are removed"
 
 
+def test_readahead_probe_times_every_loop_with_and_without_work(tmp_path):
+    out = tmp_path / "readahead.json"
+    small = ["--table-bytes", "24M", "--step-gbps", "40", "--readahead-bytes", "1M", "--reps", "1"]
+    run_script("readahead_probe.py", *small, "--dir", str(tmp_path), "--out", str(out))
+    result = json.loads(out.read_text())
+    assert result["emulated"] and result["batches"] > 1
+    assert len(result["loops"]) == 4  # pyarrow's, cuarrow's without, with and with 1 MiB runs
+    for row in result["loops"].values():
+        assert row["read_alone_s"] > 0 and set(row["with_work"]) == {"40.0"}
+    assert not list(tmp_path.glob("readahead-probe-*")), "the probe's files are removed"
+
+
 def test_projection_probe_runs_another_build_beside_this_one(tmp_path):
     """--against: the same settings with another cuarrow (here this one's
     own site folder) alternately, round by round, on one file."""
