@@ -115,20 +115,21 @@ def main() -> int:
                 samples.append(time.perf_counter() - t0)
             return statistics.median(samples)
 
-        def work_alone(rate: float) -> float:
-            r = ipc.open_file(str(path))
-            sizes = [b.nbytes for b in r.iter_batches(readahead=0)]
+        # The work alone, once a rate: the same sleeps as every loop's steps.
+        sizes = [b.nbytes for b in ipc.open_file(str(path)).iter_batches(readahead=0)]
+        work_alone = {}
+        for rate in rates:
             t0 = time.perf_counter()
             for n in sizes:
                 time.sleep(n / (rate * 1e9))
-            return time.perf_counter() - t0
+            work_alone[rate] = time.perf_counter() - t0
 
         for name, loop in loops.items():
             alone = timed(loop, None)
             row: dict[str, Any] = {"read_alone_s": alone, "read_alone_gb_per_s": nbytes / alone / 1e9, "with_work": {}}
             print(f"{name:48s} read alone   {alone * 1e3:8.1f} ms  {nbytes / alone / 1e9:6.2f} GB/s", flush=True)
             for rate in rates:
-                work = work_alone(rate)
+                work = work_alone[rate]
                 both = timed(loop, rate)
                 hidden = (alone + work - both) / min(alone, work)
                 row["with_work"][str(rate)] = {"work_alone_s": work, "loop_s": both, "hidden": hidden}

@@ -2,9 +2,9 @@
 # One device call, on the GPU machine, inside a time limit: the GPU suite
 # (scripts/gpu-suite.sh run), then optionally the decode-threads probe, the
 # read-ahead probe and the IPC benchmark, each under `timeout` so that what
-# ran comes back even when the call's limit is near.  Everything lands in $OUT/bundle.tgz (r/:
-# steps.txt, lscpu.txt, suite/summary.md, suite.log, dt.log,
-# decode_threads.json, ra.log, readahead.json, ib.log, ipc/).
+# ran comes back even when the call's limit is near.  Everything lands in
+# $OUT/bundle.tgz (r/: steps.txt, lscpu.txt, suite/summary.md, suite.log,
+# dt.log, decode_threads.json, ra.log, readahead.json, ib.log, ipc/).
 #
 # Here, first: scripts/gpu-suite.sh prepare; strip --strip-debug
 # build/gpu/lib/*.so* build/gpu/bin/*; scripts/fetch-gpu-wheels.sh.  Then
