@@ -216,9 +216,7 @@ def _column_indices(schema: pa.Schema, columns: Any, path: str) -> list[int]:
     out = []
     for c in columns:
         if isinstance(c, int) and not isinstance(c, bool):
-            if not 0 <= c < len(schema):
-                raise IndexError(f"column {c} out of range: {path} has {len(schema)} columns")
-            out.append(c)
+            out.append(c)  # the reader checks the range (pyarrow's "Out of bounds field index")
         elif isinstance(c, str):
             i = schema.get_field_index(c)
             if i < 0:
@@ -583,19 +581,14 @@ class RecordBatchFileReader(_Reader):
         return int(self._reader.num_record_batches)
 
     def get_batch(self, i: int) -> DeviceRecordBatch:
-        """Batch `i` (negative: from the end is not allowed, as in pyarrow)."""
-        n = self.num_record_batches
-        if not isinstance(i, int) or not 0 <= i < n:
-            raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
+        """Batch `i`; outside ``0 <= i < num_record_batches`` (negative
+        too, as in pyarrow) a ValueError, "Batch number i out of range"."""
         return _batch_from(self._schema, self._reader.read_batch(i))
 
     get_record_batch = get_batch
 
     def get_batch_with_custom_metadata(self, i: int) -> Any:
         """(batch, custom_metadata) of batch `i` (pyarrow's RecordBatchWithMetadata)."""
-        n = self.num_record_batches
-        if not isinstance(i, int) or not 0 <= i < n:
-            raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
         capsule, pairs = self._reader.read_batch_with_metadata(i)
         return _with_metadata(_batch_from(self._schema, capsule), pairs)
 
@@ -622,18 +615,13 @@ class RecordBatchFileReader(_Reader):
         it is asked for, on the calling thread.  Each batch is on the device
         when it is handed out (nothing to wait for).  A read that fails
         still yields the batches before the failing one, then raises its
-        error.  In device memory every batch is already there: `readahead`
-        is ignored."""
-        n = self.num_record_batches
-        order = list(range(n)) if indices is None else [int(i) for i in indices]
-        for i in order:
-            if not 0 <= i < n:
-                raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
-        if not isinstance(readahead, int) or readahead < 0:
-            raise ValueError(f"readahead must be an int >= 0, not {readahead!r}")
-        if not isinstance(readahead_bytes, int) or readahead_bytes < 1:
-            raise ValueError(f"readahead_bytes must be an int >= 1, not {readahead_bytes!r}")
-        if readahead == 0 or not hasattr(self._reader, "read_batches"):
+        error.  From a path, an index outside the file, ``readahead < 0``
+        or ``readahead_bytes < 1`` raise ValueError before anything is
+        read.  In device memory every batch is already there: `readahead`
+        and `readahead_bytes` are ignored, and a bad index raises when the
+        loop reaches it."""
+        order = list(range(self.num_record_batches)) if indices is None else [int(i) for i in indices]
+        if not hasattr(self._reader, "read_batches"):
             return (self.get_batch(i) for i in order)
         return self._read_ahead(_lib.IpcBatchReadahead(self._reader, order, readahead, readahead_bytes))
 
@@ -651,10 +639,6 @@ class RecordBatchFileReader(_Reader):
     def _read_batches(self, indices: list[int]) -> list[DeviceRecordBatch]:
         """The batches `indices` names; from a path, through one staging job
         (every body read at once by the pipeline's threads)."""
-        n = self.num_record_batches
-        for i in indices:
-            if not isinstance(i, int) or not 0 <= i < n:
-                raise IndexError(f"record batch index {i} out of bounds ({n} batches)")
         if hasattr(self._reader, "read_batches"):
             return [_batch_from(self._schema, c) for c in self._reader.read_batches(indices)]
         return [self.get_batch(i) for i in indices]

@@ -237,7 +237,7 @@ def test_empty_stream_and_file(ctx):
     assert table.num_rows == 0 and table.schema.equals(schema)
     f = ipc.open_file(ctx.buffer_from_data(_file_bytes([], schema)))
     assert f.num_record_batches == 0
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="Batch number 0 out of range: the file has 0 record batches"):
         f.get_batch(0)
     w = ipc.new_stream(ctx, schema)
     assert w.close().copy_to_host().to_pybytes() == _stream_bytes([], schema)

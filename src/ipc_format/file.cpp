@@ -675,8 +675,8 @@ struct file_source {
     for (std::size_t k = 0; k < options.columns->size(); ++k) {
       const int c = (*options.columns)[k];
       if (c < 0 || static_cast<std::size_t>(c) >= fields.size()) {
-        throw invalid_argument("file_read_options: column " + std::to_string(c) + " of a schema of " +
-                               std::to_string(fields.size()) + " fields");
+        throw invalid_argument("Out of bounds field index: " + std::to_string(c) + " (file_read_options::columns: " +
+                               file.path() + " has " + std::to_string(fields.size()) + " top-level fields)");
       }
       if (position[static_cast<std::size_t>(c)] >= 0) {
         throw invalid_argument("file_read_options: column " + std::to_string(c) + " chosen twice");
@@ -1394,9 +1394,7 @@ arrow::record_batch device_file_reader::read_batch(int i, stream_view s) const {
 
 batch_with_metadata device_file_reader::read_batch_with_custom_metadata(int i, stream_view s) const {
   state& st = *state_;
-  if (i < 0 || i >= num_record_batches()) {
-    throw out_of_range("record batch " + std::to_string(i) + " of a file of " + std::to_string(num_record_batches()));
-  }
+  detail::check_batch_index(i, num_record_batches());
   const file_block& b = st.footer.record_batches[static_cast<std::size_t>(i)];
   const std::string w = "file record batch block " + std::to_string(i);
   detail::framed_metadata m = st.block(b, w, message_kind::record_batch);
@@ -1414,11 +1412,7 @@ std::vector<arrow::record_batch> device_file_reader::read_all(stream_view s) con
 
 std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<const int> indices, stream_view s) const {
   state& st = *state_;
-  for (const int i : indices) {
-    if (i < 0 || i >= num_record_batches()) {
-      throw out_of_range("record batch " + std::to_string(i) + " of a file of " + std::to_string(num_record_batches()));
-    }
-  }
+  for (const int i : indices) detail::check_batch_index(i, num_record_batches());
   // Every batch's metadata first (small preads), then every body through
   // ONE staging job, then the batches built over their allocations.
   std::vector<detail::framed_metadata> metas(indices.size());

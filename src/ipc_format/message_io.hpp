@@ -37,6 +37,11 @@ const char* kind_name(message_kind k);
 /// "message at offset N".
 std::string message_at(std::int64_t offset);
 
+/// Throws out_of_range (pyarrow's "Batch number i out of range") unless
+/// 0 <= i < n: the one check of a record batch index of a file, for every
+/// file reader and the read-ahead.
+void check_batch_index(int i, int n);
+
 /// Reads `size` bytes at `offset` of a source (both already checked to lie
 /// inside it).
 using read_bytes_fn = std::function<std::vector<std::byte>(std::int64_t offset, std::int64_t size)>;

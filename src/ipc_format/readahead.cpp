@@ -2,8 +2,8 @@
 // batch_readahead): one thread of its own calls the reader's read_batches
 // for groups of consecutive batches, at most `depth` groups ahead of the
 // one the caller is taking batches from, and hands them over through a
-// queue.  The reads themselves are the reader's (the staging pipeline or
-// cuFile); nothing here touches the file, the driver or device memory.
+// queue.  With depth 0 there is no thread: next() reads its batch itself.  The reads themselves are the reader's (the
+// staging pipeline or cuFile); nothing here touches the file, the driver or device memory.
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -15,6 +15,7 @@
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/file.hpp"
 #include "cuarrow/stream.hpp"
+#include "message_io.hpp"
 
 namespace cuarrow::ipc {
 
@@ -22,8 +23,10 @@ namespace {
 
 // Consecutive runs of `indices` whose bodies (as the footer states them)
 // stay within `bytes`, one batch at least; the first run is one batch.
+// With depth 0, every batch is a run of its own (read by next()).
 std::vector<std::vector<int>> groups_of(const device_file_reader& reader, const std::vector<int>& indices,
-                                        std::int64_t bytes) {
+                                        readahead_options o) {
+  const std::int64_t bytes = o.depth == 0 ? 1 : o.read_bytes;
   std::vector<std::vector<int>> groups;
   std::vector<int> group;
   std::int64_t in_group = 0;
@@ -61,7 +64,8 @@ struct batch_readahead::state {
   bool stop = false;         // close(): read nothing more
   bool finished = false;     // the thread read its last group, failed or stopped
   std::int64_t taken = 0;
-  std::mutex join_mu;  // one close() joins the thread
+  std::size_t next_group = 0;  // depth 0: the group next() reads next
+  std::mutex join_mu;          // one close() joins the thread
   std::thread thread;
 
   // The thread's loop: read a group once fewer than `depth` wait ahead.
@@ -106,21 +110,17 @@ struct batch_readahead::state {
 
 batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<int> indices,
                                  readahead_options options) {
-  if (options.depth < 1) {
-    throw invalid_argument("readahead_options: depth must be at least 1, not " + std::to_string(options.depth));
+  if (options.depth < 0) {
+    throw invalid_argument("readahead_options: depth (the reads ahead) must be at least 0, not " +
+                           std::to_string(options.depth));
   }
   if (options.read_bytes < 1) {
-    throw invalid_argument("readahead_options: read_bytes must be at least 1, not " +
+    throw invalid_argument("readahead_options: read_bytes (the bytes of one read ahead) must be at least 1, not " +
                            std::to_string(options.read_bytes));
   }
-  const int n = reader.num_record_batches();
-  for (const int i : indices) {
-    if (i < 0 || i >= n) {
-      throw out_of_range("record batch " + std::to_string(i) + " of a file of " + std::to_string(n));
-    }
-  }
-  state_ = std::make_unique<state>(reader, groups_of(reader, indices, options.read_bytes), options);
-  state_->thread = std::thread([s = state_.get()] { s->run(); });
+  for (const int i : indices) detail::check_batch_index(i, reader.num_record_batches());
+  state_ = std::make_unique<state>(reader, groups_of(reader, indices, options), options);
+  if (options.depth > 0) state_->thread = std::thread([s = state_.get()] { s->run(); });
 }
 
 batch_readahead::~batch_readahead() { close(); }
@@ -128,6 +128,20 @@ batch_readahead::~batch_readahead() { close(); }
 std::optional<arrow::record_batch> batch_readahead::next() {
   state& st = *state_;
   std::unique_lock lock(st.mu);
+  if (st.options.depth == 0) {
+    // No thread: this call reads its batch (under the lock, one call at a time).
+    if (st.error && !st.stop) std::rethrow_exception(st.error);
+    if (st.stop || st.next_group == st.groups.size()) return std::nullopt;
+    try {
+      arrow::record_batch b = st.reader.read_batch(st.groups[st.next_group].front(), st.reads);
+      ++st.next_group;
+      ++st.taken;
+      return b;
+    } catch (...) {
+      st.error = std::current_exception();
+      throw;
+    }
+  }
   if (st.current_next == st.current.size()) {
     st.changed.wait(lock, [&] { return !st.ready.empty() || st.finished; });
     if (st.ready.empty()) {

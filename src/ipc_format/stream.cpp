@@ -27,6 +27,13 @@ namespace detail {
 
 std::string message_at(std::int64_t offset) { return "message at offset " + std::to_string(offset); }
 
+void check_batch_index(int i, int n) {
+  if (i < 0 || i >= n) {
+    throw out_of_range("Batch number " + std::to_string(i) + " out of range: the file has " + std::to_string(n) +
+                       " record batches (0 <= i < " + std::to_string(n) + ")");
+  }
+}
+
 const char* kind_name(message_kind k) {
   switch (k) {
     case message_kind::none: return "NONE";
@@ -273,9 +280,7 @@ message file_reader::read_block(const file_block& b, const char* what, std::size
 arrow::record_batch file_reader::read_batch(int i) const { return read_batch_with_custom_metadata(i).batch; }
 
 batch_with_metadata file_reader::read_batch_with_custom_metadata(int i) const {
-  if (i < 0 || i >= num_record_batches()) {
-    throw out_of_range("record batch " + std::to_string(i) + " of a file of " + std::to_string(num_record_batches()));
-  }
+  detail::check_batch_index(i, num_record_batches());
   const message m =
       read_block(footer_.record_batches[static_cast<std::size_t>(i)], "record batch", static_cast<std::size_t>(i));
   detail::expect_kind(m.kind(), message_kind::record_batch, "file record batch block " + std::to_string(i));

@@ -1109,7 +1109,7 @@ TEST_F(IpcFileManyBatches, ReadaheadGivesTheBatchesInTheOrderAsked) {
   const std::vector<record_batch> batches = many_batches(12, false, 11);
   for (const auto& codec : kCodecs) {
     const std::string path = write("ahead.arrow", written(batches, ipc::stream_writer::format::file, codec));
-    for (const int depth : {1, 3}) {
+    for (const int depth : {0, 1, 3}) {
       for (const std::int64_t read_bytes : {std::int64_t{1}, std::int64_t{1} << 40}) {
         SCOPED_TRACE(std::string(codec ? ipc::to_string(*codec) : "uncompressed") + " depth " + std::to_string(depth) +
                      " read_bytes " + std::to_string(read_bytes));
@@ -1128,7 +1128,7 @@ TEST_F(IpcFileManyBatches, ReadaheadGivesTheBatchesInTheOrderAsked) {
           EXPECT_EQ(ahead.position(), static_cast<std::int64_t>(order.size()));
         }
         const std::int64_t jobs = r.stats().staging_jobs;
-        if (read_bytes == 1) {
+        if (read_bytes == 1 || depth == 0) {
           EXPECT_EQ(jobs, static_cast<std::int64_t>(order.size())) << "a batch a read";
         } else {
           EXPECT_EQ(jobs, 2) << "the first batch alone, then the rest in one read";
@@ -1155,6 +1155,27 @@ TEST_F(IpcFileManyBatches, ReadaheadStaysWithinItsDepth) {
   EXPECT_EQ(r.stats().batches, 12);
 }
 
+// Depth 0 reads nothing ahead: nothing before the first next(), then
+// exactly the batches taken, however long the caller pauses.
+TEST_F(IpcFileManyBatches, ReadaheadOfDepthZeroReadsOnlyWhatIsAskedFor) {
+  const std::vector<record_batch> batches = many_batches(6, false, 15);
+  const std::string path = write("depth0.arrow", written(batches, ipc::stream_writer::format::file, std::nullopt));
+  ipc::device_file_reader r(path, ctx());
+  ipc::batch_readahead ahead(r, first(6), {0, std::int64_t{1} << 40});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(r.stats().batches, 0) << "nothing read before next()";
+  for (int i = 0; i < 3; ++i) {
+    std::optional<record_batch> b = ahead.next();
+    ASSERT_TRUE(b.has_value()) << i;
+    EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*b))) << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(r.stats().batches, 3) << "no batch read ahead";
+  ahead.close();
+  EXPECT_FALSE(ahead.next().has_value());
+  EXPECT_EQ(ahead.position(), 3);
+}
+
 // A read that fails: the batches before the failing one still come (its
 // read is redone batch by batch), then its io_error, for good; nothing is
 // left allocated once the batches taken are gone, and the reader reads
@@ -1164,34 +1185,37 @@ TEST_F(IpcFileManyBatches, ReadaheadGivesTheGoodBatchesBeforeTheErrorThenTheErro
   for (const auto& codec : kCodecs) {
     SCOPED_TRACE(codec ? ipc::to_string(*codec) : "uncompressed");
     const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::file, codec);
-    const std::string path = write("cut_ahead.arrow", good);
-    ipc::device_file_reader r(path, ctx());
-    const ipc::file_block b = r.footer().record_batches[7];
-    const std::int64_t allocated_before = ctx().bytes_allocated();
-    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(b.offset + b.metadata_length + b.body_length / 2)), 0);
-    {
-      const std::vector<int> all = first(12);
-      ipc::batch_readahead ahead(r, all, {2, std::int64_t{1} << 40});  // batches 1-11 in one read
-      std::vector<record_batch> taken;
-      for (int i = 0; i < 7; ++i) {
-        std::optional<record_batch> got = ahead.next();
-        ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
-        EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
-        taken.push_back(std::move(*got));
-      }
-      for (int attempt = 0; attempt < 2; ++attempt) {
-        try {
-          (void)ahead.next();
-          ADD_FAILURE() << "batch 7 lies past the end of the file";
-        } catch (const cuarrow::io_error& e) {
-          EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    for (const int depth : {2, 0}) {
+      SCOPED_TRACE("depth " + std::to_string(depth));
+      const std::string path = write("cut_ahead.arrow", good);
+      ipc::device_file_reader r(path, ctx());
+      const ipc::file_block b = r.footer().record_batches[7];
+      const std::int64_t allocated_before = ctx().bytes_allocated();
+      ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(b.offset + b.metadata_length + b.body_length / 2)), 0);
+      {
+        const std::vector<int> all = first(12);
+        ipc::batch_readahead ahead(r, all, {depth, std::int64_t{1} << 40});  // depth 2: batches 1-11 in one read
+        std::vector<record_batch> taken;
+        for (int i = 0; i < 7; ++i) {
+          std::optional<record_batch> got = ahead.next();
+          ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
+          EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
+          taken.push_back(std::move(*got));
         }
+        for (int attempt = 0; attempt < 2; ++attempt) {
+          try {
+            (void)ahead.next();
+            ADD_FAILURE() << "batch 7 lies past the end of the file";
+          } catch (const cuarrow::io_error& e) {
+            EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+          }
+        }
+        EXPECT_EQ(ahead.position(), 7);
       }
-      EXPECT_EQ(ahead.position(), 7);
+      EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
+      write("cut_ahead.arrow", good);
+      EXPECT_TRUE(same_values(batches[9], to_host(r.read_batch(9))));
     }
-    EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
-    write("cut_ahead.arrow", good);
-    EXPECT_TRUE(same_values(batches[9], to_host(r.read_batch(9))));
   }
 }
 
@@ -1223,11 +1247,18 @@ TEST_F(IpcFileManyBatches, ReadaheadClosedEarlyFreesWhatItReadAhead) {
 TEST_F(IpcFile, ReadaheadRefusesBadArgumentsBeforeReading) {
   ipc::device_file_reader r(write_golden("file_wide.arrow"), ctx());
   const int n = r.num_record_batches();
-  EXPECT_THROW(ipc::batch_readahead(r, {0, n}), cuarrow::out_of_range);
-  EXPECT_THROW(ipc::batch_readahead(r, {-1}), cuarrow::out_of_range);
   try {
-    ipc::batch_readahead ahead(r, {0}, {0, 1});
-    ADD_FAILURE() << "depth 0 was taken";
+    ipc::batch_readahead ahead(r, {0, n});
+    ADD_FAILURE() << "batch " << n << " of " << n << " was taken";
+  } catch (const cuarrow::out_of_range& e) {
+    EXPECT_EQ(std::string(e.what()), "Batch number " + std::to_string(n) + " out of range: the file has " +
+                                         std::to_string(n) + " record batches (0 <= i < " + std::to_string(n) + ")");
+  }
+  EXPECT_THROW(ipc::batch_readahead(r, {-1}), cuarrow::out_of_range);
+  EXPECT_THROW(ipc::batch_readahead(r, {-1}, {0, 1}), cuarrow::out_of_range);
+  try {
+    ipc::batch_readahead ahead(r, {0}, {-1, 1});
+    ADD_FAILURE() << "depth -1 was taken";
   } catch (const cuarrow::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("depth"), std::string::npos) << e.what();
   }

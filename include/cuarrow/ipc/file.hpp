@@ -194,9 +194,10 @@ class CUARROW_EXPORT device_file_reader {
   /// The file's footer as written (its schema unprojected).
   const file_footer& footer() const noexcept;
   int num_record_batches() const noexcept;
-  /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range),
-  /// in any order, its body ONE allocation on the reader's context, filled
-  /// on `s` (default: options.read.stream), which is synchronized.
+  /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range:
+  /// "Batch number i out of range", pyarrow's words), in any order, its
+  /// body ONE allocation on the reader's context, filled on `s` (default:
+  /// options.read.stream), which is synchronized.
   arrow::record_batch read_batch(int i, stream_view s = {}) const;
   batch_with_metadata read_batch_with_custom_metadata(int i, stream_view s = {}) const;
   /// Every record batch, as read_batches over 0 .. num_record_batches() - 1.
@@ -235,8 +236,10 @@ class CUARROW_EXPORT device_file_reader {
 /// How a batch_readahead reads ahead of its caller.
 struct readahead_options {
   /// Reads done or in progress ahead of the batch the caller holds, each
-  /// ONE read_batches call (one staging job) of consecutive batches.  At
-  /// least 1; the device memory held ahead is about depth * read_bytes.
+  /// ONE read_batches call (one staging job) of consecutive batches; the
+  /// device memory held ahead is about depth * read_bytes.  0: nothing is
+  /// read ahead and no thread started; next() reads its batch itself, on
+  /// the calling thread (a loop of read_batch calls).  At least 0.
   int depth = 2;
   /// A read takes batches until their bodies (as the footer states them,
   /// before any projection) would pass this many bytes, one batch at least;
@@ -261,8 +264,9 @@ class CUARROW_EXPORT batch_readahead {
  public:
   /// Starts reading batches `indices` of `reader`, in that order
   /// (duplicates allowed).  Throws out_of_range for an index outside the
-  /// file and invalid_argument for options out of range, before anything
-  /// is read; cuda_error when the reads' stream cannot be made.
+  /// file (the file readers' read_batch message) and invalid_argument for
+  /// options out of range, before anything is read; cuda_error when the
+  /// reads' stream cannot be made.
   batch_readahead(const device_file_reader& reader, std::vector<int> indices, readahead_options options = {});
   /// close().
   ~batch_readahead();

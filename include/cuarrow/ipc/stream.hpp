@@ -129,7 +129,8 @@ class CUARROW_EXPORT file_reader {
   arrow::placement placement() const noexcept { return arrow::placement::of(source_); }
   const file_footer& footer() const noexcept { return footer_; }
   int num_record_batches() const noexcept { return static_cast<int>(footer_.record_batches.size()); }
-  /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range).
+  /// Record batch `i` (0 <= i < num_record_batches(), else out_of_range:
+  /// "Batch number i out of range", pyarrow's words).
   arrow::record_batch read_batch(int i) const;
   /// The same, with the message's custom metadata.
   batch_with_metadata read_batch_with_custom_metadata(int i) const;
