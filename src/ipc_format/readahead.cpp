@@ -1,16 +1,17 @@
 // Batches of an IPC file read ahead of the caller (include/cuarrow/ipc/file.hpp,
-// batch_readahead): one thread of its own calls the reader's read_batches
-// for groups of consecutive batches, at most `depth` groups ahead of the
-// one the caller is taking batches from, and hands them over through a
-// queue.  With depth 0 there is no thread: next() reads its batch itself.  The reads themselves are the reader's (the
-// staging pipeline or cuFile); nothing here touches the file, the driver or device memory.
-#include <condition_variable>
-#include <deque>
+// batch_readahead): the read-ahead queue (src/arrow/readahead.hpp) calls
+// the reader's read_batches for groups of consecutive batches, at most
+// `depth` groups ahead of the one the caller is taking batches from.  With
+// depth 0 next() reads its batch itself.  The reads themselves are the
+// reader's (the staging pipeline or cuFile); nothing here touches the
+// file, the driver or device memory.
 #include <exception>
-#include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
+#include <vector>
+
+#include "arrow/readahead.hpp"
 
 #include "cuarrow/error.hpp"
 #include "cuarrow/ipc/file.hpp"
@@ -47,64 +48,46 @@ std::vector<std::vector<int>> groups_of(const device_file_reader& reader, const 
 }  // namespace
 
 struct batch_readahead::state {
-  state(const device_file_reader& r, std::vector<std::vector<int>> g, readahead_options o)
-      : reader(r), groups(std::move(g)), options(o), reads(r.get_context()) {}
+  state(const device_file_reader& r, std::vector<std::vector<int>> g)
+      : reader(r), groups(std::move(g)), reads(r.get_context()) {}
 
   const device_file_reader& reader;
   const std::vector<std::vector<int>> groups;
-  const readahead_options options;
-  cuarrow::stream reads;  // the reads' own stream: the caller's work on its streams does not delay them
+  cuarrow::stream reads;       // the reads' own stream: the caller's work on its streams does not delay them
+  std::size_t next_group = 0;  // called by one thread at a time (the queue's)
+  std::optional<arrow::detail::readahead_queue> queue;
 
-  std::mutex mu;  // guards everything below
-  std::condition_variable changed;
-  std::deque<std::vector<arrow::record_batch>> ready;  // groups read, not yet taken
-  std::vector<arrow::record_batch> current;            // the group batches are taken from
-  std::size_t current_next = 0;
-  std::exception_ptr error;  // thrown once `ready` is drained
-  bool stop = false;         // close(): read nothing more
-  bool finished = false;     // the thread read its last group, failed or stopped
-  std::int64_t taken = 0;
-  std::size_t next_group = 0;  // depth 0: the group next() reads next
-  std::mutex join_mu;          // one close() joins the thread
-  std::thread thread;
-
-  // The thread's loop: read a group once fewer than `depth` wait ahead.
-  void run() noexcept {
-    for (const std::vector<int>& group : groups) {
-      {
-        std::unique_lock lock(mu);
-        changed.wait(lock, [&] { return stop || static_cast<int>(ready.size()) < options.depth; });
-        if (stop) break;
+  // The next group, in one read.  When it fails, its batches are read one
+  // at a time, so that every batch before the failing one is still
+  // delivered (a group may also fail where its batches alone do not:
+  // device memory for all of them at once).
+  arrow::detail::readahead_run produce() noexcept {
+    arrow::detail::readahead_run r;
+    if (next_group == groups.size()) {
+      r.last = true;
+      return r;
+    }
+    const std::vector<int>& group = groups[next_group++];
+    r.last = next_group == groups.size();
+    try {
+      r.batches = reader.read_batches(group, reads);
+      return r;
+    } catch (...) {
+      r.batches.clear();
+      if (group.size() == 1) {
+        r.error = std::current_exception();
+        return r;
       }
-      std::vector<arrow::record_batch> got;
-      std::exception_ptr failed;
+    }
+    for (const int i : group) {
       try {
-        got = reader.read_batches(group, reads);
+        r.batches.push_back(reader.read_batch(i, reads));
       } catch (...) {
-        // Read one at a time: the batches before the failing one are
-        // still delivered (a group may also fail where its batches alone
-        // do not: device memory for all of them at once).
-        got.clear();
-        for (const int i : group) {
-          try {
-            got.push_back(reader.read_batch(i, reads));
-          } catch (...) {
-            failed = std::current_exception();
-            break;
-          }
-        }
-      }
-      std::lock_guard lock(mu);
-      if (!got.empty() && !stop) ready.push_back(std::move(got));
-      if (failed) {
-        error = failed;
+        r.error = std::current_exception();
         break;
       }
-      changed.notify_all();
     }
-    std::lock_guard lock(mu);
-    finished = true;
-    changed.notify_all();
+    return r;
   }
 };
 
@@ -119,68 +102,18 @@ batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<i
                            std::to_string(options.read_bytes));
   }
   for (const int i : indices) detail::check_batch_index(i, reader.num_record_batches());
-  state_ = std::make_unique<state>(reader, groups_of(reader, indices, options), options);
-  if (options.depth > 0) state_->thread = std::thread([s = state_.get()] { s->run(); });
+  state_ = std::make_unique<state>(reader, groups_of(reader, indices, options));
+  state* s = state_.get();
+  state_->queue.emplace([s] { return s->produce(); }, options.depth);
 }
 
 batch_readahead::~batch_readahead() { close(); }
 
-std::optional<arrow::record_batch> batch_readahead::next() {
-  state& st = *state_;
-  std::unique_lock lock(st.mu);
-  if (st.options.depth == 0) {
-    // No thread: this call reads its batch (under the lock, one call at a time).
-    if (st.error && !st.stop) std::rethrow_exception(st.error);
-    if (st.stop || st.next_group == st.groups.size()) return std::nullopt;
-    try {
-      arrow::record_batch b = st.reader.read_batch(st.groups[st.next_group].front(), st.reads);
-      ++st.next_group;
-      ++st.taken;
-      return b;
-    } catch (...) {
-      st.error = std::current_exception();
-      throw;
-    }
-  }
-  if (st.current_next == st.current.size()) {
-    st.changed.wait(lock, [&] { return !st.ready.empty() || st.finished; });
-    if (st.ready.empty()) {
-      if (st.error && !st.stop) std::rethrow_exception(st.error);
-      return std::nullopt;
-    }
-    st.current = std::move(st.ready.front());
-    st.ready.pop_front();
-    st.current_next = 0;
-    st.changed.notify_all();  // room for one more group ahead
-  }
-  ++st.taken;
-  return std::move(st.current[st.current_next++]);
-}
+std::optional<arrow::record_batch> batch_readahead::next() { return state_->queue->next(); }
 
-void batch_readahead::close() noexcept {
-  state& st = *state_;
-  std::lock_guard join(st.join_mu);
-  {
-    std::lock_guard lock(st.mu);
-    st.stop = true;
-    st.changed.notify_all();
-  }
-  if (st.thread.joinable()) st.thread.join();
-  std::deque<std::vector<arrow::record_batch>> dropped;
-  std::vector<arrow::record_batch> rest;
-  {
-    std::lock_guard lock(st.mu);
-    dropped.swap(st.ready);
-    rest.swap(st.current);
-    st.current_next = 0;
-  }
-  // Freed here, outside the lock.
-}
+void batch_readahead::close() noexcept { state_->queue->close(); }
 
-std::int64_t batch_readahead::position() const noexcept {
-  std::lock_guard lock(state_->mu);
-  return state_->taken;
-}
+std::int64_t batch_readahead::position() const noexcept { return state_->queue->position(); }
 
 arrow::placement batch_readahead::placement() const noexcept { return state_->reader.placement(); }
 

@@ -1,9 +1,13 @@
 // ArrowArrayStream / ArrowDeviceArrayStream: export, import, adapters.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "arrow_test_util.hpp"
 #include "test_support.hpp"
@@ -367,6 +371,178 @@ TEST(ArrowCDeviceStream, ItemsOfUndeclaredMemoryAreRefused) {
   device_array_stream_reader reader(st.get());
   const std::string m = message_of([&] { reader.next(); });
   EXPECT_NE(m.find("the stream declared cuda arrays but produced a cpu array"), std::string::npos) << m;
+}
+
+// ---- device_readahead -------------------------------------------------------------------
+
+// A host stream of `batches` that counts its get_next calls (and the
+// threads they came from), failing at call `fail_at` (1-based) if set.
+struct counted_source {
+  explicit counted_source(std::vector<record_batch> b, int fail = 0) : batches(std::move(b)), fail_at(fail) {}
+
+  std::vector<record_batch> batches;
+  int fail_at = 0;
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  std::vector<std::thread::id> threads;
+
+  void export_to(ArrowArrayStream* out) {
+    export_array_stream(
+        batches[0].schema,
+        [this]() -> std::optional<record_batch> {
+          const int call = ++calls;
+          {
+            std::lock_guard lock(mu);
+            threads.push_back(std::this_thread::get_id());
+          }
+          if (call == fail_at) throw cuarrow::invalid_argument("the source broke at call " + std::to_string(call));
+          if (call > static_cast<int>(batches.size())) return std::nullopt;
+          return batches[static_cast<std::size_t>(call - 1)];
+        },
+        out);
+  }
+};
+
+bool on_device(const record_batch& b) {
+  for (const array_data& c : b.columns) {
+    const placement p = placement_of(c, placement::of(cuarrow::device_type::cuda, 0));
+    if (p.type != cuarrow::device_type::cuda) return false;
+  }
+  return true;
+}
+
+// Every batch of the stream, in order, in device memory and complete;
+// then the end, for good.  With depth 0 the stream is read on the calling
+// thread, otherwise on the read-ahead's own.
+TEST(ArrowDeviceReadahead, MovesEveryBatchInOrder) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  for (const int depth : {0, 1, 3}) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    counted_source src{some_batches(11, 7)};
+    owned_array_stream host;
+    src.export_to(host.get());
+    device_readahead ahead(host.get(), ctx, {depth});
+    EXPECT_TRUE(host.is_released()) << "the stream is taken";
+    EXPECT_EQ(ahead.schema(), src.batches[0].schema);
+    EXPECT_EQ(ahead.placement(), placement::of(cuarrow::device_type::cuda, 0));
+    for (std::size_t k = 0; k < src.batches.size(); ++k) {
+      std::optional<record_batch> b = ahead.next();
+      ASSERT_TRUE(b.has_value()) << k;
+      EXPECT_TRUE(on_device(*b)) << k;
+      EXPECT_TRUE(same_values(src.batches[k], to_host(*b))) << k;
+    }
+    EXPECT_FALSE(ahead.next().has_value());
+    EXPECT_FALSE(ahead.next().has_value());
+    EXPECT_EQ(ahead.position(), 7);
+    std::lock_guard lock(src.mu);
+    for (const std::thread::id t : src.threads) {
+      EXPECT_EQ(t == std::this_thread::get_id(), depth == 0) << "get_next on the calling thread iff depth 0";
+    }
+  }
+}
+
+// At most `depth` batches are made ahead of the one taken; depth 0 makes
+// none before it is asked for.
+TEST(ArrowDeviceReadahead, StaysWithinItsDepth) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  for (const int depth : {0, 1, 2}) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    counted_source src{some_batches(12, 10)};
+    owned_array_stream host;
+    src.export_to(host.get());
+    device_readahead ahead(host.get(), ctx, {depth});
+    ASSERT_TRUE(ahead.next().has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_EQ(src.calls.load(), 1 + depth) << "the batch taken and `depth` ahead";
+    for (int i = 1; i < 10; ++i) ASSERT_TRUE(ahead.next().has_value()) << i;
+    EXPECT_FALSE(ahead.next().has_value());
+  }
+}
+
+// The producer fails: every batch before still comes, then its error (with
+// the producer's message), for good; nothing is left allocated once the
+// batches taken are gone.
+TEST(ArrowDeviceReadahead, GivesTheBatchesBeforeAFailureThenTheError) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  for (const int depth : {0, 2}) {
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    const std::int64_t before = ctx.bytes_allocated();
+    {
+      counted_source src{some_batches(13, 6), 4};
+      owned_array_stream host;
+      src.export_to(host.get());
+      device_readahead ahead(host.get(), ctx, {depth});
+      std::vector<record_batch> taken;
+      for (std::size_t k = 0; k < 3; ++k) {
+        std::optional<record_batch> b = ahead.next();
+        ASSERT_TRUE(b.has_value()) << k;
+        EXPECT_TRUE(same_values(src.batches[k], to_host(*b))) << k;
+        taken.push_back(std::move(*b));
+      }
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        try {
+          (void)ahead.next();
+          ADD_FAILURE() << "the fourth get_next failed";
+        } catch (const cuarrow::error& e) {
+          EXPECT_NE(std::string(e.what()).find("the source broke at call 4"), std::string::npos) << e.what();
+        }
+      }
+      EXPECT_EQ(src.calls.load(), 4) << "nothing read after the failure";
+      EXPECT_EQ(ahead.position(), 3);
+    }
+    EXPECT_EQ(ctx.bytes_allocated(), before) << "every allocation released";
+  }
+}
+
+// Closed or destroyed early, with batches ahead and one in progress: it
+// returns, frees what it moved ahead, and next() ends.
+TEST(ArrowDeviceReadahead, ClosedEarlyFreesWhatItMovedAhead) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t before = ctx.bytes_allocated();
+  {
+    counted_source src{some_batches(14, 8)};
+    owned_array_stream host;
+    src.export_to(host.get());
+    device_readahead ahead(host.get(), ctx, {3});
+    std::optional<record_batch> first = ahead.next();
+    ASSERT_TRUE(first.has_value());
+    ahead.close();
+    ahead.close();
+    EXPECT_FALSE(ahead.next().has_value());
+    EXPECT_EQ(ahead.position(), 1);
+    EXPECT_TRUE(same_values(src.batches[0], to_host(*first)));
+  }
+  EXPECT_EQ(ctx.bytes_allocated(), before);
+  for (int k = 0; k < 5; ++k) {
+    counted_source src{some_batches(15, 8)};
+    owned_array_stream host;
+    src.export_to(host.get());
+    device_readahead ahead(host.get(), ctx, {2});  // destroyed as it reads
+  }
+  EXPECT_EQ(ctx.bytes_allocated(), before);
+}
+
+TEST(ArrowDeviceReadahead, RefusesBadArgumentsAndStreamsOfArrays) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  counted_source src{some_batches(16, 2)};
+  owned_array_stream host;
+  src.export_to(host.get());
+  try {
+    device_readahead ahead(host.get(), ctx, {-1});
+    ADD_FAILURE() << "depth -1 was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("depth"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(host.is_released()) << "the stream is taken, even when refused";
+  EXPECT_EQ(src.calls.load(), 0);
+
+  // Arrays of a non-struct type are not record batches.
+  random_arrays gen(17);
+  const field f("x", int32());
+  owned_array_stream arrays;
+  export_array_stream(f, source_of(std::vector<array_data>{gen.array(f.type, 3)}), arrays.get());
+  EXPECT_THROW(device_readahead(arrays.get(), ctx), cuarrow::error);
+  EXPECT_TRUE(arrays.is_released());
 }
 
 }  // namespace

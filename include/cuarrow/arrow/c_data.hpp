@@ -424,6 +424,69 @@ CUARROW_EXPORT void to_device(ArrowArrayStream* in, const context& ctx, ArrowDev
 CUARROW_EXPORT void to_host(ArrowDeviceArrayStream* in, ArrowArrayStream* out,
                             const array_transfer_options& options = {});
 
+/// How a device_readahead reads ahead.
+struct device_readahead_options {
+  /// Batches moved to the device ahead of the one the caller holds (about
+  /// depth batches of device memory held ahead).  0: nothing is read ahead
+  /// and no thread started; next() reads and moves its batch itself.  At
+  /// least 0.
+  int depth = 2;
+  /// How much of each batch is checked when it is imported (the copy then
+  /// trusts it).
+  validation_level validation = validation_level::cheap;
+};
+
+/// The batches of a host ArrowArrayStream (a pyarrow RecordBatchReader, a
+/// dataset scanner, a Parquet or CSV reader, another library's stream)
+/// read and moved to `ctx`'s device on a thread of its own, ahead of the
+/// caller, so that producing and copying the next batches overlaps what
+/// the caller does with the batches before (a training step, a kernel).
+/// Each batch is one batched transfer (to_device) on a stream of its own
+/// (non-blocking), synchronized before the batch is handed out: a batch
+/// from next() needs no wait on any stream.  The stream's get_next is
+/// called from that thread, one call at a time (a producer that needs a
+/// lock the caller holds, such as Python's GIL, must not be waited for
+/// with that lock held).  next() and close() may be called from any
+/// thread (one at a time is served).
+class CUARROW_EXPORT device_readahead {
+ public:
+  /// Takes ownership of `in` (always); reads its schema, which must be a
+  /// struct's (record batches).  Throws as array_stream_reader's
+  /// constructor; invalid_argument for options out of range; cuda_error
+  /// when the copies' stream cannot be made.
+  device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options = {});
+  /// close().
+  ~device_readahead();
+  device_readahead(const device_readahead&) = delete;
+  device_readahead& operator=(const device_readahead&) = delete;
+
+  /// The batches' schema.
+  const arrow::schema& schema() const noexcept;
+  /// The producer's ArrowSchema as it gave it (what the model does not
+  /// keep, e.g. a dictionary value type's metadata, included), moved out
+  /// to the caller; later calls give a released one.
+  owned_schema take_c_schema();
+  /// The next batch, in device memory of the context, or nullopt after the
+  /// last one (or after close()).  Blocks while it is produced and copied.
+  /// When the producer's get_next, the import or the copy fails, every
+  /// batch before is still returned; then that error (error with the
+  /// producer's message, invalid_data, out_of_memory, cuda_error ...) is
+  /// thrown, by this call and every later one, and nothing more is read.
+  std::optional<record_batch> next();
+  /// Stops reading ahead: waits for the batch in progress and frees the
+  /// batches moved and not yet taken; the stream is released with this
+  /// object.  next() then returns nullopt.  Never throws; idempotent.
+  void close() noexcept;
+  /// Batches returned by next() so far.
+  std::int64_t position() const noexcept;
+  /// Where the batches live: CUDA memory of the context's device.
+  arrow::placement placement() const noexcept;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
 // ---- small helpers ----------------------------------------------------------
 
 /// ARROW_DEVICE_* code of a device type, and back (invalid_argument naming

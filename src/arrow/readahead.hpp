@@ -1,0 +1,71 @@
+// Internal: the one read-ahead queue.  A producer makes runs of record
+// batches (a file's consecutive batches read in one staging job, a host
+// stream's next batch moved to the device); a thread of the queue's own
+// calls it while fewer than `depth` runs wait ahead of the one the caller
+// takes batches from, and next() hands the batches over in order.  With
+// depth 0 there is no thread: next() calls the producer itself.
+//
+// A run may end in an error, after some batches or instead of them: its
+// batches are handed over, then the error is thrown by next() and every
+// later call, and the producer is not called again.  close() (and the
+// destructor) waits for the run in progress and frees the batches not
+// taken.  Used by ipc::batch_readahead and arrow::device_readahead.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "cuarrow/arrow/array.hpp"
+
+namespace cuarrow::arrow::detail {
+
+/// What one call of a producer made.
+struct readahead_run {
+  std::vector<record_batch> batches;  // handed over before `error`
+  std::exception_ptr error;           // the producer failed (after `batches`)
+  bool last = false;                  // nothing follows
+};
+
+class readahead_queue {
+ public:
+  /// Starts the thread (depth >= 1) or not (depth 0).  `produce` is called
+  /// by one thread at a time and must not throw (it reports its error in
+  /// the run); it must stay callable until close() returns.
+  readahead_queue(std::function<readahead_run()> produce, int depth);
+  ~readahead_queue();
+  readahead_queue(const readahead_queue&) = delete;
+  readahead_queue& operator=(const readahead_queue&) = delete;
+
+  std::optional<record_batch> next();
+  void close() noexcept;
+  std::int64_t position() const noexcept;
+
+ private:
+  void run() noexcept;
+  // The next run, with the lock held (depth 0: produced here).
+  bool refill(std::unique_lock<std::mutex>& lock);
+
+  const std::function<readahead_run()> produce_;
+  const int depth_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable changed_;
+  std::deque<std::vector<record_batch>> ready_;  // runs made, not yet taken
+  std::vector<record_batch> current_;            // the run batches are taken from
+  std::size_t current_next_ = 0;
+  std::exception_ptr error_;  // thrown once `ready_` is drained
+  bool stop_ = false;         // close(): make nothing more
+  bool finished_ = false;     // the last run was made, failed or stopped
+  std::int64_t taken_ = 0;
+  std::mutex join_mu_;  // one close() joins the thread
+  std::thread thread_;
+};
+
+}  // namespace cuarrow::arrow::detail
