@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A file read batch by batch by a loop that works on each batch: how much
 of the reading cuarrow's read-ahead hides behind the work
-(``RecordBatchFileReader.iter_batches``, ``cuarrow::ipc::batch_readahead``).
+(``RecordBatchFileReader.iter_batches``, ``cuarrow::ipc::batch_readahead``;
+``cuda.prefetch_to_device`` for any stream of host batches).
 
     PYTHONPATH=<installed cuarrow> python3 bench/readahead_probe.py \\
         [--table-bytes 2.2G] [--step-gbps 10,40] [--readahead-bytes 64M,256M] [--reps 3] [--dir /dev/shm]
@@ -16,6 +17,9 @@ or its training step does).  The loops, one after another, each timed
 
 - pyarrow (what users do today): ``for b in pa.ipc.open_file(pa.memory_map(path)):
   cuda.to_device(b)``;
+- the same pyarrow batches moved ahead by cuarrow's thread
+  (``cuda.prefetch_to_device``, ``cuarrow::arrow::device_readahead``; 2
+  batches ahead), which takes any stream of host batches;
 - cuarrow without read-ahead: ``for b in ipc.open_file(path).iter_batches(readahead=0)``
   (each batch read when asked);
 - cuarrow as a plain loop reads: ``for b in ipc.open_file(path)`` (read-ahead:
@@ -84,6 +88,13 @@ def main() -> int:
                 for i in range(f.num_record_batches):
                     step(cuda.to_device(f.get_batch(i)))
 
+        def prefetch_loop(step: Callable[[Any], None]) -> None:
+            # The same pyarrow batches, moved ahead of the loop by cuarrow's thread.
+            with pa.ipc.open_file(pa.memory_map(str(path))) as f:
+                source = (f.get_batch(i) for i in range(f.num_record_batches))
+                for b in cuda.prefetch_to_device(pa.RecordBatchReader.from_batches(f.schema, source), ctx):
+                    step(b)
+
         def cuarrow_loop(**options: int) -> Callable[[Callable[[Any], None]], None]:
             def loop(step: Callable[[Any], None]) -> None:
                 r = ipc.open_file(str(path))
@@ -94,6 +105,7 @@ def main() -> int:
 
         loops = {
             "pyarrow memory_map + to_device": pyarrow_loop,
+            "pyarrow memory_map + cuarrow prefetch_to_device": prefetch_loop,
             "cuarrow iter_batches(readahead=0)": cuarrow_loop(readahead=0),
             "cuarrow for b in open_file(path) (read-ahead)": cuarrow_loop(),
         }

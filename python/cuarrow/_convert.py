@@ -3,6 +3,8 @@ imported without a copy, as cuarrow's typed device objects."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -203,6 +205,66 @@ def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObj
         f"__arrow_c_stream__ or __arrow_c_device_stream__ (pyarrow, nanoarrow, polars ...), not {type(obj).__name__}"
         + hint
     )
+
+
+def prefetch_to_device(
+    source: Any, context: Any = None, *, readahead: int = 2, validate: bool = True
+) -> Iterator[DeviceRecordBatch]:
+    """Iterate over the record batches of `source` in GPU memory, moved
+    ahead of the loop so that copying the next batches overlaps what the
+    loop does with the batches before (a training step, a kernel).
+
+    `source` is a stream of record batches: an object with
+    ``__arrow_c_stream__`` (a pyarrow RecordBatchReader or Table, a dataset
+    scanner's ``to_reader()``, a Parquet file's ``iter_batches`` wrapped in
+    ``pa.RecordBatchReader.from_batches``, another library's reader) or any
+    iterable of ``pyarrow.RecordBatch`` of one schema.  A thread of
+    cuarrow's own takes the stream's batches one after another and moves
+    each to `context`'s device (a :class:`Context` or a device number,
+    default 0) in one batched transfer on a stream of its own, up to
+    `readahead` batches ahead of the batch in hand (about that many
+    batches of device memory held ahead); ``readahead=0`` moves each batch
+    when it is asked for.  Each :class:`DeviceRecordBatch` is on the device
+    when it is handed out (nothing to wait for).  Each batch is validated
+    (structure and sizes) unless ``validate=False``.  When the stream (or
+    a copy) fails, the batches before still come, then the error is raised.
+    Leaving the loop early (or dropping the iterator) stops the reading and
+    frees the batches moved ahead.  The stream is consumed.
+    """
+    ctx = _as_context(context)
+    if hasattr(source, "__arrow_c_stream__"):
+        capsule = source.__arrow_c_stream__()
+    elif hasattr(source, "__iter__") and not isinstance(source, (str, bytes, dict)):
+        items = iter(source)
+        first = next(items, None)
+        if first is None:
+            return iter(())
+        if not isinstance(first, pa.RecordBatch):
+            raise TypeError(
+                "prefetch_to_device: an iterable source must give pyarrow.RecordBatch objects, not "
+                f"{type(first).__name__}"
+            )
+        reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], items))
+        capsule = reader.__arrow_c_stream__()
+    else:
+        raise TypeError(
+            "prefetch_to_device expects a stream of record batches: an object with __arrow_c_stream__ (pyarrow "
+            f"RecordBatchReader or Table ...) or an iterable of pyarrow.RecordBatch, not {type(source).__name__}"
+        )
+    ahead = _lib.DeviceReadahead(capsule, ctx._ctx, readahead, bool(validate))
+    return _prefetched(ahead, _schema_from(ahead.schema_capsule()))
+
+
+def _prefetched(ahead: Any, schema: pa.Schema) -> Iterator[DeviceRecordBatch]:
+    try:
+        while True:
+            got = ahead.next()
+            if got is None:
+                return
+            yield DeviceRecordBatch._wrap(got, schema)
+    finally:
+        # A loop left early: stop reading and free what was moved ahead now.
+        ahead.close()
 
 
 def _refuse_cpu(obj: Any) -> TypeError:

@@ -56,7 +56,7 @@ of the CUDA driver, a test tool that runs everything on host memory.
 #   _streams     Stream, Event
 #   _io          BufferReader, BufferWriter
 #   _arrays      typed device data (DeviceArray ... DeviceTable)
-#   _convert     to_device, from_device
+#   _convert     to_device, from_device, prefetch_to_device
 #   ipc          the Arrow IPC format over device memory (public: cuarrow.ipc, also cuda.ipc)
 #   _share       sending device objects elsewhere: pickling (a host copy), Dask's serialization,
 #                share() / open_shared (another process, zero-copy), the multiprocessing opt-in
@@ -68,7 +68,7 @@ of the CUDA driver, a test tool that runs everything on host memory.
 # serializers; ipc is cuarrow.cuda.ipc, the Arrow IPC format over device memory.
 from cuarrow import _share, ipc  # noqa: F401
 from cuarrow._arrays import DeviceArray, DeviceBitmap, DeviceChunkedArray, DeviceRecordBatch, DeviceTable
-from cuarrow._convert import from_device, to_device
+from cuarrow._convert import from_device, prefetch_to_device, to_device
 from cuarrow._driver import driver_info, is_emulated, use_emulation, use_emulation_if_no_gpu
 from cuarrow._errors import CudaDriverError, CudaError, CudaOutOfMemoryError
 from cuarrow._io import BufferReader, BufferWriter
@@ -118,6 +118,7 @@ __all__ = [
     "serialize_record_batch",
     "read_message",
     "read_record_batch",
+    "prefetch_to_device",
     "to_device",
     "from_device",
     "DeviceArray",

@@ -189,6 +189,18 @@ auto import_from(nb::handle schema_capsule, nb::handle array_capsule, auto... st
   return Import(a, *s, stream..., ca::import_options{});
 }
 
+// A device_readahead whose destruction releases the GIL: its thread may be
+// in the producer's get_next, waiting for the GIL (pyarrow's readers over
+// Python iterators take it), and is joined by the destructor.
+struct DeviceReadahead {
+  std::optional<ca::device_readahead> r;
+  ~DeviceReadahead() {
+    if (!r) return;
+    nb::gil_scoped_release g;
+    r.reset();
+  }
+};
+
 }  // namespace
 
 void bind_arrow(nb::module_& m) {
@@ -352,6 +364,29 @@ void bind_arrow(nb::module_& m) {
         return reinterpret_cast<std::uintptr_t>(capsule_struct<ArrowArray>(capsule, "capsule"));
       },
       nb::arg("capsule"));
+  nb::class_<DeviceReadahead>(m, "DeviceReadahead",
+                              "The batches of a host C stream moved to the device ahead of the caller "
+                              "(cuarrow::arrow::device_readahead).")
+      .def(
+          "__init__",
+          [](DeviceReadahead* self, nb::handle capsule, const cuarrow::context& ctx, int depth, bool validate) {
+            auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
+            const ca::device_readahead_options o{depth,
+                                                 validate ? ca::validation_level::cheap : ca::validation_level::none};
+            new (self) DeviceReadahead{};
+            nb::gil_scoped_release r;
+            self->r.emplace(in, ctx, o);
+          },
+          nb::arg("capsule"), nb::arg("context"), nb::arg("depth"), nb::arg("validate") = true)
+      .def("schema_capsule", [](DeviceReadahead& self) { return take_schema(self.r->take_c_schema()); })
+      .def("next",
+           [](DeviceReadahead& self) -> nb::object {
+             std::optional<ca::record_batch> b = released([&] { return self.r->next(); });
+             if (!b) return nb::none();
+             return nb::cast(ca::placed_batch{std::move(*b), self.r->placement()});
+           })
+      .def("close", [](DeviceReadahead& self) { released([&] { self.r->close(); }); })
+      .def_prop_ro("position", [](const DeviceReadahead& self) { return self.r->position(); });
   // ---- export ---------------------------------------------------------------------------
   m.def("export_device_array", &export_device<ca::placed_array>, nb::arg("array"), nb::arg("stream") = nb::none());
   m.def("export_device_batch", &export_device<ca::placed_batch>, nb::arg("batch"), nb::arg("stream") = nb::none());

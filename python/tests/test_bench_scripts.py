@@ -147,7 +147,9 @@ def test_readahead_probe_times_every_loop_with_and_without_work(tmp_path):
     run_script("readahead_probe.py", *small, "--dir", str(tmp_path), "--out", str(out))
     result = json.loads(out.read_text())
     assert result["emulated"] and result["batches"] > 1
-    assert len(result["loops"]) == 4  # pyarrow's, cuarrow's without, with and with 1 MiB runs
+    # pyarrow's, pyarrow's prefetched, cuarrow's without, with and with 1 MiB runs
+    assert len(result["loops"]) == 5
+    assert "pyarrow memory_map + cuarrow prefetch_to_device" in result["loops"]
     for row in result["loops"].values():
         assert row["read_alone_s"] > 0 and set(row["with_work"]) == {"40.0"}
     assert not list(tmp_path.glob("readahead-probe-*")), "the probe's files are removed"

@@ -1,0 +1,130 @@
+"""cuda.prefetch_to_device: a stream of host record batches moved to the
+device ahead of the loop that takes them (cuarrow::arrow::device_readahead)."""
+
+import gc
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from cuarrow import cuda
+
+
+def _batches(n=6, rows=1000):
+    return [
+        pa.record_batch(
+            {
+                "i": pa.array(range(k * rows, (k + 1) * rows), pa.int64()),
+                "s": pa.array([None if j % 7 == 0 else f"v{k}-{j}" for j in range(rows)]),
+                "l": pa.array([[j, j + 1] for j in range(rows)], pa.list_(pa.int32())),
+            }
+        )
+        for k in range(n)
+    ]
+
+
+class _Counted:
+    """An iterable of batches that counts the batches taken from it."""
+
+    def __init__(self, batches, fail_at=None, pause=0.0):
+        self.batches, self.fail_at, self.pause = batches, fail_at, pause
+        self.taken = 0
+        self.threads = set()
+
+    def __iter__(self):
+        for k, b in enumerate(self.batches):
+            if k == self.fail_at:
+                raise RuntimeError(f"the source broke at batch {k}")
+            if self.pause:
+                time.sleep(self.pause)
+            self.taken += 1
+            self.threads.add(threading.get_ident())
+            yield b
+
+
+@pytest.mark.parametrize("readahead", [0, 1, 3])
+def test_every_batch_comes_in_order_on_the_device(ctx, readahead):
+    batches = _batches()
+    got = list(
+        cuda.prefetch_to_device(pa.RecordBatchReader.from_batches(batches[0].schema, batches), ctx, readahead=readahead)
+    )
+    assert len(got) == len(batches)
+    for g, b in zip(got, batches):
+        assert isinstance(g, cuda.DeviceRecordBatch)
+        assert g.device_type == pa.DeviceAllocationType.CUDA and g.device_id == 0
+        assert g.schema.equals(b.schema)
+        assert g.to_host().equals(b)
+
+
+def test_sources_tables_and_iterables(ctx):
+    batches = _batches(4)
+    table = pa.Table.from_batches(batches)
+    assert pa.Table.from_batches([b.to_host() for b in cuda.prefetch_to_device(table)]).equals(table)
+    source = _Counted(batches)
+    got = [b.to_host() for b in cuda.prefetch_to_device(source, 0)]
+    assert got == batches
+    assert list(cuda.prefetch_to_device(iter([]))) == []
+    empty = pa.RecordBatchReader.from_batches(batches[0].schema, [])
+    assert list(cuda.prefetch_to_device(empty)) == []
+
+
+@pytest.mark.parametrize("readahead", [0, 2])
+def test_reads_at_most_readahead_batches_ahead(ctx, readahead):
+    source = _Counted(_batches(8))
+    it = cuda.prefetch_to_device(source, readahead=readahead)
+    next(it)
+    time.sleep(0.3)
+    assert source.taken == 1 + readahead, "the batch in hand and `readahead` ahead"
+    assert len(list(it)) == 7
+    # The first batch is taken on the calling thread (for the schema); the
+    # others there too with readahead=0, else on cuarrow's thread.
+    assert (source.threads == {threading.get_ident()}) == (readahead == 0)
+
+
+@pytest.mark.parametrize("readahead", [0, 2])
+def test_a_failing_source_gives_the_batches_before_then_its_error(ctx, readahead):
+    batches = _batches()
+    got = []
+    with pytest.raises(RuntimeError, match="the source broke at batch 3"):
+        for b in cuda.prefetch_to_device(_Counted(batches, fail_at=3), readahead=readahead):
+            got.append(b.to_host())
+    assert got == batches[:3]
+
+
+def test_leaving_the_loop_early_frees_what_was_moved_ahead(ctx):
+    gc.collect()
+    before = ctx.bytes_allocated
+    for b in cuda.prefetch_to_device(_Counted(_batches(10)), readahead=4):
+        first = b
+        break
+    gc.collect()
+    del first, b
+    gc.collect()
+    assert ctx.bytes_allocated == before
+    # Dropped while its thread waits in a slow Python source for the GIL: no hang.
+    it = cuda.prefetch_to_device(_Counted(_batches(10), pause=0.02), readahead=2)
+    next(it)
+    del it
+    gc.collect()
+    assert ctx.bytes_allocated == before
+
+
+def test_bad_sources_and_arguments_are_refused(ctx):
+    with pytest.raises(TypeError, match="stream of record batches"):
+        cuda.prefetch_to_device(42)
+    with pytest.raises(TypeError, match="must give pyarrow.RecordBatch objects, not int"):
+        cuda.prefetch_to_device([1, 2])
+    batches = _batches(2)
+    with pytest.raises(ValueError, match=r"depth \(the batches moved ahead\) must be at least 0, not -1"):
+        cuda.prefetch_to_device(pa.Table.from_batches(batches), readahead=-1)
+    with pytest.raises(pa.ArrowInvalid, match="struct"):
+        cuda.prefetch_to_device(pa.chunked_array([[1, 2], [3]]))
+    # A batch of another schema in the middle (pyarrow's from_batches does
+    # not check): the import refuses it, after the batches before.
+    other = pa.record_batch({"x": [1]})
+    got = []
+    with pytest.raises(pa.ArrowInvalid, match="n_children is 1 .* \\(expected 3\\)"):
+        for b in cuda.prefetch_to_device([batches[0], other]):
+            got.append(b)
+    assert len(got) == 1
