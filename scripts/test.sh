@@ -36,10 +36,13 @@ echo "=== C++: ThreadSanitizer over the suites whose work spans threads ==="
 # of many batches on the reader's threads, the pipeline's captures).
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUARROW_SANITIZE=thread \
   -DCUARROW_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build/tsan -j "$jobs" --target cuarrow_test cuarrow_ipc_test cuarrow_cuda_emulation
+cmake --build build/tsan -j "$jobs" --target cuarrow_test cuarrow_ipc_test cuarrow_arrow_test cuarrow_cuda_emulation
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=2 build/tsan/bin/cuarrow_test --gtest_brief=1
 CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1 build/tsan/bin/cuarrow_ipc_test --gtest_brief=1
+# The typed layer's threads: the host stream moved ahead on a thread of its own.
+CUARROW_CUDA_DRIVER=emulated CUARROW_EMULATED_DEVICES=1 build/tsan/bin/cuarrow_arrow_test --gtest_brief=1 \
+  --gtest_filter='ArrowDeviceReadahead.*'
 unset TSAN_OPTIONS
 
 echo "=== Fuzzing: every parser of outside bytes, about a minute in all ==="
