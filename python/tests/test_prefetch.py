@@ -69,6 +69,20 @@ def test_sources_tables_and_iterables(ctx):
     assert list(cuda.prefetch_to_device(empty)) == []
 
 
+def test_a_dataset_scanner_and_a_parquet_file(ctx, tmp_path):
+    # Producers that make their batches on Arrow C++'s own threads.
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow built without Parquet")
+    ds = pytest.importorskip("pyarrow.dataset", reason="pyarrow built without datasets")
+    table = pa.Table.from_batches(_batches(5))
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=1500)
+    scanner = ds.dataset(tmp_path / "t.parquet").scanner(batch_size=700)
+    got = pa.Table.from_batches([b.to_host() for b in cuda.prefetch_to_device(scanner.to_reader(), readahead=3)])
+    assert got.equals(table)
+    f = pq.ParquetFile(tmp_path / "t.parquet")
+    got = [b.to_host() for b in cuda.prefetch_to_device(f.iter_batches(batch_size=1000, columns=["i", "l"]))]
+    assert pa.Table.from_batches(got).equals(table.select(["i", "l"]))
+
+
 @pytest.mark.parametrize("readahead", [0, 2])
 def test_reads_at_most_readahead_batches_ahead(ctx, readahead):
     source = _Counted(_batches(8))
