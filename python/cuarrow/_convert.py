@@ -3,7 +3,9 @@ imported without a copy, as cuarrow's typed device objects."""
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -252,7 +254,21 @@ def prefetch_to_device(
             f"RecordBatchReader or Table ...) or an iterable of pyarrow.RecordBatch, not {type(source).__name__}"
         )
     ahead = _lib.DeviceReadahead(capsule, ctx._ctx, readahead, bool(validate))
+    _live_readaheads.add(ahead)
     return _prefetched(ahead, _schema_from(ahead.schema_capsule()))
+
+
+# Read-aheads still running when the interpreter exits (an iterator left in
+# a global, a loop never finished): stopped at exit, while their thread can
+# still take the GIL for a Python producer.  Left to finalization, that
+# thread would wait for a GIL that is never given back.
+_live_readaheads: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_readaheads() -> None:
+    for ahead in list(_live_readaheads):
+        ahead.close()
 
 
 def _prefetched(ahead: Any, schema: pa.Schema) -> Iterator[DeviceRecordBatch]:

@@ -364,7 +364,7 @@ void bind_arrow(nb::module_& m) {
         return reinterpret_cast<std::uintptr_t>(capsule_struct<ArrowArray>(capsule, "capsule"));
       },
       nb::arg("capsule"));
-  nb::class_<DeviceReadahead>(m, "DeviceReadahead",
+  nb::class_<DeviceReadahead>(m, "DeviceReadahead", nb::is_weak_referenceable(),
                               "The batches of a host C stream moved to the device ahead of the caller "
                               "(cuarrow::arrow::device_readahead).")
       .def(

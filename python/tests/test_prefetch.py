@@ -2,6 +2,9 @@
 device ahead of the loop that takes them (cuarrow::arrow::device_readahead)."""
 
 import gc
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -122,6 +125,26 @@ def test_leaving_the_loop_early_frees_what_was_moved_ahead(ctx):
     del it
     gc.collect()
     assert ctx.bytes_allocated == before
+
+
+def test_a_process_exits_cleanly_with_a_read_ahead_still_running():
+    # The thread is in a Python producer (it takes the GIL) when the
+    # interpreter exits: the read-ahead is stopped at exit, not left to
+    # finalization (where it aborted the process).
+    code = """
+        import time, pyarrow as pa
+        from cuarrow import cuda
+        def slow():
+            for k in range(100):
+                time.sleep(0.01)
+                yield pa.record_batch({"x": list(range(1000))})
+        it = cuda.prefetch_to_device(slow(), readahead=3)
+        next(it)
+        print("leaving", flush=True)
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "leaving"
 
 
 def test_bad_sources_and_arguments_are_refused(ctx):
