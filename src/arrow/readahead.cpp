@@ -128,13 +128,12 @@ struct device_readahead::state {
   }
 };
 
-device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options) {
+device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options)
+    : state_(std::make_unique<state>(in, std::move(ctx), options)) {  // the reader takes `in` in every case
   if (options.depth < 0) {
-    if (in != nullptr && in->release != nullptr) in->release(in);  // taken in every case
     throw invalid_argument("device_readahead_options: depth (the batches moved ahead) must be at least 0, not " +
                            std::to_string(options.depth));
   }
-  state_ = std::make_unique<state>(in, std::move(ctx), options);
   state* s = state_.get();
   state_->queue.emplace([s] { return s->produce(); }, options.depth);
 }
