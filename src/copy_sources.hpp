@@ -54,13 +54,19 @@ struct piece_source {
 /// read) when `into` is null: the readers' opt-in timings cost nothing off.
 class timed {
  public:
-  explicit timed(std::atomic<std::int64_t>* into) noexcept : into_(into) {
+  /// `out_of`: the counter of a timed scope this one runs inside, whose
+  /// phase this time is not (it is moved from there to `into`, so that the
+  /// phases stay disjoint and sum to at most the wall time).
+  explicit timed(std::atomic<std::int64_t>* into, std::atomic<std::int64_t>* out_of = nullptr) noexcept
+      : into_(into), out_of_(out_of) {
     if (into_ != nullptr) start_ = std::chrono::steady_clock::now();
   }
   ~timed() {
     if (into_ != nullptr) {
-      into_->fetch_add(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+      const std::int64_t ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+      into_->fetch_add(ns);
+      if (out_of_ != nullptr) out_of_->fetch_sub(ns);
     }
   }
   timed(const timed&) = delete;
@@ -68,6 +74,7 @@ class timed {
 
  private:
   std::atomic<std::int64_t>* into_;
+  std::atomic<std::int64_t>* out_of_;
   std::chrono::steady_clock::time_point start_{};
 };
 

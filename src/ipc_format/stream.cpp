@@ -660,7 +660,9 @@ class assembler final : public internal::message_sink {
     std::memcpy(host.mutable_host_data(), host_.data(), host_.size());
     if (!gathered) return host;
     buffer on_device = [&] {
-      const cuarrow::detail::timed t(&counters.allocate_ns);
+      // Called while the copies are queued (queue_ns runs): the allocation
+      // is allocate_ns's, not both.
+      const cuarrow::detail::timed t(&counters.allocate_ns, &counters.queue_ns);
       return allocate_device(ctx, n, s);
     }();
     const copy_piece up{on_device, 0, host, 0, n};
