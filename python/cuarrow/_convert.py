@@ -210,7 +210,12 @@ def to_device(obj: Any, context: Any = None, *, stream: Any = None) -> DeviceObj
 
 
 def prefetch_to_device(
-    source: Any, context: Any = None, *, readahead: int = 2, validate: bool = True
+    source: Any,
+    context: Any = None,
+    *,
+    readahead: int = 2,
+    readahead_bytes: int = 64 << 20,
+    validate: bool = True,
 ) -> Iterator[DeviceRecordBatch]:
     """Iterate over the record batches of `source` in GPU memory, moved
     ahead of the loop so that copying the next batches overlaps what the
@@ -222,11 +227,13 @@ def prefetch_to_device(
     ``pa.RecordBatchReader.from_batches``, another library's reader) or any
     iterable of ``pyarrow.RecordBatch`` of one schema.  A thread of
     cuarrow's own takes the stream's batches one after another and moves
-    each to `context`'s device (a :class:`Context` or a device number,
-    default 0) in one batched transfer on a stream of its own, up to
-    `readahead` batches ahead of the batch in hand (about that many
-    batches of device memory held ahead); ``readahead=0`` moves each batch
-    when it is asked for.  Each :class:`DeviceRecordBatch` is on the device
+    them to `context`'s device (a :class:`Context` or a device number,
+    default 0) on a stream of its own, consecutive batches up to
+    `readahead_bytes` (their buffers' sizes) in one batched transfer (the
+    first batch alone, so that it comes at once), up to `readahead`
+    transfers ahead of the batch in hand (about ``readahead *
+    readahead_bytes`` of device memory held ahead); ``readahead=0`` moves
+    each batch when it is asked for.  Each :class:`DeviceRecordBatch` is on the device
     when it is handed out (nothing to wait for).  Each batch is validated
     (structure and sizes) unless ``validate=False``.  When the stream (or
     a copy) fails, the batches before still come, then the error is raised.
@@ -253,7 +260,7 @@ def prefetch_to_device(
             "prefetch_to_device expects a stream of record batches: an object with __arrow_c_stream__ (pyarrow "
             f"RecordBatchReader or Table ...) or an iterable of pyarrow.RecordBatch, not {type(source).__name__}"
         )
-    ahead = _lib.DeviceReadahead(capsule, ctx._ctx, readahead, bool(validate))
+    ahead = _lib.DeviceReadahead(capsule, ctx._ctx, readahead, readahead_bytes, bool(validate))
     _live_readaheads.add(ahead)
     return _prefetched(ahead, _schema_from(ahead.schema_capsule()))
 

@@ -369,15 +369,16 @@ void bind_arrow(nb::module_& m) {
                               "(cuarrow::arrow::device_readahead).")
       .def(
           "__init__",
-          [](DeviceReadahead* self, nb::handle capsule, const cuarrow::context& ctx, int depth, bool validate) {
+          [](DeviceReadahead* self, nb::handle capsule, const cuarrow::context& ctx, int depth, std::int64_t read_bytes,
+             bool validate) {
             auto* in = capsule_struct<ArrowArrayStream>(capsule, "the stream capsule");
-            const ca::device_readahead_options o{depth,
+            const ca::device_readahead_options o{depth, read_bytes,
                                                  validate ? ca::validation_level::cheap : ca::validation_level::none};
             new (self) DeviceReadahead{};
             nb::gil_scoped_release r;
             self->r.emplace(in, ctx, o);
           },
-          nb::arg("capsule"), nb::arg("context"), nb::arg("depth"), nb::arg("validate") = true)
+          nb::arg("capsule"), nb::arg("context"), nb::arg("depth"), nb::arg("read_bytes"), nb::arg("validate") = true)
       .def("schema_capsule", [](DeviceReadahead& self) { return take_schema(self.r->take_c_schema()); })
       .def("next",
            [](DeviceReadahead& self) -> nb::object {

@@ -87,9 +87,9 @@ def test_a_dataset_scanner_and_a_parquet_file(ctx, tmp_path):
 
 
 @pytest.mark.parametrize("readahead", [0, 2])
-def test_reads_at_most_readahead_batches_ahead(ctx, readahead):
+def test_reads_at_most_readahead_transfers_ahead(ctx, readahead):
     source = _Counted(_batches(8))
-    it = cuda.prefetch_to_device(source, readahead=readahead)
+    it = cuda.prefetch_to_device(source, readahead=readahead, readahead_bytes=1)  # one batch a transfer
     next(it)
     time.sleep(0.3)
     assert source.taken == 1 + readahead, "the batch in hand and `readahead` ahead"
@@ -97,6 +97,16 @@ def test_reads_at_most_readahead_batches_ahead(ctx, readahead):
     # The first batch is taken on the calling thread (for the schema); the
     # others there too with readahead=0, else on cuarrow's thread.
     assert (source.threads == {threading.get_ident()}) == (readahead == 0)
+
+
+def test_small_batches_are_moved_together_up_to_readahead_bytes(ctx):
+    batches = _batches(8)
+    source = _Counted(batches)
+    it = cuda.prefetch_to_device(source, readahead=1)  # 64 MiB a transfer: the seven after the first at once
+    first = next(it)
+    time.sleep(0.3)
+    assert source.taken == 8, "the first batch alone, then the seven others in one transfer ahead"
+    assert [first.to_host()] + [b.to_host() for b in it] == batches
 
 
 @pytest.mark.parametrize("readahead", [0, 2])
@@ -153,8 +163,10 @@ def test_bad_sources_and_arguments_are_refused(ctx):
     with pytest.raises(TypeError, match="must give pyarrow.RecordBatch objects, not int"):
         cuda.prefetch_to_device([1, 2])
     batches = _batches(2)
-    with pytest.raises(ValueError, match=r"depth \(the batches moved ahead\) must be at least 0, not -1"):
+    with pytest.raises(ValueError, match=r"depth \(the transfers ahead\) must be at least 0, not -1"):
         cuda.prefetch_to_device(pa.Table.from_batches(batches), readahead=-1)
+    with pytest.raises(ValueError, match=r"read_bytes \(the bytes of one transfer ahead\) must be at least 1, not 0"):
+        cuda.prefetch_to_device(pa.Table.from_batches(batches), readahead_bytes=0)
     with pytest.raises(pa.ArrowInvalid, match="struct"):
         cuda.prefetch_to_device(pa.chunked_array([[1, 2], [3]]))
     # A batch of another schema in the middle (pyarrow's from_batches does

@@ -2,6 +2,7 @@
 // the device (c_data.hpp, device_readahead).
 #include "readahead.hpp"
 
+#include <span>
 #include <string>
 #include <utility>
 
@@ -91,6 +92,28 @@ void readahead_queue::close() noexcept {
   // Freed here, outside the lock.
 }
 
+void make_run(readahead_run& r, std::size_t n, const std::function<std::vector<record_batch>()>& all,
+              const std::function<record_batch(std::size_t)>& one) noexcept {
+  try {
+    std::vector<record_batch> made = all();
+    for (record_batch& b : made) r.batches.push_back(std::move(b));
+    return;
+  } catch (...) {
+    if (n == 1) {
+      r.error = std::current_exception();
+      return;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      r.batches.push_back(one(i));
+    } catch (...) {
+      r.error = std::current_exception();
+      return;
+    }
+  }
+}
+
 std::int64_t readahead_queue::position() const noexcept {
   std::lock_guard lock(mu_);
   return taken_;
@@ -100,30 +123,85 @@ std::int64_t readahead_queue::position() const noexcept {
 
 // ---- device_readahead ------------------------------------------------------------------
 
+namespace {
+
+// The bytes of a batch's buffers, whole (pyarrow's get_total_buffer_size):
+// what grouping batches into transfers counts.
+std::int64_t total_buffer_size(const array_data& a) {
+  std::int64_t n = 0;
+  for (const buffer& b : a.buffers) n += b.size();
+  for (const array_data& c : a.children) n += total_buffer_size(c);
+  if (a.dictionary) n += total_buffer_size(*a.dictionary);
+  return n;
+}
+
+std::int64_t total_buffer_size(const record_batch& b) {
+  std::int64_t n = 0;
+  for (const array_data& c : b.columns) n += total_buffer_size(c);
+  return n;
+}
+
+}  // namespace
+
 struct device_readahead::state {
   state(ArrowArrayStream* in, context c, const device_readahead_options& o)
-      : reader(in, import_options{o.validation}), c_schema(reader.take_c_schema()), ctx(std::move(c)), moves(ctx) {}
+      : reader(in, import_options{o.validation}),
+        c_schema(reader.take_c_schema()),
+        ctx(std::move(c)),
+        moves(ctx),
+        group_bytes(o.read_bytes),
+        one_each(o.depth == 0) {}
 
   array_stream_reader reader;  // read by one thread at a time (a C stream is not thread-safe)
   owned_schema c_schema;       // the producer's schema, taken before any read
   context ctx;
   cuarrow::stream moves;  // the copies' own stream: the caller's work does not delay them
+  const std::int64_t group_bytes;
+  const bool one_each;  // depth 0: next() moves one batch
+  static constexpr std::size_t max_group = 256;
+  // Called by one thread at a time (the queue's):
+  std::optional<record_batch> held;  // read, over the last group's bytes: the next group's first
+  bool first = true;                 // the first group is one batch
   std::optional<detail::readahead_queue> queue;
 
-  // The stream's next batch, on the device and complete (the import
-  // validated it; the copy trusts that).
+  // The stream's next batches, up to group_bytes, on the device and
+  // complete (the import validated them; the copy trusts that).  A batch
+  // that would pass group_bytes is held for the next group.
   detail::readahead_run produce() noexcept {
     detail::readahead_run r;
+    std::vector<record_batch> group;
     try {
-      std::optional<record_batch> b = reader.next();
-      if (!b) {
-        r.last = true;
-        return r;
+      // One batch first (and with depth 0); else up to group_bytes, and
+      // at most max_group batches (a stream of empty batches ends too).
+      const bool one = std::exchange(first, false) || one_each;
+      const std::int64_t limit = one ? 1 : group_bytes;
+      const std::size_t most = one ? 1 : max_group;
+      std::int64_t bytes = 0;
+      while (bytes < limit && group.size() < most) {
+        std::optional<record_batch> b = held ? std::exchange(held, std::nullopt) : reader.next();
+        if (!b) {
+          r.last = true;
+          break;
+        }
+        const std::int64_t n = total_buffer_size(*b);
+        if (!group.empty() && bytes + n > limit) {
+          held = std::move(b);
+          break;
+        }
+        bytes += n;
+        group.push_back(std::move(*b));
       }
-      r.batches.push_back(to_device(*b, ctx, moves, array_transfer_options{validation_level::none}));
     } catch (...) {
-      r.error = std::current_exception();
+      r.error = std::current_exception();  // after the batches read before it
     }
+    if (group.empty()) return r;
+    std::exception_ptr read_error = std::exchange(r.error, nullptr);
+    const array_transfer_options trusted{validation_level::none};
+    detail::make_run(
+        r, group.size(), [&] { return to_device(std::span<const record_batch>(group), ctx, moves, trusted); },
+        [&](std::size_t i) { return to_device(group[i], ctx, moves, trusted); });
+    if (!r.error) r.error = read_error;  // a failed copy comes first: its batch came before
+    if (r.error) r.last = true;
     return r;
   }
 };
@@ -131,8 +209,13 @@ struct device_readahead::state {
 device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options)
     : state_(std::make_unique<state>(in, std::move(ctx), options)) {  // the reader takes `in` in every case
   if (options.depth < 0) {
-    throw invalid_argument("device_readahead_options: depth (the batches moved ahead) must be at least 0, not " +
+    throw invalid_argument("device_readahead_options: depth (the transfers ahead) must be at least 0, not " +
                            std::to_string(options.depth));
+  }
+  if (options.read_bytes < 1) {
+    throw invalid_argument(
+        "device_readahead_options: read_bytes (the bytes of one transfer ahead) must be at least 1, not " +
+        std::to_string(options.read_bytes));
   }
   state* s = state_.get();
   state_->queue.emplace([s] { return s->produce(); }, options.depth);

@@ -33,6 +33,14 @@ struct readahead_run {
   bool last = false;                  // nothing follows
 };
 
+/// A run of `n` batches made at once by `all` (one read, one transfer);
+/// when that fails, they are made again one by one by `one(i)`, so that
+/// every batch before a failing one is still delivered (a group may fail
+/// where its batches alone do not: device memory for all of them at once).
+/// The error of the first failing batch ends the run.  Never throws.
+void make_run(readahead_run& r, std::size_t n, const std::function<std::vector<record_batch>()>& all,
+              const std::function<record_batch(std::size_t)>& one) noexcept;
+
 class readahead_queue {
  public:
   /// Starts the thread (depth >= 1) or not (depth 0).  `produce` is called

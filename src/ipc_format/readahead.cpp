@@ -57,10 +57,7 @@ struct batch_readahead::state {
   std::size_t next_group = 0;  // called by one thread at a time (the queue's)
   std::optional<arrow::detail::readahead_queue> queue;
 
-  // The next group, in one read.  When it fails, its batches are read one
-  // at a time, so that every batch before the failing one is still
-  // delivered (a group may also fail where its batches alone do not:
-  // device memory for all of them at once).
+  // The next group, in one read (one by one when that fails: make_run).
   arrow::detail::readahead_run produce() noexcept {
     arrow::detail::readahead_run r;
     if (next_group == groups.size()) {
@@ -69,24 +66,9 @@ struct batch_readahead::state {
     }
     const std::vector<int>& group = groups[next_group++];
     r.last = next_group == groups.size();
-    try {
-      r.batches = reader.read_batches(group, reads);
-      return r;
-    } catch (...) {
-      r.batches.clear();
-      if (group.size() == 1) {
-        r.error = std::current_exception();
-        return r;
-      }
-    }
-    for (const int i : group) {
-      try {
-        r.batches.push_back(reader.read_batch(i, reads));
-      } catch (...) {
-        r.error = std::current_exception();
-        break;
-      }
-    }
+    arrow::detail::make_run(
+        r, group.size(), [&] { return reader.read_batches(group, reads); },
+        [&](std::size_t i) { return reader.read_batch(group[i], reads); });
     return r;
   }
 };

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "../fault_api.hpp"
 #include "arrow_test_util.hpp"
 #include "test_support.hpp"
 
@@ -403,6 +404,21 @@ struct counted_source {
   }
 };
 
+// The bytes of every buffer of the tree, whole (how device_readahead
+// counts a batch).
+std::int64_t buffer_bytes(const array_data& a) {
+  std::int64_t n = 0;
+  for (const cuarrow::buffer& b : a.buffers) n += b.size();
+  for (const array_data& c : a.children) n += buffer_bytes(c);
+  return n + (a.dictionary ? buffer_bytes(*a.dictionary) : 0);
+}
+
+std::int64_t buffer_bytes(const record_batch& b) {
+  std::int64_t n = 0;
+  for (const array_data& c : b.columns) n += buffer_bytes(c);
+  return n;
+}
+
 bool on_device(const record_batch& b) {
   for (const array_data& c : b.columns) {
     const placement p = placement_of(c, placement::of(cuarrow::device_type::cuda, 0));
@@ -441,8 +457,9 @@ TEST(ArrowDeviceReadahead, MovesEveryBatchInOrder) {
   }
 }
 
-// At most `depth` batches are made ahead of the one taken; depth 0 makes
-// none before it is asked for.
+// At most `depth` transfers are made ahead of the batch taken; depth 0
+// makes none before it is asked for.  One batch a transfer (read_bytes 1):
+// `depth` batches ahead.
 TEST(ArrowDeviceReadahead, StaysWithinItsDepth) {
   cuarrow::context ctx = cuarrow::context::get(0);
   for (const int depth : {0, 1, 2}) {
@@ -450,13 +467,92 @@ TEST(ArrowDeviceReadahead, StaysWithinItsDepth) {
     counted_source src{some_batches(12, 10)};
     owned_array_stream host;
     src.export_to(host.get());
-    device_readahead ahead(host.get(), ctx, {depth});
+    device_readahead ahead(host.get(), ctx, {depth, 1});
     ASSERT_TRUE(ahead.next().has_value());
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
     EXPECT_EQ(src.calls.load(), 1 + depth) << "the batch taken and `depth` ahead";
     for (int i = 1; i < 10; ++i) ASSERT_TRUE(ahead.next().has_value()) << i;
     EXPECT_FALSE(ahead.next().has_value());
   }
+}
+
+// Batches are moved together up to read_bytes: the first one alone (it
+// comes at once), then the rest in transfers of several.  A batch that
+// would pass read_bytes waits for the next transfer.
+TEST(ArrowDeviceReadahead, MovesSmallBatchesTogetherUpToReadBytes) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::vector<record_batch> batches = some_batches(18, 10);
+  {
+    counted_source src{batches};
+    owned_array_stream host;
+    src.export_to(host.get());
+    device_readahead ahead(host.get(), ctx, {1, std::int64_t{1} << 40});
+    ASSERT_TRUE(ahead.next().has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_EQ(src.calls.load(), 11) << "the first batch, then the other nine and the end in one transfer ahead";
+    for (std::size_t k = 1; k < batches.size(); ++k) {
+      std::optional<record_batch> b = ahead.next();
+      ASSERT_TRUE(b.has_value()) << k;
+      EXPECT_TRUE(on_device(*b)) << k;
+      EXPECT_TRUE(same_values(batches[k], to_host(*b))) << k;
+    }
+    EXPECT_FALSE(ahead.next().has_value());
+  }
+  // read_bytes of one byte less than batches 2 and 3 together: the second
+  // transfer takes batch 2 alone and holds batch 3, read, for the next.
+  {
+    counted_source src{batches};
+    owned_array_stream host;
+    src.export_to(host.get());
+    // Counted as the read-ahead sees them: imported from the stream.
+    std::vector<record_batch> imported;
+    {
+      owned_array_stream st;
+      export_array_stream(batches[0].schema, source_of(batches), st.get());
+      array_stream_reader reader(st.get());
+      while (std::optional<record_batch> b = reader.next()) imported.push_back(std::move(*b));
+    }
+    ASSERT_EQ(imported.size(), batches.size());
+    const std::int64_t two = buffer_bytes(imported[1]) + buffer_bytes(imported[2]);
+    device_readahead ahead(host.get(), ctx, {1, two - 1});
+    ASSERT_TRUE(ahead.next().has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_EQ(src.calls.load(), 3) << "batch 2 moved ahead, batch 3 read and held";
+    for (std::size_t k = 1; k < batches.size(); ++k) {
+      std::optional<record_batch> b = ahead.next();
+      ASSERT_TRUE(b.has_value()) << k;
+      EXPECT_TRUE(same_values(batches[k], to_host(*b))) << k;
+    }
+    EXPECT_FALSE(ahead.next().has_value());
+  }
+}
+
+// A transfer of several batches that fails (here its one allocation: the
+// device is out of memory for all of them at once) is done again batch by
+// batch: every batch still comes, in order, and nothing is left allocated.
+TEST(ArrowDeviceReadahead, MovesAFailedTransferAgainBatchByBatch) {
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  if (!f.available()) GTEST_SKIP() << "fails one allocation: needs the host emulation's fault injection";
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t before = ctx.bytes_allocated();
+  const std::vector<record_batch> batches = some_batches(19, 6);
+  {
+    counted_source src{batches};
+    owned_array_stream host;
+    src.export_to(host.get());
+    f.clear();
+    // The second transfer's allocation (batches 2 to 6), from the pool or not.
+    ASSERT_EQ(f.inject("cuMemAllocFromPoolAsync", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
+    ASSERT_EQ(f.inject("cuMemAllocAsync", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
+    device_readahead ahead(host.get(), ctx, {1, std::int64_t{1} << 40});
+    std::vector<record_batch> taken;
+    while (std::optional<record_batch> b = ahead.next()) taken.push_back(std::move(*b));
+    EXPECT_EQ(f.injected(), 1u) << "the second transfer's allocation failed";
+    f.clear();
+    ASSERT_EQ(taken.size(), batches.size());
+    for (std::size_t k = 0; k < batches.size(); ++k) EXPECT_TRUE(same_values(batches[k], to_host(taken[k]))) << k;
+  }
+  EXPECT_EQ(ctx.bytes_allocated(), before) << "every allocation released";
 }
 
 // The producer fails: every batch before still comes, then its error (with
@@ -534,6 +630,16 @@ TEST(ArrowDeviceReadahead, RefusesBadArgumentsAndStreamsOfArrays) {
     EXPECT_NE(std::string(e.what()).find("depth"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(host.is_released()) << "the stream is taken, even when refused";
+  EXPECT_EQ(src.calls.load(), 0);
+  owned_array_stream host2;
+  src.export_to(host2.get());
+  try {
+    device_readahead ahead(host2.get(), ctx, {2, 0});
+    ADD_FAILURE() << "read_bytes 0 was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("read_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(host2.is_released());
   EXPECT_EQ(src.calls.load(), 0);
 
   // Arrays of a non-struct type are not record batches.

@@ -245,9 +245,12 @@ struct readahead_options {
   /// before any projection) would pass this many bytes, one batch at least;
   /// the first read takes one batch, so that the first next() returns as
   /// soon as one batch is on the device.  At least 1.  On an H100 a loop
-  /// over 2.2 GiB in 226 batches read them alone in 100 ms with runs of
-  /// 64 MiB, where read_all takes 54 ms (each staging job fills and
-  /// drains the pipeline); larger runs are not yet measured there.
+  /// over 2.2 GiB in 226 batches read them alone in 101 ms with runs of
+  /// 64 MiB, 66 ms with 256 MiB and 59 ms with 1 GiB (read_all: 54 ms;
+  /// each run is a staging job that fills and drains the pipeline); but
+  /// with work in the loop, 64 MiB gave the shortest loops (295 ms
+  /// against 298 and 314, work of 254 ms), since the loop waits for the
+  /// first run and larger runs hide less of the read.
   std::int64_t read_bytes = std::int64_t{64} << 20;
 };
 
