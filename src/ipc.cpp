@@ -188,6 +188,14 @@ std::shared_ptr<ipc_mapping> mapping_containing(CUcontext ctx, std::uintptr_t ad
 
 }  // namespace
 
+const char* to_string(ipc_handle_kind k) noexcept {
+  switch (k) {
+    case ipc_handle_kind::legacy: return "legacy";
+    case ipc_handle_kind::pool: return "pool";
+  }
+  return "unknown";
+}
+
 // ---- ipc_memory_handle --------------------------------------------------------------
 
 ipc_memory_handle::ipc_memory_handle(fields f)

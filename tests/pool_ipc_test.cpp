@@ -232,6 +232,8 @@ TEST(PoolIpc, HandlesAreWireFormatVersion2AndDamageIsRefused) {
   cuarrow::buffer b = pool_buffer(ctx, pool, pattern(5000, 1));
   cuarrow::ipc_memory_handle h = cuarrow::export_ipc(b.slice(300, 1000));
   EXPECT_EQ(h.kind(), cuarrow::ipc_handle_kind::pool);
+  EXPECT_STREQ(cuarrow::to_string(h.kind()), "pool");
+  EXPECT_STREQ(cuarrow::to_string(cuarrow::ipc_handle_kind::legacy), "legacy");
   EXPECT_EQ(h.pool_id(), pool->pool_id());
   EXPECT_EQ(h.offset(), 300);
   EXPECT_EQ(h.size(), 1000);

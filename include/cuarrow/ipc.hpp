@@ -71,6 +71,9 @@ enum class ipc_handle_kind : std::uint8_t {
   pool = 2,    ///< memory of a shareable pool (cuMemPoolExportPointer), wire format version 2
 };
 
+/// "legacy" or "pool" (the names share_memory uses for the same memory).
+CUARROW_EXPORT const char* to_string(ipc_handle_kind k) noexcept;
+
 class CUARROW_EXPORT ipc_memory_handle {
  public:
   /// Size of the driver's CUipcMemHandle.

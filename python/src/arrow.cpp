@@ -189,6 +189,16 @@ auto import_from(nb::handle schema_capsule, nb::handle array_capsule, auto... st
   return Import(a, *s, stream..., ca::import_options{});
 }
 
+template <auto Import>
+auto import_host(nb::handle schema_capsule, nb::handle array_capsule) {
+  return import_from<ArrowArray, Import>(schema_capsule, array_capsule);
+}
+
+template <auto Import>
+auto import_device(nb::handle schema_capsule, nb::handle array_capsule, cuarrow::stream_view s) {
+  return import_from<ArrowDeviceArray, Import>(schema_capsule, array_capsule, s);
+}
+
 // A device_readahead whose destruction releases the GIL: its thread may be
 // in the producer's get_next, waiting for the GIL (pyarrow's readers over
 // Python iterators take it), and is joined by the destructor.
@@ -223,12 +233,8 @@ void bind_arrow(nb::module_& m) {
       .def("without_validity", &pa_t::without_validity)
       .def(
           "null_count",
-          [](const pa_t& a, cuarrow::stream_view stream) -> std::int64_t {
-            if (a.data.null_count >= 0) return a.data.null_count;
-            nb::gil_scoped_release r;
-            return ca::compute_null_count(a.data, stream);
-          },
-          nb::arg("stream") = nb::none())
+          [](const pa_t& a, cuarrow::stream_view stream) { return ca::compute_null_count(a.data, stream); },
+          nb::arg("stream") = nb::none(), nb::call_guard<nb::gil_scoped_release>())
       .def(
           "with_null_count",
           [](const pa_t& a, std::int64_t n) {
@@ -270,14 +276,8 @@ void bind_arrow(nb::module_& m) {
       .def("schema_capsule", [](const pb_t& b) { return schema_capsule_of(b); });
 
   // ---- import -----------------------------------------------------------------------
-  m.def(
-      "import_array",
-      [](nb::handle s, nb::handle a) { return import_from<ArrowArray, &ca::import_placed_array>(s, a); },
-      nb::arg("schema_capsule"), nb::arg("array_capsule"));
-  m.def(
-      "import_batch",
-      [](nb::handle s, nb::handle a) { return import_from<ArrowArray, &ca::import_placed_batch>(s, a); },
-      nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def("import_array", &import_host<&ca::import_placed_array>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
+  m.def("import_batch", &import_host<&ca::import_placed_batch>, nb::arg("schema_capsule"), nb::arg("array_capsule"));
   m.def(
       "is_struct_schema",
       [](nb::handle schema_capsule) {
@@ -291,18 +291,10 @@ void bind_arrow(nb::module_& m) {
         return std::make_pair(static_cast<int>(a->device_type), static_cast<std::int64_t>(a->device_id));
       },
       nb::arg("device_array_capsule"));
-  m.def(
-      "import_device_array",
-      [](nb::handle sc, nb::handle a, cuarrow::stream_view s) {
-        return import_from<ArrowDeviceArray, &ca::import_placed_device_array>(sc, a, s);
-      },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
-  m.def(
-      "import_device_batch",
-      [](nb::handle sc, nb::handle a, cuarrow::stream_view s) {
-        return import_from<ArrowDeviceArray, &ca::import_placed_device_batch>(sc, a, s);
-      },
-      nb::arg("schema_capsule"), nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
+  m.def("import_device_array", &import_device<&ca::import_placed_device_array>, nb::arg("schema_capsule"),
+        nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
+  m.def("import_device_batch", &import_device<&ca::import_placed_device_batch>, nb::arg("schema_capsule"),
+        nb::arg("device_array_capsule"), nb::arg("stream") = nb::none());
 
   m.def(
       "read_stream",

@@ -16,10 +16,7 @@ void bind_ipc(nb::module_& m) {
       .def_prop_ro("size", &cuarrow::ipc_memory_handle::size)
       .def_prop_ro("offset", &cuarrow::ipc_memory_handle::offset)
       .def_prop_ro("device_id", &cuarrow::ipc_memory_handle::device_id)
-      .def_prop_ro("memory",
-                   [](const cuarrow::ipc_memory_handle& h) {
-                     return h.kind() == cuarrow::ipc_handle_kind::pool ? "pool" : "legacy";
-                   })
+      .def_prop_ro("memory", [](const cuarrow::ipc_memory_handle& h) { return cuarrow::to_string(h.kind()); })
       .def_prop_ro("pool_id", &cuarrow::ipc_memory_handle::pool_id)
       .def("serialize", [](const cuarrow::ipc_memory_handle& h) { return bytes_of(h.serialize()); })
       .def("describe", &cuarrow::ipc_memory_handle::describe)

@@ -414,8 +414,8 @@ void bind_ipc_format(nb::module_& m) {
                                 "The exporter's side of a shared object (cuarrow::ipc::shared_object): owns the shared "
                                 "device memory until released.")
       .def("descriptor", [](const ci::shared_object& o) { return bytes_of(o.descriptor()); })
-      .def_prop_ro("kind", [](const ci::shared_object& o) { return std::string(ci::to_string(o.kind())); })
-      .def_prop_ro("memory", [](const ci::shared_object& o) { return std::string(ci::to_string(o.memory())); })
+      .def_prop_ro("kind", [](const ci::shared_object& o) { return ci::to_string(o.kind()); })
+      .def_prop_ro("memory", [](const ci::shared_object& o) { return ci::to_string(o.memory()); })
       .def("export_pool",
            [](const ci::shared_object& o) -> nb::object {
              std::optional<cuarrow::shareable_pool> p = o.export_pool();
@@ -458,9 +458,8 @@ void bind_ipc_format(nb::module_& m) {
       "ipc_read_shared_descriptor",
       [](nb::bytes descriptor) {
         ci::shared_descriptor d = ci::read_shared_descriptor(span_of(descriptor));
-        return nb::make_tuple(std::string(ci::to_string(d.kind)), d.handle.device_id(), d.handle.size(),
-                              std::string(ci::to_string(d.memory)), d.handle.pool_id(),
-                              d.handle.exported_by_this_process());
+        return nb::make_tuple(ci::to_string(d.kind), d.handle.device_id(), d.handle.size(), ci::to_string(d.memory),
+                              d.handle.pool_id(), d.handle.exported_by_this_process());
       },
       nb::arg("descriptor"));
   m.def(
@@ -475,7 +474,7 @@ void bind_ipc_format(nb::module_& m) {
           schema = schema_capsule(o.schema);
           batches = batch_handles(std::move(o.batches), ca::placement::of(o.data));
         }
-        return nb::make_tuple(std::string(ci::to_string(o.kind)), schema, batches, o.data);
+        return nb::make_tuple(ci::to_string(o.kind), schema, batches, o.data);
       },
       nb::arg("context"), nb::arg("descriptor"), nb::arg("pool") = nb::none());
 }
