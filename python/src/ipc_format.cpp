@@ -341,8 +341,9 @@ void bind_ipc_format(nb::module_& m) {
              if (!b) return nb::none();
              return batch_handle(std::move(*b), self.placement());
            })
-      .def("close", &ci::batch_readahead::close, release_gil())
-      .def_prop_ro("position", &ci::batch_readahead::position);
+      .def(
+          "close", [](ci::batch_readahead& self) { self.close(); }, release_gil())
+      .def_prop_ro("position", [](const ci::batch_readahead& self) { return self.position(); });
   nb::class_<PathStreamReader> path_stream_reader(
       m, "IpcPathStreamReader", "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).");
   reader_methods(path_stream_reader);

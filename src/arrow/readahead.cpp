@@ -162,7 +162,6 @@ struct device_readahead::state {
   // Called by one thread at a time (the queue's):
   std::optional<record_batch> held;  // read, over the last group's bytes: the next group's first
   bool first = true;                 // the first group is one batch
-  std::optional<detail::readahead_queue> queue;
 
   // The stream's next batches, up to group_bytes, on the device and
   // complete (the import validated them; the copy trusts that).  A batch
@@ -207,7 +206,8 @@ struct device_readahead::state {
 };
 
 device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options)
-    : state_(std::make_unique<state>(in, std::move(ctx), options)) {  // the reader takes `in` in every case
+    : readahead(arrow::placement::of(device_type::cuda, ctx.device_number())),
+      state_(std::make_unique<state>(in, std::move(ctx), options)) {  // the reader takes `in` in every case
   if (options.depth < 0) {
     throw invalid_argument("device_readahead_options: depth (the transfers ahead) must be at least 0, not " +
                            std::to_string(options.depth));
@@ -218,7 +218,7 @@ device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_rea
         std::to_string(options.read_bytes));
   }
   state* s = state_.get();
-  state_->queue.emplace([s] { return s->produce(); }, options.depth);
+  start(std::make_unique<detail::readahead_queue>([s] { return s->produce(); }, options.depth));
 }
 
 device_readahead::~device_readahead() { close(); }
@@ -227,14 +227,22 @@ const arrow::schema& device_readahead::schema() const noexcept { return state_->
 
 owned_schema device_readahead::take_c_schema() { return std::move(state_->c_schema); }
 
-std::optional<record_batch> device_readahead::next() { return state_->queue->next(); }
+// ---- readahead -------------------------------------------------------------------------
 
-void device_readahead::close() noexcept { state_->queue->close(); }
+readahead::readahead(arrow::placement where) noexcept : where_(where) {}
 
-std::int64_t device_readahead::position() const noexcept { return state_->queue->position(); }
+readahead::~readahead() = default;
 
-arrow::placement device_readahead::placement() const noexcept {
-  return arrow::placement::of(device_type::cuda, state_->ctx.device_number());
+void readahead::start(std::unique_ptr<detail::readahead_queue> queue) noexcept { queue_ = std::move(queue); }
+
+std::optional<record_batch> readahead::next() { return queue_->next(); }
+
+void readahead::close() noexcept {
+  if (queue_) queue_->close();
 }
+
+std::int64_t readahead::position() const noexcept { return queue_->position(); }
+
+arrow::placement readahead::placement() const noexcept { return where_; }
 
 }  // namespace cuarrow::arrow

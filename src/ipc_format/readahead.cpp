@@ -55,7 +55,6 @@ struct batch_readahead::state {
   const std::vector<std::vector<int>> groups;
   cuarrow::stream reads;       // the reads' own stream: the caller's work on its streams does not delay them
   std::size_t next_group = 0;  // called by one thread at a time (the queue's)
-  std::optional<arrow::detail::readahead_queue> queue;
 
   // The next group, in one read (one by one when that fails: make_run).
   arrow::detail::readahead_run produce() noexcept {
@@ -73,8 +72,8 @@ struct batch_readahead::state {
   }
 };
 
-batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<int> indices,
-                                 readahead_options options) {
+batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<int> indices, readahead_options options)
+    : readahead(reader.placement()) {
   if (options.depth < 0) {
     throw invalid_argument("readahead_options: depth (the reads ahead) must be at least 0, not " +
                            std::to_string(options.depth));
@@ -86,17 +85,9 @@ batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<i
   for (const int i : indices) detail::check_batch_index(i, reader.num_record_batches());
   state_ = std::make_unique<state>(reader, groups_of(reader, indices, options));
   state* s = state_.get();
-  state_->queue.emplace([s] { return s->produce(); }, options.depth);
+  start(std::make_unique<arrow::detail::readahead_queue>([s] { return s->produce(); }, options.depth));
 }
 
 batch_readahead::~batch_readahead() { close(); }
-
-std::optional<arrow::record_batch> batch_readahead::next() { return state_->queue->next(); }
-
-void batch_readahead::close() noexcept { state_->queue->close(); }
-
-std::int64_t batch_readahead::position() const noexcept { return state_->queue->position(); }
-
-arrow::placement batch_readahead::placement() const noexcept { return state_->reader.placement(); }
 
 }  // namespace cuarrow::ipc

@@ -437,9 +437,10 @@ TEST(ArrowDeviceReadahead, MovesEveryBatchInOrder) {
     counted_source src{some_batches(11, 7)};
     owned_array_stream host;
     src.export_to(host.get());
-    device_readahead ahead(host.get(), ctx, {depth});
+    device_readahead moves(host.get(), ctx, {depth});
     EXPECT_TRUE(host.is_released()) << "the stream is taken";
-    EXPECT_EQ(ahead.schema(), src.batches[0].schema);
+    EXPECT_EQ(moves.schema(), src.batches[0].schema);
+    readahead& ahead = moves;  // taken through the interface both read-aheads share
     EXPECT_EQ(ahead.placement(), placement::of(cuarrow::device_type::cuda, 0));
     for (std::size_t k = 0; k < src.batches.size(); ++k) {
       std::optional<record_batch> b = ahead.next();

@@ -1116,7 +1116,9 @@ TEST_F(IpcFileManyBatches, ReadaheadGivesTheBatchesInTheOrderAsked) {
         ipc::device_file_reader r(path, ctx());
         const std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 11, 4, 0};
         {
-          ipc::batch_readahead ahead(r, order, {depth, read_bytes});
+          ipc::batch_readahead file_ahead(r, order, {depth, read_bytes});
+          readahead& ahead = file_ahead;  // taken through the interface both read-aheads share
+          EXPECT_EQ(ahead.placement(), r.placement());
           for (std::size_t k = 0; k < order.size(); ++k) {
             std::optional<record_batch> b = ahead.next();
             ASSERT_TRUE(b.has_value()) << "batch " << k << " of " << order.size();

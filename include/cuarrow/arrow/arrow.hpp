@@ -7,6 +7,7 @@
 #include "cuarrow/arrow/array.hpp"
 #include "cuarrow/arrow/c_abi.h"
 #include "cuarrow/arrow/c_data.hpp"
+#include "cuarrow/arrow/readahead.hpp"
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/arrow/type.hpp"
 #include "cuarrow/arrow/validate.hpp"

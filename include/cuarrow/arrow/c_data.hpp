@@ -49,6 +49,7 @@
 
 #include "cuarrow/arrow/array.hpp"
 #include "cuarrow/arrow/c_abi.h"
+#include "cuarrow/arrow/readahead.hpp"
 #include "cuarrow/arrow/transfer.hpp"
 #include "cuarrow/arrow/validate.hpp"
 #include "cuarrow/context.hpp"
@@ -458,8 +459,15 @@ struct device_readahead_options {
 /// called from that thread, one call at a time (a producer that needs a
 /// lock the caller holds, such as Python's GIL, must not be waited for
 /// with that lock held).  next() and close() may be called from any
-/// thread (one at a time is served).
-class CUARROW_EXPORT device_readahead {
+/// thread (one at a time is served).  next(): when the producer's
+/// get_next, the import or the copy fails, every batch before is still
+/// returned (a failed transfer of several batches is done again batch by
+/// batch); then that error (error with the producer's message,
+/// invalid_data, out_of_memory, cuda_error ...) is thrown, by that call and
+/// every later one, and nothing more is read.  close() waits for the
+/// transfer in progress; the stream is released with this object.
+/// placement(): CUDA memory of the context's device.
+class CUARROW_EXPORT device_readahead : public readahead {
  public:
   /// Takes ownership of `in` (always); reads its schema, which must be a
   /// struct's (record batches).  Throws as array_stream_reader's
@@ -468,8 +476,6 @@ class CUARROW_EXPORT device_readahead {
   device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options = {});
   /// close().
   ~device_readahead();
-  device_readahead(const device_readahead&) = delete;
-  device_readahead& operator=(const device_readahead&) = delete;
 
   /// The batches' schema.
   const arrow::schema& schema() const noexcept;
@@ -477,22 +483,6 @@ class CUARROW_EXPORT device_readahead {
   /// keep, e.g. a dictionary value type's metadata, included), moved out
   /// to the caller; later calls give a released one.
   owned_schema take_c_schema();
-  /// The next batch, in device memory of the context, or nullopt after the
-  /// last one (or after close()).  Blocks while it is produced and copied.
-  /// When the producer's get_next, the import or the copy fails, every
-  /// batch before is still returned (a failed transfer of several batches
-  /// is done again batch by batch); then that error (error with the
-  /// producer's message, invalid_data, out_of_memory, cuda_error ...) is
-  /// thrown, by this call and every later one, and nothing more is read.
-  std::optional<record_batch> next();
-  /// Stops reading ahead: waits for the batch in progress and frees the
-  /// batches moved and not yet taken; the stream is released with this
-  /// object.  next() then returns nullopt.  Never throws; idempotent.
-  void close() noexcept;
-  /// Batches returned by next() so far.
-  std::int64_t position() const noexcept;
-  /// Where the batches live: CUDA memory of the context's device.
-  arrow::placement placement() const noexcept;
 
  private:
   struct state;

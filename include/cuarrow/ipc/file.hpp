@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "cuarrow/arrow/array.hpp"
+#include "cuarrow/arrow/readahead.hpp"
 #include "cuarrow/context.hpp"
 #include "cuarrow/export.hpp"
 #include "cuarrow/ipc/format.hpp"
@@ -255,15 +256,18 @@ struct readahead_options {
 };
 
 /// Batches of a device_file_reader read on a thread of its own, ahead of
-/// the caller, so that reading the file overlaps what the caller does
-/// with the batches before (a training step, a kernel): a loop of
-/// read_batch calls reads and computes in turn.  The reads run on a
-/// stream of their own (non-blocking) and each is synchronized before
-/// its batches are handed out, so a batch from next() needs no wait on
-/// any stream.  The reader must outlive this object; its stats() and
-/// bytes_read() count these reads.  next() and close() may be called from
-/// any thread (one at a time is served).
-class CUARROW_EXPORT batch_readahead {
+/// the caller (arrow::readahead), so that reading the file overlaps what
+/// the caller does with the batches before: a loop of read_batch calls
+/// reads and computes in turn.  The reads run on a stream of their own
+/// (non-blocking) and each is synchronized before its batches are handed
+/// out.  The reader must outlive this object; its stats() and
+/// bytes_read() count these reads.  next(): when a read fails, its batches
+/// are read again one at a time, so that every batch before the failing
+/// one is still returned; then the failing batch's error
+/// (invalid_message, io_error, cuda_error, out_of_memory ...) is thrown.
+/// close() waits for the read in progress (a staging job cannot be cut
+/// short).  placement(): the reader's.
+class CUARROW_EXPORT batch_readahead : public arrow::readahead {
  public:
   /// Starts reading batches `indices` of `reader`, in that order
   /// (duplicates allowed).  Throws out_of_range for an index outside the
@@ -273,24 +277,6 @@ class CUARROW_EXPORT batch_readahead {
   batch_readahead(const device_file_reader& reader, std::vector<int> indices, readahead_options options = {});
   /// close().
   ~batch_readahead();
-  batch_readahead(const batch_readahead&) = delete;
-  batch_readahead& operator=(const batch_readahead&) = delete;
-
-  /// The next batch, or nullopt after the last one (or after close()).
-  /// Blocks while its read runs.  When a read fails, its batches are read
-  /// again one at a time, so that every batch before the failing one is
-  /// still returned; then the failing batch's error (invalid_message,
-  /// io_error, cuda_error, out_of_memory ...) is thrown, by this call and
-  /// every later one, and nothing more is read.
-  std::optional<arrow::record_batch> next();
-  /// Stops reading ahead: waits for the read in progress (a staging job
-  /// cannot be cut short) and frees the batches read and not yet taken.
-  /// next() then returns nullopt.  Never throws; idempotent.
-  void close() noexcept;
-  /// Batches returned by next() so far.
-  std::int64_t position() const noexcept;
-  /// Where the batches live: the reader's placement().
-  arrow::placement placement() const noexcept;
 
  private:
   struct state;
