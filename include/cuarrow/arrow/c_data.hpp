@@ -437,10 +437,11 @@ struct device_readahead_options {
   /// pyarrow's get_total_buffer_size counts them) would pass this many
   /// bytes, one batch at least and 256 at most; the first transfer takes
   /// one batch, so that the first next() returns as soon as one batch is
-  /// on the device.  With depth 0, one batch a transfer.  At least 1.  Small batches cost
-  /// a transfer and a synchronization each when moved one by one: on an
-  /// H100, 226 batches of 10 MB moved one a transfer took 206 ms (11.4
-  /// GB/s).
+  /// on the device.  With depth 0, one batch a transfer.  At least 1.
+  /// Small batches cost a transfer and a synchronization each when moved
+  /// one by one: on an H100, 226 batches of 10 MB from a memory-mapped
+  /// pyarrow reader took 0.93 x pyarrow's per-batch loop moved one a
+  /// transfer, 0.76 x grouped up to 64 MiB.
   std::int64_t read_bytes = std::int64_t{64} << 20;
   /// How much of each batch is checked when it is imported (the copy then
   /// trusts it).
