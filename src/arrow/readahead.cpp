@@ -92,14 +92,14 @@ void readahead_queue::close() noexcept {
   // Freed here, outside the lock.
 }
 
-void make_run(readahead_run& r, std::size_t n, const std::function<std::vector<record_batch>()>& all,
+void make_run(readahead_run& r, const std::size_t& n, const std::function<std::vector<record_batch>()>& all,
               const std::function<record_batch(std::size_t)>& one) noexcept {
   try {
     std::vector<record_batch> made = all();
     for (record_batch& b : made) r.batches.push_back(std::move(b));
     return;
   } catch (...) {
-    if (n == 1) {
+    if (n <= 1) {
       r.error = std::current_exception();
       return;
     }
@@ -239,6 +239,7 @@ std::optional<record_batch> readahead::next() { return queue_->next(); }
 
 void readahead::close() noexcept {
   if (queue_) queue_->close();
+  closed();
 }
 
 std::int64_t readahead::position() const noexcept { return queue_->position(); }

@@ -37,8 +37,10 @@ struct readahead_run {
 /// when that fails, they are made again one by one by `one(i)`, so that
 /// every batch before a failing one is still delivered (a group may fail
 /// where its batches alone do not: device memory for all of them at once).
-/// The error of the first failing batch ends the run.  Never throws.
-void make_run(readahead_run& r, std::size_t n, const std::function<std::vector<record_batch>()>& all,
+/// The error of the first failing batch ends the run.  `n` is read after
+/// `all` failed (`all` may set it: a stream's run knows its batches once
+/// their metadata is read).  Never throws.
+void make_run(readahead_run& r, const std::size_t& n, const std::function<std::vector<record_batch>()>& all,
               const std::function<record_batch(std::size_t)>& one) noexcept;
 
 class readahead_queue {

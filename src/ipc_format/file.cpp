@@ -20,6 +20,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -1451,8 +1452,24 @@ std::vector<arrow::record_batch> device_file_reader::read_batches(std::span<cons
 struct device_stream_reader::state : detail::file_source {
   using file_source::file_source;
   dictionary_memo memo;
+  std::uint64_t memo_version = 0;  // bumped by every dictionary batch applied
   std::int64_t position = 0;
   bool done = false;
+
+  // The next record batch (the dictionary batches before it applied), with
+  // its message's offset in `*at`; nullopt at the end.
+  std::optional<batch_with_metadata> next_batch(stream_view s, std::int64_t* at);
+  // The record batches ahead, up to the next dictionary batch that is
+  // applied (the batches before it are built with the dictionaries as they
+  // were), the end of the stream, `most` batches, or until their bodies
+  // would pass `bytes` (one batch at least): their metadata read first,
+  // their bodies through ONE staging job.  The position moves past them
+  // only once they are read.  When the next message is a dictionary batch
+  // to apply, it is applied and the one batch after it read (next_batch).
+  // A message whose metadata cannot be read ends the run before it (the
+  // next run starts with it, and throws).  Empty at the end.  `*planned`: the batches this run is reading, set
+  // before its reads (when they fail, position() is still before them).
+  run read_run(std::int64_t bytes, std::size_t most, stream_view s, std::size_t* planned);
 };
 
 device_stream_reader::device_stream_reader(std::string path, context ctx, file_read_options options)
@@ -1479,6 +1496,7 @@ arrow::placement device_stream_reader::placement() const noexcept {
   return arrow::placement::of(device_type::cuda, state_->ctx.device_number());
 }
 const dictionary_memo& device_stream_reader::dictionaries() const noexcept { return state_->memo; }
+const context& device_stream_reader::get_context() const noexcept { return state_->ctx; }
 std::int64_t device_stream_reader::position() const noexcept { return state_->position; }
 std::int64_t device_stream_reader::bytes_read() const noexcept { return state_->bytes_read.load(); }
 read_stats device_stream_reader::stats() const noexcept { return state_->stats(); }
@@ -1493,12 +1511,16 @@ std::optional<arrow::record_batch> device_stream_reader::read_next(stream_view s
 }
 
 std::optional<batch_with_metadata> device_stream_reader::read_next_with_custom_metadata(stream_view s) {
-  state& st = *state_;
-  while (!st.done) {
-    const std::int64_t where = st.position;
-    std::optional<detail::framed_metadata> m = st.metadata_at(where);
+  std::int64_t at = 0;
+  return state_->next_batch(s, &at);
+}
+
+std::optional<batch_with_metadata> device_stream_reader::state::next_batch(stream_view s, std::int64_t* at) {
+  while (!done) {
+    const std::int64_t where = position;
+    std::optional<detail::framed_metadata> m = metadata_at(where);
     if (!m) {
-      st.done = true;
+      done = true;
       return std::nullopt;
     }
     const std::int64_t body_start = where + m->metadata_size;
@@ -1506,90 +1528,122 @@ std::optional<batch_with_metadata> device_stream_reader::read_next_with_custom_m
     switch (m->metadata.kind()) {
       case message_kind::dictionary_batch: {
         auto& h = std::get<dictionary_batch_header>(m->metadata.header);
-        if (!st.skips(st.memo, h.id)) {
-          const buffer body = st.read_body(h.data, body_start, m->metadata.body_length, s, w);
-          st.memo.read(h, body, st.read_options_for(m->metadata.version, s));
+        if (!skips(memo, h.id)) {
+          const buffer body = read_body(h.data, body_start, m->metadata.body_length, s, w);
+          memo.read(h, body, read_options_for(m->metadata.version, s));
+          ++memo_version;
         }
         break;
       }
       case message_kind::record_batch: {
-        record_batch_header h = st.projected(std::get<record_batch_header>(m->metadata.header), m->metadata.version);
+        record_batch_header h = projected(std::get<record_batch_header>(m->metadata.header), m->metadata.version);
         const detail::body_request rq{&h, body_start, m->metadata.body_length, &w};
-        arrow::record_batch batch = std::move(st.read_batches({&rq, 1}, {&*m, 1}, st.memo, s).front());
+        arrow::record_batch batch = std::move(read_batches({&rq, 1}, {&*m, 1}, memo, s).front());
         batch_with_metadata out{std::move(batch), std::move(m->metadata.custom_metadata)};
-        st.position = body_start + m->metadata.body_length;
+        position = body_start + m->metadata.body_length;
+        *at = where;
         return out;
       }
       default:
         throw invalid_message(w, std::string("a ") + detail::kind_name(m->metadata.kind()) +
                                      " message inside a stream (only dictionary and record batches follow the schema)");
     }
-    st.position = body_start + m->metadata.body_length;
+    position = body_start + m->metadata.body_length;
   }
   return std::nullopt;
 }
 
-std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
-  state& st = *state_;
-  std::vector<arrow::record_batch> out;
-  while (!st.done) {
-    // The record batches ahead, up to the next dictionary batch that is
-    // applied (the batches before it are built with the dictionaries as
-    // they were), the end of the stream, or kStreamJobBytes of bodies: their
-    // metadata read first, their bodies through ONE staging job.  The
-    // position moves past them only once they are read.
-    std::vector<detail::framed_metadata> metas;
-    std::vector<std::int64_t> starts;
-    std::int64_t at = st.position;
-    std::int64_t bytes = 0;
-    bool ended = false;
-    while (bytes < kStreamJobBytes) {
-      std::optional<detail::framed_metadata> m = st.metadata_at(at);
-      if (!m) {
-        ended = true;
-        break;
-      }
-      const message_kind k = m->metadata.kind();
-      if (k == message_kind::dictionary_batch &&
-          st.skips(st.memo, std::get<dictionary_batch_header>(m->metadata.header).id)) {
-        at += m->metadata_size + m->metadata.body_length;  // not needed by the chosen columns
-        continue;
-      }
-      if (k != message_kind::record_batch) break;  // a dictionary, or a message read_next refuses
-      starts.push_back(at + m->metadata_size);
-      at += m->metadata_size + m->metadata.body_length;
-      bytes += m->metadata.body_length;
-      metas.push_back(std::move(*m));
+device_stream_reader::run device_stream_reader::state::read_run(std::int64_t bytes, std::size_t most, stream_view s,
+                                                                std::size_t* planned) {
+  run out;
+  *planned = 0;
+  if (done) return out;
+  std::vector<detail::framed_metadata> metas;
+  std::int64_t at = position;
+  std::int64_t in_run = 0;
+  bool ended = false;
+  while (metas.size() < most) {
+    std::optional<detail::framed_metadata> m;
+    try {
+      m = metadata_at(at);
+    } catch (const error&) {
+      if (metas.empty()) throw;
+      break;  // the run ends before it: the next run meets this message first, and its error
     }
-    if (metas.empty()) {
-      if (ended) {
-        st.done = true;
-        break;
-      }
-      // One message at a time: a dictionary applied, then the batch after it.
-      std::optional<arrow::record_batch> b = read_next(s);
-      if (!b) break;
-      out.push_back(std::move(*b));
+    if (!m) {
+      ended = true;
+      break;
+    }
+    const message_kind k = m->metadata.kind();
+    if (k == message_kind::dictionary_batch && skips(memo, std::get<dictionary_batch_header>(m->metadata.header).id)) {
+      at += m->metadata_size + m->metadata.body_length;  // not needed by the chosen columns
       continue;
     }
-    std::vector<record_batch_header> headers;
-    std::vector<std::string> names;
-    headers.reserve(metas.size());
-    names.reserve(metas.size());
-    std::vector<detail::body_request> requests;
-    for (std::size_t k = 0; k < metas.size(); ++k) {
-      headers.push_back(
-          st.projected(std::get<record_batch_header>(metas[k].metadata.header), metas[k].metadata.version));
-      names.push_back(detail::message_at(starts[k] - metas[k].metadata_size));
+    if (k != message_kind::record_batch) break;  // a dictionary, or a message next_batch refuses
+    if (!metas.empty() && in_run + m->metadata.body_length > bytes) break;
+    out.offsets.push_back(at);
+    at += m->metadata_size + m->metadata.body_length;
+    in_run += m->metadata.body_length;
+    metas.push_back(std::move(*m));
+  }
+  if (metas.empty()) {
+    if (ended) {
+      done = true;
+      return out;
     }
-    for (std::size_t k = 0; k < metas.size(); ++k) {
-      requests.push_back({&headers[k], starts[k], metas[k].metadata.body_length, &names[k]});
+    // One message at a time: a dictionary applied, then the batch after it.
+    *planned = 1;
+    std::int64_t where = 0;
+    std::optional<batch_with_metadata> b = next_batch(s, &where);
+    if (b) {
+      out.batches.push_back(std::move(b->batch));
+      out.offsets.push_back(where);
     }
-    for (arrow::record_batch& b : st.read_batches(requests, metas, st.memo, s)) out.push_back(std::move(b));
-    st.position = at;
-    if (ended) st.done = true;
+    return out;
+  }
+  *planned = metas.size();
+  std::vector<record_batch_header> headers;
+  std::vector<std::string> names;
+  headers.reserve(metas.size());
+  names.reserve(metas.size());
+  std::vector<detail::body_request> requests;
+  for (std::size_t k = 0; k < metas.size(); ++k) {
+    headers.push_back(projected(std::get<record_batch_header>(metas[k].metadata.header), metas[k].metadata.version));
+    names.push_back(detail::message_at(out.offsets[k]));
+  }
+  for (std::size_t k = 0; k < metas.size(); ++k) {
+    requests.push_back(
+        {&headers[k], out.offsets[k] + metas[k].metadata_size, metas[k].metadata.body_length, &names[k]});
+  }
+  out.batches = read_batches(requests, metas, memo, s);
+  position = at;
+  if (ended) done = true;
+  return out;
+}
+
+std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
+  std::vector<arrow::record_batch> out;
+  std::size_t planned = 0;
+  for (;;) {
+    run r = state_->read_run(kStreamJobBytes, std::numeric_limits<std::size_t>::max(), s, &planned);
+    if (r.batches.empty() && state_->done) break;
+    for (arrow::record_batch& b : r.batches) out.push_back(std::move(b));
   }
   return out;
+}
+
+device_stream_reader::run device_stream_reader::read_run(std::int64_t bytes, std::size_t most, stream_view s,
+                                                         std::size_t* planned) {
+  return state_->read_run(bytes, most, s, planned);
+}
+
+std::uint64_t device_stream_reader::dictionaries_version() const noexcept { return state_->memo_version; }
+
+void device_stream_reader::rewind(std::int64_t position, dictionary_memo memo) {
+  state_->position = position;
+  state_->memo = std::move(memo);
+  ++state_->memo_version;
+  state_->done = false;
 }
 
 }  // namespace cuarrow::ipc

@@ -6,6 +6,8 @@
 // reader's (the staging pipeline or cuFile); nothing here touches the
 // file, the driver or device memory.
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,6 +47,17 @@ std::vector<std::vector<int>> groups_of(const device_file_reader& reader, const 
   return groups;
 }
 
+void check(const readahead_options& options) {
+  if (options.depth < 0) {
+    throw invalid_argument("readahead_options: depth (the reads ahead) must be at least 0, not " +
+                           std::to_string(options.depth));
+  }
+  if (options.read_bytes < 1) {
+    throw invalid_argument("readahead_options: read_bytes (the bytes of one read ahead) must be at least 1, not " +
+                           std::to_string(options.read_bytes));
+  }
+}
+
 }  // namespace
 
 struct batch_readahead::state {
@@ -74,14 +87,7 @@ struct batch_readahead::state {
 
 batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<int> indices, readahead_options options)
     : readahead(reader.placement()) {
-  if (options.depth < 0) {
-    throw invalid_argument("readahead_options: depth (the reads ahead) must be at least 0, not " +
-                           std::to_string(options.depth));
-  }
-  if (options.read_bytes < 1) {
-    throw invalid_argument("readahead_options: read_bytes (the bytes of one read ahead) must be at least 1, not " +
-                           std::to_string(options.read_bytes));
-  }
+  check(options);
   for (const int i : indices) detail::check_batch_index(i, reader.num_record_batches());
   state_ = std::make_unique<state>(reader, groups_of(reader, indices, options));
   state* s = state_.get();
@@ -89,5 +95,85 @@ batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<i
 }
 
 batch_readahead::~batch_readahead() { close(); }
+
+// ---- stream_readahead ------------------------------------------------------------------
+
+struct stream_readahead::state {
+  state(device_stream_reader& r, readahead_options o)
+      : reader(r), reads(r.get_context()), run_bytes(o.read_bytes), one_each(o.depth == 0) {}
+
+  static constexpr std::size_t kMaxRun = 4096;  // batches in one read, at most
+
+  device_stream_reader& reader;
+  cuarrow::stream reads;  // the reads' own stream
+  const std::int64_t run_bytes;
+  const bool one_each;  // depth 0: next() reads one batch
+  // Used by one thread at a time (the queue's, then close()'s):
+  bool first = true;
+  // Each batch made, in order: its message's offset and the dictionaries
+  // it was read with (shared while they do not change).
+  std::vector<std::int64_t> offsets;
+  std::vector<std::shared_ptr<const dictionary_memo>> memos;
+  std::shared_ptr<const dictionary_memo> memo;
+  std::uint64_t memo_version = 0;
+  std::mutex closing;  // close(): the reader is put back once
+  bool put_back = false;
+
+  void made(const std::vector<std::int64_t>& at) {
+    if (!memo || memo_version != reader.dictionaries_version()) {
+      memo = std::make_shared<const dictionary_memo>(reader.dictionaries());
+      memo_version = reader.dictionaries_version();
+    }
+    for (const std::int64_t a : at) {
+      offsets.push_back(a);
+      memos.push_back(memo);
+    }
+  }
+
+  // The next run, in one read (one by one when that fails: make_run).
+  arrow::detail::readahead_run produce() noexcept {
+    arrow::detail::readahead_run r;
+    const bool one = std::exchange(first, false) || one_each;
+    std::size_t planned = 0;
+    arrow::detail::make_run(
+        r, planned,
+        [&] {
+          device_stream_reader::run got = reader.read_run(one ? 1 : run_bytes, one ? 1 : kMaxRun, reads, &planned);
+          made(got.offsets);
+          return std::move(got.batches);
+        },
+        [&](std::size_t) {
+          std::size_t p = 0;
+          device_stream_reader::run got = reader.read_run(1, 1, reads, &p);
+          if (got.batches.empty()) {
+            throw invalid_message(reader.path(), "the stream ended where a batch's metadata was read before");
+          }
+          made(got.offsets);
+          return std::move(got.batches.front());
+        });
+    if (r.batches.empty() && !r.error) r.last = true;
+    return r;
+  }
+};
+
+stream_readahead::stream_readahead(device_stream_reader& reader, readahead_options options)
+    : readahead(reader.placement()) {
+  check(options);
+  state_ = std::make_unique<state>(reader, options);
+  state* s = state_.get();
+  start(std::make_unique<arrow::detail::readahead_queue>([s] { return s->produce(); }, options.depth));
+}
+
+stream_readahead::~stream_readahead() { close(); }
+
+void stream_readahead::closed() noexcept {
+  if (!state_) return;
+  state& st = *state_;
+  std::lock_guard lock(st.closing);
+  if (st.put_back) return;
+  st.put_back = true;
+  const auto taken = static_cast<std::size_t>(position());
+  if (taken < st.offsets.size()) st.reader.rewind(st.offsets[taken], *st.memos[taken]);
+}
 
 }  // namespace cuarrow::ipc

@@ -1270,5 +1270,182 @@ TEST_F(IpcFile, ReadaheadRefusesBadArgumentsBeforeReading) {
   EXPECT_FALSE(none.next().has_value());
 }
 
+// ---- a stream read by path, read ahead ---------------------------------------------------
+
+// All of `ahead`'s batches, then the end, for good.
+std::vector<record_batch> drain(readahead& ahead) {
+  std::vector<record_batch> out;
+  while (std::optional<record_batch> b = ahead.next()) out.push_back(std::move(*b));
+  EXPECT_FALSE(ahead.next().has_value());
+  return out;
+}
+
+// Every batch of the stream, in order (dictionary replacements and deltas
+// applied between runs), at every depth and run size, compressed or not;
+// the reader is then at the end.
+TEST_F(IpcFileManyBatches, StreamReadaheadGivesEveryBatchInOrder) {
+  for (const bool dictionaries : {false, true}) {
+    const std::vector<record_batch> batches = many_batches(10, dictionaries, 31);
+    for (const auto& codec : kCodecs) {
+      const std::string path = write("ahead.arrows", written(batches, ipc::stream_writer::format::stream, codec));
+      for (const int depth : {0, 1, 3}) {
+        for (const std::int64_t read_bytes : {std::int64_t{1}, std::int64_t{1} << 40}) {
+          SCOPED_TRACE(std::string(codec ? ipc::to_string(*codec) : "uncompressed") +
+                       (dictionaries ? " with dictionaries" : "") + " depth " + std::to_string(depth) + " read_bytes " +
+                       std::to_string(read_bytes));
+          ipc::device_stream_reader r(path, ctx());
+          {
+            ipc::stream_readahead ahead(r, {depth, read_bytes});
+            EXPECT_EQ(ahead.placement(), r.placement());
+            expect_same(batches, drain(ahead));
+            EXPECT_EQ(ahead.position(), 10);
+          }
+          EXPECT_FALSE(r.read_next().has_value()) << "the reader is at the end";
+          const std::int64_t jobs = r.stats().staging_jobs;
+          if (!dictionaries && read_bytes > 1 && depth > 0) {
+            EXPECT_EQ(jobs, 2) << "the first batch alone, then the rest in one read";
+          }
+        }
+      }
+    }
+  }
+  for (const char* name : kStreams) {
+    SCOPED_TRACE(name);
+    const std::vector<std::byte> bytes = load(name);
+    ipc::stream_reader mem(on_host(bytes));
+    ipc::device_stream_reader r(write(name, bytes), ctx());
+    ipc::stream_readahead ahead(r, {2, std::int64_t{1} << 40});
+    expect_same(mem.read_all(), drain(ahead));
+  }
+}
+
+// Stopped after k batches (closed, or destroyed), with batches read ahead
+// and dictionaries applied past the last one taken: the reader is put back
+// at batch k with the dictionaries batch k was read with, and reads the
+// rest, each batch once.  Closing again (the destructor) after reading on
+// does not move it back.
+TEST_F(IpcFileManyBatches, StreamReadaheadPutsTheReaderBackAtTheFirstBatchNotTaken) {
+  for (const bool dictionaries : {false, true}) {
+    const std::vector<record_batch> batches = many_batches(10, dictionaries, 32);
+    const std::string path = write("back.arrows", written(batches, ipc::stream_writer::format::stream, std::nullopt));
+    for (const std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{4}, std::size_t{10}}) {
+      SCOPED_TRACE(std::string(dictionaries ? "with dictionaries, " : "") + std::to_string(k) + " taken");
+      ipc::device_stream_reader r(path, ctx());
+      std::vector<record_batch> got;
+      {
+        ipc::stream_readahead ahead(r, {3, 1});  // a batch a read, three reads ahead
+        for (std::size_t i = 0; i < k; ++i) got.push_back(ahead.next().value());
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it read ahead
+        ahead.close();
+        ahead.close();
+        EXPECT_FALSE(ahead.next().has_value());
+        if (k < batches.size()) {
+          got.push_back(r.read_next().value());  // read on while `ahead` lives
+        }
+      }  // destroyed: the reader stays where it is
+      for (const record_batch& b : r.read_all()) got.push_back(b);
+      expect_same(batches, got);
+    }
+  }
+  // The golden stream with deltas: put back after each batch in turn.
+  const std::vector<std::byte> bytes = load("dictionary_deltas.arrows");
+  const std::vector<record_batch> all = ipc::stream_reader(on_host(bytes)).read_all();
+  const std::string path = write("deltas.arrows", bytes);
+  for (std::size_t k = 0; k <= all.size(); ++k) {
+    SCOPED_TRACE(std::to_string(k) + " taken");
+    ipc::device_stream_reader r(path, ctx());
+    std::vector<record_batch> got;
+    {
+      ipc::stream_readahead ahead(r, {2, 1});
+      for (std::size_t i = 0; i < k; ++i) got.push_back(ahead.next().value());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (const record_batch& b : r.read_all()) got.push_back(b);
+    expect_same(all, got);
+  }
+}
+
+// A stream cut in the middle of batch 7: batches 0-6 come (the run that
+// failed read again batch by batch), then the error (its body runs past
+// the end), for good; nothing stays allocated, and the reader is left at batch 7.
+TEST_F(IpcFileManyBatches, StreamReadaheadGivesTheGoodBatchesBeforeTheErrorThenTheError) {
+  const std::vector<record_batch> batches = many_batches(12, false, 33);
+  for (const auto& codec : kCodecs) {
+    SCOPED_TRACE(codec ? ipc::to_string(*codec) : "uncompressed");
+    const std::vector<std::byte> good = written(batches, ipc::stream_writer::format::stream, codec);
+    // Where batch 7's message starts and ends, from the whole stream.
+    std::int64_t batch7 = 0, cut = 0;
+    {
+      ipc::device_stream_reader probe(write("cut.arrows", good), ctx());
+      for (int i = 0; i < 7; ++i) (void)probe.read_next();
+      batch7 = probe.position();
+      (void)probe.read_next();
+      cut = probe.position() - 8;  // inside batch 7's body
+    }
+    for (const int depth : {2, 0}) {
+      SCOPED_TRACE("depth " + std::to_string(depth));
+      const std::string path = write("cut.arrows", good);
+      ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(cut)), 0);
+      const std::int64_t allocated_before = ctx().bytes_allocated();
+      ipc::device_stream_reader r(path, ctx());
+      {
+        ipc::stream_readahead ahead(r, {depth, std::int64_t{1} << 40});  // depth 2: batches 1-7 in one read
+        std::vector<record_batch> taken;
+        for (int i = 0; i < 7; ++i) {
+          std::optional<record_batch> got = ahead.next();
+          ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
+          EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
+          taken.push_back(std::move(*got));
+        }
+        for (int attempt = 0; attempt < 2; ++attempt) {
+          try {
+            (void)ahead.next();
+            ADD_FAILURE() << "batch 7 lies past the end of the file";
+          } catch (const ipc::invalid_message& e) {
+            EXPECT_NE(std::string(e.what()).find("runs past the end"), std::string::npos) << e.what();
+          }
+        }
+        EXPECT_EQ(ahead.position(), 7);
+      }
+      EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
+      EXPECT_EQ(r.position(), batch7) << "the reader is left at batch 7";
+    }
+  }
+}
+
+// A read of several batches that fails as a whole (its device memory: the
+// emulation fails the run's allocation) is done again batch by batch: every
+// batch still comes, in order.
+TEST_F(IpcFileManyBatches, StreamReadaheadReadsAFailedRunAgainBatchByBatch) {
+  const cuarrow_test::fault_api& f = cuarrow_test::faults();
+  if (!f.available()) GTEST_SKIP() << "fails one allocation: needs the host emulation's fault injection";
+  const std::vector<record_batch> batches = many_batches(10, false, 34);
+  const std::string path = write("again.arrows", written(batches, ipc::stream_writer::format::stream, std::nullopt));
+  const std::int64_t allocated_before = ctx().bytes_allocated();
+  ipc::device_stream_reader r(path, ctx());
+  f.clear();
+  // The second run's allocation (batches 1-9), from the pool or not.
+  ASSERT_EQ(f.inject("cuMemAllocFromPoolAsync", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
+  ASSERT_EQ(f.inject("cuMemAllocAsync", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
+  std::vector<record_batch> got;
+  {
+    ipc::stream_readahead ahead(r, {1, std::int64_t{1} << 40});
+    got = drain(ahead);
+  }
+  EXPECT_EQ(f.injected(), 1u) << "the second run's allocation failed";
+  f.clear();
+  expect_same(batches, got);
+  EXPECT_FALSE(r.read_next().has_value()) << "the reader is at the end";
+  got.clear();
+  EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
+}
+
+TEST_F(IpcFile, StreamReadaheadRefusesBadArgumentsBeforeReading) {
+  ipc::device_stream_reader r(write_golden("primitives.arrows"), ctx());
+  EXPECT_THROW(ipc::stream_readahead(r, {-1}), cuarrow::invalid_argument);
+  EXPECT_THROW(ipc::stream_readahead(r, {1, 0}), cuarrow::invalid_argument);
+  EXPECT_EQ(r.stats().batches, 0) << "nothing read";
+}
+
 }  // namespace
 }  // namespace cuarrow_ipc_file_test

@@ -25,6 +25,9 @@ class readahead_queue;  // src/arrow/readahead.hpp
 /// any thread (one at a time is served).
 class CUARROW_EXPORT readahead {
  public:
+  /// A derived class calls close() in its destructor, before the state its
+  /// producer uses goes.
+  virtual ~readahead();
   readahead(const readahead&) = delete;
   readahead& operator=(const readahead&) = delete;
 
@@ -44,11 +47,10 @@ class CUARROW_EXPORT readahead {
 
  protected:
   explicit readahead(arrow::placement where) noexcept;
-  /// A derived class calls close() in its destructor, before the state its
-  /// producer uses goes.
-  ~readahead();
   /// Starts making batches: `queue` calls the derived class's producer.
   void start(std::unique_ptr<detail::readahead_queue> queue) noexcept;
+  /// Called by every close() once the work in progress has ended.
+  virtual void closed() noexcept {}
 
  private:
   std::unique_ptr<detail::readahead_queue> queue_;

@@ -310,6 +310,8 @@ class CUARROW_EXPORT device_stream_reader {
   /// leaves position() before that job's batches.
   std::vector<arrow::record_batch> read_all(stream_view s = {});
   const dictionary_memo& dictionaries() const noexcept;
+  /// The context whose memory the batches are read into.
+  const context& get_context() const noexcept;
   /// Bytes of the file consumed so far (the next message's offset).
   std::int64_t position() const noexcept;
 
@@ -320,6 +322,48 @@ class CUARROW_EXPORT device_stream_reader {
   const std::string& path() const noexcept;
 
  private:
+  friend class stream_readahead;
+  // For stream_readahead: runs of batches with their messages' offsets,
+  // and a way back to the first batch it did not hand out.
+  struct run {
+    std::vector<arrow::record_batch> batches;
+    std::vector<std::int64_t> offsets;
+  };
+  run read_run(std::int64_t bytes, std::size_t most, stream_view s, std::size_t* planned);
+  std::uint64_t dictionaries_version() const noexcept;
+  void rewind(std::int64_t position, dictionary_memo memo);
+
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// Batches of a device_stream_reader read on a thread of their own, ahead
+/// of the caller (arrow::readahead), so that reading the stream overlaps
+/// what the caller does with the batches before.  Each read is one staging
+/// job of consecutive record batches (up to options.read_bytes of bodies;
+/// a dictionary batch to apply ends a run and is read with the batch after
+/// it), on a stream of its own, synchronized before its batches are handed
+/// out.  The reader must outlive this object and is not to be used until
+/// close(); close() (and the destructor) puts the reader back at the first
+/// batch not handed out, with the dictionaries that batch was read
+/// with, so that reading the reader on reads every batch not handed out,
+/// once (their bytes are read again and counted again in bytes_read()).
+/// next(): when a read fails, its batches are read again one at a time, so
+/// that every batch before the failing one is still returned; then the
+/// failing batch's error (invalid_message, io_error, cuda_error,
+/// out_of_memory ...) is thrown.  placement(): the reader's.
+class CUARROW_EXPORT stream_readahead : public arrow::readahead {
+ public:
+  /// Starts reading `reader`'s next batches.  Throws invalid_argument for
+  /// options out of range, before anything is read; cuda_error when the
+  /// reads' stream cannot be made.
+  explicit stream_readahead(device_stream_reader& reader, readahead_options options = {});
+  /// close().
+  ~stream_readahead();
+
+ private:
+  void closed() noexcept override;  // puts the reader back, the first time
+
   struct state;
   std::unique_ptr<state> state_;
 };
