@@ -24,7 +24,11 @@ or its training step does).  The loops, one after another, each timed
   (each batch read when asked);
 - cuarrow as a plain loop reads: ``for b in ipc.open_file(path)`` (read-ahead:
   2 reads of up to 64 MiB of batches ahead, on a thread of their own), and
-  ``iter_batches(readahead_bytes=N)`` for each N of --readahead-bytes.
+  ``iter_batches(readahead_bytes=N)`` for each N of --readahead-bytes;
+- the same batches written as an IPC stream: pyarrow's
+  ``pa.ipc.open_stream(pa.memory_map(path))`` + ``cuda.to_device``, and
+  cuarrow's ``ipc.open_stream(path)`` without and with read-ahead
+  (``cuarrow::ipc::stream_readahead``).
 
 For each step rate, and with no work (the read alone): the loop's seconds
 (median), GB/s of the file's bytes, and for the loops with work
@@ -78,6 +82,11 @@ def main() -> int:
         nbytes = path.stat().st_size
         with pa.ipc.open_file(path) as f:
             batches = f.num_record_batches
+        # The same batches as an IPC stream (no footer: read in order).
+        stream_path = workdir / "table.arrows"
+        with pa.ipc.new_stream(stream_path, table.schema) as w:
+            for b in table.to_batches(max_chunksize=max(1, table.num_rows // batches)):
+                w.write_batch(b)
         del table
         result |= {"nbytes": nbytes, "batches": batches, "emulated": cuda.is_emulated()}
         print(f"file: {bench.fmt_size(nbytes)}, {batches} batches", flush=True)
@@ -103,11 +112,27 @@ def main() -> int:
 
             return loop
 
+        def pyarrow_stream_loop(step: Callable[[Any], None]) -> None:
+            with pa.ipc.open_stream(pa.memory_map(str(stream_path))) as f:
+                for b in f:
+                    step(cuda.to_device(b))
+
+        def cuarrow_stream_loop(**options: int) -> Callable[[Callable[[Any], None]], None]:
+            def loop(step: Callable[[Any], None]) -> None:
+                r = ipc.open_stream(str(stream_path))
+                for b in r.iter_batches(**options) if options else r:
+                    step(b)
+
+            return loop
+
         loops = {
             "pyarrow memory_map + to_device": pyarrow_loop,
             "pyarrow memory_map + cuarrow prefetch_to_device": prefetch_loop,
             "cuarrow iter_batches(readahead=0)": cuarrow_loop(readahead=0),
             "cuarrow for b in open_file(path) (read-ahead)": cuarrow_loop(),
+            "stream: pyarrow memory_map + to_device": pyarrow_stream_loop,
+            "stream: cuarrow iter_batches(readahead=0)": cuarrow_stream_loop(readahead=0),
+            "stream: cuarrow for b in open_stream(path)": cuarrow_stream_loop(),
         }
         for size in (bench.parse_size(s) for s in args.readahead_bytes.split(",") if s):
             loops[f"cuarrow iter_batches(readahead_bytes={bench.fmt_size(size)})"] = cuarrow_loop(readahead_bytes=size)

@@ -459,12 +459,10 @@ class IpcPathFileReader:
 
     def read_batches(self, indices: Sequence[int]) -> list: ...
 
-class IpcBatchReadahead:
+class Readahead:
     """
-    Batches of an IpcPathFileReader read ahead on a thread of their own (cuarrow::ipc::batch_readahead).
+    Batches read ahead of the caller on a thread of their own (cuarrow::arrow::readahead).
     """
-
-    def __init__(self, reader: IpcPathFileReader, indices: Sequence[int], depth: int, read_bytes: int) -> None: ...
 
     def next(self) -> object: ...
 
@@ -472,6 +470,13 @@ class IpcBatchReadahead:
 
     @property
     def position(self) -> int: ...
+
+class IpcBatchReadahead(Readahead):
+    """
+    Batches of an IpcPathFileReader read ahead (cuarrow::ipc::batch_readahead).
+    """
+
+    def __init__(self, reader: IpcPathFileReader, indices: Sequence[int], depth: int, read_bytes: int) -> None: ...
 
 class IpcPathStreamReader:
     """
@@ -499,6 +504,13 @@ class IpcPathStreamReader:
 
     @property
     def read_path_reason(self) -> str: ...
+
+class IpcStreamReadahead(Readahead):
+    """
+    Batches of an IpcPathStreamReader read ahead; close() puts the reader back at the first batch not taken (cuarrow::ipc::stream_readahead).
+    """
+
+    def __init__(self, reader: IpcPathStreamReader, depth: int, read_bytes: int) -> None: ...
 
 class IpcPathWriter:
     """

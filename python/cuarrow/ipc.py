@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -524,31 +525,93 @@ class RecordBatchStreamReader(_Reader):
         # A stream starts with its schema: nothing else is read.
         return _schema_from(_lib.IpcPathStreamReader(path, ctx._ctx).schema_capsule())
 
+    # A weak reference to a path's read-ahead in progress (iter_batches; its
+    # loop holds it), or None.  Every other read stops it first: stopping
+    # puts the reader back at the first batch the loop did not take.  A
+    # loop dropped unfinished drops it, which stops it the same way.
+    _ahead: Any = None
+
+    def _reading_ahead(self) -> Any:
+        return None if self._ahead is None else self._ahead()
+
+    def _stop_reading_ahead(self) -> None:
+        ahead, self._ahead = self._reading_ahead(), None
+        if ahead is not None:
+            ahead.close()
+
+    def _next(self) -> Any:
+        self._stop_reading_ahead()
+        return self._reader.read_next_with_metadata()
+
     def read_next_batch(self) -> DeviceRecordBatch:
         """The next batch; StopIteration at the end of the stream."""
-        got: Any = self._reader.read_next_with_metadata()
+        got: Any = self._next()
         if got is None:
             raise StopIteration
         return _batch_from(self._schema, got[0])
 
     def __iter__(self) -> Iterator[DeviceRecordBatch]:
+        return self.iter_batches()
+
+    def iter_batches(self, *, readahead: int = 2, readahead_bytes: int = 64 << 20) -> Iterator[DeviceRecordBatch]:
+        """The batches from here to the end of the stream.  From a path,
+        read on a thread of their own ahead of the loop, so that reading
+        the stream overlaps what the loop does with the batches before: up
+        to `readahead` reads ahead of the batch in hand, each one staging
+        job of consecutive batches whose bodies stay within
+        `readahead_bytes` (the first read takes one batch; a dictionary
+        batch ends a read).  About ``readahead * readahead_bytes`` of device
+        memory is held ahead.  ``readahead=0`` reads each batch when it is
+        asked for.  Each batch is on the device when it is handed out.  A
+        loop left early, or any other read of this reader, stops the
+        reading ahead and puts the reader back at the first batch the loop
+        did not take, so nothing is skipped: ``read_next_batch()`` after
+        ``break`` gives the batch after the last one the loop had (the
+        batches read ahead are read again).  A read that fails still yields
+        the batches before the failing one, then raises its error.
+        ``readahead < 0`` or ``readahead_bytes < 1`` raise ValueError.  In
+        device memory every batch is already there: `readahead` and
+        `readahead_bytes` are ignored."""
+        if self._where is None or readahead == 0:
+            return self._each()
+        self._stop_reading_ahead()
+        ahead = _lib.IpcStreamReadahead(self._reader, readahead, readahead_bytes)
+        self._ahead = weakref.ref(ahead)
+        return self._read_ahead(ahead)
+
+    def _each(self) -> Iterator[DeviceRecordBatch]:
         while True:
-            got: Any = self._reader.read_next_with_metadata()
+            got: Any = self._next()
             if got is None:
                 return
             yield _batch_from(self._schema, got[0])
 
+    def _read_ahead(self, ahead: Any) -> Iterator[DeviceRecordBatch]:
+        try:
+            while True:
+                got = ahead.next()
+                if got is None:
+                    if self._reading_ahead() is not ahead:
+                        # Another read of this reader stopped it (and put the
+                        # reader back): go on from there, a batch at a time.
+                        yield from self._each()
+                    return
+                yield _batch_from(self._schema, got)
+        finally:
+            if self._reading_ahead() is ahead:
+                self._stop_reading_ahead()
+
     def read_next_batch_with_custom_metadata(self) -> Any:
         """(batch, custom_metadata) of the next batch (pyarrow's
         RecordBatchWithMetadata); StopIteration at the end of the stream."""
-        got: Any = self._reader.read_next_with_metadata()
+        got: Any = self._next()
         if got is None:
             raise StopIteration
         return _with_metadata(_batch_from(self._schema, got[0]), got[1])
 
     def iter_batches_with_custom_metadata(self) -> Iterator[Any]:
         while True:
-            got: Any = self._reader.read_next_with_metadata()
+            got: Any = self._next()
             if got is None:
                 return
             yield _with_metadata(_batch_from(self._schema, got[0]), got[1])
@@ -557,11 +620,17 @@ class RecordBatchStreamReader(_Reader):
         """The remaining batches as a DeviceTable (zero-copy; the batches
         between dictionaries validated together; from a path, read through
         staging jobs of many batches each)."""
+        self._stop_reading_ahead()
         if hasattr(self._reader, "read_all"):
             return DeviceTable.from_batches(
                 [_batch_from(self._schema, b) for b in self._reader.read_all()], self._schema
             )
-        return DeviceTable.from_batches(list(self), self._schema)
+        return DeviceTable.from_batches(list(self._each()), self._schema)
+
+    def close(self) -> None:
+        """Stops a loop's reading ahead (the reader is put back at the first
+        batch the loop did not take)."""
+        self._stop_reading_ahead()
 
 
 class RecordBatchFileReader(_Reader):

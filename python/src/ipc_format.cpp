@@ -324,9 +324,19 @@ void bind_ipc_format(nb::module_& m) {
             return batch_handles(released([&] { return self.r.read_batches(indices); }), self.r.placement());
           },
           nb::arg("indices"));
-  nb::class_<ci::batch_readahead>(m, "IpcBatchReadahead",
-                                  "Batches of an IpcPathFileReader read ahead on a thread of their own "
-                                  "(cuarrow::ipc::batch_readahead).")
+  nb::class_<ca::readahead>(m, "Readahead",
+                            "Batches read ahead of the caller on a thread of their own (cuarrow::arrow::readahead).")
+      .def("next",
+           [](ca::readahead& self) -> nb::object {
+             std::optional<ca::record_batch> b = released([&] { return self.next(); });
+             if (!b) return nb::none();
+             return batch_handle(std::move(*b), self.placement());
+           })
+      .def(
+          "close", [](ca::readahead& self) { self.close(); }, release_gil())
+      .def_prop_ro("position", [](const ca::readahead& self) { return self.position(); });
+  nb::class_<ci::batch_readahead, ca::readahead>(
+      m, "IpcBatchReadahead", "Batches of an IpcPathFileReader read ahead (cuarrow::ipc::batch_readahead).")
       .def(
           "__init__",
           [](ci::batch_readahead* self, const PathFileReader& reader, std::vector<int> indices, int depth,
@@ -334,19 +344,22 @@ void bind_ipc_format(nb::module_& m) {
             nb::gil_scoped_release r;
             new (self) ci::batch_readahead(reader.r, std::move(indices), {depth, read_bytes});
           },
-          nb::arg("reader"), nb::arg("indices"), nb::arg("depth"), nb::arg("read_bytes"), nb::keep_alive<1, 2>())
-      .def("next",
-           [](ci::batch_readahead& self) -> nb::object {
-             std::optional<ca::record_batch> b = released([&] { return self.next(); });
-             if (!b) return nb::none();
-             return batch_handle(std::move(*b), self.placement());
-           })
-      .def(
-          "close", [](ci::batch_readahead& self) { self.close(); }, release_gil())
-      .def_prop_ro("position", [](const ci::batch_readahead& self) { return self.position(); });
+          nb::arg("reader"), nb::arg("indices"), nb::arg("depth"), nb::arg("read_bytes"), nb::keep_alive<1, 2>());
   nb::class_<PathStreamReader> path_stream_reader(
       m, "IpcPathStreamReader", "An IPC stream read by path into device memory (cuarrow::ipc::device_stream_reader).");
   reader_methods(path_stream_reader);
+  nb::class_<ci::stream_readahead, ca::readahead>(
+      m, "IpcStreamReadahead", nb::is_weak_referenceable(),
+      "Batches of an IpcPathStreamReader read ahead; close() puts the reader back at the first batch not taken "
+      "(cuarrow::ipc::stream_readahead).")
+      .def(
+          "__init__",
+          [](ci::stream_readahead* self, PathStreamReader& reader, int depth, std::int64_t read_bytes) {
+            nb::gil_scoped_release r;
+            const std::lock_guard lock(reader.mu);  // no read of the reader's own is running
+            new (self) ci::stream_readahead(reader.r, {depth, read_bytes});
+          },
+          nb::arg("reader"), nb::arg("depth"), nb::arg("read_bytes"), nb::keep_alive<1, 2>());
 
   nb::class_<PathWriter> path_writer(
       m, "IpcPathWriter", "Writes an IPC stream or file to a path (cuarrow::ipc::file_writer), batch by batch.");

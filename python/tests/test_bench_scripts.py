@@ -147,9 +147,11 @@ def test_readahead_probe_times_every_loop_with_and_without_work(tmp_path):
     run_script("readahead_probe.py", *small, "--dir", str(tmp_path), "--out", str(out))
     result = json.loads(out.read_text())
     assert result["emulated"] and result["batches"] > 1
-    # pyarrow's, pyarrow's prefetched, cuarrow's without, with and with 1 MiB runs
-    assert len(result["loops"]) == 5
+    # pyarrow's, pyarrow's prefetched, cuarrow's without, with and with 1 MiB
+    # runs; over a stream, pyarrow's and cuarrow's without and with read-ahead
+    assert len(result["loops"]) == 8
     assert "pyarrow memory_map + cuarrow prefetch_to_device" in result["loops"]
+    assert "stream: cuarrow for b in open_stream(path)" in result["loops"]
     for row in result["loops"].values():
         assert row["read_alone_s"] > 0 and set(row["with_work"]) == {"40.0"}
     assert not list(tmp_path.glob("readahead-probe-*")), "the probe's files are removed"

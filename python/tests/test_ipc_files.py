@@ -265,6 +265,105 @@ def test_reading_ahead_refuses_bad_arguments(ctx, tmp_path):
     assert pa.Table.from_batches([b.to_host() for b in ipc.open_file(buf).iter_batches()]).equals(_wide())
 
 
+def _dictionary_stream(path, batches=10):
+    """A stream whose dictionary is replaced before every batch."""
+    schema = pa.schema([pa.field("d", pa.dictionary(pa.int32(), pa.string())), pa.field("i", pa.int64())])
+    host = [
+        pa.record_batch(
+            [
+                pa.DictionaryArray.from_arrays(pa.array([0, 1, 0] * (k + 1), pa.int32()), [f"a{k}", f"b{k}"]),
+                pa.array(range(3 * (k + 1)), pa.int64()),
+            ],
+            schema=schema,
+        )
+        for k in range(batches)
+    ]
+    with pa.ipc.new_stream(path, schema) as w:
+        for b in host:
+            w.write_batch(b)
+    return host
+
+
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"])
+def test_iterating_a_stream_by_path_reads_ahead_and_gives_every_batch_in_order(ctx, tmp_path, compression):
+    table = _wide(rows=12000, chunks=12)
+    host = table.to_batches()
+    path = _write_stream(tmp_path / "ahead.arrows", table, compression)
+    r = ipc.open_stream(path)
+    got = [b.to_host() for b in r]
+    assert len(got) == 12 and all(g.equals(h) for g, h in zip(got, host))
+    assert r.stats()["staging_jobs"] == 2, "the first batch alone, then the other 11 in one staging job"
+    with pytest.raises(StopIteration):
+        r.read_next_batch()
+    for kwargs in ({"readahead": 1, "readahead_bytes": 1}, {"readahead": 0}):
+        got = [b.to_host() for b in ipc.open_stream(path).iter_batches(**kwargs)]
+        assert len(got) == 12 and all(g.equals(h) for g, h in zip(got, host)), kwargs
+    # Dictionaries replaced between batches.
+    dpath = tmp_path / "dict.arrows"
+    dhost = _dictionary_stream(dpath)
+    assert [b.to_host() for b in ipc.open_stream(dpath)] == dhost
+
+
+def test_a_stream_loop_left_early_puts_the_reader_back_at_the_next_batch(ctx, tmp_path):
+    table = _wide(rows=12000, chunks=12)
+    host = table.to_batches()
+    path = _write_stream(tmp_path / "early.arrows", table)
+    r = ipc.open_stream(path)
+    before = ctx.bytes_allocated
+    for k, b in enumerate(r.iter_batches(readahead=3, readahead_bytes=1)):
+        assert b.to_host().equals(host[k])
+        if k == 1:
+            break
+    del b
+    gc.collect()
+    assert ctx.bytes_allocated == before, "what was read ahead is freed"
+    # pyarrow's reader goes on after the last batch the loop took: so does this one.
+    assert r.read_next_batch().to_host().equals(host[2])
+    # A loop, a read of the reader inside it, the loop again: each batch once, in order.
+    it = iter(r)
+    got = [next(it).to_host(), r.read_next_batch().to_host(), next(it).to_host()]
+    assert got == host[3:6]
+    del it
+    assert [b.to_host() for b in r.iter_batches()] == host[6:]
+    # A loop never started, dropped; then read_all from where the reader was.
+    r = ipc.open_stream(path)
+    assert r.read_next_batch().to_host().equals(host[0])
+    batches = r.iter_batches(readahead=2)
+    del batches
+    gc.collect()
+    assert r.read_all().to_host().equals(pa.Table.from_batches(host[1:]))
+    # With dictionaries replaced between batches: put back with the right ones.
+    dpath = tmp_path / "dict.arrows"
+    dhost = _dictionary_stream(dpath)
+    for stop in (0, 3, 9):
+        r = ipc.open_stream(dpath)
+        got = []
+        for k, b in enumerate(r.iter_batches(readahead=3, readahead_bytes=1)):
+            got.append(b.to_host())
+            if k == stop:
+                break
+        got += [b.to_host() for b in r.read_all().to_batches()]
+        assert got == dhost, stop
+
+
+def test_stream_reading_ahead_gives_the_batches_before_a_failing_read_then_its_error(ctx, tmp_path):
+    table = _wide(rows=12000, chunks=12)
+    path = _write_stream(tmp_path / "cut.arrows", table)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) * 2 // 3)
+    r = ipc.open_stream(path)
+    got = []
+    with pytest.raises(pa.ArrowInvalid, match="runs past the end"):
+        for b in r.iter_batches(readahead=2, readahead_bytes=1 << 40):
+            got.append(b.to_host())
+    assert 0 < len(got) < 12
+    assert all(g.equals(h) for g, h in zip(got, table.to_batches()))
+    with pytest.raises(ValueError, match=r"depth \(the reads ahead\) must be at least 0, not -1"):
+        r.iter_batches(readahead=-1)
+    with pytest.raises(ValueError, match=r"read_bytes \(the bytes of one read ahead\) must be at least 1, not 0"):
+        r.iter_batches(readahead_bytes=0)
+
+
 @pytest.mark.multi_device
 def test_into_another_context(ctx1, tmp_path):
     table = _table(pa.int64())
