@@ -1178,6 +1178,28 @@ TEST_F(IpcFileManyBatches, ReadaheadOfDepthZeroReadsOnlyWhatIsAskedFor) {
   EXPECT_EQ(ahead.position(), 3);
 }
 
+// Batches 0-6 of `batches` from `ahead` (a file or stream cut inside
+// batch 7), then twice an E whose message says `says`; 7 handed out.
+template <class E>
+void expect_seven_then_error(readahead& ahead, const std::vector<record_batch>& batches, const std::string& says) {
+  std::vector<record_batch> taken;
+  for (int i = 0; i < 7; ++i) {
+    std::optional<record_batch> got = ahead.next();
+    ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
+    EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
+    taken.push_back(std::move(*got));
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      (void)ahead.next();
+      ADD_FAILURE() << "batch 7 lies past the end of the file";
+    } catch (const E& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(ahead.position(), 7);
+}
+
 // A read that fails: the batches before the failing one still come (its
 // read is redone batch by batch), then its io_error, for good; nothing is
 // left allocated once the batches taken are gone, and the reader reads
@@ -1197,22 +1219,7 @@ TEST_F(IpcFileManyBatches, ReadaheadGivesTheGoodBatchesBeforeTheErrorThenTheErro
       {
         const std::vector<int> all = first(12);
         ipc::batch_readahead ahead(r, all, {depth, std::int64_t{1} << 40});  // depth 2: batches 1-11 in one read
-        std::vector<record_batch> taken;
-        for (int i = 0; i < 7; ++i) {
-          std::optional<record_batch> got = ahead.next();
-          ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
-          EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
-          taken.push_back(std::move(*got));
-        }
-        for (int attempt = 0; attempt < 2; ++attempt) {
-          try {
-            (void)ahead.next();
-            ADD_FAILURE() << "batch 7 lies past the end of the file";
-          } catch (const cuarrow::io_error& e) {
-            EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-          }
-        }
-        EXPECT_EQ(ahead.position(), 7);
+        expect_seven_then_error<cuarrow::io_error>(ahead, batches, path);
       }
       EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
       write("cut_ahead.arrow", good);
@@ -1389,23 +1396,8 @@ TEST_F(IpcFileManyBatches, StreamReadaheadGivesTheGoodBatchesBeforeTheErrorThenT
       const std::int64_t allocated_before = ctx().bytes_allocated();
       ipc::device_stream_reader r(path, ctx());
       {
-        ipc::stream_readahead ahead(r, {depth, std::int64_t{1} << 40});  // depth 2: batches 1-7 in one read
-        std::vector<record_batch> taken;
-        for (int i = 0; i < 7; ++i) {
-          std::optional<record_batch> got = ahead.next();
-          ASSERT_TRUE(got.has_value()) << "batch " << i << " lies before the cut";
-          EXPECT_TRUE(same_values(batches[static_cast<std::size_t>(i)], to_host(*got))) << i;
-          taken.push_back(std::move(*got));
-        }
-        for (int attempt = 0; attempt < 2; ++attempt) {
-          try {
-            (void)ahead.next();
-            ADD_FAILURE() << "batch 7 lies past the end of the file";
-          } catch (const ipc::invalid_message& e) {
-            EXPECT_NE(std::string(e.what()).find("runs past the end"), std::string::npos) << e.what();
-          }
-        }
-        EXPECT_EQ(ahead.position(), 7);
+        ipc::stream_readahead ahead(r, {depth, std::int64_t{1} << 40});  // depth 2: batches 1-6 in one read
+        expect_seven_then_error<ipc::invalid_message>(ahead, batches, "runs past the end");
       }
       EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
       EXPECT_EQ(r.position(), batch7) << "the reader is left at batch 7";
