@@ -14,7 +14,9 @@
 // accepts too, with as many batches of as many rows (a value taken wrongly
 // from the slots would let through what the in-memory reader refuses; a
 // projection reads, and checks, only its columns); every batch accepted
-// copies to the host, which checks what host readers index with.
+// copies to the host, which checks what host readers index with; a stream
+// read ahead (stream_readahead, in runs) gives the batches read_next gives,
+// and fails after them where read_next fails.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -123,8 +125,30 @@ void as_file(const cuarrow::buffer& bytes, bool project, bool gpu) {
   if (rows_of(got) != expected) cuarrow_fuzz::property_failed("a file read by path has other batches or rows");
 }
 
+// The rows of the batches a stream_readahead (runs of up to 64 KiB of
+// bodies, one run ahead) hands out, up to kMaxBatches; `*failed` when it
+// then threw.
+std::vector<std::int64_t> rows_read_ahead(bool project, bool gpu, bool* failed) {
+  std::vector<std::int64_t> rows;
+  *failed = false;
+  try {
+    ipc::device_stream_reader r(scratch().path, cuarrow::context::get(0), path_options(project, gpu));
+    ipc::stream_readahead ahead(r, {1, 64 << 10});
+    while (rows.size() < kMaxBatches) {
+      std::optional<cuarrow::arrow::record_batch> b = ahead.next();
+      if (!b) break;
+      (void)cuarrow::arrow::to_host(*b);  // as the read_next loop does
+      rows.push_back(b->num_rows);
+    }
+  } catch (const cuarrow::invalid_argument&) {
+    *failed = true;
+  }
+  return rows;
+}
+
 void as_stream(const cuarrow::buffer& bytes, bool project, bool gpu) {
   std::vector<cuarrow::arrow::record_batch> got;
+  bool failed = false;
   try {
     ipc::device_stream_reader r(scratch().path, cuarrow::context::get(0), path_options(project, gpu));
     while (got.size() < kMaxBatches) {
@@ -134,9 +158,15 @@ void as_stream(const cuarrow::buffer& bytes, bool project, bool gpu) {
       got.push_back(std::move(*b));
     }
   } catch (const cuarrow::invalid_argument&) {
-    return;
+    failed = true;
   }
-  if (project) return;
+  // Read ahead in runs, the same batches come, and the same failure after them.
+  bool ahead_failed = false;
+  const std::vector<std::int64_t> ahead = rows_read_ahead(project, gpu, &ahead_failed);
+  if (ahead != rows_of(got) || (got.size() < kMaxBatches && ahead_failed != failed)) {
+    cuarrow_fuzz::property_failed("a stream read ahead has other batches, rows or failure than read_next");
+  }
+  if (failed || project) return;
   std::vector<std::int64_t> expected;
   try {
     ipc::stream_reader mem(bytes, host_decompress());
