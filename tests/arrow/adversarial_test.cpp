@@ -56,9 +56,13 @@ TEST(ArrowAdversarial, BuffersOfOneImportInTwoAllocationsCopyApart) {
   ASSERT_EQ(host.buffers[0].size(), 200);
   ASSERT_EQ(host.buffers[1].size(), 6400);
 
-  // The two buffers, each its own device allocation, the bitmap first.
-  cuarrow::buffer bits = cuarrow::allocate_device(ctx, 200);
-  cuarrow::buffer vals = cuarrow::allocate_device(ctx, 6400);
+  // The two buffers, each its own device allocation, the bitmap first: from
+  // a pool of their own where pools exist, so that where they land does
+  // not depend on what the tests before left in the shared one.
+  std::shared_ptr<cuarrow::device_memory_resource> fresh;
+  if (ctx.properties().memory_pools_supported) fresh = std::make_shared<cuarrow::ipc_pool_resource>(ctx);
+  cuarrow::buffer bits = cuarrow::allocate_device(ctx, 200, {}, fresh);
+  cuarrow::buffer vals = cuarrow::allocate_device(ctx, 6400, {}, fresh);
   cuarrow::copy(bits, 0, host.buffers[0], 0, 200);
   cuarrow::copy(vals, 0, host.buffers[1], 0, 6400);
   const std::uintptr_t gap = vals.address() - (bits.address() + 200);
