@@ -14,7 +14,7 @@ namespace cuarrow::arrow {
 
 namespace detail {
 
-readahead_queue::readahead_queue(std::function<readahead_run()> produce, int depth)
+readahead_queue::readahead_queue(std::function<readahead_run(std::int64_t taken)> produce, int depth)
     : produce_(std::move(produce)), depth_(depth) {
   if (depth_ > 0) thread_ = std::thread([this] { run(); });
 }
@@ -28,7 +28,7 @@ void readahead_queue::run() noexcept {
       changed_.wait(lock, [&] { return stop_ || static_cast<int>(ready_.size()) < depth_; });
       if (stop_) break;
     }
-    readahead_run r = produce_();
+    readahead_run r = produce_(taken_.load());
     std::lock_guard lock(mu_);  // released before `r` (declared first) is destroyed
     if (!r.batches.empty() && !stop_) ready_.push_back(std::move(r.batches));
     changed_.notify_all();
@@ -47,7 +47,7 @@ bool readahead_queue::refill(std::unique_lock<std::mutex>& lock) {
   if (depth_ == 0) {
     // No thread: make the next run here, under the lock (one caller at a time).
     while (ready_.empty() && !finished_ && !stop_) {
-      readahead_run r = produce_();
+      readahead_run r = produce_(taken_.load());
       if (!r.batches.empty()) ready_.push_back(std::move(r.batches));
       if (r.error) error_ = r.error;
       if (r.error || r.last) finished_ = true;
@@ -114,10 +114,7 @@ void make_run(readahead_run& r, const std::size_t& n, const std::function<std::v
   }
 }
 
-std::int64_t readahead_queue::position() const noexcept {
-  std::lock_guard lock(mu_);
-  return taken_;
-}
+std::int64_t readahead_queue::position() const noexcept { return taken_.load(); }
 
 }  // namespace detail
 
@@ -218,7 +215,7 @@ device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_rea
         std::to_string(options.read_bytes));
   }
   state* s = state_.get();
-  start(std::make_unique<detail::readahead_queue>([s] { return s->produce(); }, options.depth));
+  start(std::make_unique<detail::readahead_queue>([s](std::int64_t) { return s->produce(); }, options.depth));
 }
 
 device_readahead::~device_readahead() { close(); }

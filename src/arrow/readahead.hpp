@@ -12,6 +12,7 @@
 // taken.  Used by ipc::batch_readahead and arrow::device_readahead.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -46,9 +47,10 @@ void make_run(readahead_run& r, const std::size_t& n, const std::function<std::v
 class readahead_queue {
  public:
   /// Starts the thread (depth >= 1) or not (depth 0).  `produce` is called
-  /// by one thread at a time and must not throw (it reports its error in
-  /// the run); it must stay callable until close() returns.
-  readahead_queue(std::function<readahead_run()> produce, int depth);
+  /// by one thread at a time, with the batches next() has handed out so
+  /// far, and must not throw (it reports its error in the run); it must
+  /// stay callable until close() returns.
+  readahead_queue(std::function<readahead_run(std::int64_t taken)> produce, int depth);
   ~readahead_queue();
   readahead_queue(const readahead_queue&) = delete;
   readahead_queue& operator=(const readahead_queue&) = delete;
@@ -62,7 +64,7 @@ class readahead_queue {
   // The next run, with the lock held (depth 0: produced here).
   bool refill(std::unique_lock<std::mutex>& lock);
 
-  const std::function<readahead_run()> produce_;
+  const std::function<readahead_run(std::int64_t taken)> produce_;
   const int depth_;
 
   mutable std::mutex mu_;  // guards everything below
@@ -70,11 +72,11 @@ class readahead_queue {
   std::deque<std::vector<record_batch>> ready_;  // runs made, not yet taken
   std::vector<record_batch> current_;            // the run batches are taken from
   std::size_t current_next_ = 0;
-  std::exception_ptr error_;  // thrown once `ready_` is drained
-  bool stop_ = false;         // close(): make nothing more
-  bool finished_ = false;     // the last run was made, failed or stopped
-  std::int64_t taken_ = 0;
-  std::mutex join_mu_;  // one close() joins the thread
+  std::exception_ptr error_;             // thrown once `ready_` is drained
+  bool stop_ = false;                    // close(): make nothing more
+  bool finished_ = false;                // the last run was made, failed or stopped
+  std::atomic<std::int64_t> taken_ = 0;  // read without the lock: a producer may ask (under it)
+  std::mutex join_mu_;                   // one close() joins the thread
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 // depth 0 next() reads its batch itself.  The reads themselves are the
 // reader's (the staging pipeline or cuFile); nothing here touches the
 // file, the driver or device memory.
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -91,7 +92,7 @@ batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<i
   for (const int i : indices) detail::check_batch_index(i, reader.num_record_batches());
   state_ = std::make_unique<state>(reader, groups_of(reader, indices, options));
   state* s = state_.get();
-  start(std::make_unique<arrow::detail::readahead_queue>([s] { return s->produce(); }, options.depth));
+  start(std::make_unique<arrow::detail::readahead_queue>([s](std::int64_t) { return s->produce(); }, options.depth));
 }
 
 batch_readahead::~batch_readahead() { close(); }
@@ -110,16 +111,24 @@ struct stream_readahead::state {
   const bool one_each;  // depth 0: next() reads one batch
   // Used by one thread at a time (the queue's, then close()'s):
   bool first = true;
-  // Each batch made, in order: its message's offset and the dictionaries
-  // it was read with (shared while they do not change).
-  std::vector<std::int64_t> offsets;
-  std::vector<std::shared_ptr<const dictionary_memo>> memos;
+  // Each batch made and not yet handed out, in order, from batch number
+  // `dropped` on: its message's offset and the dictionaries it was read
+  // with (shared while they do not change; the ones of batches handed out
+  // are let go, so a stream that replaces its dictionaries does not keep
+  // them all).
+  std::deque<std::int64_t> offsets;
+  std::deque<std::shared_ptr<const dictionary_memo>> memos;
+  std::size_t dropped = 0;
   std::shared_ptr<const dictionary_memo> memo;
   std::uint64_t memo_version = 0;
   std::mutex closing;  // close(): the reader is put back once
   bool put_back = false;
 
-  void made(const std::vector<std::int64_t>& at) {
+  void made(const std::vector<std::int64_t>& at, std::size_t handed_out) {
+    for (; dropped < handed_out && !offsets.empty(); ++dropped) {
+      offsets.pop_front();
+      memos.pop_front();
+    }
     if (!memo || memo_version != reader.dictionaries_version()) {
       memo = std::make_shared<const dictionary_memo>(reader.dictionaries());
       memo_version = reader.dictionaries_version();
@@ -131,7 +140,8 @@ struct stream_readahead::state {
   }
 
   // The next run, in one read (one by one when that fails: make_run).
-  arrow::detail::readahead_run produce() noexcept {
+  // `handed_out`: the batches the caller has taken so far.
+  arrow::detail::readahead_run produce(std::size_t handed_out) noexcept {
     arrow::detail::readahead_run r;
     const bool one = std::exchange(first, false) || one_each;
     std::size_t planned = 0;
@@ -139,7 +149,7 @@ struct stream_readahead::state {
         r, planned,
         [&] {
           device_stream_reader::run got = reader.read_run(one ? 1 : run_bytes, one ? 1 : kMaxRun, reads, &planned);
-          made(got.offsets);
+          made(got.offsets, handed_out);
           return std::move(got.batches);
         },
         [&](std::size_t) {
@@ -148,7 +158,7 @@ struct stream_readahead::state {
           if (got.batches.empty()) {
             throw invalid_message(reader.path(), "the stream ended where a batch's metadata was read before");
           }
-          made(got.offsets);
+          made(got.offsets, handed_out);
           return std::move(got.batches.front());
         });
     if (r.batches.empty() && !r.error) r.last = true;
@@ -161,7 +171,8 @@ stream_readahead::stream_readahead(device_stream_reader& reader, readahead_optio
   check(options);
   state_ = std::make_unique<state>(reader, options);
   state* s = state_.get();
-  start(std::make_unique<arrow::detail::readahead_queue>([s] { return s->produce(); }, options.depth));
+  start(std::make_unique<arrow::detail::readahead_queue>(
+      [s](std::int64_t taken) { return s->produce(static_cast<std::size_t>(taken)); }, options.depth));
 }
 
 stream_readahead::~stream_readahead() { close(); }
@@ -173,7 +184,9 @@ void stream_readahead::closed() noexcept {
   if (st.put_back) return;
   st.put_back = true;
   const auto taken = static_cast<std::size_t>(position());
-  if (taken < st.offsets.size()) st.reader.rewind(st.offsets[taken], *st.memos[taken]);
+  if (taken >= st.dropped && taken - st.dropped < st.offsets.size()) {
+    st.reader.rewind(st.offsets[taken - st.dropped], *st.memos[taken - st.dropped]);
+  }
 }
 
 }  // namespace cuarrow::ipc

@@ -1372,6 +1372,39 @@ TEST_F(IpcFileManyBatches, StreamReadaheadPutsTheReaderBackAtTheFirstBatchNotTak
   }
 }
 
+// A long loop over a stream that replaces its dictionary before every
+// batch: the read-ahead lets go of the dictionaries of the batches handed
+// out (it keeps those of the batches it may put the reader back to), so
+// the device memory a loop holds stays that of the batches ahead.
+TEST_F(IpcFileManyBatches, StreamReadaheadLetsGoOfTheDictionariesOfBatchesHandedOut) {
+  // Each batch: 10 rows over a dictionary of its own of 20,000 strings.
+  random_arrays gen(35);
+  std::vector<record_batch> batches;
+  for (int k = 0; k < 80; ++k) {
+    record_batch b;
+    b.schema.fields = {field("d", dictionary(int32(), utf8()))};
+    b.num_rows = 10;
+    array_data d = gen.array(b.schema.fields[0].type, 10);
+    d.dictionary = std::make_shared<array_data>(gen.array(utf8(), 20000));
+    b.columns.push_back(std::move(d));
+    batches.push_back(std::move(b));
+  }
+  const std::string path = write("long.arrows", written(batches, ipc::stream_writer::format::stream, std::nullopt));
+  const std::int64_t before = ctx().bytes_allocated();
+  ipc::device_stream_reader r(path, ctx());
+  ipc::stream_readahead ahead(r, {1, 1});
+  std::int64_t at20 = 0, most_after = 0;
+  for (int k = 0; k < 80; ++k) {
+    std::optional<record_batch> b = ahead.next();
+    ASSERT_TRUE(b.has_value()) << k;
+    b.reset();
+    const std::int64_t held = ctx().bytes_allocated() - before;
+    if (k == 20) at20 = held;
+    if (k > 20) most_after = std::max(most_after, held);
+  }
+  EXPECT_LT(most_after, 3 * at20 + (1 << 20)) << "held at batch 20: " << at20;
+}
+
 // A stream cut in the middle of batch 7: batches 0-6 come (the run that
 // failed read again batch by batch), then the error (its body runs past
 // the end), for good; nothing stays allocated, and the reader is left at batch 7.
