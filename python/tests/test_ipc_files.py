@@ -353,7 +353,7 @@ def test_stream_reading_ahead_gives_the_batches_before_a_failing_read_then_its_e
         f.truncate(os.path.getsize(path) * 2 // 3)
     r = ipc.open_stream(path)
     got = []
-    with pytest.raises(pa.ArrowInvalid, match="runs past the end"):
+    with pytest.raises(pa.ArrowInvalid, match="runs past the end of file .*cut.arrows"):
         for b in r.iter_batches(readahead=2, readahead_bytes=1 << 40):
             got.append(b.to_host())
     assert 0 < len(got) < 12

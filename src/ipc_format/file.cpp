@@ -656,7 +656,7 @@ struct file_source {
                                              bool on_worker = false) {
     const cuarrow::detail::timed t(on_worker ? nullptr : timer(metadata_ns));
     return read_framed_metadata([this](std::int64_t at, std::int64_t n) { return read(at, n); }, offset, file.size(),
-                                first_read);
+                                first_read, file.path());
   }
 
   // The schema returned and the dictionaries needed, from the file's schema

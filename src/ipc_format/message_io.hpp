@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arrow/arrow_internal.hpp"
@@ -59,11 +60,13 @@ struct framed_metadata {
 /// source of `source_size` bytes (at most two reads: `first_read` bytes
 /// first, the rest when the metadata is longer), and checks that the body
 /// lies inside the source.  Nullopt at the end-of-stream marker or at the
-/// end of the source.  Throws invalid_message.
+/// end of the source.  Throws invalid_message; `file`, when not empty, is
+/// the path of the file the source is, named in the errors.
 inline constexpr std::int64_t default_first_read = 4096;
 std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, std::int64_t offset,
                                                     std::int64_t source_size,
-                                                    std::int64_t first_read = default_first_read);
+                                                    std::int64_t first_read = default_first_read,
+                                                    std::string_view file = {});
 
 /// Throws invalid_message (naming `where`) unless a file's footer block
 /// agrees with the message found there.

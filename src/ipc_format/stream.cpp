@@ -49,9 +49,11 @@ const char* kind_name(message_kind k) {
 // default_first_read: prefix and metadata in one copy for every message
 // whose metadata is shorter (schemas of a few hundred fields).
 std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, std::int64_t offset,
-                                                    std::int64_t source_size, std::int64_t first_read) {
+                                                    std::int64_t source_size, std::int64_t first_read,
+                                                    std::string_view file) {
+  const auto source = [&] { return file.empty() ? std::string("the source") : "file \"" + std::string(file) + "\""; };
   if (offset < 0 || offset > source_size) {
-    throw invalid_message(message_at(offset), "outside the source of " + std::to_string(source_size) + " bytes");
+    throw invalid_message(message_at(offset), "outside " + source() + " of " + std::to_string(source_size) + " bytes");
   }
   if (offset == source_size) return std::nullopt;
   const std::int64_t left = source_size - offset;
@@ -61,7 +63,7 @@ std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, s
   if (prefix.end_of_stream()) return std::nullopt;
   if (prefix.size() > left) {
     throw invalid_message(where, "metadata of " + std::to_string(prefix.metadata_length) +
-                                     " bytes runs past the end of the source (" + std::to_string(left) +
+                                     " bytes runs past the end of " + source() + " (" + std::to_string(left) +
                                      " bytes left)");
   }
   if (prefix.size() > static_cast<std::int64_t>(head.size())) head = read(offset, prefix.size());
@@ -73,8 +75,8 @@ std::optional<framed_metadata> read_framed_metadata(const read_bytes_fn& read, s
   m.metadata_size = prefix.size();
   const std::int64_t body_length = m.metadata.body_length;
   if (body_length < 0 || body_length > left - prefix.size()) {
-    throw invalid_message(where, "body of " + std::to_string(body_length) + " bytes runs past the end of the source (" +
-                                     std::to_string(left - prefix.size()) + " bytes left)");
+    throw invalid_message(where, "body of " + std::to_string(body_length) + " bytes runs past the end of " + source() +
+                                     " (" + std::to_string(left - prefix.size()) + " bytes left)");
   }
   return m;
 }

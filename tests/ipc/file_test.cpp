@@ -1407,7 +1407,7 @@ TEST_F(IpcFileManyBatches, StreamReadaheadLetsGoOfTheDictionariesOfBatchesHanded
 
 // A stream cut in the middle of batch 7: batches 0-6 come (the run that
 // failed read again batch by batch), then the error (its body runs past
-// the end), for good; nothing stays allocated, and the reader is left at batch 7.
+// the end of the file, named), for good; nothing stays allocated, and the reader is left at batch 7.
 TEST_F(IpcFileManyBatches, StreamReadaheadGivesTheGoodBatchesBeforeTheErrorThenTheError) {
   const std::vector<record_batch> batches = many_batches(12, false, 33);
   for (const auto& codec : kCodecs) {
@@ -1430,7 +1430,7 @@ TEST_F(IpcFileManyBatches, StreamReadaheadGivesTheGoodBatchesBeforeTheErrorThenT
       ipc::device_stream_reader r(path, ctx());
       {
         ipc::stream_readahead ahead(r, {depth, std::int64_t{1} << 40});  // depth 2: batches 1-6 in one read
-        expect_seven_then_error<ipc::invalid_message>(ahead, batches, "runs past the end");
+        expect_seven_then_error<ipc::invalid_message>(ahead, batches, "runs past the end of file \"" + path + "\"");
       }
       EXPECT_EQ(ctx().bytes_allocated(), allocated_before) << "every allocation released";
       EXPECT_EQ(r.position(), batch7) << "the reader is left at batch 7";
