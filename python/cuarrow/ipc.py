@@ -562,7 +562,7 @@ class RecordBatchStreamReader(_Reader):
         `readahead_bytes` (the first read takes one batch; a dictionary
         batch ends a read).  About ``readahead * readahead_bytes`` of device
         memory is held ahead.  ``readahead=0`` reads each batch when it is
-        asked for.  Each batch is on the device when it is handed out.  A
+        asked for, on the calling thread.  Each batch is on the device when it is handed out.  A
         loop left early, or any other read of this reader, stops the
         reading ahead and puts the reader back at the first batch the loop
         did not take, so nothing is skipped: ``read_next_batch()`` after
@@ -572,7 +572,7 @@ class RecordBatchStreamReader(_Reader):
         ``readahead < 0`` or ``readahead_bytes < 1`` raise ValueError.  In
         device memory every batch is already there: `readahead` and
         `readahead_bytes` are ignored."""
-        if self._where is None or readahead == 0:
+        if self._where is None:
             return self._each()
         self._stop_reading_ahead()
         ahead = _lib.IpcStreamReadahead(self._reader, readahead, readahead_bytes)

@@ -362,6 +362,8 @@ def test_stream_reading_ahead_gives_the_batches_before_a_failing_read_then_its_e
         r.iter_batches(readahead=-1)
     with pytest.raises(ValueError, match=r"read_bytes \(the bytes of one read ahead\) must be at least 1, not 0"):
         r.iter_batches(readahead_bytes=0)
+    with pytest.raises(ValueError, match="read_bytes"):
+        r.iter_batches(readahead=0, readahead_bytes=0)  # checked without a thread too, as for files
 
 
 @pytest.mark.multi_device

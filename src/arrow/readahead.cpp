@@ -197,7 +197,6 @@ struct device_readahead::state {
         r, group.size(), [&] { return to_device(std::span<const record_batch>(group), ctx, moves, trusted); },
         [&](std::size_t i) { return to_device(group[i], ctx, moves, trusted); });
     if (!r.error) r.error = read_error;  // a failed copy comes first: its batch came before
-    if (r.error) r.last = true;
     return r;
   }
 };

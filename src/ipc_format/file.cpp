@@ -1467,8 +1467,9 @@ struct device_stream_reader::state : detail::file_source {
   // only once they are read.  When the next message is a dictionary batch
   // to apply, it is applied and the one batch after it read (next_batch).
   // A message whose metadata cannot be read ends the run before it (the
-  // next run starts with it, and throws).  Empty at the end.  `*planned`: the batches this run is reading, set
-  // before its reads (when they fail, position() is still before them).
+  // next run starts with it, and throws).  Empty at the end.  `*planned`:
+  // the batches this run is reading, set before its reads (when they
+  // fail, position() is still before them).
   run read_run(std::int64_t bytes, std::size_t most, stream_view s, std::size_t* planned);
 };
 
@@ -1626,7 +1627,7 @@ std::vector<arrow::record_batch> device_stream_reader::read_all(stream_view s) {
   std::size_t planned = 0;
   for (;;) {
     run r = state_->read_run(kStreamJobBytes, std::numeric_limits<std::size_t>::max(), s, &planned);
-    if (r.batches.empty() && state_->done) break;
+    if (r.batches.empty()) break;  // the end (read_run set done)
     for (arrow::record_batch& b : r.batches) out.push_back(std::move(b));
   }
   return out;
