@@ -14,9 +14,25 @@ namespace cuarrow::arrow {
 
 namespace detail {
 
-readahead_queue::readahead_queue(std::function<readahead_run(std::int64_t taken)> produce, int depth)
-    : produce_(std::move(produce)), depth_(depth) {
+void check_readahead_options(const char* options, const char* run, int depth, std::int64_t read_bytes) {
+  if (depth < 0) {
+    throw invalid_argument(std::string(options) + ": depth (the " + run + "s ahead) must be at least 0, not " +
+                           std::to_string(depth));
+  }
+  if (read_bytes < 1) {
+    throw invalid_argument(std::string(options) + ": read_bytes (the bytes of one " + run +
+                           " ahead) must be at least 1, not " + std::to_string(read_bytes));
+  }
+}
+
+readahead_queue::readahead_queue(producer produce, int depth, run_limit most)
+    : produce_(std::move(produce)), depth_(depth), most_(most) {
   if (depth_ > 0) thread_ = std::thread([this] { run(); });
+}
+
+readahead_run readahead_queue::produce_next() {
+  const bool one = std::exchange(first_, false) || depth_ == 0;
+  return produce_(taken_.load(), one ? run_limit{} : most_);
 }
 
 readahead_queue::~readahead_queue() { close(); }
@@ -28,7 +44,7 @@ void readahead_queue::run() noexcept {
       changed_.wait(lock, [&] { return stop_ || static_cast<int>(ready_.size()) < depth_; });
       if (stop_) break;
     }
-    readahead_run r = produce_(taken_.load());
+    readahead_run r = produce_next();
     std::lock_guard lock(mu_);  // released before `r` (declared first) is destroyed
     if (!r.batches.empty() && !stop_) ready_.push_back(std::move(r.batches));
     changed_.notify_all();
@@ -47,7 +63,7 @@ bool readahead_queue::refill(std::unique_lock<std::mutex>& lock) {
   if (depth_ == 0) {
     // No thread: make the next run here, under the lock (one caller at a time).
     while (ready_.empty() && !finished_ && !stop_) {
-      readahead_run r = produce_(taken_.load());
+      readahead_run r = produce_next();
       if (!r.batches.empty()) ready_.push_back(std::move(r.batches));
       if (r.error) error_ = r.error;
       if (r.error || r.last) finished_ = true;
@@ -142,45 +158,32 @@ std::int64_t total_buffer_size(const record_batch& b) {
 
 struct device_readahead::state {
   state(ArrowArrayStream* in, context c, const device_readahead_options& o)
-      : reader(in, import_options{o.validation}),
-        c_schema(reader.take_c_schema()),
-        ctx(std::move(c)),
-        moves(ctx),
-        group_bytes(o.read_bytes),
-        one_each(o.depth == 0) {}
+      : reader(in, import_options{o.validation}), c_schema(reader.take_c_schema()), ctx(std::move(c)), moves(ctx) {}
 
   array_stream_reader reader;  // read by one thread at a time (a C stream is not thread-safe)
   owned_schema c_schema;       // the producer's schema, taken before any read
   context ctx;
-  cuarrow::stream moves;  // the copies' own stream: the caller's work does not delay them
-  const std::int64_t group_bytes;
-  const bool one_each;  // depth 0: next() moves one batch
-  static constexpr std::size_t max_group = 256;
+  cuarrow::stream moves;                         // the copies' own stream: the caller's work does not delay them
+  static constexpr std::size_t max_group = 256;  // batches in one transfer (a stream of empty ones ends too)
   // Called by one thread at a time (the queue's):
   std::optional<record_batch> held;  // read, over the last group's bytes: the next group's first
-  bool first = true;                 // the first group is one batch
 
-  // The stream's next batches, up to group_bytes, on the device and
-  // complete (the import validated them; the copy trusts that).  A batch
-  // that would pass group_bytes is held for the next group.
-  detail::readahead_run produce() noexcept {
+  // The stream's next batches, within `limit`, on the device and complete
+  // (the import validated them; the copy trusts that).  A batch that would
+  // pass the limit is held for the next group.
+  detail::readahead_run produce(detail::run_limit limit) noexcept {
     detail::readahead_run r;
     std::vector<record_batch> group;
     try {
-      // One batch first (and with depth 0); else up to group_bytes, and
-      // at most max_group batches (a stream of empty batches ends too).
-      const bool one = std::exchange(first, false) || one_each;
-      const std::int64_t limit = one ? 1 : group_bytes;
-      const std::size_t most = one ? 1 : max_group;
       std::int64_t bytes = 0;
-      while (bytes < limit && group.size() < most) {
+      while (bytes < limit.bytes && group.size() < limit.batches) {
         std::optional<record_batch> b = held ? std::exchange(held, std::nullopt) : reader.next();
         if (!b) {
           r.last = true;
           break;
         }
         const std::int64_t n = total_buffer_size(*b);
-        if (!group.empty() && bytes + n > limit) {
+        if (!group.empty() && bytes + n > limit.bytes) {
           held = std::move(b);
           break;
         }
@@ -204,17 +207,11 @@ struct device_readahead::state {
 device_readahead::device_readahead(ArrowArrayStream* in, context ctx, device_readahead_options options)
     : readahead(arrow::placement::of(device_type::cuda, ctx.device_number())),
       state_(std::make_unique<state>(in, std::move(ctx), options)) {  // the reader takes `in` in every case
-  if (options.depth < 0) {
-    throw invalid_argument("device_readahead_options: depth (the transfers ahead) must be at least 0, not " +
-                           std::to_string(options.depth));
-  }
-  if (options.read_bytes < 1) {
-    throw invalid_argument(
-        "device_readahead_options: read_bytes (the bytes of one transfer ahead) must be at least 1, not " +
-        std::to_string(options.read_bytes));
-  }
+  detail::check_readahead_options("device_readahead_options", "transfer", options.depth, options.read_bytes);
   state* s = state_.get();
-  start(std::make_unique<detail::readahead_queue>([s](std::int64_t) { return s->produce(); }, options.depth));
+  start(std::make_unique<detail::readahead_queue>([s](std::int64_t, detail::run_limit l) { return s->produce(l); },
+                                                  options.depth,
+                                                  detail::run_limit{options.read_bytes, state::max_group}));
 }
 
 device_readahead::~device_readahead() { close(); }

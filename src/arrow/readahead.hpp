@@ -9,7 +9,8 @@
 // batches are handed over, then the error is thrown by next() and every
 // later call, and the producer is not called again.  close() (and the
 // destructor) waits for the run in progress and frees the batches not
-// taken.  Used by ipc::batch_readahead and arrow::device_readahead.
+// taken.  Used by ipc::batch_readahead, ipc::stream_readahead and
+// arrow::device_readahead.
 #pragma once
 
 #include <atomic>
@@ -26,6 +27,21 @@
 #include "cuarrow/arrow/array.hpp"
 
 namespace cuarrow::arrow::detail {
+
+/// What one run may hold.  The queue sets it for every producer: the first
+/// run, and with depth 0 every run (next() waits for it), is one batch, so
+/// that the caller has a batch as soon as one is ready; later runs hold
+/// batches up to `bytes` (as the producer counts them; one batch at least,
+/// whatever its size) and `batches` at most.
+struct run_limit {
+  std::int64_t bytes = 1;
+  std::size_t batches = 1;
+};
+
+/// Throws invalid_argument unless depth >= 0 and read_bytes >= 1, naming
+/// `options` (the options struct) and what one run is (`run`: "read",
+/// "transfer").
+void check_readahead_options(const char* options, const char* run, int depth, std::int64_t read_bytes);
 
 /// What one call of a producer made.
 struct readahead_run {
@@ -46,11 +62,14 @@ void make_run(readahead_run& r, const std::size_t& n, const std::function<std::v
 
 class readahead_queue {
  public:
+  using producer = std::function<readahead_run(std::int64_t taken, run_limit limit)>;
+
   /// Starts the thread (depth >= 1) or not (depth 0).  `produce` is called
   /// by one thread at a time, with the batches next() has handed out so
-  /// far, and must not throw (it reports its error in the run); it must
-  /// stay callable until close() returns.
-  readahead_queue(std::function<readahead_run(std::int64_t taken)> produce, int depth);
+  /// far and what its run may hold (one batch, or `most`), and must not
+  /// throw (it reports its error in the run); it must stay callable until
+  /// close() returns.
+  readahead_queue(producer produce, int depth, run_limit most);
   ~readahead_queue();
   readahead_queue(const readahead_queue&) = delete;
   readahead_queue& operator=(const readahead_queue&) = delete;
@@ -64,8 +83,13 @@ class readahead_queue {
   // The next run, with the lock held (depth 0: produced here).
   bool refill(std::unique_lock<std::mutex>& lock);
 
-  const std::function<readahead_run(std::int64_t taken)> produce_;
+  // The producer's next run, under the queue's run_limit rule.
+  readahead_run produce_next();
+
+  const producer produce_;
   const int depth_;
+  const run_limit most_;
+  bool first_ = true;  // used by the one thread that produces
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable changed_;

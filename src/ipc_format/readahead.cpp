@@ -25,60 +25,31 @@ namespace cuarrow::ipc {
 
 namespace {
 
-// Consecutive runs of `indices` whose bodies (as the footer states them)
-// stay within `bytes`, one batch at least; the first run is one batch.
-// With depth 0, every batch is a run of its own (read by next()).
-std::vector<std::vector<int>> groups_of(const device_file_reader& reader, const std::vector<int>& indices,
-                                        readahead_options o) {
-  const std::int64_t bytes = o.depth == 0 ? 1 : o.read_bytes;
-  std::vector<std::vector<int>> groups;
-  std::vector<int> group;
-  std::int64_t in_group = 0;
-  for (const int i : indices) {
-    const std::int64_t body = reader.footer().record_batches[static_cast<std::size_t>(i)].body_length;
-    if (!group.empty() && (groups.empty() || in_group + body > bytes)) {
-      groups.push_back(std::move(group));
-      group.clear();
-      in_group = 0;
-    }
-    group.push_back(i);
-    in_group += body;
-  }
-  if (!group.empty()) groups.push_back(std::move(group));
-  return groups;
-}
-
-void check(const readahead_options& options) {
-  if (options.depth < 0) {
-    throw invalid_argument("readahead_options: depth (the reads ahead) must be at least 0, not " +
-                           std::to_string(options.depth));
-  }
-  if (options.read_bytes < 1) {
-    throw invalid_argument("readahead_options: read_bytes (the bytes of one read ahead) must be at least 1, not " +
-                           std::to_string(options.read_bytes));
-  }
-}
+constexpr std::size_t kMaxRun = 4096;  // batches in one read, at most
 
 }  // namespace
 
 struct batch_readahead::state {
-  state(const device_file_reader& r, std::vector<std::vector<int>> g)
-      : reader(r), groups(std::move(g)), reads(r.get_context()) {}
+  state(const device_file_reader& r, std::vector<int> i) : reader(r), indices(std::move(i)), reads(r.get_context()) {}
 
   const device_file_reader& reader;
-  const std::vector<std::vector<int>> groups;
-  cuarrow::stream reads;       // the reads' own stream: the caller's work on its streams does not delay them
-  std::size_t next_group = 0;  // called by one thread at a time (the queue's)
+  const std::vector<int> indices;
+  cuarrow::stream reads;  // the reads' own stream: the caller's work on its streams does not delay them
+  std::size_t next = 0;   // the first index not read; used by one thread at a time (the queue's)
 
-  // The next group, in one read (one by one when that fails: make_run).
-  arrow::detail::readahead_run produce() noexcept {
+  // The next indices whose bodies (as the footer states them) stay within
+  // `limit`, in one read (one by one when that fails: make_run).
+  arrow::detail::readahead_run produce(arrow::detail::run_limit limit) noexcept {
     arrow::detail::readahead_run r;
-    if (next_group == groups.size()) {
-      r.last = true;
-      return r;
+    std::vector<int> group;
+    for (std::int64_t bytes = 0; next < indices.size() && group.size() < limit.batches; ++next) {
+      const int i = indices[next];
+      bytes += reader.footer().record_batches[static_cast<std::size_t>(i)].body_length;
+      if (!group.empty() && bytes > limit.bytes) break;
+      group.push_back(i);
     }
-    const std::vector<int>& group = groups[next_group++];
-    r.last = next_group == groups.size();
+    r.last = next == indices.size();
+    if (group.empty()) return r;
     arrow::detail::make_run(
         r, group.size(), [&] { return reader.read_batches(group, reads); },
         [&](std::size_t i) { return reader.read_batch(group[i], reads); });
@@ -88,11 +59,13 @@ struct batch_readahead::state {
 
 batch_readahead::batch_readahead(const device_file_reader& reader, std::vector<int> indices, readahead_options options)
     : readahead(reader.placement()) {
-  check(options);
+  arrow::detail::check_readahead_options("readahead_options", "read", options.depth, options.read_bytes);
   for (const int i : indices) detail::check_batch_index(i, reader.num_record_batches());
-  state_ = std::make_unique<state>(reader, groups_of(reader, indices, options));
+  state_ = std::make_unique<state>(reader, std::move(indices));
   state* s = state_.get();
-  start(std::make_unique<arrow::detail::readahead_queue>([s](std::int64_t) { return s->produce(); }, options.depth));
+  start(std::make_unique<arrow::detail::readahead_queue>(
+      [s](std::int64_t, arrow::detail::run_limit l) { return s->produce(l); }, options.depth,
+      arrow::detail::run_limit{options.read_bytes, kMaxRun}));
 }
 
 batch_readahead::~batch_readahead() { close(); }
@@ -100,17 +73,11 @@ batch_readahead::~batch_readahead() { close(); }
 // ---- stream_readahead ------------------------------------------------------------------
 
 struct stream_readahead::state {
-  state(device_stream_reader& r, readahead_options o)
-      : reader(r), reads(r.get_context()), run_bytes(o.read_bytes), one_each(o.depth == 0) {}
-
-  static constexpr std::size_t kMaxRun = 4096;  // batches in one read, at most
+  explicit state(device_stream_reader& r) : reader(r), reads(r.get_context()) {}
 
   device_stream_reader& reader;
   cuarrow::stream reads;  // the reads' own stream
-  const std::int64_t run_bytes;
-  const bool one_each;  // depth 0: next() reads one batch
   // Used by one thread at a time (the queue's, then close()'s):
-  bool first = true;
   // Each batch made and not yet handed out, in order, from batch number
   // `dropped` on: its message's offset and the dictionaries it was read
   // with (shared while they do not change; the ones of batches handed out
@@ -139,16 +106,15 @@ struct stream_readahead::state {
     }
   }
 
-  // The next run, in one read (one by one when that fails: make_run).
-  // `handed_out`: the batches the caller has taken so far.
-  arrow::detail::readahead_run produce(std::size_t handed_out) noexcept {
+  // The next run within `limit`, in one read (one by one when that fails:
+  // make_run).  `handed_out`: the batches the caller has taken so far.
+  arrow::detail::readahead_run produce(std::size_t handed_out, arrow::detail::run_limit limit) noexcept {
     arrow::detail::readahead_run r;
-    const bool one = std::exchange(first, false) || one_each;
     std::size_t planned = 0;
     arrow::detail::make_run(
         r, planned,
         [&] {
-          device_stream_reader::run got = reader.read_run(one ? 1 : run_bytes, one ? 1 : kMaxRun, reads, &planned);
+          device_stream_reader::run got = reader.read_run(limit.bytes, limit.batches, reads, &planned);
           made(got.offsets, handed_out);
           return std::move(got.batches);
         },
@@ -168,11 +134,12 @@ struct stream_readahead::state {
 
 stream_readahead::stream_readahead(device_stream_reader& reader, readahead_options options)
     : readahead(reader.placement()) {
-  check(options);
-  state_ = std::make_unique<state>(reader, options);
+  arrow::detail::check_readahead_options("readahead_options", "read", options.depth, options.read_bytes);
+  state_ = std::make_unique<state>(reader);
   state* s = state_.get();
   start(std::make_unique<arrow::detail::readahead_queue>(
-      [s](std::int64_t taken) { return s->produce(static_cast<std::size_t>(taken)); }, options.depth));
+      [s](std::int64_t taken, arrow::detail::run_limit l) { return s->produce(static_cast<std::size_t>(taken), l); },
+      options.depth, arrow::detail::run_limit{options.read_bytes, kMaxRun}));
 }
 
 stream_readahead::~stream_readahead() { close(); }
