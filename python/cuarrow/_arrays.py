@@ -475,7 +475,7 @@ class DeviceArray(_DeviceData):
             buffers,
             [c._data for c in children],
             None,
-            *where,
+            where,
         )
         return DeviceArray._wrap(data, type)
 
@@ -685,8 +685,7 @@ class DeviceArray(_DeviceData):
         """A device stream (``arrow_device_array_stream`` capsule) of this one array."""
         _check_kwargs(kwargs)
         data, field = self._requested(requested_schema)
-        kind, device_id = self._placement()
-        return _lib.export_device_array_stream(field.__arrow_c_schema__(), [data], kind, device_id)
+        return _lib.export_device_array_stream(field.__arrow_c_schema__(), [data], self._placement())
 
     def _requested(self, requested_schema: Any) -> tuple[Any, pa.Field]:
         """(the data, the field to announce) for a requested schema."""
@@ -903,8 +902,7 @@ class DeviceChunkedArray(_DevicePieces):
             schema = wanted.__arrow_c_schema__()
         else:
             schema = pa.field("", self._type).__arrow_c_schema__()
-        kind, device_id = self._where
-        return _lib.export_device_array_stream(schema, chunks, kind, device_id)
+        return _lib.export_device_array_stream(schema, chunks, self._where)
 
     def __repr__(self) -> str:
         head = self.slice(0, _REPR_VALUES)
@@ -976,7 +974,7 @@ class DeviceRecordBatch(_DeviceData):
         arrays = _device_arrays(arrays, "arrays")
         schema = _batch_schema(arrays, names, schema, metadata)
         where = arrays[0]._placement() if arrays else (_CUDA, 0)
-        data = _lib.batch_from_arrays(schema.__arrow_c_schema__(), [a._data for a in arrays], *where)
+        data = _lib.batch_from_arrays(schema.__arrow_c_schema__(), [a._data for a in arrays], where)
         return DeviceRecordBatch._wrap(data, schema)
 
     def _placement(self) -> tuple[int, int]:
@@ -1069,8 +1067,7 @@ class DeviceRecordBatch(_DeviceData):
         """A device stream of this one batch."""
         _check_kwargs(kwargs)
         data, schema = self._requested(requested_schema)
-        kind, device_id = self._placement()
-        return _lib.export_device_batch_stream(schema.__arrow_c_schema__(), [data], kind, device_id)
+        return _lib.export_device_batch_stream(schema.__arrow_c_schema__(), [data], self._placement())
 
     def __repr__(self) -> str:
         n = len(self)
@@ -1266,8 +1263,7 @@ class DeviceTable(_DevicePieces):
             schema = wanted.__arrow_c_schema__()
         else:
             schema = self._schema.__arrow_c_schema__()
-        kind, device_id = self._where
-        return _lib.export_device_batch_stream(schema, batches, kind, device_id)
+        return _lib.export_device_batch_stream(schema, batches, self._where)
 
     def __repr__(self) -> str:
         n = len(self)

@@ -360,14 +360,14 @@ def _from_tensor(obj: Any, context: Any, stream: Any) -> DeviceArray:
     where = (buf.raw_device_type if buf.size else _CUDA, ctx.device_number)
     n = shape[0]
     if len(shape) == 1:
-        data = _lib.make_array(pa.field("", value_type).__arrow_c_schema__(), n, 0, 0, [None, buf], [], None, *where)
+        data = _lib.make_array(pa.field("", value_type).__arrow_c_schema__(), n, 0, 0, [None, buf], [], None, where)
         return DeviceArray._wrap(data, value_type)
     k = shape[1]
     list_type = pa.list_(value_type, k)
     values = _lib.make_array(
-        pa.field("item", value_type).__arrow_c_schema__(), n * k, 0, 0, [None, buf], [], None, *where
+        pa.field("item", value_type).__arrow_c_schema__(), n * k, 0, 0, [None, buf], [], None, where
     )
-    data = _lib.make_array(pa.field("", list_type).__arrow_c_schema__(), n, 0, 0, [None], [values], None, *where)
+    data = _lib.make_array(pa.field("", list_type).__arrow_c_schema__(), n, 0, 0, [None], [values], None, where)
     return DeviceArray._wrap(data, list_type)
 
 

@@ -34,13 +34,6 @@ namespace ca = cuarrow::arrow;
 
 namespace {
 
-ca::placement placement_from(int type, int id) {
-  return ca::placement::of(static_cast<cuarrow::device_type>(type), id);
-}
-
-// (device type code, device id) of a placement.
-std::pair<int, int> placement_pair(const ca::placement& p) { return {static_cast<int>(p.type), p.device_id}; }
-
 // The schema capsule of a handle: an array's field (metadata included), a
 // batch's schema.
 nb::object schema_capsule_of(const ca::placed_array& a) {
@@ -83,14 +76,11 @@ ca::stream_items items_of(int mode) {
   }
 }
 
-// Handles of a stream's items read to its end, arrays under the stream's
-// field, each with its placement.
-nb::list handles_of(ca::stream_contents& all, const ca::field& root) {
+// A stream's items read to its end, as the facade's handles.
+nb::list handles_of(ca::stream_contents& all) {
   nb::list items;
-  for (std::size_t i = 0; i < all.arrays.size(); ++i)
-    items.append(nb::cast(ca::placed_array{root, std::move(all.arrays[i]), all.placements[i]}));
-  for (std::size_t i = 0; i < all.batches.size(); ++i)
-    items.append(nb::cast(ca::placed_batch{std::move(all.batches[i]), all.placements[i]}));
+  for (ca::placed_array& a : all.arrays) items.append(nb::cast(std::move(a)));
+  for (ca::placed_batch& b : all.batches) items.append(nb::cast(std::move(b)));
   return items;
 }
 
@@ -145,7 +135,7 @@ nb::tuple read_to_end(nb::handle capsule, int mode, cuarrow::stream_view s) {
     }
   }
   nb::object schema = take_schema(reader->take_c_schema());
-  nb::list items = handles_of(all, reader->root_field());
+  nb::list items = handles_of(all);
   if constexpr (device) return nb::make_tuple(reader->reads_batches(), schema, items, static_cast<int>(reader->type()));
   return nb::make_tuple(reader->reads_batches(), schema, items);
 }
@@ -162,18 +152,13 @@ nb::tuple export_device(const T& item, cuarrow::stream_view stream) {
 }
 
 template <class T>
-nb::object export_device_stream(nb::handle schema_capsule, std::vector<T> items, int device_type, int device_id) {
+nb::object export_device_stream(nb::handle schema_capsule, std::vector<T> items, const ca::placement& where) {
   const ArrowSchema& sc = *capsule_struct<ArrowSchema>(schema_capsule, "the schema capsule");
-  const ca::placement where = placement_from(device_type, device_id);
   return make_capsule<ArrowDeviceArrayStream>([&](ArrowDeviceArrayStream* out) {
     if constexpr (std::is_same_v<T, ca::placed_array>) {
-      std::vector<ca::array_data> roots;
-      for (T& item : items) roots.push_back(std::move(item.data));
-      ca::export_device_array_stream(ca::read_field(sc), ca::source_of(std::move(roots)), where, {}, out);
+      ca::export_device_array_stream(ca::read_field(sc), ca::source_of(std::move(items)), where, {}, out);
     } else {
-      std::vector<ca::record_batch> roots;
-      for (T& item : items) roots.push_back(std::move(item.batch));
-      ca::export_device_array_stream(ca::read_schema(sc), ca::source_of(std::move(roots)), where, {}, out);
+      ca::export_device_array_stream(ca::read_schema(sc), ca::source_of(std::move(items)), where, {}, out);
     }
   });
 }
@@ -222,7 +207,7 @@ void bind_arrow(nb::module_& m) {
       .def_prop_ro("length", [](const pa_t& a) { return a.data.length; })
       .def_prop_ro("offset", [](const pa_t& a) { return a.data.offset; })
       .def_prop_ro("raw_null_count", [](const pa_t& a) { return a.data.null_count; })
-      .def_prop_ro("placement", [](const pa_t& a) { return placement_pair(a.where()); })
+      .def_prop_ro("placement", &pa_t::where)
       .def_prop_ro("raw_context", &pa_t::context)
       .def_prop_ro("has_validity_buffer", [](const pa_t& a) { return a.data.has_validity_bitmap(); })
       .def("buffers", [](const pa_t& a) { return a.data.buffers; })
@@ -263,7 +248,7 @@ void bind_arrow(nb::module_& m) {
   nb::class_<pb_t>(m, "BatchData", "A record batch with its declared placement (cuarrow::arrow::placed_batch).")
       .def_prop_ro("num_rows", [](const pb_t& b) { return b.batch.num_rows; })
       .def_prop_ro("num_columns", [](const pb_t& b) { return b.batch.columns.size(); })
-      .def_prop_ro("placement", [](const pb_t& b) { return placement_pair(b.where()); })
+      .def_prop_ro("placement", &pb_t::where)
       .def_prop_ro("raw_context", &pb_t::context)
       .def("columns", &pb_t::columns)
       .def("slice", &pb_t::slice, nb::arg("offset"), nb::arg("length"))
@@ -309,37 +294,25 @@ void bind_arrow(nb::module_& m) {
       "make_array",
       [](nb::handle schema_capsule, std::int64_t length, std::int64_t null_count, std::int64_t offset,
          std::vector<std::optional<cuarrow::buffer>> buffers, std::vector<ca::placed_array> children,
-         std::optional<ca::placed_array> dictionary, int device_type, int device_id, cuarrow::stream_view stream) {
-        // Under the capsule's field, which keeps extension metadata.
-        ca::field f = field_of(schema_capsule);
+         std::optional<ca::placed_array> dictionary, const ca::placement& where, cuarrow::stream_view stream) {
+        ca::field f = field_of(schema_capsule);  // keeps extension metadata
         std::vector<cuarrow::buffer> bufs;
         for (auto& b : buffers) bufs.push_back(std::move(b).value_or(cuarrow::buffer()));
-        std::vector<ca::array_data> kids;
-        for (ca::placed_array& c : children) kids.push_back(std::move(c.data));
-        std::shared_ptr<const ca::array_data> dict;
-        if (dictionary) dict = std::make_shared<const ca::array_data>(std::move(dictionary->data));
         nb::gil_scoped_release r;
-        ca::array_data d = ca::make_array(f.type, length, std::move(bufs), null_count, offset, std::move(kids),
-                                          std::move(dict), ca::validate_options{}, stream);
-        return ca::placed_array{std::move(f), std::move(d), placement_from(device_type, device_id)};
+        return ca::make_placed_array(std::move(f), length, std::move(bufs), null_count, offset, std::move(children),
+                                     std::move(dictionary), where, {}, stream);
       },
       nb::arg("schema_capsule"), nb::arg("length"), nb::arg("null_count"), nb::arg("offset"), nb::arg("buffers"),
-      nb::arg("children"), nb::arg("dictionary").none(), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("stream") = nb::none());
+      nb::arg("children"), nb::arg("dictionary").none(), nb::arg("placement"), nb::arg("stream") = nb::none());
   m.def(
       "batch_from_arrays",
-      [](nb::handle schema_capsule, std::vector<ca::placed_array> columns, int device_type, int device_id,
+      [](nb::handle schema_capsule, const std::vector<ca::placed_array>& columns, const ca::placement& where,
          cuarrow::stream_view stream) {
         ca::schema sc = schema_of(schema_capsule);
-        std::vector<ca::array_data> cols;
-        cols.reserve(columns.size());
-        for (const ca::placed_array& c : columns) cols.push_back(c.data);
-        const ca::placement where = placement_from(device_type, device_id);
         nb::gil_scoped_release r;
-        return ca::placed_batch{ca::make_record_batch(std::move(sc), std::move(cols), {}, stream), where};
+        return ca::make_placed_batch(std::move(sc), columns, where, {}, stream);
       },
-      nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("device_type"), nb::arg("device_id"),
-      nb::arg("stream") = nb::none());
+      nb::arg("schema_capsule"), nb::arg("columns"), nb::arg("placement"), nb::arg("stream") = nb::none());
 
   // ---- transfers ----------------------------------------------------------------------
   m.def("arrays_to_device", &to_device<ca::placed_array>, nb::arg("arrays"), nb::arg("context"),
@@ -384,9 +357,9 @@ void bind_arrow(nb::module_& m) {
   m.def("export_device_array", &export_device<ca::placed_array>, nb::arg("array"), nb::arg("stream") = nb::none());
   m.def("export_device_batch", &export_device<ca::placed_batch>, nb::arg("batch"), nb::arg("stream") = nb::none());
   m.def("export_device_array_stream", &export_device_stream<ca::placed_array>, nb::arg("schema_capsule"),
-        nb::arg("chunks"), nb::arg("device_type"), nb::arg("device_id"));
+        nb::arg("chunks"), nb::arg("placement"));
   m.def("export_device_batch_stream", &export_device_stream<ca::placed_batch>, nb::arg("schema_capsule"),
-        nb::arg("batches"), nb::arg("device_type"), nb::arg("device_id"));
+        nb::arg("batches"), nb::arg("placement"));
 }
 
 }  // namespace cuarrow_py

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -173,6 +174,22 @@ struct type_caster<cuarrow::buffer> {
   }
   static handle from_cpp(const cuarrow::buffer& b, rv_policy, cleanup_list* cleanup) noexcept {
     return make_caster<cuarrow_py::Buffer>::from_cpp(cuarrow_py::Buffer{b, false}, rv_policy::move, cleanup);
+  }
+};
+
+/// A placement crosses as a (device type code, device id) tuple.
+template <>
+struct type_caster<cuarrow::arrow::placement> {
+  NB_TYPE_CASTER(cuarrow::arrow::placement, const_name("tuple[int, int]"))
+  bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept {
+    make_caster<std::pair<int, int>> pair;
+    if (!pair.from_python(src, flags, cleanup)) return false;
+    const auto [type, id] = pair.operator cast_t<std::pair<int, int>>();
+    value = cuarrow::arrow::placement::of(static_cast<cuarrow::device_type>(type), id);
+    return true;
+  }
+  static handle from_cpp(const cuarrow::arrow::placement& p, rv_policy, cleanup_list*) noexcept {
+    return Py_BuildValue("(ii)", static_cast<int>(p.type), p.device_id);
   }
 };
 

@@ -156,6 +156,20 @@ std::function<std::optional<T>()> items_in_order(std::vector<T> items) {
 batch_source source_of(std::vector<record_batch> items) { return items_in_order(std::move(items)); }
 array_source source_of(std::vector<array_data> items) { return items_in_order(std::move(items)); }
 
+batch_source source_of(std::vector<placed_batch> items) {
+  std::vector<record_batch> batches;
+  batches.reserve(items.size());
+  for (placed_batch& b : items) batches.push_back(std::move(b.batch));
+  return source_of(std::move(batches));
+}
+
+array_source source_of(std::vector<placed_array> items) {
+  std::vector<array_data> arrays;
+  arrays.reserve(items.size());
+  for (placed_array& a : items) arrays.push_back(std::move(a.data));
+  return source_of(std::move(arrays));
+}
+
 void export_array_stream(arrow::schema s, batch_source next, ArrowArrayStream* out) {
   if (out == nullptr) throw invalid_argument("export_array_stream: null output ArrowArrayStream");
   if (!next) throw invalid_argument("export_array_stream: no batch source");
@@ -321,13 +335,12 @@ std::optional<array_data> array_stream_reader::next_array() {
 
 stream_contents array_stream_reader::read_all() {
   stream_contents out;
+  // A host stream's items are host memory: cpu, no device.
   if (live(state_, "array_stream_reader::read_all").batches) {
-    while (std::optional<record_batch> b = next()) out.batches.push_back(std::move(*b));
+    while (std::optional<record_batch> b = next()) out.batches.push_back({std::move(*b), placement{}});
   } else {
-    while (std::optional<array_data> a = next_array()) out.arrays.push_back(std::move(*a));
+    while (std::optional<array_data> a = next_array()) out.arrays.push_back({state_->root, std::move(*a), placement{}});
   }
-  // A host stream's items are host memory: no device.
-  out.placements.assign(out.batches.size() + out.arrays.size(), placement{});
   return out;
 }
 
@@ -413,15 +426,9 @@ stream_contents device_array_stream_reader::read_all(stream_view s) {
   stream_contents out;
   placement p;
   if (live(state_, "device_array_stream_reader::read_all").batches) {
-    while (std::optional<record_batch> b = next(s, &p)) {
-      out.batches.push_back(std::move(*b));
-      out.placements.push_back(p);
-    }
+    while (std::optional<record_batch> b = next(s, &p)) out.batches.push_back({std::move(*b), p});
   } else {
-    while (std::optional<array_data> a = next_array(s, &p)) {
-      out.arrays.push_back(std::move(*a));
-      out.placements.push_back(p);
-    }
+    while (std::optional<array_data> a = next_array(s, &p)) out.arrays.push_back({state_->root, std::move(*a), p});
   }
   return out;
 }

@@ -1,5 +1,7 @@
 // Arrays and record batches built from buffers, checked before they are
 // returned (validate.hpp: make_array, make_record_batch).
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -114,6 +116,28 @@ record_batch make_record_batch(arrow::schema schema, std::vector<array_data> col
   if (o.level == validation_level::none) o.level = validation_level::cheap;
   validate(b, o, s);
   return b;
+}
+
+placed_array make_placed_array(field f, std::int64_t length, std::vector<buffer> buffers, std::int64_t null_count,
+                               std::int64_t offset, std::vector<placed_array> children,
+                               std::optional<placed_array> dictionary, placement where, const validate_options& options,
+                               stream_view s) {
+  std::vector<array_data> kids;
+  kids.reserve(children.size());
+  for (placed_array& c : children) kids.push_back(std::move(c.data));
+  std::shared_ptr<const array_data> dict;
+  if (dictionary) dict = std::make_shared<const array_data>(std::move(dictionary->data));
+  array_data d =
+      make_array(f.type, length, std::move(buffers), null_count, offset, std::move(kids), std::move(dict), options, s);
+  return placed_array{std::move(f), std::move(d), where};
+}
+
+placed_batch make_placed_batch(arrow::schema schema, const std::vector<placed_array>& columns, placement where,
+                               const validate_options& options, stream_view s) {
+  std::vector<array_data> cols;
+  cols.reserve(columns.size());
+  for (const placed_array& c : columns) cols.push_back(c.data);
+  return placed_batch{make_record_batch(std::move(schema), std::move(cols), options, s), where};
 }
 
 }  // namespace cuarrow::arrow

@@ -212,9 +212,12 @@ TEST(ArrowCStream, ReadAllReadsEveryItemAsTheReaderReads) {
   stream_contents all = reader.read_all();
   EXPECT_TRUE(all.batches.empty());
   ASSERT_EQ(all.arrays.size(), 2U);
-  EXPECT_EQ(all.placements, std::vector<placement>(2, placement{})) << "host items: cpu, no device";
-  EXPECT_TRUE(same_values(chunks[1], all.arrays[0]));
-  EXPECT_TRUE(same_values(chunks[2], all.arrays[1]));
+  for (const placed_array& a : all.arrays) {
+    EXPECT_EQ(a.declared, placement{}) << "host items: cpu, no device";
+    EXPECT_EQ(a.field.name, "chunks") << "each under the stream's field";
+  }
+  EXPECT_TRUE(same_values(chunks[1], all.arrays[0].data));
+  EXPECT_TRUE(same_values(chunks[2], all.arrays[1].data));
   EXPECT_TRUE(reader.read_all().arrays.empty());
 
   array_stream_reader moved(std::move(reader));
@@ -239,11 +242,11 @@ TEST(ArrowCDeviceStream, ReadAllGivesEachItemsPlacement) {
   stream_contents all = reader.read_all(consumer);
   EXPECT_TRUE(all.batches.empty());
   ASSERT_EQ(all.arrays.size(), 2U);
-  ASSERT_EQ(all.placements.size(), 2U);
-  EXPECT_EQ(all.placements[0], where);
-  EXPECT_EQ(all.placements[1], where);
-  EXPECT_TRUE(same_values(strings_chunk, to_host(all.arrays[0], consumer)));
-  EXPECT_EQ(all.arrays[1].length, 0);
+  EXPECT_EQ(all.arrays[0].declared, where);
+  EXPECT_EQ(all.arrays[1].declared, where);
+  EXPECT_EQ(all.arrays[1].where(), where) << "an item without buffers is where its device array said";
+  EXPECT_TRUE(same_values(strings_chunk, to_host(all.arrays[0].data, consumer)));
+  EXPECT_EQ(all.arrays[1].data.length, 0);
 }
 
 TEST(ArrowCDeviceStream, DeviceStreamsOfArraysOfAnyType) {

@@ -180,5 +180,53 @@ TEST(ArrowConstruct, RecordBatchShapes) {
   EXPECT_TRUE(equals(to_host(ok.columns[1]), primitive<std::int64_t>(int64(), {1, 2, 3})));
 }
 
+// The placed variants label what they build with the field, the schema
+// and the declared placement (what an array without memory reports), and
+// take their children's and dictionary's data.
+TEST(ArrowConstruct, PlacedArraysAndBatchesKeepTheirFieldAndPlacement) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const placement on_device{cuarrow::device_type::cuda, 0};
+  const placement pinned{cuarrow::device_type::cuda_host, 0};
+  field ext("ext", int64(), false, {{"ARROW:extension:name", "my.ext"}});
+  placed_array a = make_placed_array(ext, 3, {cuarrow::buffer(), device_vector<std::int64_t>(ctx, {1, 2, 3})}, -1, 0,
+                                     {}, std::nullopt, pinned);
+  EXPECT_EQ(a.field.metadata, ext.metadata) << "the field (extension metadata) labels the array";
+  EXPECT_EQ(a.where(), on_device) << "its memory says where it is, not the declaration";
+  placed_array empty = make_placed_array(field("e", int64()), 0, {cuarrow::buffer(), cuarrow::buffer()}, -1, 0, {},
+                                         std::nullopt, pinned);
+  EXPECT_EQ(empty.where(), pinned) << "no memory: where it was declared";
+
+  placed_array values = make_placed_array(
+      field("", utf8()), 2,
+      {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0, 1, 3}), device_vector<char>(ctx, {'a', 'b', 'c'})}, -1,
+      0, {}, std::nullopt, on_device);
+  placed_array dict =
+      make_placed_array(field("d", dictionary(int8(), utf8())), 3,
+                        {cuarrow::buffer(), device_vector<std::int8_t>(ctx, {1, 0, 1})}, -1, 0, {}, values, on_device);
+  std::string diff;
+  EXPECT_TRUE(equals(to_host(*dict.data.dictionary), strings(utf8(), {"a", "bc"}), &diff)) << diff;
+  placed_array lst = make_placed_array(field("l", list(field("item", utf8()))), 1,
+                                       {cuarrow::buffer(), device_vector<std::int32_t>(ctx, {0, 2})}, 0, 0, {values},
+                                       std::nullopt, on_device);
+  EXPECT_EQ(lst.children().at(0).data.length, 2);
+  expect_throw_with<cuarrow::invalid_argument>(
+      [&] {
+        make_placed_array(field("d", dictionary(int8(), utf8())), 3,
+                          {cuarrow::buffer(), device_vector<std::int8_t>(ctx, {1, 0, 1})}, -1, 0, {}, std::nullopt,
+                          on_device);
+      },
+      "needs its dictionary");
+
+  schema sc{{field("ext", int64(), false, ext.metadata), field("d", dictionary(int8(), utf8()))}, {}};
+  placed_batch b = make_placed_batch(sc, {a, dict}, pinned);
+  EXPECT_EQ(b.batch.num_rows, 3);
+  EXPECT_EQ(b.where(), on_device);
+  EXPECT_EQ(b.columns().at(0).field.metadata, ext.metadata) << "the schema's fields label the columns";
+  placed_batch none = make_placed_batch(schema{}, {}, pinned);
+  EXPECT_EQ(none.where(), pinned);
+  expect_throw_with<cuarrow::invalid_argument>([&] { make_placed_batch(sc, {a}, on_device); },
+                                               "Schema and number of arrays unequal");
+}
+
 }  // namespace
 }  // namespace cuarrow_arrow_test

@@ -290,6 +290,10 @@ using array_source = std::function<std::optional<array_data>()>;
 /// batches, a chunked array's chunks).
 CUARROW_EXPORT batch_source source_of(std::vector<record_batch> items);
 CUARROW_EXPORT array_source source_of(std::vector<array_data> items);
+/// The same over placed items: their data, in order (the placements are
+/// the stream's to declare).
+CUARROW_EXPORT batch_source source_of(std::vector<placed_batch> items);
+CUARROW_EXPORT array_source source_of(std::vector<placed_array> items);
 
 /// The stream exports below throw invalid_argument for a null `out` or an
 /// empty source; the source runs when the consumer calls get_next, and
@@ -325,14 +329,13 @@ enum class stream_items : std::uint8_t {
 };
 
 /// A stream's items read to its end (read_all): its batches when the
-/// reader reads batches, its arrays otherwise, and the placement of each
-/// item, in the items' order: for a device stream what the item's device
-/// array declared (what labels an item without buffers), for a host stream
-/// cpu (-1).
+/// reader reads batches, its arrays (each under the stream's field)
+/// otherwise, each with its placement: for a device stream what the item's
+/// device array declared (what labels an item without buffers), for a host
+/// stream cpu (-1).
 struct stream_contents {
-  std::vector<record_batch> batches;
-  std::vector<array_data> arrays;
-  std::vector<placement> placements;
+  std::vector<placed_batch> batches;
+  std::vector<placed_array> arrays;
 };
 
 // Streams come from outside and are checked: a released stream, NULL

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -88,5 +89,21 @@ CUARROW_EXPORT array_data make_array(const data_type& type, std::int64_t length,
 /// validated as make_array does.
 CUARROW_EXPORT record_batch make_record_batch(arrow::schema schema, std::vector<array_data> columns,
                                               const validate_options& options = {}, stream_view s = {});
+
+/// make_array under the field `f` (its type is the array's; its name,
+/// nullability and metadata, where an extension type lives, label the
+/// result) over placed children and dictionary, declared in `where` (what
+/// an array without any non-empty buffer reports).  Throws as make_array.
+CUARROW_EXPORT placed_array make_placed_array(field f, std::int64_t length, std::vector<buffer> buffers,
+                                              std::int64_t null_count, std::int64_t offset,
+                                              std::vector<placed_array> children,
+                                              std::optional<placed_array> dictionary, placement where,
+                                              const validate_options& options = {}, stream_view s = {});
+
+/// make_record_batch over placed columns (their data; the schema's fields
+/// label them), declared in `where`.  Throws as make_record_batch.
+CUARROW_EXPORT placed_batch make_placed_batch(arrow::schema schema, const std::vector<placed_array>& columns,
+                                              placement where, const validate_options& options = {},
+                                              stream_view s = {});
 
 }  // namespace cuarrow::arrow
