@@ -14,6 +14,7 @@
 // locates its memory, views it and waits for its stream
 // (cuarrow::wrap_cuda_array_interface).
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -118,68 +119,40 @@ nb::dict dlpack_info(nb::handle capsule) {
   return with_tensor(capsule, [](auto* managed) { return info_dict(cuarrow::read_dlpack(*managed)); });
 }
 
-// An integer field of a CAI dictionary as an int64 (ValueError otherwise).
-std::int64_t cai_int(nb::handle v, const char* what) {
-  if (!PyLong_Check(v.ptr())) {
-    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " must be an int");
-  }
-  int overflow = 0;
-  const long long r = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-  if (overflow != 0 || (r == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " does not fit 64 bits");
-  }
-  return r;
-}
-
-std::vector<std::int64_t> cai_ints(nb::handle v, const char* what) {
-  if (!PyTuple_Check(v.ptr()) && !PyList_Check(v.ptr())) {
-    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " must be a tuple");
-  }
-  // Limited-API calls only (the stable-ABI wheel): no PySequence_Fast_* macros.
-  const Py_ssize_t n = PySequence_Size(v.ptr());
-  if (n < 0) throw nb::python_error();
-  std::vector<std::int64_t> out;
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    nb::object item = nb::steal(PySequence_GetItem(v.ptr(), i));
-    if (!item.is_valid()) throw nb::python_error();
-    out.push_back(cai_int(item, what));
+// An entry of a CAI dictionary converted to T (ints: Python's and those
+// with __index__, e.g. NumPy's), or a ValueError saying what it is not.
+template <class T>
+T cai_entry(nb::handle value, const char* what, const char* is_not) {
+  T out{};
+  if (!nb::try_cast(value, out)) {
+    throw cuarrow::invalid_argument(std::string("__cuda_array_interface__: ") + what + " is not " + is_not + ": " +
+                                    nb::repr(value).c_str());
   }
   return out;
 }
 
 // The fields of a __cuda_array_interface__ dictionary, converted; the core
-// checks them (read_cuda_array_interface).
+// checks them (read_cuda_array_interface).  Absent optional entries and
+// None are the spec's defaults.
 cuarrow::cuda_array_interface cai_of(nb::handle desc) {
   if (!PyDict_Check(desc.ptr())) throw cuarrow::invalid_argument("__cuda_array_interface__ must be a dict");
   nb::dict d = nb::borrow<nb::dict>(desc);
-  cuarrow::cuda_array_interface c;
-  if (d.contains("version")) c.version = cai_int(d["version"], "version");
   if (!d.contains("data") || !d.contains("shape") || !d.contains("typestr")) {
     throw cuarrow::invalid_argument("__cuda_array_interface__ needs data, shape and typestr");
   }
-  nb::handle data = d["data"];
-  if (!PyTuple_Check(data.ptr()) || PyTuple_Size(data.ptr()) != 2) {
-    throw cuarrow::invalid_argument("__cuda_array_interface__: data must be a tuple (pointer, read_only)");
-  }
-  nb::handle ptr = PyTuple_GetItem(data.ptr(), 0);
-  if (!PyLong_Check(ptr.ptr()))
-    throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer must be an int");
-  const unsigned long long address = PyLong_AsUnsignedLongLong(ptr.ptr());
-  if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw cuarrow::invalid_argument("__cuda_array_interface__: the data pointer is not an address");
-  }
-  c.data = static_cast<std::uintptr_t>(address);
-  c.read_only = PyObject_IsTrue(PyTuple_GetItem(data.ptr(), 1)) == 1;
-  nb::handle typestr = d["typestr"];
-  if (!PyUnicode_Check(typestr.ptr()))
-    throw cuarrow::invalid_argument("__cuda_array_interface__: typestr must be a str");
-  c.typestr = nb::cast<std::string>(typestr);
-  c.shape = cai_ints(d["shape"], "shape");
-  if (d.contains("strides") && !d["strides"].is_none()) c.strides = cai_ints(d["strides"], "strides");
-  c.has_mask = d.contains("mask") && !d["mask"].is_none();
-  if (d.contains("stream") && !d["stream"].is_none()) c.stream = cai_int(d["stream"], "stream");
+  auto given = [&](const char* key) { return d.contains(key) && !d[key].is_none(); };
+  constexpr const char* kInt = "an int that fits 64 bits";
+  constexpr const char* kInts = "a tuple of ints that fit 64 bits";
+  cuarrow::cuda_array_interface c;
+  if (given("version")) c.version = cai_entry<std::int64_t>(d["version"], "version", kInt);
+  const auto data = cai_entry<std::pair<nb::object, nb::object>>(d["data"], "data", "a tuple (pointer, read_only)");
+  c.data = cai_entry<std::uintptr_t>(data.first, "the data pointer", "an address (an int, 0 <= pointer < 2**64)");
+  c.read_only = PyObject_IsTrue(data.second.ptr()) == 1;
+  c.typestr = cai_entry<std::string>(d["typestr"], "typestr", "a str");
+  c.shape = cai_entry<std::vector<std::int64_t>>(d["shape"], "shape", kInts);
+  if (given("strides")) c.strides = cai_entry<std::vector<std::int64_t>>(d["strides"], "strides", kInts);
+  c.has_mask = given("mask");
+  if (given("stream")) c.stream = cai_entry<std::int64_t>(d["stream"], "stream", kInt);
   return c;
 }
 

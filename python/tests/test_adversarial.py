@@ -300,6 +300,32 @@ def test_bad_cuda_array_interfaces_are_refused_by_the_core(ctx, change, match):
         cuda.from_device(CAIProducer(desc, keep=d))
 
 
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        ({"shape": (4.0,)}, r"shape is not a tuple of ints that fit 64 bits: \(4\.0,\)"),
+        ({"typestr": b"<i4"}, "typestr is not a str"),
+        ({"stream": 1.5}, "stream is not an int"),
+        ({"data": (1,)}, r"data is not a tuple \(pointer, read_only\)"),
+        ({"data": ("1", False)}, "the data pointer is not an address"),
+    ],
+)
+def test_cuda_array_interface_entries_of_other_types_are_refused(ctx, change, match):
+    d, desc = _int32_cai(ctx, [1, 2, 3, 4])
+    desc.update(change)
+    with pytest.raises(ValueError, match=match):
+        cuda.from_device(CAIProducer(desc, keep=d))
+
+
+def test_cuda_array_interface_takes_numpy_integers(ctx):
+    # Producers that compute a shape or pointer with NumPy give NumPy
+    # integers (they have __index__): they are ints to the protocol.
+    d, desc = _int32_cai(ctx, [1, 2, 3, 4])
+    desc.update(shape=(np.int64(4),), strides=(np.int32(4),), data=(np.uint64(desc["data"][0]), False))
+    assert cuda.from_device(CAIProducer(desc, keep=d)).to_host().equals(pa.array([1, 2, 3, 4], pa.int32()))
+    assert ctx.buffer_from_object(CAIProducer(desc, keep=d)).size == 16
+
+
 def test_extent_one_dimensions_do_not_break_c_contiguity(ctx):
     # A (4, 1) tensor whose last stride is arbitrary (PyTorch gives size-1
     # dimensions any stride) is C-contiguous: it imports as fixed-size lists.
