@@ -67,18 +67,14 @@ cuarrow::stream_view handle_stream(nb::handle obj) {
   return cuarrow::stream_view(reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(h)));
 }
 
-// The handle of a __cuda_stream__ value: `_version, handle = value` then
-// int(handle); nullopt when that raises TypeError or ValueError.
+// The handle of a __cuda_stream__ value: a (version, handle) pair, then
+// int(handle); nullopt when it is no pair or int() raises TypeError or
+// ValueError.
 std::optional<nb::object> protocol_handle(nb::handle value) {
+  std::pair<nb::object, nb::object> version_handle;
+  if (!nb::try_cast(value, version_handle)) return std::nullopt;
   try {
-    nb::object it = nb::steal(PyObject_GetIter(value.ptr()));
-    if (!it.is_valid()) throw nb::python_error();
-    nb::object items[3];
-    std::size_t n = 0;
-    for (PyObject* item; n < 3 && (item = PyIter_Next(it.ptr())) != nullptr;) items[n++] = nb::steal(item);
-    if (PyErr_Occurred() != nullptr) throw nb::python_error();
-    if (n != 2) return std::nullopt;
-    return to_int(items[1]);
+    return to_int(version_handle.second);
   } catch (const nb::python_error& e) {
     if (e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError)) return std::nullopt;
     throw;
