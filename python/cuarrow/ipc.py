@@ -562,10 +562,10 @@ class RecordBatchStreamReader(_Reader):
         `readahead_bytes` (the first read takes one batch; a dictionary
         batch ends a read).  About ``readahead * readahead_bytes`` of device
         memory is held ahead.  ``readahead=0`` reads each batch when it is
-        asked for, on the calling thread.  Each batch is on the device when it is handed out.  A
-        loop left early, or any other read of this reader, stops the
-        reading ahead and puts the reader back at the first batch the loop
-        did not take, so nothing is skipped: ``read_next_batch()`` after
+        asked for, on the calling thread.  Each batch is on the device when
+        it is handed out.  A loop left early, or any other read of this
+        reader, stops the reading ahead and puts the reader back at the
+        first batch the loop did not take, so nothing is skipped: ``read_next_batch()`` after
         ``break`` gives the batch after the last one the loop had (the
         batches read ahead are read again).  A read that fails still yields
         the batches before the failing one, then raises its error.

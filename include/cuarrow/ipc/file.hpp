@@ -245,8 +245,8 @@ struct readahead_options {
   /// A read takes batches until their bodies (as the footer states them,
   /// before any projection; a stream's as its metadata states them) would
   /// pass this many bytes, one batch at least and 4,096 at most; the first
-  /// read, and every read with depth 0, takes one batch, so that the first next() returns as
-  /// soon as one batch is on the device.  At least 1.  On an H100 a loop
+  /// read, and every read with depth 0, takes one batch, so that the first
+  /// next() returns as soon as one batch is on the device.  At least 1.  On an H100 a loop
   /// over 2.2 GiB in 226 batches read them alone in 101 ms with runs of
   /// 64 MiB, 66 ms with 256 MiB and 59 ms with 1 GiB (read_all: 54 ms;
   /// each run is a staging job that fills and drains the pipeline); but
