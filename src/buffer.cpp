@@ -361,6 +361,7 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
     // host memory, must not be labelled as device memory of this one.
     scoped_context guard(ctx);
     const detail::pointer_attributes a = detail::query_pointer(address);
+    detail::check_known_span(a, address, size, "wrap_device");
     const int ordinal = a.device;
     if (a.known) {
       if (a.managed) {

@@ -187,6 +187,37 @@ TEST(Buffer, WrapDeviceRecognisesPinnedMemory) {
   EXPECT_EQ(view.type(), cuarrow::device_type::cuda_host);
 }
 
+// A foreign producer that describes more memory than there is: wrap_device
+// refuses the view, naming its span and where the memory the driver knows
+// ends, before anything reads it (a fault, or a crash of host code reading
+// pinned memory, otherwise).  Views up to the end of an allocation (pool,
+// cuMemAlloc, pinned) are taken.  (Allocations placed end to end read as
+// one span: a view past the end of one into its neighbour is taken.)
+TEST(Buffer, WrappingPastTheEndOfTheMemoryTheDriverKnowsIsRefused) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 4096;
+  std::vector<cuarrow::buffer> owners;
+  owners.push_back(cuarrow::allocate_device(ctx, n));
+  owners.push_back(cuarrow::allocate_device(ctx, n, {}, cuarrow::plain_device_resource::shared()));
+  owners.push_back(cuarrow::allocate_pinned(ctx, n));
+  for (const cuarrow::buffer& b : owners) {
+    SCOPED_TRACE(cuarrow::to_string(b.type()));
+    EXPECT_EQ(cuarrow::wrap_device(ctx, b.address(), n, nullptr).size(), n);
+    EXPECT_EQ(cuarrow::wrap_device(ctx, b.address() + 1000, n - 1000, nullptr).size(), n - 1000);
+    try {
+      (void)cuarrow::wrap_device(ctx, b.address() + 16, std::int64_t{1} << 40, nullptr);
+      ADD_FAILURE() << "a view of 1 TiB was taken";
+    } catch (const cuarrow::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("wrap_device: 1099511627776 bytes from "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("run past the memory the CUDA driver knows there"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW((void)cuarrow::wrap_device(ctx, b.address(), INT64_MAX, nullptr), cuarrow::invalid_argument);
+  }
+  // The buffers stay usable.
+  EXPECT_EQ(to_vector(cuarrow::copy_to_device(ctx, "still fine", 10)).size(), 10u);
+}
+
 namespace {
 // A user-supplied resource: counts calls and delegates to cuMemAlloc.
 class counting_resource final : public cuarrow::device_memory_resource {

@@ -248,8 +248,13 @@ CUARROW_EXPORT buffer allocate_host(std::int64_t size);
 /// the lifetime.  The memory must belong to `ctx`'s device; this is checked
 /// against the driver's pointer attributes where the driver can tell
 /// (device_mismatch), and memory the driver knows as managed or pinned host
-/// memory is labelled cuda_managed or cuda_host instead of cuda.  Throws
-/// invalid_argument (negative size), cuda_error.  No stream: the buffer is
+/// memory is labelled cuda_managed or cuda_host instead of cuda.  Where the
+/// driver knows the memory at `address`, every byte of the view must lie in
+/// memory it knows of the same kind and device (the allocation `address`
+/// lies in, or allocations and mappings placed end to end after it): a
+/// size running past it is refused here rather than read as a fault later.
+/// Throws invalid_argument (negative size, a view past the memory the
+/// driver knows), cuda_error.  No stream: the buffer is
 /// not stream-ordered, so work that wrote the memory must be ordered before
 /// cuarrow's copies by the caller (copy on that stream, or synchronize it).
 CUARROW_EXPORT buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size,

@@ -1,14 +1,23 @@
 #include "pointer_query.hpp"
 
+#include <cstdint>
+#include <string>
+
+#include "cuarrow/error.hpp"
+#include "driver_result.hpp"
 #include "driver_table.hpp"
 
 namespace cuarrow::detail {
 
 pointer_attributes query_pointer(std::uintptr_t address) {
   const driver_table& d = driver();
-  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                 CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                                 CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                 CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   unsigned int memory_type = 0;
   int ordinal = -1;
   // Booleans: zeroed 4-byte integers read right whether the driver writes
@@ -16,9 +25,11 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   unsigned int managed = 0;
   CUmemoryPool pool = nullptr;
   unsigned int ipc_capable = 0;
-  void* values[] = {&memory_type, &ordinal, &managed, &pool, &ipc_capable};
+  CUdeviceptr range_start = 0;
+  std::size_t range_size = 0;
+  void* values[] = {&memory_type, &ordinal, &managed, &pool, &ipc_capable, &range_start, &range_size};
   pointer_attributes a;
-  if (d.cuPointerGetAttributes(5, attrs, values, static_cast<CUdeviceptr>(address)) != CUDA_SUCCESS ||
+  if (d.cuPointerGetAttributes(7, attrs, values, static_cast<CUdeviceptr>(address)) != CUDA_SUCCESS ||
       memory_type == 0) {
     return a;
   }
@@ -28,7 +39,34 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   a.managed = managed != 0;
   a.pool = pool;
   a.legacy_ipc_capable = ipc_capable != 0;
+  if (range_size > 0 && range_start <= address && address - range_start < range_size) {
+    a.range_start = static_cast<std::uintptr_t>(range_start);
+    a.range_size = range_size;
+  }
   return a;
+}
+
+void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::int64_t size, const char* what) {
+  if (!a.known || a.range_size == 0 || size <= 0) return;
+  const auto end_of = [](const pointer_attributes& r) { return r.range_start + r.range_size; };
+  const auto n_bytes = static_cast<std::uintptr_t>(size);
+  const std::uintptr_t end = n_bytes > UINTPTR_MAX - address ? UINTPTR_MAX : address + n_bytes;  // past: refused
+  pointer_attributes at = a;
+  // Mappings end to end: a 2 MiB granule each at worst; a view of 64 GiB
+  // crosses 32 Ki of them.
+  constexpr int kMostRanges = 1 << 15;
+  for (int n = 0; end > end_of(at); ++n) {
+    const std::uintptr_t next = end_of(at);
+    pointer_attributes b = query_pointer(next);
+    if (n == kMostRanges || !b.known || b.range_size == 0 || b.memory_type != a.memory_type || b.device != a.device ||
+        b.managed != a.managed) {
+      throw invalid_argument(std::string(what) + ": " + std::to_string(size) + " bytes from " + hex_address(address) +
+                             " run past the memory the CUDA driver knows there: it ends at " + hex_address(next) +
+                             ", " + std::to_string(next - address) +
+                             " bytes in; the producer describes more memory than it has");
+    }
+    at = b;
+  }
 }
 
 bool kernel_reaches_host(std::uintptr_t address) {

@@ -3,6 +3,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace cuarrow::detail {
@@ -17,6 +18,11 @@ struct pointer_attributes {
   bool managed = false;
   CUmemoryPool pool = nullptr;  // the stream-ordered pool it came from, if any
   bool legacy_ipc_capable = false;
+  /// The allocation (or mapping) `address` lies in, as the driver states
+  /// it (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR / _SIZE); size 0 when it
+  /// does not say.
+  std::uintptr_t range_start = 0;
+  std::size_t range_size = 0;
 
   /// Device memory host code must not read (managed memory excepted).
   bool is_device() const noexcept { return known && memory_type == CU_MEMORYTYPE_DEVICE && !managed; }
@@ -28,6 +34,17 @@ struct pointer_attributes {
 /// failed query reads as unknown memory.  Throws driver_error when no
 /// driver can be loaded.
 pointer_attributes query_pointer(std::uintptr_t address);
+
+/// Throws invalid_argument, naming `what`, unless every byte of [address,
+/// address + size) lies in memory the driver knows as it knows `address`
+/// (`a`, its query: the same kind and device), walking from the allocation
+/// `address` lies in to the ones after it (a view may span mappings placed
+/// end to end, as PyTorch's expandable segments place them).  Memory the
+/// driver does not know, or whose range it does not state, is not checked.
+/// So a foreign producer that describes more memory than it has gets an
+/// error here, not a fault (or a crash of host code) when the bytes are
+/// read.
+void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::int64_t size, const char* what);
 
 /// Whether kernels of the current context reach the host memory at
 /// `address` through that very address (CU_POINTER_ATTRIBUTE_DEVICE_POINTER
