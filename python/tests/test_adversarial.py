@@ -326,6 +326,27 @@ def test_cuda_array_interface_takes_numpy_integers(ctx):
     assert ctx.buffer_from_object(CAIProducer(desc, keep=d)).size == 16
 
 
+def test_memory_described_past_what_the_driver_knows_is_refused(ctx):
+    # A producer that describes more bytes than its allocation holds: the
+    # view is refused (reading it would fault on the device, or crash host
+    # code reading pinned memory), and every object stays usable.
+    d, desc = _int32_cai(ctx, [1, 2, 3, 4])
+    desc.update(shape=(1 << 38,))  # 1 TiB of int32 from a 16-byte array
+    for take in (ctx.buffer_from_object, cuda.from_device):
+        with pytest.raises(ValueError, match="run past the memory the CUDA driver knows there"):
+            take(CAIProducer(desc, keep=d))
+    buf = ctx.new_buffer(64)
+    with pytest.raises(ValueError, match=r"wrap_device: 1099511627776 bytes from 0x[0-9a-f]+ run past"):
+        ctx.foreign_buffer(buf.address, 1 << 40, base=buf)
+    pinned = cuda.new_host_buffer(64)
+    with pytest.raises(ValueError, match="run past the memory the CUDA driver knows there"):
+        ctx.foreign_buffer(pinned.address, 1 << 40, base=pinned)
+    assert ctx.foreign_buffer(buf.address + 8, 56, base=buf).size == 56, "up to the end is taken"
+    assert d.to_host().equals(pa.array([1, 2, 3, 4], pa.int32()))
+    buf.copy_from_host(bytes(range(64)))
+    assert buf.copy_to_host().to_pybytes() == bytes(range(64))
+
+
 def test_extent_one_dimensions_do_not_break_c_contiguity(ctx):
     # A (4, 1) tensor whose last stride is arbitrary (PyTorch gives size-1
     # dimensions any stride) is C-contiguous: it imports as fixed-size lists.
