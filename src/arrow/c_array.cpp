@@ -631,10 +631,12 @@ class importer {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     switch (type_) {
       case device_type::cpu: return wrap_host(p, size, owner_, false);
-      case device_type::cuda_host: check_host_readable_label(address); return wrap_host(p, size, owner_, false, ctx_);
+      case device_type::cuda_host:
+        check_host_readable_label(address, size);
+        return wrap_host(p, size, owner_, false, ctx_);
       case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
       case device_type::cuda_managed: {
-        check_host_readable_label(address);
+        check_host_readable_label(address, size);
         buffer::fields f = cuarrow::detail::buffer_factory::fields_of(*ctx_, device_type::cuda_managed, size);
         f.address = address;
         f.is_mutable = false;
@@ -647,11 +649,13 @@ class importer {
 
   // CUDA_HOST and CUDA_MANAGED memory is read by host code (null counts,
   // to_host returns it as it is): before any such read, the label is held
-  // against what the driver knows of the pointer.  Device memory labelled
-  // host memory would crash the reader.  (CPU labels are trusted: the C
-  // Data Interface gives host pointers, and asking the driver about each
-  // would cost a call per buffer of every host import.)
-  void check_host_readable_label(std::uintptr_t address) const {
+  // against what the driver knows of the pointer, and the buffer's bytes
+  // against the memory it knows there.  Device memory labelled host
+  // memory, or a buffer longer than the memory, would crash the reader.
+  // (CPU labels are trusted: the C Data Interface gives host pointers, and
+  // asking the driver about each would cost a call per buffer of every
+  // host import.)
+  void check_host_readable_label(std::uintptr_t address, std::int64_t size) const {
     const cuarrow::detail::pointer_attributes a = cuarrow::detail::query_pointer(address);
     if (a.is_device()) {
       throw invalid_data(path_, std::string("the array is labelled ") +
@@ -661,6 +665,7 @@ class importer {
                                     std::to_string(a.device) +
                                     ", which host code cannot read; the producer must label it ARROW_DEVICE_CUDA");
     }
+    cuarrow::detail::check_known_span(a, address, size, path_.c_str());
   }
 
   // The variadic sizes buffer: host memory by convention (Arrow C++ exports

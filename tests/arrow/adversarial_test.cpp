@@ -424,6 +424,25 @@ TEST(ArrowAdversarial, DeviceMemoryLabelledHostMemoryIsRefused) {
   EXPECT_TRUE(same_values(sample("int32"), import_device_array(pinned.get(), int32())));
 }
 
+// A producer whose length describes more memory than its buffers have
+// (device memory, or pinned memory host code would read): refused at import,
+// naming the buffer, before anything reads past the memory (a device fault,
+// or a crash of host code, otherwise).
+TEST(ArrowAdversarial, BuffersLongerThanTheMemoryTheDriverKnowsAreRefused) {
+  const cuarrow::context ctx = cuarrow::context::get(0);
+  for (const bool pinned : {false, true}) {
+    SCOPED_TRACE(pinned ? "pinned" : "device");
+    owned_device_array out;
+    export_device_array(pinned ? to_pinned(sample("int32"), ctx) : to_device(sample("int32"), ctx),
+                        cuarrow::stream_view(), out.get());
+    out->array.length = std::int64_t{1} << 36;  // 256 GiB of int32
+    out->array.null_count = 0;
+    const std::string m = message_of([&] { (void)import_device_array(out.get(), int32()); });
+    EXPECT_NE(m.find("run past the memory the CUDA driver knows there"), std::string::npos) << m;
+    EXPECT_TRUE(out.is_released()) << "the import took the struct and released it";
+  }
+}
+
 // A large_utf8 array whose last offset is INT64_MAX: a valid int64, and the
 // data buffer's size as the C Data Interface implies it.  Summing the
 // transfer's arena overflowed (undefined behaviour, caught by UBSan).
