@@ -308,7 +308,12 @@ class Context:
         The address may be device memory or pinned host memory (anything
         `get_device_address` maps).  `base` (the owner of the memory) is kept
         alive as long as the view, its slices and its DLPack exports are.
-        When ``address == size == 0`` a new empty buffer is returned.
+        When ``address == size == 0`` a new empty buffer is returned.  Where
+        the driver knows the memory at `address`, the `size` bytes must lie
+        in memory it knows there (the allocation, or allocations placed end
+        to end after it): a size past it raises ``pyarrow.ArrowInvalid`` (a
+        ValueError) instead of a fault when the bytes are read; the same
+        holds for ``__cuda_array_interface__``, DLPack and C Device imports.
         """
         address = _index(address, "address")
         size = _index(size, "size")
