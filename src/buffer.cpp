@@ -351,7 +351,12 @@ buffer allocate_host(std::int64_t size) {
 
 buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size, std::shared_ptr<const void> owner,
                    bool is_mutable) {
-  check_size(size, "wrap_device");
+  return detail::wrap_device_as("wrap_device", ctx, address, size, std::move(owner), is_mutable);
+}
+
+buffer detail::wrap_device_as(const char* what, const context& ctx, std::uintptr_t address, std::int64_t size,
+                              std::shared_ptr<const void> owner, bool is_mutable) {
+  check_size(size, what);
   buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda, size);
   f.address = address;
   f.is_mutable = is_mutable;
@@ -361,7 +366,7 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
     // host memory, must not be labelled as device memory of this one.
     scoped_context guard(ctx);
     const detail::pointer_attributes a = detail::query_pointer(address);
-    detail::check_known_span(a, address, size, "wrap_device");
+    detail::check_known_span(a, address, size, what);
     const int ordinal = a.device;
     if (a.known) {
       if (a.managed) {
@@ -369,9 +374,10 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
       } else if (a.memory_type == CU_MEMORYTYPE_HOST) {
         f.type = device_type::cuda_host;
       } else if (ordinal >= 0 && ordinal != ctx.device_number()) {
-        throw device_mismatch("wrap_device: address " + detail::hex_address(address) + " is memory of device " +
-                              std::to_string(ordinal) + ", not of device " + std::to_string(ctx.device_number()) +
-                              "; wrap it with context::get(" + std::to_string(ordinal) + ")");
+        throw device_mismatch(std::string(what) + ": address " + detail::hex_address(address) +
+                              " is memory of device " + std::to_string(ordinal) + ", not of device " +
+                              std::to_string(ctx.device_number()) + "; wrap it with context::get(" +
+                              std::to_string(ordinal) + ")");
       }
     }
   }

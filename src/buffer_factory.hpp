@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "cuarrow/buffer.hpp"
@@ -24,5 +25,10 @@ struct buffer_factory {
     return f;
   }
 };
+
+/// wrap_device, its errors naming `what` (the import or protocol the view
+/// is made for: "__cuda_array_interface__", a C Device buffer's path).
+buffer wrap_device_as(const char* what, const context& ctx, std::uintptr_t address, std::int64_t size,
+                      std::shared_ptr<const void> owner, bool is_mutable);
 
 }  // namespace cuarrow::detail

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "buffer_factory.hpp"
 #include "cuarrow/error.hpp"
 #include "cuarrow/tensor.hpp"
 #include "runtime/runtime.hpp"
@@ -21,9 +22,11 @@ namespace {
 struct tensor_source {
   const char* noun;       // "a DLPack tensor": what cannot be viewed
   const char* on_device;  // "the DLPack tensor is on": followed by " device N"
+  const char* name;       // "DLPack tensor": what the view's errors name
 };
-constexpr tensor_source dlpack_source{"a DLPack tensor", "the DLPack tensor is on"};
-constexpr tensor_source cai_source{"a __cuda_array_interface__", "__cuda_array_interface__: the data is memory of"};
+constexpr tensor_source dlpack_source{"a DLPack tensor", "the DLPack tensor is on", "DLPack tensor"};
+constexpr tensor_source cai_source{"a __cuda_array_interface__", "__cuda_array_interface__: the data is memory of",
+                                   "__cuda_array_interface__"};
 
 // The one view of a checked, located tensor's span (wrap_tensor).
 buffer view_of(const context& ctx, const tensor_info& t, std::shared_ptr<const void> owner, const tensor_source& src) {
@@ -44,7 +47,7 @@ buffer view_of(const context& ctx, const tensor_info& t, std::shared_ptr<const v
   // data + span_offset inside the address space).
   std::uintptr_t address = t.data - static_cast<std::uintptr_t>(-t.span_offset);
   if (type == kDLCUDAHost) address = ctx.get_device_address(reinterpret_cast<const void*>(address));
-  return wrap_device(ctx, address, t.span_length, std::move(owner), !t.read_only);
+  return detail::wrap_device_as(src.name, ctx, address, t.span_length, std::move(owner), !t.read_only);
 }
 
 }  // namespace

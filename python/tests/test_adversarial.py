@@ -333,7 +333,7 @@ def test_memory_described_past_what_the_driver_knows_is_refused(ctx):
     d, desc = _int32_cai(ctx, [1, 2, 3, 4])
     desc.update(shape=(1 << 38,))  # 1 TiB of int32 from a 16-byte array
     for take in (ctx.buffer_from_object, cuda.from_device):
-        with pytest.raises(ValueError, match="run past the memory the CUDA driver knows there"):
+        with pytest.raises(ValueError, match=r"__cuda_array_interface__: 1099511627776 bytes from 0x\w+ run past"):
             take(CAIProducer(desc, keep=d))
     buf = ctx.new_buffer(64)
     with pytest.raises(ValueError, match=r"wrap_device: 1099511627776 bytes from 0x[0-9a-f]+ run past"):

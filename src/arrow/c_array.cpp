@@ -530,7 +530,7 @@ class importer {
       if (*size > 0 && ptr == nullptr) {
         fail(std::string(to_string(spec.role)) + " buffer is NULL for " + std::to_string(len) + " values");
       }
-      if (*size > 0) o.buffers[static_cast<std::size_t>(i)] = wrap(ptr, *size);
+      if (*size > 0) o.buffers[static_cast<std::size_t>(i)] = wrap(ptr, *size, to_string(spec.role));
     }
 
     // Offset-based arrays: the first and last offsets, for sizing the data
@@ -588,7 +588,7 @@ class importer {
         throw invalid_data(p.path, "data buffer is NULL but the offsets reach " + std::to_string(last) + " bytes");
       }
       path_ = p.path;
-      if (last > 0) p.array->buffers[p.index] = wrap(p.pointer, last);
+      if (last > 0) p.array->buffers[p.index] = wrap(p.pointer, last, "data");
     }
     for (const pending_variadic& v : variadic_) {
       for (std::size_t k = 0; k < v.pointers.size(); ++k) {
@@ -602,7 +602,7 @@ class importer {
               v.path, "variadic buffer " + std::to_string(k) + " is NULL but has " + std::to_string(size) + " bytes");
         }
         path_ = v.path;
-        if (size > 0) v.array->buffers[v.first + k] = wrap(v.pointers[k], size);
+        if (size > 0) v.array->buffers[v.first + k] = wrap(v.pointers[k], size, "variadic data");
       }
     }
   }
@@ -627,16 +627,20 @@ class importer {
     std::string path;
   };
 
-  buffer wrap(const void* p, std::int64_t size) const {
+  // Buffer `p` of the node being built: `role` names it in errors ("the
+  // validity buffer of <path>").
+  buffer wrap(const void* p, std::int64_t size, const char* role) const {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
+    if (type_ == device_type::cpu) return wrap_host(p, size, owner_, false);
+    const std::string what = std::string("the ") + role + " buffer of " + path_;
     switch (type_) {
-      case device_type::cpu: return wrap_host(p, size, owner_, false);
+      case device_type::cpu: break;
       case device_type::cuda_host:
-        check_host_readable_label(address, size);
+        check_host_readable_label(address, size, what);
         return wrap_host(p, size, owner_, false, ctx_);
-      case device_type::cuda: return wrap_device(*ctx_, address, size, owner_, false);
+      case device_type::cuda: return cuarrow::detail::wrap_device_as(what.c_str(), *ctx_, address, size, owner_, false);
       case device_type::cuda_managed: {
-        check_host_readable_label(address, size);
+        check_host_readable_label(address, size, what);
         buffer::fields f = cuarrow::detail::buffer_factory::fields_of(*ctx_, device_type::cuda_managed, size);
         f.address = address;
         f.is_mutable = false;
@@ -655,7 +659,7 @@ class importer {
   // (CPU labels are trusted: the C Data Interface gives host pointers, and
   // asking the driver about each would cost a call per buffer of every
   // host import.)
-  void check_host_readable_label(std::uintptr_t address, std::int64_t size) const {
+  void check_host_readable_label(std::uintptr_t address, std::int64_t size, const std::string& what) const {
     const cuarrow::detail::pointer_attributes a = cuarrow::detail::query_pointer(address);
     if (a.is_device()) {
       throw invalid_data(path_, std::string("the array is labelled ") +
@@ -665,14 +669,16 @@ class importer {
                                     std::to_string(a.device) +
                                     ", which host code cannot read; the producer must label it ARROW_DEVICE_CUDA");
     }
-    cuarrow::detail::check_known_span(a, address, size, path_.c_str());
+    cuarrow::detail::check_known_span(a, address, size, what.c_str());
   }
 
   // The variadic sizes buffer: host memory by convention (Arrow C++ exports
   // it so even for device arrays), but device memory is accepted too.
   buffer wrap_sizes(const void* p, std::int64_t size) const {
-    if (type_ != device_type::cuda) return wrap(p, size);
-    if (cuarrow::detail::query_pointer(reinterpret_cast<std::uintptr_t>(p)).is_device()) return wrap(p, size);
+    if (type_ != device_type::cuda) return wrap(p, size, "variadic sizes");
+    if (cuarrow::detail::query_pointer(reinterpret_cast<std::uintptr_t>(p)).is_device()) {
+      return wrap(p, size, "variadic sizes");
+    }
     return wrap_host(p, size, owner_, false);
   }
 

@@ -426,7 +426,7 @@ TEST(ArrowAdversarial, DeviceMemoryLabelledHostMemoryIsRefused) {
 
 // A producer whose length describes more memory than its buffers have
 // (device memory, or pinned memory host code would read): refused at import,
-// naming the buffer, before anything reads past the memory (a device fault,
+// naming the buffer and its node, before anything reads past the memory (a device fault,
 // or a crash of host code, otherwise).
 TEST(ArrowAdversarial, BuffersLongerThanTheMemoryTheDriverKnowsAreRefused) {
   const cuarrow::context ctx = cuarrow::context::get(0);
@@ -438,6 +438,7 @@ TEST(ArrowAdversarial, BuffersLongerThanTheMemoryTheDriverKnowsAreRefused) {
     out->array.length = std::int64_t{1} << 36;  // 256 GiB of int32
     out->array.null_count = 0;
     const std::string m = message_of([&] { (void)import_device_array(out.get(), int32()); });
+    EXPECT_NE(m.find("the validity buffer of array: 8589934592 bytes from 0x"), std::string::npos) << m;
     EXPECT_NE(m.find("run past the memory the CUDA driver knows there"), std::string::npos) << m;
     EXPECT_TRUE(out.is_released()) << "the import took the struct and released it";
   }
