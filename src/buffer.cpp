@@ -355,7 +355,7 @@ buffer wrap_device(const context& ctx, std::uintptr_t address, std::int64_t size
 }
 
 buffer detail::wrap_device_as(const char* what, const context& ctx, std::uintptr_t address, std::int64_t size,
-                              std::shared_ptr<const void> owner, bool is_mutable) {
+                              std::shared_ptr<const void> owner, bool is_mutable, const char* role) {
   check_size(size, what);
   buffer::fields f = detail::buffer_factory::fields_of(ctx, device_type::cuda, size);
   f.address = address;
@@ -366,7 +366,7 @@ buffer detail::wrap_device_as(const char* what, const context& ctx, std::uintptr
     // host memory, must not be labelled as device memory of this one.
     scoped_context guard(ctx);
     const detail::pointer_attributes a = detail::query_pointer(address);
-    detail::check_known_span(a, address, size, what);
+    detail::check_known_span(a, address, size, what, role);
     const int ordinal = a.device;
     if (a.known) {
       if (a.managed) {

@@ -27,8 +27,9 @@ struct buffer_factory {
 };
 
 /// wrap_device, its errors naming `what` (the import or protocol the view
-/// is made for: "__cuda_array_interface__", a C Device buffer's path).
+/// is made for: "__cuda_array_interface__"; with `role`, a C Device
+/// buffer: "the <role> buffer of <what>", made only when thrown).
 buffer wrap_device_as(const char* what, const context& ctx, std::uintptr_t address, std::int64_t size,
-                      std::shared_ptr<const void> owner, bool is_mutable);
+                      std::shared_ptr<const void> owner, bool is_mutable, const char* role = nullptr);
 
 }  // namespace cuarrow::detail

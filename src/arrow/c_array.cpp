@@ -631,16 +631,15 @@ class importer {
   // validity buffer of <path>").
   buffer wrap(const void* p, std::int64_t size, const char* role) const {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
-    if (type_ == device_type::cpu) return wrap_host(p, size, owner_, false);
-    const std::string what = std::string("the ") + role + " buffer of " + path_;
     switch (type_) {
-      case device_type::cpu: break;
+      case device_type::cpu: return wrap_host(p, size, owner_, false);
       case device_type::cuda_host:
-        check_host_readable_label(address, size, what);
+        check_host_readable_label(address, size, role);
         return wrap_host(p, size, owner_, false, ctx_);
-      case device_type::cuda: return cuarrow::detail::wrap_device_as(what.c_str(), *ctx_, address, size, owner_, false);
+      case device_type::cuda:
+        return cuarrow::detail::wrap_device_as(path_.c_str(), *ctx_, address, size, owner_, false, role);
       case device_type::cuda_managed: {
-        check_host_readable_label(address, size, what);
+        check_host_readable_label(address, size, role);
         buffer::fields f = cuarrow::detail::buffer_factory::fields_of(*ctx_, device_type::cuda_managed, size);
         f.address = address;
         f.is_mutable = false;
@@ -659,7 +658,7 @@ class importer {
   // (CPU labels are trusted: the C Data Interface gives host pointers, and
   // asking the driver about each would cost a call per buffer of every
   // host import.)
-  void check_host_readable_label(std::uintptr_t address, std::int64_t size, const std::string& what) const {
+  void check_host_readable_label(std::uintptr_t address, std::int64_t size, const char* role) const {
     const cuarrow::detail::pointer_attributes a = cuarrow::detail::query_pointer(address);
     if (a.is_device()) {
       throw invalid_data(path_, std::string("the array is labelled ") +
@@ -669,7 +668,7 @@ class importer {
                                     std::to_string(a.device) +
                                     ", which host code cannot read; the producer must label it ARROW_DEVICE_CUDA");
     }
-    cuarrow::detail::check_known_span(a, address, size, what.c_str());
+    cuarrow::detail::check_known_span(a, address, size, path_.c_str(), role);
   }
 
   // The variadic sizes buffer: host memory by convention (Arrow C++ exports

@@ -46,7 +46,8 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   return a;
 }
 
-void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::int64_t size, const char* what) {
+void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::int64_t size, const char* what,
+                      const char* role) {
   if (!a.known || a.range_size == 0 || size <= 0) return;
   const auto end_of = [](const pointer_attributes& r) { return r.range_start + r.range_size; };
   const auto n_bytes = static_cast<std::uintptr_t>(size);
@@ -60,7 +61,8 @@ void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::
     pointer_attributes b = query_pointer(next);
     if (n == kMostRanges || !b.known || b.range_size == 0 || b.memory_type != a.memory_type || b.device != a.device ||
         b.managed != a.managed) {
-      throw invalid_argument(std::string(what) + ": " + std::to_string(size) + " bytes from " + hex_address(address) +
+      const std::string name = role ? std::string("the ") + role + " buffer of " + what : std::string(what);
+      throw invalid_argument(name + ": " + std::to_string(size) + " bytes from " + hex_address(address) +
                              " run past the memory the CUDA driver knows there: it ends at " + hex_address(next) +
                              ", " + std::to_string(next - address) +
                              " bytes in; the producer describes more memory than it has");

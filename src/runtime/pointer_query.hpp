@@ -35,16 +35,18 @@ struct pointer_attributes {
 /// driver can be loaded.
 pointer_attributes query_pointer(std::uintptr_t address);
 
-/// Throws invalid_argument, naming `what`, unless every byte of [address,
-/// address + size) lies in memory the driver knows as it knows `address`
-/// (`a`, its query: the same kind and device), walking from the allocation
-/// `address` lies in to the ones after it (a view may span mappings placed
-/// end to end, as PyTorch's expandable segments place them).  Memory the
-/// driver does not know, or whose range it does not state, is not checked.
-/// So a foreign producer that describes more memory than it has gets an
-/// error here, not a fault (or a crash of host code) when the bytes are
-/// read.
-void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::int64_t size, const char* what);
+/// Throws invalid_argument, naming `what` (or, with `role`, "the <role>
+/// buffer of <what>": the name is only made when thrown), unless every
+/// byte of [address, address + size) lies in memory the driver knows as it
+/// knows `address` (`a`, its query: the same kind and device), walking
+/// from the allocation `address` lies in to the ones after it (a view may
+/// span mappings placed end to end, as PyTorch's expandable segments place
+/// them).  Memory the driver does not know, or whose range it does not
+/// state, is not checked.  So a foreign producer that describes more
+/// memory than it has gets an error here, not a fault (or a crash of host
+/// code) when the bytes are read.
+void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::int64_t size, const char* what,
+                      const char* role = nullptr);
 
 /// Whether kernels of the current context reach the host memory at
 /// `address` through that very address (CU_POINTER_ATTRIBUTE_DEVICE_POINTER
