@@ -565,10 +565,11 @@ class RecordBatchStreamReader(_Reader):
         asked for, on the calling thread.  Each batch is on the device when
         it is handed out.  A loop left early, or any other read of this
         reader, stops the reading ahead and puts the reader back at the
-        first batch the loop did not take, so nothing is skipped: ``read_next_batch()`` after
-        ``break`` gives the batch after the last one the loop had (the
-        batches read ahead are read again).  A read that fails still yields
-        the batches before the failing one, then raises its error.
+        first batch the loop did not take, so nothing is skipped:
+        ``read_next_batch()`` after ``break`` gives the batch after the last
+        one the loop had (the batches read ahead are read again).  A read
+        that fails still yields the batches before the failing one, then
+        raises its error.
         ``readahead < 0`` or ``readahead_bytes < 1`` raise ValueError.  In
         device memory every batch is already there: `readahead` and
         `readahead_bytes` are ignored."""
