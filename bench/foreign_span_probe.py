@@ -4,7 +4,11 @@ PyTorch with expandable segments (tensors over VMM mappings placed end to
 end), PyTorch's default caching allocator, CuPy's default and async pools.
 Each tensor is viewed whole by buffer_from_object and read back; a view
 1 byte and 1 GiB past a tensor is tried too (accepted into a neighbour, or
-refused).  Prints one line per case; run on the GPU machine."""
+refused).  Mode "vmm": one 2 MiB physical allocation mapped N times end to
+end (cuMemMap through ctypes), viewed whole by foreign_buffer: the walk's
+cost per range, and its limit (262,144 ranges); and the cost of the one
+pointer query with and without the two range attributes the check adds.
+Prints one line per case; run on the GPU machine."""
 
 import os
 import sys
@@ -45,6 +49,105 @@ if mode.startswith("torch"):
     check("5 MiB tensor", keep[3], 5 << 20, 1)
     sl = big[12345 : 12345 + (300 << 20)]
     check("300 MiB slice at 12345", sl, 300 << 20, 7)
+elif mode == "vmm":
+    import ctypes as C
+    import time
+
+    cu = C.CDLL("libcuda.so.1")
+
+    def ok(r, what):
+        if r != 0:
+            raise RuntimeError(f"{what}: CUresult {r}")
+
+    class Loc(C.Structure):
+        _fields_ = [("type", C.c_int), ("id", C.c_int)]
+
+    class Prop(C.Structure):
+        _fields_ = [
+            ("type", C.c_int),
+            ("handle_types", C.c_int),
+            ("location", Loc),
+            ("win32", C.c_void_p),
+            ("compression", C.c_ubyte),
+            ("rdma", C.c_ubyte),
+            ("usage", C.c_ushort),
+            ("reserved", C.c_ubyte * 4),
+        ]
+
+    class Access(C.Structure):
+        _fields_ = [("location", Loc), ("flags", C.c_int)]
+
+    primary = C.c_void_p()
+    ok(cu.cuDevicePrimaryCtxRetain(C.byref(primary), 0), "cuDevicePrimaryCtxRetain")
+    ok(cu.cuCtxSetCurrent(primary), "cuCtxSetCurrent")  # the context cuarrow's Context(0) uses
+    granule = 2 << 20
+    prop = Prop(1, 0, Loc(1, 0))  # pinned, no handle export, device 0
+    handle = C.c_ulonglong()
+    ok(cu.cuMemCreate(C.byref(handle), C.c_size_t(granule), C.byref(prop), C.c_ulonglong(0)), "cuMemCreate")
+
+    def mapped_view(n):
+        """n mappings of the one granule end to end: (base, unmap)."""
+        base = C.c_ulonglong()
+        size = n * granule
+        ok(
+            cu.cuMemAddressReserve(
+                C.byref(base), C.c_size_t(size), C.c_size_t(granule), C.c_ulonglong(0), C.c_ulonglong(0)
+            ),
+            "cuMemAddressReserve",
+        )
+        for i in range(n):
+            ok(
+                cu.cuMemMap(
+                    C.c_ulonglong(base.value + i * granule),
+                    C.c_size_t(granule),
+                    C.c_size_t(0),
+                    handle,
+                    C.c_ulonglong(0),
+                ),
+                "cuMemMap",
+            )
+        acc = Access(Loc(1, 0), 3)  # read and write
+        ok(cu.cuMemSetAccess(base, C.c_size_t(size), C.byref(acc), C.c_size_t(1)), "cuMemSetAccess")
+
+        def unmap():
+            ok(cu.cuMemUnmap(base, C.c_size_t(size)), "cuMemUnmap")
+            ok(cu.cuMemAddressFree(base, C.c_size_t(size)), "cuMemAddressFree")
+
+        return base.value, unmap
+
+    for n in (64, 40_000, (1 << 18) + 8):
+        t0 = time.perf_counter()
+        base, unmap = mapped_view(n)
+        t_map = time.perf_counter() - t0
+        try:
+            t0 = time.perf_counter()
+            view = ctx.foreign_buffer(base, n * granule)
+            t_view = time.perf_counter() - t0
+            tail = view.slice(n * granule - 8, 8).copy_to_host().to_pybytes()
+            print(
+                f"vmm {n} mappings ({n * granule >> 30} GiB): viewed {view.size} bytes in {t_view * 1e3:.1f} ms "
+                f"({t_view / n * 1e9:.0f} ns a range; mapping took {t_map:.1f} s); last 8 bytes read: {len(tail)}"
+            )
+            del view
+        except ValueError as e:
+            t_view = time.perf_counter() - t0
+            print(f"vmm {n} mappings: refused in {t_view * 1e3:.1f} ms: {str(e)[:220]}")
+        finally:
+            unmap()
+
+    # The one pointer query, with and without the range attributes.
+    buf = ctx.new_buffer(1 << 20)
+    attrs7 = (C.c_int * 7)(2, 9, 8, 17, 10, 11, 12)  # type, ordinal, managed, pool, legacy IPC, range start, size
+    vals = [C.c_ulonglong() for _ in range(7)]
+    ptrs = (C.c_void_p * 7)(*[C.cast(C.byref(v), C.c_void_p) for v in vals])
+    f = cu.cuPointerGetAttributes
+    for k in (5, 7, 5, 7):
+        reps = 200_000
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            f(k, attrs7, ptrs, C.c_ulonglong(buf.address))
+        dt = time.perf_counter() - t0
+        print(f"cuPointerGetAttributes with {k} attributes: {dt / reps * 1e9:.0f} ns a call (ctypes included)")
 else:
     import cupy
 

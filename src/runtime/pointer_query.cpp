@@ -53,16 +53,24 @@ void check_known_span(const pointer_attributes& a, std::uintptr_t address, std::
   const auto n_bytes = static_cast<std::uintptr_t>(size);
   const std::uintptr_t end = n_bytes > UINTPTR_MAX - address ? UINTPTR_MAX : address + n_bytes;  // past: refused
   pointer_attributes at = a;
-  // Mappings end to end: a 2 MiB granule each at worst; a view of 64 GiB
-  // crosses 32 Ki of them.
-  constexpr int kMostRanges = 1 << 15;
+  const auto name = [&] { return role ? std::string("the ") + role + " buffer of " + what : std::string(what); };
+  // Mappings end to end: a 2 MiB granule each at worst, so 512 GiB of them
+  // (more than any one GPU holds) cross 256 Ki; a query takes about a
+  // microsecond.  Past that the walk stops and says so, rather than
+  // calling mapped memory unknown.
+  constexpr int kMostRanges = 1 << 18;
   for (int n = 0; end > end_of(at); ++n) {
     const std::uintptr_t next = end_of(at);
+    if (n == kMostRanges) {
+      throw invalid_argument(name() + ": " + std::to_string(size) + " bytes from " + hex_address(address) +
+                             " cross more than " + std::to_string(kMostRanges) +
+                             " allocations placed end to end, more than cuarrow walks to check a view (it stopped " +
+                             std::to_string(next - address) + " bytes in); view it in parts");
+    }
     pointer_attributes b = query_pointer(next);
-    if (n == kMostRanges || !b.known || b.range_size == 0 || b.memory_type != a.memory_type || b.device != a.device ||
+    if (!b.known || b.range_size == 0 || b.memory_type != a.memory_type || b.device != a.device ||
         b.managed != a.managed) {
-      const std::string name = role ? std::string("the ") + role + " buffer of " + what : std::string(what);
-      throw invalid_argument(name + ": " + std::to_string(size) + " bytes from " + hex_address(address) +
+      throw invalid_argument(name() + ": " + std::to_string(size) + " bytes from " + hex_address(address) +
                              " run past the memory the CUDA driver knows there: it ends at " + hex_address(next) +
                              ", " + std::to_string(next - address) +
                              " bytes in; the producer describes more memory than it has");
