@@ -4,7 +4,8 @@
 # read-ahead probe and the IPC benchmark, each under `timeout` so that what
 # ran comes back even when the call's limit is near.  Everything lands in
 # $OUT/bundle.tgz (r/: steps.txt, lscpu.txt, suite/summary.md, suite.log,
-# dt.log, decode_threads.json, ra.log, readahead.json, ib.log, ipc/).
+# dt.log, decode_threads.json, ra.log, readahead.json, span.log, ib.log,
+# ipc/).
 #
 # Here, first: scripts/gpu-suite.sh prepare; strip --strip-debug
 # build/gpu/lib/*.so* build/gpu/bin/*; scripts/fetch-gpu-wheels.sh.  Then
@@ -17,7 +18,8 @@
 # (the package is then only built); DT=1 runs bench/decode_threads_probe.py
 # (DT_CEIL, DT_THREADS: its thread counts, default 1,8,16 and 16; DT_ARGS
 # adds options, e.g. --table-bytes 1G); RA=1 runs bench/readahead_probe.py
-# (RA_ARGS adds options); BUDGET:
+# (RA_ARGS adds options); SPAN=1 runs bench/foreign_span_probe.py vmm
+# (span.log); BUDGET:
 # seconds from the start by which bench/ipc_bench.py must end (0 or unset:
 # not run; IB_ARGS adds options).  Only the checkout travels, without .git:
 # COMMIT names the commit in the results.
@@ -59,6 +61,12 @@ if [ "${RA:-0}" = 1 ]; then
   log "readahead probe (timeout $t)"
   timeout $t python3 bench/readahead_probe.py --reps 3 ${RA_ARGS:-} --out $R/readahead.json > $R/ra.log 2>&1
   log "ra rc $?"; tail -12 $R/ra.log
+fi
+if [ "${SPAN:-0}" = 1 ]; then
+  t=$(( LIMIT - $(el) - 25 )); [ $t -gt 90 ] && t=90
+  log "foreign span probe, vmm (timeout $t)"
+  timeout $t python3 bench/foreign_span_probe.py vmm > $R/span.log 2>&1
+  log "span rc $?"; tail -12 $R/span.log
 fi
 if [ "${BUDGET:-0}" -gt 0 ]; then
   t=$(( BUDGET - $(el) )); [ $t -gt $(( LIMIT - $(el) - 15 )) ] && t=$(( LIMIT - $(el) - 15 ))
