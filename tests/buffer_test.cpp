@@ -218,6 +218,70 @@ TEST(Buffer, WrappingPastTheEndOfTheMemoryTheDriverKnowsIsRefused) {
   EXPECT_EQ(to_vector(cuarrow::copy_to_device(ctx, "still fine", 10)).size(), 10u);
 }
 
+// n cuMemAlloc allocations of `bytes` each, placed end to end by the
+// driver (allocating on past the holes earlier tests left), or none.
+std::vector<cuarrow::buffer> allocations_end_to_end(const cuarrow::context& ctx, int n, std::int64_t bytes) {
+  std::vector<cuarrow::buffer> run;
+  std::vector<cuarrow::buffer> held;  // kept until the run is found: freed, they would be handed out again
+  run.reserve(static_cast<std::size_t>(n));
+  bool adjacent = false;  // any two so far: a driver that places none so is not asked 2n times
+  for (int tries = 0; tries < 2 * n + 4096 && static_cast<int>(run.size()) < n && (adjacent || tries < 4096); ++tries) {
+    cuarrow::buffer b = cuarrow::allocate_device(ctx, bytes, {}, cuarrow::plain_device_resource::shared());
+    const bool next_to = !run.empty() && b.address() == run.back().address() + static_cast<std::uintptr_t>(bytes);
+    adjacent = adjacent || next_to;
+    if (!next_to) {
+      for (cuarrow::buffer& r : run) held.push_back(std::move(r));
+      run.clear();
+    }
+    run.push_back(std::move(b));
+  }
+  if (static_cast<int>(run.size()) < n) run.clear();
+  return run;
+}
+
+// A view across allocations placed end to end (as PyTorch's expandable
+// segments place their mappings) is walked range by range: taken up to
+// the last one's end, refused one byte past it.
+TEST(Buffer, ViewsAcrossAllocationsPlacedEndToEndAreWalked) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const std::int64_t n = 4096;
+  const std::vector<cuarrow::buffer> run = allocations_end_to_end(ctx, 8, n);
+  if (run.empty()) GTEST_SKIP() << "the driver did not place 4 KiB cuMemAlloc allocations end to end here";
+  const std::uintptr_t start = run.front().address() + 100;
+  const std::int64_t span = 8 * n - 100;
+  EXPECT_EQ(cuarrow::wrap_device(ctx, start, span, nullptr).size(), span);
+  try {
+    (void)cuarrow::wrap_device(ctx, start, span + 1, nullptr);
+    ADD_FAILURE() << "a view one byte past 8 allocations end to end was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("run past the memory the CUDA driver knows there"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(span) + " bytes in"), std::string::npos) << e.what();
+  }
+}
+
+// The walk stops after 262,144 ranges with an error of its own, not the
+// one for a producer that describes more memory than it has.
+TEST(Buffer, AViewAcrossMoreRangesThanTheWalkTakesSaysSo) {
+  cuarrow::context ctx = cuarrow::context::get(0);
+  const int ranges = (1 << 18) + 2;
+  const std::int64_t n = 256;
+  const std::vector<cuarrow::buffer> run = allocations_end_to_end(ctx, ranges, n);
+  if (run.empty()) GTEST_SKIP() << "the driver did not place 256-byte cuMemAlloc allocations end to end here";
+  const std::int64_t span = std::int64_t{ranges} * n;
+  try {
+    (void)cuarrow::wrap_device(ctx, run.front().address(), span, nullptr);
+    ADD_FAILURE() << "a view over " << ranges << " ranges was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cross more than 262144 allocations placed end to end"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("view it in parts"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cuarrow::wrap_device(ctx, run.front().address(), std::int64_t{1 << 18} * n, nullptr).size(),
+            std::int64_t{1 << 18} * n)
+      << "a view over as many ranges as the walk takes";
+}
+
 namespace {
 // A user-supplied resource: counts calls and delegates to cuMemAlloc.
 class counting_resource final : public cuarrow::device_memory_resource {
