@@ -24,6 +24,31 @@ from cuarrow import cuda  # noqa: E402
 ctx = cuda.Context(0)
 
 
+def attributes(address):
+    """What the driver says of `address` (each attribute asked alone): the
+    memory type, the range (start, size), whether it is mapped, and the
+    mapping (base, size); an error's CUresult in their place."""
+    import ctypes as C
+
+    cu = C.CDLL("libcuda.so.1")
+    out = {}
+    for name, attr, t in (
+        ("type", 2, C.c_uint),
+        ("range_start", 11, C.c_ulonglong),
+        ("range_size", 12, C.c_size_t),
+        ("mapped", 13, C.c_uint),
+        ("mapping_base", 19, C.c_ulonglong),
+        ("mapping_size", 18, C.c_size_t),
+    ):
+        v = t(0)
+        r = cu.cuPointerGetAttribute(C.byref(v), attr, C.c_ulonglong(address))
+        out[name] = v.value if r == 0 else f"CUresult {r}"
+    for k in ("range_start", "mapping_base"):
+        if isinstance(out[k], int):
+            out[k] = f"addr{out[k] - address:+d}"
+    return out
+
+
 def check(name, obj, nbytes, first):
     try:
         view = ctx.buffer_from_object(obj)
@@ -46,6 +71,8 @@ if mode.startswith("torch"):
     big = torch.full((1 << 30,), 7, dtype=torch.uint8, device="cuda")  # 1 GiB
     torch.cuda.synchronize()
     check("1 GiB tensor", big, 1 << 30, 7)
+    print(f"{mode} attributes at the 1 GiB tensor: {attributes(big.data_ptr())}")
+    print(f"{mode} attributes 1 GiB past its end: {attributes(big.data_ptr() + (2 << 30))}")
     check("5 MiB tensor", keep[3], 5 << 20, 1)
     sl = big[12345 : 12345 + (300 << 20)]
     check("300 MiB slice at 12345", sl, 300 << 20, 7)
@@ -134,6 +161,42 @@ elif mode == "vmm":
             print(f"vmm {n} mappings: refused in {t_view * 1e3:.1f} ms: {str(e)[:220]}")
         finally:
             unmap()
+
+    # A reservation of 8 granules with only the first 4 mapped (one
+    # cuMemMap each): what the driver says of a mapped and an unmapped
+    # granule, and whether a view over 6 granules is taken (never read).
+    base = C.c_ulonglong()
+    ok(
+        cu.cuMemAddressReserve(
+            C.byref(base), C.c_size_t(8 * granule), C.c_size_t(granule), C.c_ulonglong(0), C.c_ulonglong(0)
+        ),
+        "cuMemAddressReserve",
+    )
+    for i in range(4):
+        ok(
+            cu.cuMemMap(
+                C.c_ulonglong(base.value + i * granule), C.c_size_t(granule), C.c_size_t(0), handle, C.c_ulonglong(0)
+            ),
+            "cuMemMap",
+        )
+    ok(cu.cuMemSetAccess(base, C.c_size_t(4 * granule), C.byref(Access(Loc(1, 0), 3)), C.c_size_t(1)), "access")
+    for g in (0, 3, 4, 7):
+        print(
+            f"vmm holes: granule {g} ({'mapped' if g < 4 else 'reserved only'}): {attributes(base.value + g * granule)}"
+        )
+    for n_g in (4, 6):
+        try:
+            v = ctx.foreign_buffer(base.value, n_g * granule)
+            print(f"vmm holes: a view of {n_g} granules from the base: taken ({v.size} bytes)")
+            del v
+        except ValueError as e:
+            print(f"vmm holes: a view of {n_g} granules from the base: refused: {str(e)[:160]}")
+    ok(cu.cuMemUnmap(base, C.c_size_t(4 * granule)), "cuMemUnmap")
+    ok(cu.cuMemAddressFree(base, C.c_size_t(8 * granule)), "cuMemAddressFree")
+    plain = ctx.new_buffer(3 << 20)
+    print(f"cuMemAlloc 3 MiB: {attributes(plain.address)}; at +1 MiB: {attributes(plain.address + (1 << 20))}")
+    pooled = ctx.buffer_from_data(b"x" * (3 << 20))
+    print(f"pool 3 MiB: {attributes(pooled.address)}")
 
     # The one pointer query, with and without the range attributes.
     buf = ctx.new_buffer(1 << 20)

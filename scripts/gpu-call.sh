@@ -18,8 +18,8 @@
 # (the package is then only built); DT=1 runs bench/decode_threads_probe.py
 # (DT_CEIL, DT_THREADS: its thread counts, default 1,8,16 and 16; DT_ARGS
 # adds options, e.g. --table-bytes 1G); RA=1 runs bench/readahead_probe.py
-# (RA_ARGS adds options); SPAN=1 runs bench/foreign_span_probe.py vmm
-# (span.log); BUDGET:
+# (RA_ARGS adds options); SPAN=1 runs bench/foreign_span_probe.py in
+# each of SPAN_MODES (default vmm; span.log); BUDGET:
 # seconds from the start by which bench/ipc_bench.py must end (0 or unset:
 # not run; IB_ARGS adds options).  Only the checkout travels, without .git:
 # COMMIT names the commit in the results.
@@ -64,9 +64,12 @@ if [ "${RA:-0}" = 1 ]; then
 fi
 if [ "${SPAN:-0}" = 1 ]; then
   t=$(( LIMIT - $(el) - 25 )); [ $t -gt 90 ] && t=90
-  log "foreign span probe, vmm (timeout $t)"
-  timeout $t python3 bench/foreign_span_probe.py vmm > $R/span.log 2>&1
-  log "span rc $?"; tail -12 $R/span.log
+  for m in ${SPAN_MODES:-vmm}; do
+    log "foreign span probe, $m (timeout $t)"
+    timeout $t python3 bench/foreign_span_probe.py $m >> $R/span.log 2>&1
+    log "span rc $?"
+  done
+  tail -40 $R/span.log
 fi
 if [ "${BUDGET:-0}" -gt 0 ]; then
   t=$(( BUDGET - $(el) )); [ $t -gt $(( LIMIT - $(el) - 15 )) ] && t=$(( LIMIT - $(el) - 15 ))
