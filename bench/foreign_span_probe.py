@@ -197,6 +197,16 @@ elif mode == "vmm":
     print(f"cuMemAlloc 3 MiB: {attributes(plain.address)}; at +1 MiB: {attributes(plain.address + (1 << 20))}")
     pooled = ctx.buffer_from_data(b"x" * (3 << 20))
     print(f"pool 3 MiB: {attributes(pooled.address)}")
+    pinned = cuda.new_host_buffer(1 << 20)
+    print(f"pinned 1 MiB: {attributes(pinned.address)}")
+    managed = C.c_ulonglong()
+    ok(cu.cuMemAllocManaged(C.byref(managed), C.c_size_t(1 << 20), 1), "cuMemAllocManaged")
+    print(f"managed 1 MiB: {attributes(managed.value)}")
+    host = np.zeros(1 << 20, dtype=np.uint8)
+    ok(cu.cuMemHostRegister_v2(C.c_void_p(host.ctypes.data), C.c_size_t(1 << 20), 0), "cuMemHostRegister")
+    print(f"registered 1 MiB: {attributes(host.ctypes.data)}")
+    print(f"plain host memory: {attributes(np.zeros(1 << 20, dtype=np.uint8).ctypes.data)}")
+    ok(cu.cuMemHostUnregister(C.c_void_p(host.ctypes.data)), "cuMemHostUnregister")
 
     # The one pointer query, with and without the range attributes.
     buf = ctx.new_buffer(1 << 20)

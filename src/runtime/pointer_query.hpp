@@ -18,11 +18,16 @@ struct pointer_attributes {
   bool managed = false;
   CUmemoryPool pool = nullptr;  // the stream-ordered pool it came from, if any
   bool legacy_ipc_capable = false;
-  /// The allocation (or mapping) `address` lies in, as the driver states
-  /// it (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR / _SIZE); size 0 when it
-  /// does not say.
+  /// The memory `address` lies in: the allocation the driver states
+  /// (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR / _SIZE), cut to the mapping
+  /// that backs the address (_MAPPING_BASE_ADDR / _SIZE) where the driver
+  /// states one: a VMM reservation is one range however little of it is
+  /// mapped.  Size 0 when the driver does not say.
   std::uintptr_t range_start = 0;
   std::size_t range_size = 0;
+  /// The driver states a range at the address with nothing mapped there (a
+  /// VMM reservation's hole; `known` may be false): reading it faults.
+  bool unmapped = false;
 
   /// Device memory host code must not read (managed memory excepted).
   bool is_device() const noexcept { return known && memory_type == CU_MEMORYTYPE_DEVICE && !managed; }

@@ -104,6 +104,74 @@ TEST(Gpu, PointerAttributesOfForeignAllocations) {
   EXPECT_THROW((void)ctx.get_device_address(pageable.data()), cuarrow::cuda_error);
 }
 
+// Memory mapped by another library through the VMM API (as PyTorch's
+// expandable segments map theirs): the driver states the whole reservation
+// as one range however little of it is mapped, so the span check walks
+// the mappings.  A view over mapped granules, one cuMemMap each, is taken
+// and read; a view running into the reservation's unmapped part, or
+// starting there, is refused before anything reads it (a read would
+// fault and spoil the context).
+TEST(Gpu, ViewsOfVmmMemoryStopWhereItsMappingsEnd) {
+  REQUIRE_GPU();
+  raw_driver raw;
+  auto granularity = raw.get<PFN_cuMemGetAllocationGranularity_v10020>("cuMemGetAllocationGranularity");
+  auto create = raw.get<PFN_cuMemCreate_v10020>("cuMemCreate");
+  auto release = raw.get<PFN_cuMemRelease_v10020>("cuMemRelease");
+  auto reserve = raw.get<PFN_cuMemAddressReserve_v10020>("cuMemAddressReserve");
+  auto free_va = raw.get<PFN_cuMemAddressFree_v10020>("cuMemAddressFree");
+  auto map = raw.get<PFN_cuMemMap_v10020>("cuMemMap");
+  auto unmap = raw.get<PFN_cuMemUnmap_v10020>("cuMemUnmap");
+  auto set_access = raw.get<PFN_cuMemSetAccess_v10020>("cuMemSetAccess");
+  ASSERT_TRUE(granularity && create && release && reserve && free_va && map && unmap && set_access);
+  cuarrow::context ctx = cuarrow::context::get(0);
+  cuarrow::scoped_context guard(ctx);
+
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  std::size_t g = 0;
+  ASSERT_EQ(granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(create(&handle, g, &prop, 0), CUDA_SUCCESS);
+  constexpr int kMapped = 40;
+  constexpr int kReserved = 48;
+  CUdeviceptr base = 0;
+  ASSERT_EQ(reserve(&base, kReserved * g, g, 0, 0), CUDA_SUCCESS);
+  for (int i = 0; i < kMapped; ++i) ASSERT_EQ(map(base + i * g, g, 0, handle, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(set_access(base, kMapped * g, &access, 1), CUDA_SUCCESS);
+
+  const auto n = static_cast<std::int64_t>(g);
+  {
+    cuarrow::buffer all = cuarrow::wrap_device(ctx, base + 100, kMapped * n - 100, nullptr);
+    EXPECT_EQ(all.size(), kMapped * n - 100);
+    std::uint8_t byte = 0x5a;
+    cuarrow::copy_from_host(all, all.size() - 1, &byte, 1);
+    byte = 0;
+    cuarrow::copy_to_host(&byte, all, all.size() - 1, 1);
+    EXPECT_EQ(byte, 0x5a);
+  }
+  try {
+    (void)cuarrow::wrap_device(ctx, base, kMapped * n + 1, nullptr);
+    ADD_FAILURE() << "a view one byte into the reservation's unmapped part was taken";
+  } catch (const cuarrow::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("run past the memory the CUDA driver knows there"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(kMapped * n) + " bytes in"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)cuarrow::wrap_device(ctx, base + (kMapped + 2) * n, n, nullptr), cuarrow::invalid_argument)
+      << "a view that starts in the reservation's unmapped part";
+  // Still usable after the refusals.
+  EXPECT_EQ(cuarrow::copy_to_device(ctx, "fine", 4).size(), 4);
+
+  EXPECT_EQ(unmap(base, kMapped * g), CUDA_SUCCESS);
+  EXPECT_EQ(free_va(base, kReserved * g), CUDA_SUCCESS);
+  EXPECT_EQ(release(handle), CUDA_SUCCESS);
+}
+
 TEST(Gpu, AsyncCopiesReturnBeforeTheyFinish) {
   REQUIRE_GPU();
   cuarrow::context ctx = cuarrow::context::get(0);
