@@ -210,15 +210,17 @@ elif mode == "vmm":
 
     # The one pointer query, with and without the range attributes.
     buf = ctx.new_buffer(1 << 20)
-    attrs7 = (C.c_int * 7)(2, 9, 8, 17, 10, 11, 12)  # type, ordinal, managed, pool, legacy IPC, range start, size
-    vals = [C.c_ulonglong() for _ in range(7)]
-    ptrs = (C.c_void_p * 7)(*[C.cast(C.byref(v), C.c_void_p) for v in vals])
+    # type, ordinal, managed, pool, legacy IPC, range start and size (the
+    # query until 2026-12-07 asked the first 5), mapped, mapping base and size
+    attrs = (C.c_int * 10)(2, 9, 8, 17, 10, 11, 12, 13, 19, 18)
+    vals = [C.c_ulonglong() for _ in range(10)]
+    ptrs = (C.c_void_p * 10)(*[C.cast(C.byref(v), C.c_void_p) for v in vals])
     f = cu.cuPointerGetAttributes
-    for k in (5, 7, 5, 7):
+    for k in (5, 7, 10, 5, 7, 10):
         reps = 200_000
         t0 = time.perf_counter()
         for _ in range(reps):
-            f(k, attrs7, ptrs, C.c_ulonglong(buf.address))
+            f(k, attrs, ptrs, C.c_ulonglong(buf.address))
         dt = time.perf_counter() - t0
         print(f"cuPointerGetAttributes with {k} attributes: {dt / reps * 1e9:.0f} ns a call (ctypes included)")
 else:
