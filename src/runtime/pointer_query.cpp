@@ -11,8 +11,8 @@ namespace cuarrow::detail {
 
 pointer_attributes query_pointer(std::uintptr_t address) {
   const driver_table& d = driver();
-  // The mapping attributes last: a driver that does not know them (CUDA
-  // 12.0 and older answer CUDA_ERROR_INVALID_VALUE for the whole call) is
+  // The mapping attributes last: a driver that refuses them (one that does
+  // not know them answers CUDA_ERROR_INVALID_VALUE for the whole call) is
   // asked again without them.
   CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
@@ -43,16 +43,17 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   const auto ptr = static_cast<CUdeviceptr>(address);
   unsigned asked = kAll;
   CUresult r = d.cuPointerGetAttributes(kAll, attrs, values, ptr);
-  if (r == CUDA_ERROR_INVALID_VALUE) {
+  if (r != CUDA_SUCCESS) {
     asked = kWithoutMapping;
     r = d.cuPointerGetAttributes(kWithoutMapping, attrs, values, ptr);
   }
   pointer_attributes a;
   if (r != CUDA_SUCCESS) return a;
   // A reservation's hole: the driver states the range, nothing mapped (and
-  // may state no memory type there).
-  a.unmapped =
-      asked == kAll && mapped == 0 && range_size > 0 && range_start <= address && address - range_start < range_size;
+  // may state no memory type there).  VMM reservations are device memory:
+  // host and managed memory are never called unmapped.
+  a.unmapped = asked == kAll && mapped == 0 && memory_type != CU_MEMORYTYPE_HOST && managed == 0 && range_size > 0 &&
+               range_start <= address && address - range_start < range_size;
   if (memory_type == 0) return a;
   a.known = true;
   a.memory_type = static_cast<CUmemorytype>(memory_type);
