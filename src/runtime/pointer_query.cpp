@@ -52,8 +52,8 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   // A reservation's hole: the driver states the range, nothing mapped (and
   // may state no memory type there).  VMM reservations are device memory:
   // host and managed memory are never called unmapped.
-  a.unmapped = asked == kAll && mapped == 0 && memory_type != CU_MEMORYTYPE_HOST && managed == 0 && range_size > 0 &&
-               range_start <= address && address - range_start < range_size;
+  const bool in_range = range_size > 0 && range_start <= address && address - range_start < range_size;
+  a.unmapped = asked == kAll && in_range && mapped == 0 && memory_type != CU_MEMORYTYPE_HOST && managed == 0;
   if (memory_type == 0) return a;
   a.known = true;
   a.memory_type = static_cast<CUmemorytype>(memory_type);
@@ -61,7 +61,7 @@ pointer_attributes query_pointer(std::uintptr_t address) {
   a.managed = managed != 0;
   a.pool = pool;
   a.legacy_ipc_capable = ipc_capable != 0;
-  if (range_size > 0 && range_start <= address && address - range_start < range_size) {
+  if (in_range) {
     std::uintptr_t start = static_cast<std::uintptr_t>(range_start);
     std::uintptr_t end = start + range_size;
     if (asked == kAll) {
